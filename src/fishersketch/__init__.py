@@ -1,0 +1,42 @@
+"""fishersketch: head Fisher alignment at vocabulary scale.
+
+Stream a dataset once through a causal LM, keep a 16 KiB random-feature signature of its per-token
+head gradients, and compare signatures: their cosine estimates the Fisher alignment of the tasks.
+"""
+
+__version__ = "0.1.0"
+
+from fishersketch.core import (
+    AlignmentMatrix,
+    AlignmentResult,
+    ModelFingerprint,
+    Signature,
+    SketchSpec,
+    SketchState,
+    alignment,
+    alignment_matrix,
+)
+from fishersketch.errors import (
+    FisherSketchError,
+    IncompatibleSignaturesError,
+    InputError,
+    SignatureFileError,
+    TooFewDocumentsError,
+)
+
+__all__ = [
+    "AlignmentMatrix",
+    "AlignmentResult",
+    "FisherSketchError",
+    "IncompatibleSignaturesError",
+    "InputError",
+    "ModelFingerprint",
+    "Signature",
+    "SignatureFileError",
+    "SketchSpec",
+    "SketchState",
+    "TooFewDocumentsError",
+    "__version__",
+    "alignment",
+    "alignment_matrix",
+]

@@ -1,0 +1,46 @@
+"""Random features of the product kernel k((a,e),(a',e')) = (a·a')² (e·e')² (SPEC §2).
+
+Token granularity, feature r:
+    φ_r = (u_r·a)(v_r·a)(s_r·e)(t_r·e)/√m,  ψ^a_r = (u_r·a)(v_r·a)/√m,  ψ^e_r = (s_r·e)(t_r·e)/√m
+Sequence granularity (a document G = Σ_t e_t a_tᵀ): φ_r = (Σ_t (s_r·e_t)(u_r·a_t)) (Σ_t (t_r·e_t)(v_r·a_t))/√m.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+
+from fishersketch.core.projectors import VOCABULARY_PROJECTORS, DenseSignProjector, Projector
+from fishersketch.core.spec import ESTIMATORS, SketchSpec
+
+
+class FeatureMap:
+    """The four projections of a spec: (u, v) on activations, (s, t) on errors."""
+
+    def __init__(self, spec: SketchSpec):
+        self.spec = spec
+        self.scale = 1.0 / math.sqrt(spec.m)
+        self.activation_projector: Projector = DenseSignProjector(spec.d, spec.m, spec.seed, spec.reflection_tensor)
+        vocabulary_projector = VOCABULARY_PROJECTORS[ESTIMATORS[spec.estimator]]
+        self.error_projector: Projector = vocabulary_projector(spec.vocab_size, spec.m, spec.seed)
+
+    def projections(self, activations: torch.Tensor, errors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(u·a, v·a, s·e, t·e), each (N, m) float32."""
+        ua, va = self.activation_projector.project(activations.float())
+        se, te = self.error_projector.project(errors)
+        return ua, va, se, te
+
+    def token_features(self, activations: torch.Tensor, errors: torch.Tensor) -> dict[str, torch.Tensor]:
+        """φ (joint), ψ^a (activation) and ψ^e (error) features, each (N, m)."""
+        ua, va, se, te = self.projections(activations, errors)
+        activation = ua * va * self.scale
+        error = se * te
+        return {"joint": activation * error, "activation": activation, "error": error * self.scale}
+
+
+@functools.lru_cache(maxsize=8)
+def feature_map(spec: SketchSpec) -> FeatureMap:
+    """Feature maps are deterministic functions of the spec; build each once per process."""
+    return FeatureMap(spec)
