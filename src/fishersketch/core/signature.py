@@ -139,7 +139,7 @@ class Signature:
         )
         if fingerprint and fingerprint.tokenizer_checksum:
             header["tokenizer_checksum"] = fingerprint.tokenizer_checksum
-        return header
+        return dict(sorted(header.items()))
 
     def _tensors(self) -> dict[str, torch.Tensor]:
         tensors = {
@@ -163,7 +163,7 @@ class Signature:
     def to_bytes(self) -> bytes:
         tensors, header = self._tensors(), self._header()
         header["checksum"] = self._checksum(tensors, header)
-        return save(tensors, metadata=header)
+        return save(tensors, metadata=dict(sorted(header.items())))
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the safetensors file atomically."""

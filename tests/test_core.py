@@ -1,0 +1,252 @@
+"""Core math: projections, unbiasedness, streaming/merge, split-sample norms, the witness."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from core_helpers import sketch, softmax_errors, synthetic_task
+
+from fishersketch import SketchSpec, SketchState, alignment, alignment_matrix
+from fishersketch.core import hashing
+from fishersketch.core.features import FeatureMap
+from fishersketch.core.hadamard import fwht
+from fishersketch.core.spec import ESTIMATORS
+from fishersketch.errors import IncompatibleSignaturesError, InputError, TooFewDocumentsError
+from fishersketch.exact import exact_alignment, linear_cka
+
+VARIANTS = [(estimator, reflect) for estimator in ESTIMATORS for reflect in (False, True)]
+
+
+def _splitmix64_reference(x: int) -> int:
+    """Plain-Python splitmix64 (Steele et al.), independent of the numpy implementation."""
+    mask = 2**64 - 1
+    z = (x + 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return z ^ (z >> 31)
+
+
+def test_hash_values_are_pinned():
+    """The counter-based hash is part of the signature format: these values must never change."""
+    assert int(hashing.splitmix64(0)) == 0xE220A8397B1DCDAF  # splitmix64's published first output
+    reference = [_splitmix64_reference(_splitmix64_reference(_splitmix64_reference(0) + 1) + i) for i in range(3)]
+    bits = [int(b) for b in hashing.hash64(0, 1, torch.arange(3).numpy())]
+    assert bits == reference == [10705738211186751225, 12401259842959014280, 17650578182555822980]
+    assert hashing.rademacher(7, 3, (8,)).tolist() == [-1.0, -1.0, -1.0, -1.0, -1.0, -1.0, 1.0, -1.0]
+    assert hashing.random_arrangement(0, 5, 16, 4).tolist() == [4, 0, 13, 10]
+
+
+def test_projection_values_are_pinned():
+    spec = SketchSpec(d=4, vocab_size=10, m=8, estimator="maclaurin-folded")
+    ua, va, se, te = FeatureMap(spec).projections(torch.arange(4.0)[None], torch.arange(10.0)[None])
+    assert ua[0].tolist() == [-6.0, 0.0, -4.0, 6.0, 0.0, 0.0, 0.0, 6.0]
+    assert se[0].tolist() == [-29.0, -1.0, -3.0, 5.0, -15.0, -29.0, -5.0, 13.0]
+
+
+def test_fwht_matches_dense_hadamard():
+    x = torch.randn(3, 256, dtype=torch.float64)
+    hadamard = torch.ones(1, 1, dtype=torch.float64)
+    while hadamard.shape[0] < 256:
+        hadamard = torch.cat([torch.cat([hadamard, hadamard], 1), torch.cat([hadamard, -hadamard], 1)])
+    torch.testing.assert_close(fwht(x), x @ hadamard, rtol=0, atol=1e-9)
+    with pytest.raises(ValueError, match="power-of-two"):
+        fwht(torch.ones(3, 6))
+
+
+@pytest.mark.parametrize("estimator,reflect", VARIANTS)
+def test_vocabulary_rows_are_signs(estimator, reflect):
+    spec = SketchSpec(d=6, vocab_size=40, m=16, estimator=estimator)
+    if reflect:
+        spec = spec.with_reflection(torch.arange(1.0, 7.0))
+    p, q = FeatureMap(spec).error_projector.dense_rows()
+    assert set(p.unique().tolist()) == {-1.0, 1.0} and set(q.unique().tolist()) == {-1.0, 1.0}
+
+
+def test_reflection_maps_pilot_onto_first_axis():
+    """(Ra·Ra')² = (a·a')² and the pilot direction lands on e1, so its projections are ±‖μ‖."""
+    pilot = torch.tensor([3.0, -1.0, 2.0, 0.5])
+    spec = SketchSpec(d=4, vocab_size=8, m=32).with_reflection(pilot)
+    ua, va = FeatureMap(spec).activation_projector.project(pilot[None])
+    torch.testing.assert_close(ua.abs(), torch.full_like(ua, float(pilot.norm())), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("estimator,reflect", VARIANTS)
+def test_features_are_unbiased(estimator, reflect):
+    """z-test over seeds: mean of ⟨φ(x), φ(x')⟩ equals (a·a')²(e·e')², and likewise ψ^a, ψ^e."""
+    a, e = synthetic_task(2, 5, 24, seed=3)
+    a_dot, e_dot = float(a[0] @ a[1]), float(e[0].double() @ e[1].double())
+    truth = {"joint": a_dot**2 * e_dot**2, "activation": a_dot**2, "error": e_dot**2}
+    samples = {k: [] for k in truth}
+    for seed in range(300):
+        spec = SketchSpec(d=5, vocab_size=24, m=16, seed=seed, estimator=estimator)
+        if reflect:
+            spec = spec.with_reflection(a.mean(0))
+        features = FeatureMap(spec).token_features(a, e)
+        for k in truth:
+            samples[k].append(float(features[k][0].double() @ features[k][1].double()))
+    for k, values in samples.items():
+        values = torch.tensor(values, dtype=torch.float64)
+        z = (values.mean() - truth[k]) / (values.std() / math.sqrt(len(values)))
+        assert abs(z) < 4.0, (k, float(values.mean()), truth[k], float(z))
+
+
+def test_streaming_in_pieces_and_merge_equal_one_pass():
+    spec = SketchSpec(d=8, vocab_size=64, m=128)
+    a, e = synthetic_task(120, 8, 64, seed=0)
+    docs = torch.arange(120) // 3
+    one_pass = SketchState(spec).update(a, e, docs)
+    pieces = SketchState(spec)
+    for start in range(0, 120, 30):  # document boundaries align with pieces (3 tokens each)
+        pieces.update(a[start : start + 30], e[start : start + 30], docs[start : start + 30]).flush()
+    left = SketchState(spec).update(a[:60], e[:60], docs[:60])
+    right = SketchState(spec).update(a[60:], e[60:], docs[60:])
+    merged = left + right
+    for state in (pieces, merged):
+        torch.testing.assert_close(state.sums, one_pass.sums, rtol=1e-12, atol=1e-12)
+        assert state.num_tokens == one_pass.num_tokens == 120
+        assert state.num_documents == one_pass.num_documents == 40
+    assert torch.equal(merged.token_counts, torch.tensor([60, 60]))
+
+
+def test_document_split_across_updates_counted_once():
+    spec = SketchSpec(d=4, vocab_size=16, m=32)
+    a, e = synthetic_task(10, 4, 16, seed=0)
+    state = SketchState(spec).update(a[:5], e[:5], torch.zeros(5, dtype=torch.long))
+    state.update(a[5:], e[5:], torch.tensor([0, 0, 1, 1, 1])).flush()
+    assert state.num_documents == 2 and torch.equal(state.document_counts, torch.tensor([1, 1]))
+
+
+def test_split_sample_norms_are_half_mean_inner_products():
+    spec = SketchSpec(d=6, vocab_size=32, m=64)
+    a, e = synthetic_task(40, 6, 32, seed=1)
+    docs = torch.arange(40) // 2
+    state = SketchState(spec).update(a, e, docs)
+    features = FeatureMap(spec).token_features(a, e)
+    halves = docs % 2
+    for k, name in enumerate(("joint", "activation", "error")):
+        mean_a = features[name][halves == 0].double().mean(0)
+        mean_b = features[name][halves == 1].double().mean(0)
+        assert math.isclose(float(state.split_norms()[k]), float(mean_a @ mean_b), rel_tol=1e-6)
+
+
+def test_split_sample_alignment_of_one_task_is_one_and_converges_to_exact():
+    """Two independent samples of the same task align ≈ 1; the sketch tracks the exact A."""
+    spec = SketchSpec(d=16, vocab_size=200, m=4096)
+    a1, e1 = synthetic_task(600, 16, 200, seed=11, label_block=(0, 120))
+    a2, e2 = synthetic_task(600, 16, 200, seed=12, label_block=(0, 120))
+    a3, e3 = synthetic_task(600, 16, 200, seed=13, label_block=(80, 200))
+    s1, s2, s3 = sketch(spec, a1, e1), sketch(spec, a2, e2), sketch(spec, a3, e3)
+    same = alignment(s1, s2)
+    assert abs(same.fisher - 1.0) < 3 * same.stderr + 0.02
+    cross = alignment(s1, s3)
+    exact = exact_alignment(a1, e1, a3, e3, exclude_self_pairs=True)
+    assert abs(cross.fisher - exact.fisher) < 3 * cross.stderr
+    assert abs(cross.activation - exact.activation) < 3 * cross.activation_stderr
+    assert abs(cross.error - exact.error) < 3 * cross.error_stderr
+
+
+def test_non_identifiability_witness():
+    """Same activations, disjoint label blocks: A ≈ 0, S_a = CKA = 1, each self-alignment 1."""
+    d, vocab = 12, 100
+    spec = SketchSpec(d=d, vocab_size=vocab, m=4096)
+    shared = 1.0 + torch.randn(800, d, generator=torch.Generator().manual_seed(5))
+    a1, e1 = synthetic_task(800, d, vocab, seed=1, label_block=(0, 50), activations=shared)
+    a2, e2 = synthetic_task(800, d, vocab, seed=2, label_block=(50, 100), activations=shared)
+    exact = exact_alignment(a1, e1, a2, e2)
+    assert exact.fisher == 0.0 and math.isclose(exact.activation, 1.0, rel_tol=1e-12)
+    assert math.isclose(linear_cka(a1, a2), 1.0, rel_tol=1e-12)
+    s1, s2 = sketch(spec, a1, e1), sketch(spec, a2, e2)
+    result = alignment(s1, s2)
+    assert abs(result.fisher) < 3 * result.stderr
+    assert abs(result.activation - 1.0) < 3 * result.activation_stderr
+    assert result.coupling is None  # S_e ≈ 0: ρ is undefined and not reported
+    assert alignment(s1, s1).fisher == 1.0 and alignment(s2, s2).fisher == 1.0
+
+
+def test_alignment_matrix_matches_pairwise():
+    spec = SketchSpec(d=8, vocab_size=64, m=512)
+    sigs = [sketch(spec, *synthetic_task(200, 8, 64, seed=s)) for s in range(3)]
+    matrix = alignment_matrix(sigs, names=["a", "b", "c"])
+    assert torch.equal(torch.diagonal(matrix.fisher), torch.ones(3, dtype=torch.float64))
+    pair = alignment(sigs[0], sigs[2])
+    assert math.isclose(float(matrix.fisher[0, 2]), pair.fisher, rel_tol=1e-12)
+    assert math.isclose(float(matrix.stderr[2, 0]), pair.stderr, rel_tol=1e-12)
+
+
+def test_different_sketch_ids_raise_naming_fields():
+    a, e = synthetic_task(400, 8, 64, seed=0)
+    base = SketchSpec(d=8, vocab_size=64, m=256)
+    other = SketchSpec(d=8, vocab_size=64, m=256, seed=3, granularity="sequence")
+    s1, s2 = sketch(base, a, e), sketch(other, a, e, torch.arange(400) // 2)
+    with pytest.raises(IncompatibleSignaturesError, match="seed: 0 vs 3") as info:
+        alignment(s1, s2)
+    assert set(info.value.differences) == {"seed", "granularity"}
+    with pytest.raises(IncompatibleSignaturesError, match="sketch states"):
+        SketchState(base).merge(SketchState(other))
+
+
+def test_sketch_id_depends_on_identity_fields_only():
+    spec = SketchSpec(d=8, vocab_size=64)
+    assert spec.sketch_id == SketchSpec(d=8, vocab_size=64).sketch_id
+    assert spec.sketch_id != spec.with_fingerprint("abc").sketch_id
+    assert spec.sketch_id != spec.with_reflection(torch.ones(8)).sketch_id
+    assert SketchSpec.from_dict(spec.to_dict()) == spec
+
+
+def test_state_and_joint_signature_sizes():
+    """State: 3 sketches × 2 halves × m float64 = 192 KiB; joint signature: m float32 = 16 KiB."""
+    spec = SketchSpec(d=8, vocab_size=64, m=4096)
+    state = SketchState(spec)
+    assert state.sums.numel() * state.sums.element_size() == 192 * 1024
+    signature = sketch(spec, *synthetic_task(100, 8, 64, seed=0))
+    assert signature.joint.numel() * signature.joint.element_size() == 16 * 1024
+
+
+@pytest.mark.parametrize(
+    "activations,errors,doc_index,match",
+    [
+        (torch.full((3, 8), math.nan), torch.zeros(3, 16), torch.arange(3), "NaN or inf"),
+        (torch.zeros(3, 8), torch.full((3, 16), math.inf), torch.arange(3), "NaN or inf"),
+        (torch.zeros(3, 7), torch.zeros(3, 16), torch.arange(3), r"shape \(N, d=8\)"),
+        (torch.zeros(3, 8), torch.zeros(3, 15), torch.arange(3), "whole vocabulary"),
+        (torch.zeros(0, 8), torch.zeros(0, 16), torch.arange(0), "empty batch"),
+        (torch.zeros(3, 8), torch.zeros(2, 16), torch.arange(3), "row counts differ"),
+        (torch.zeros(3, 8, dtype=torch.long), torch.zeros(3, 16), torch.arange(3), "floating"),
+        (torch.zeros(3, 8), torch.zeros(3, 16), torch.zeros(3), "integer"),
+        (torch.zeros(3, 8), torch.zeros(3, 16), -torch.arange(3), "non-negative"),
+        (torch.zeros(3, 8), torch.zeros(3, 16), torch.zeros(3, 1, dtype=torch.long), "1-D"),
+    ],
+)
+def test_bad_batches_raise_clear_errors(activations, errors, doc_index, match):
+    with pytest.raises(InputError, match=match):
+        SketchState(SketchSpec(d=8, vocab_size=16, m=32)).update(activations, errors, doc_index)
+
+
+def test_bad_specs_raise_clear_errors():
+    with pytest.raises(InputError, match="unknown estimator"):
+        SketchSpec(d=4, vocab_size=8, estimator="nope")
+    with pytest.raises(InputError, match="positive int"):
+        SketchSpec(d=0, vocab_size=8)
+    with pytest.raises(InputError, match="reflection has 3 entries"):
+        SketchSpec(d=4, vocab_size=8, reflection=(1.0, 2.0, 3.0))
+
+
+def test_too_few_documents_is_an_error_not_a_nan():
+    spec = SketchSpec(d=4, vocab_size=16, m=32)
+    a, e = synthetic_task(6, 4, 16, seed=0)
+    one_document = SketchState(spec).update(a, e, torch.zeros(6, dtype=torch.long))
+    with pytest.raises(TooFewDocumentsError, match="1 document"):
+        one_document.finalize()
+
+
+def test_non_positive_split_norm_is_an_error():
+    """Two documents whose error features anti-correlate give ⟨μ̂^A, μ̂^B⟩ < 0: refuse, say why."""
+    spec = SketchSpec(d=2, vocab_size=4, m=64)
+    a = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    e = softmax_errors(torch.zeros(2, 4), torch.tensor([0, 1]))
+    e[1] = -e[1] * 0 + torch.tensor([0.0, 0.0, 0.0, 0.0])
+    e[1, 0] = 1e-30
+    with pytest.raises(TooFewDocumentsError, match="split-sample norm not positive|more documents"):
+        SketchState(spec).update(a, e, torch.arange(2)).finalize()
