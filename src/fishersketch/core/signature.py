@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load, save
+from safetensors.torch import load
 
 from fishersketch.core.spec import FORMAT_VERSION, SketchSpec
 from fishersketch.errors import SignatureFileError
@@ -26,7 +26,6 @@ from fishersketch.errors import SignatureFileError
 PROVENANCE_KEYS = (
     "base_model",
     "base_model_revision",
-    "tokenizer_checksum",
     "dataset",
     "dataset_config",
     "dataset_split",
@@ -46,6 +45,7 @@ _RESERVED_KEYS = (
     "d",
     "vocab_size",
     "head_checksum",
+    "tokenizer_checksum",
     "num_documents",
     "num_tokens",
     "library_version",
@@ -58,6 +58,28 @@ def _library_version() -> str:
     from fishersketch import __version__
 
     return __version__
+
+
+_DTYPE_NAMES = {torch.float32: "F32", torch.float64: "F64"}
+
+
+def _serialize(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
+    """The safetensors encoding with sorted keys, so equal signatures give equal bytes
+    (``safetensors.torch.save`` orders metadata by a hash map, which varies between processes)."""
+    header: dict[str, object] = {"__metadata__": dict(sorted(metadata.items()))}
+    offset, buffers = 0, []
+    for name in sorted(tensors):
+        data = tensors[name].detach().cpu().contiguous().numpy().tobytes()
+        header[name] = {
+            "dtype": _DTYPE_NAMES[tensors[name].dtype],
+            "shape": list(tensors[name].shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
+        offset += len(data)
+        buffers.append(data)
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    encoded += b" " * (-len(encoded) % 8)
+    return len(encoded).to_bytes(8, "little") + encoded + b"".join(buffers)
 
 
 @dataclasses.dataclass
@@ -163,7 +185,7 @@ class Signature:
     def to_bytes(self) -> bytes:
         tensors, header = self._tensors(), self._header()
         header["checksum"] = self._checksum(tensors, header)
-        return save(tensors, metadata=dict(sorted(header.items())))
+        return _serialize(tensors, header)
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the safetensors file atomically."""
