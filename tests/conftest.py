@@ -1,0 +1,76 @@
+"""Shared pytest setup: a local Hub server (tests/hub_server.py) that the real `huggingface_hub` client talks to.
+
+`huggingface_hub` reads HF_ENDPOINT, HF_HOME, HF_HUB_OFFLINE, ... once, when it is imported; so this
+module starts the server and sets the environment before anything imports it. Nothing contacts the Hub.
+
+Fixtures:
+    hub_server    the session's HubServer (state persists across tests)
+    hub           the same server, emptied first: use it for a clean Hub in a test
+    hf_api        an `HfApi()` pointed at the server
+    hf_hub_cache  a fresh, empty HF_HUB_CACHE directory for this test (env var and client constant)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read by torch when it is imported
+
+if "huggingface_hub" in sys.modules:
+    raise RuntimeError("huggingface_hub was imported before tests/conftest.py could point it at the local Hub server")
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hub_server import HubServer  # noqa: E402  (standard library + yaml only)
+
+_SERVER = HubServer().start()
+_HF_HOME = tempfile.mkdtemp(prefix="fishersketch-hf-home-")
+for _var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_ASSETS_CACHE", "HF_XET_CACHE", "HF_DATASETS_CACHE",
+             "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_TOKEN_PATH", "HUGGING_FACE_HUB_TOKEN"):
+    os.environ.pop(_var, None)
+os.environ.update(
+    HF_ENDPOINT=_SERVER.endpoint,
+    HF_HOME=_HF_HOME,
+    HF_HUB_DISABLE_TELEMETRY="1",
+    HF_HUB_DISABLE_PROGRESS_BARS="1",
+    HF_HUB_DISABLE_XET="1",
+    HF_TOKEN="hf_fishersketch_local_test_token",
+)
+
+import pytest  # noqa: E402
+
+
+def pytest_unconfigure(config):
+    _SERVER.stop()
+    shutil.rmtree(_HF_HOME, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def hub_server() -> HubServer:
+    return _SERVER
+
+
+@pytest.fixture
+def hub(hub_server: HubServer) -> HubServer:
+    hub_server.reset()
+    yield hub_server
+
+
+@pytest.fixture
+def hf_api(hub_server: HubServer):
+    from huggingface_hub import HfApi
+
+    return HfApi(endpoint=hub_server.endpoint)
+
+
+@pytest.fixture
+def hf_hub_cache(tmp_path, monkeypatch) -> str:
+    from huggingface_hub import constants
+
+    cache = str(tmp_path / "hf_hub_cache")
+    os.makedirs(cache)
+    monkeypatch.setenv("HF_HUB_CACHE", cache)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", cache)
+    return cache
