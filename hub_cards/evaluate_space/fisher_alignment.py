@@ -1,0 +1,1 @@
+../../src/fishersketch/metric/fisher_alignment.py

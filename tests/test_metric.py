@@ -1,0 +1,187 @@
+"""The evaluate metric ``fisher_alignment``: bare-name load after ``fishersketch install-metric`` (offline,
+fresh HF_HOME), path load, agreement with ``fishersketch.alignment``, texts mode, errors, and the Space."""
+
+from __future__ import annotations
+
+import doctest
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from core_helpers import sketch, synthetic_task
+
+from fishersketch import SketchSpec, alignment
+from fishersketch.errors import IncompatibleSignaturesError, InputError
+from fishersketch.metric import METRIC_NAME, install_metric, metric_path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SPEC = SketchSpec(d=8, vocab_size=48, m=256)
+OUTPUT_KEYS = ("fisher_alignment", "activation_alignment", "error_alignment", "coupling", "stderr")
+
+
+@pytest.fixture(scope="module")
+def signature_files(tmp_path_factory) -> dict[str, str]:
+    """Two compatible tasks (disjoint label blocks), and one sketched with another seed."""
+    folder = tmp_path_factory.mktemp("signatures")
+    tasks = {
+        "first": (SPEC, synthetic_task(400, 8, 48, seed=1, label_block=(0, 30))),
+        "second": (SPEC, synthetic_task(400, 8, 48, seed=2, label_block=(18, 48))),
+        "other_seed": (SketchSpec(d=8, vocab_size=48, m=256, seed=1), synthetic_task(400, 8, 48, seed=1)),
+    }
+    paths = {}
+    for name, (spec, (activations, errors)) in tasks.items():
+        paths[name] = str(folder / f"{name}.safetensors")
+        sketch(spec, activations, errors).save(paths[name])
+    return paths
+
+
+@pytest.fixture(scope="module")
+def metric():
+    import evaluate
+
+    return evaluate.load(metric_path(), keep_in_memory=True)
+
+
+def _expected(source: str, target: str) -> dict:
+    from fishersketch import Signature
+
+    return alignment(Signature.load(source), Signature.load(target)).as_dict()
+
+
+def _assert_matches_library(results: dict, pairs: list[tuple[str, str]]) -> None:
+    expected = [_expected(source, target) for source, target in pairs]
+    for key, field in zip(OUTPUT_KEYS, ("fisher", "activation", "error", "coupling", "stderr")):
+        assert results[key] == [e[field] for e in expected], key
+    assert results["sketch_id"] == SPEC.sketch_id
+
+
+def _python(code: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=600)
+
+
+def _fresh_env(home: Path, **extra: str) -> dict[str, str]:
+    """The test environment with a new, empty HF_HOME (so a new modules cache) and no download counting."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_MODULES_CACHE", "HF_EVALUATE_OFFLINE")}
+    env.update(HF_HOME=str(home), HF_UPDATE_DOWNLOAD_COUNTS="0", OMP_WAIT_POLICY="PASSIVE", **extra)
+    return env
+
+
+_COMPUTE = """
+import json, sys
+import evaluate
+pairs = json.loads(sys.argv[2])
+module = evaluate.load(sys.argv[1])
+results = module.compute(predictions=[p for p, _ in pairs], references=[r for _, r in pairs])
+print("RESULT " + json.dumps({"results": results, "name": module.name, "file": sys.modules[type(module).__module__].__file__}))
+"""
+
+
+def _result(completed: subprocess.CompletedProcess) -> dict:
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    line = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")][-1]
+    return json.loads(line.removeprefix("RESULT "))
+
+
+def test_bare_name_loads_offline_after_install_command(tmp_path, signature_files):
+    env = _fresh_env(tmp_path / "hf_home", HF_EVALUATE_OFFLINE="1")
+    pairs = [(signature_files["first"], signature_files["second"]), (signature_files["second"], signature_files["second"])]
+    before = _python(_COMPUTE, METRIC_NAME, json.dumps(pairs), env=env)
+    assert before.returncode != 0 and "FileNotFoundError" in before.stderr, "a fresh HF_HOME must not know the name"
+
+    command = "import sys; from fishersketch.cli import main; sys.exit(main(sys.argv[1:]))"
+    installed = _python(command, "install-metric", env=env)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    module_file = tmp_path / "hf_home" / "modules" / "evaluate_modules" / "metrics" / "evaluate-metric--fisher_alignment"
+    assert str(module_file) in installed.stdout
+
+    after = _result(_python(_COMPUTE, METRIC_NAME, json.dumps(pairs), env=env))
+    assert after["name"] == METRIC_NAME and after["file"].startswith(str(module_file))
+    assert Path(after["file"]).read_bytes() == Path(metric_path()).read_bytes()
+    _assert_matches_library(after["results"], pairs)
+    assert after["results"]["fisher_alignment"][1] == 1.0 and after["results"]["stderr"][1] == 0.0
+
+
+def test_install_twice_makes_the_new_code_current(tmp_path):
+    """Re-installing (e.g. after an upgrade) must leave the installed code the newest cached version."""
+    stale = install_metric(tmp_path).parent.with_name("0" * 64) / f"{METRIC_NAME}.py"
+    stale.parent.mkdir()
+    stale.write_text("stale = True\n")
+    current = install_metric(tmp_path)
+    assert current.stat().st_mtime >= stale.stat().st_mtime
+    assert current.read_bytes() == Path(metric_path()).read_bytes()
+    assert all((folder / "__init__.py").is_file() for folder in (tmp_path, *current.parents[:4]))
+
+
+def test_path_load_matches_library(metric, signature_files):
+    pairs = [
+        (signature_files["first"], signature_files["second"]),
+        (signature_files["second"], signature_files["first"]),
+        (signature_files["first"], signature_files["first"]),
+    ]
+    results = metric.compute(predictions=[p for p, _ in pairs], references=[r for _, r in pairs])
+    _assert_matches_library(results, pairs)
+    # disjoint label blocks overlap on 12 of 48 tokens: well below self-alignment
+    assert results["fisher_alignment"][0] < 0.5 < results["fisher_alignment"][2] == 1.0
+
+
+def test_doctest_example_runs():
+    spec = importlib.util.spec_from_file_location("fisher_alignment_doctest", metric_path())
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    outcome = doctest.testmod(module)
+    assert outcome.attempted >= 10 and outcome.failed == 0
+
+
+def test_bad_refs_raise_input_error(metric, signature_files, tmp_path):
+    missing = str(tmp_path / "missing.safetensors")
+    with pytest.raises(InputError, match=r"missing\.safetensors.*`references`.*local signature file"):
+        metric.compute(predictions=[signature_files["first"]], references=[missing])
+    not_a_signature = tmp_path / "notes.safetensors"
+    not_a_signature.write_text("hello")
+    with pytest.raises(InputError, match=r"notes\.safetensors.*`predictions`"):
+        metric.compute(predictions=[str(not_a_signature)], references=[signature_files["first"]])
+
+
+def test_mismatched_lengths_raise(metric, signature_files):
+    with pytest.raises(ValueError, match=r"Mismatch in the number of predictions \(2\) and references \(1\)"):
+        metric.compute(predictions=[signature_files["first"]] * 2, references=[signature_files["second"]])
+
+
+def test_incompatible_signatures_name_refs_and_fields(metric, signature_files):
+    with pytest.raises(IncompatibleSignaturesError, match=r"other_seed\.safetensors.*differing fields: seed: 0 vs 1"):
+        metric.compute(
+            predictions=[signature_files["first"], signature_files["first"]],
+            references=[signature_files["second"], signature_files["other_seed"]],
+        )
+
+
+def test_texts_without_model_id_raise(metric):
+    with pytest.raises(InputError, match="model_id"):
+        metric.compute(predictions=[["a text", "another"]], references=[["more", "texts"]])
+
+
+def test_space_folder_pushes_and_loads_from_hub(hub, tmp_path, signature_files):
+    spec = importlib.util.spec_from_file_location("push_metric_space", REPO_ROOT / "scripts" / "push_metric_space.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main(["--namespace", "tester"]) == 0
+
+    repo_id = f"tester/{METRIC_NAME}"
+    files = hub.files(repo_id, "space")
+    assert {"README.md", "app.py", f"{METRIC_NAME}.py", "requirements.txt"} <= set(files)
+    assert hub.repo(repo_id, "space").sdk == "gradio"
+    assert files[f"{METRIC_NAME}.py"] == Path(metric_path()).read_bytes()
+    card = files["README.md"].decode()
+    assert card.startswith("---\n") and "sdk: gradio" in card and "app_file: app.py" in card
+    assert "- evaluate\n- metric\n" in card
+    assert b"launch_gradio_widget" in files["app.py"] and b"fishersketch" in files["requirements.txt"]
+
+    env = _fresh_env(tmp_path / "hf_home", HF_ENDPOINT=hub.endpoint)
+    pairs = [(signature_files["first"], signature_files["second"])]
+    loaded = _result(_python(_COMPUTE, repo_id, json.dumps(pairs), env=env))
+    assert "tester--fisher_alignment" in loaded["file"]
+    _assert_matches_library(loaded["results"], pairs)
