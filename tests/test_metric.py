@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from core_helpers import sketch, synthetic_task
+import torch
+from core_helpers import synthetic_task
 
-from fishersketch import SketchSpec, alignment
+from fishersketch import SketchSpec, SketchState, alignment
 from fishersketch.errors import IncompatibleSignaturesError, InputError
 from fishersketch.metric import METRIC_NAME, install_metric, metric_path
 
@@ -35,7 +36,8 @@ def signature_files(tmp_path_factory) -> dict[str, str]:
     paths = {}
     for name, (spec, (activations, errors)) in tasks.items():
         paths[name] = str(folder / f"{name}.safetensors")
-        sketch(spec, activations, errors).save(paths[name])
+        state = SketchState(spec).update(activations, errors, torch.arange(len(activations)))
+        state.finalize({"base_model": "tester/tiny-lm", "dataset": f"tester/{name}"}).save(paths[name])
     return paths
 
 
@@ -138,12 +140,25 @@ def test_doctest_example_runs():
 
 def test_bad_refs_raise_input_error(metric, signature_files, tmp_path):
     missing = str(tmp_path / "missing.safetensors")
-    with pytest.raises(InputError, match=r"missing\.safetensors.*`references`.*local signature file"):
+    with pytest.raises(InputError, match=r"missing\.safetensors.*`references`.*no such file, and not a Hub reference"):
         metric.compute(predictions=[signature_files["first"]], references=[missing])
     not_a_signature = tmp_path / "notes.safetensors"
     not_a_signature.write_text("hello")
     with pytest.raises(InputError, match=r"notes\.safetensors.*`predictions`"):
         metric.compute(predictions=[str(not_a_signature)], references=[signature_files["first"]])
+
+
+def test_hub_refs(metric, signature_files, hub, hf_api, hf_hub_cache):
+    from fishersketch import Signature
+    from fishersketch.hub import push_signature
+
+    for name in ("first", "second"):
+        hf_api.create_repo(f"tester/{name}", repo_type="dataset")
+        push_signature(Signature.load(signature_files[name]), f"tester/{name}")
+    results = metric.compute(predictions=["datasets/tester/first"], references=["datasets/tester/second"])
+    _assert_matches_library(results, [(signature_files["first"], signature_files["second"])])
+    with pytest.raises(InputError, match=r"datasets/tester/absent.*`predictions`"):
+        metric.compute(predictions=["datasets/tester/absent"], references=["datasets/tester/first"])
 
 
 def test_mismatched_lengths_raise(metric, signature_files):
@@ -157,6 +172,43 @@ def test_incompatible_signatures_name_refs_and_fields(metric, signature_files):
             predictions=[signature_files["first"], signature_files["first"]],
             references=[signature_files["second"], signature_files["other_seed"]],
         )
+
+
+@pytest.fixture(scope="module")
+def tiny_model_folder(tmp_path_factory) -> str:
+    from tiny_models import tiny_causal_lm, tiny_tokenizer
+
+    folder = tmp_path_factory.mktemp("tiny_llama")
+    tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64).save_pretrained(folder)
+    tiny_tokenizer(64).save_pretrained(folder)
+    return str(folder)
+
+
+PROSE = [f"the {w} sat on the mat and ate {n} rats." for n in range(12) for w in ("cat", "dog")]
+ARITHMETIC = [f"{a}+{b}={a + b}; {a}*{b}={a * b}" for a in range(6) for b in range(4)]
+
+
+def test_texts_mode_sketches_both_sides_with_the_library(metric, tiny_model_folder):
+    from fishersketch.capture import spec_for_model
+    from fishersketch.defaults import load_model_and_tokenizer
+    from fishersketch.sketcher import sketch_texts
+
+    options = {"model_id": tiny_model_folder, "m": 256, "seed": 3, "batch_size": 8, "max_length": 64}
+    flat = metric.compute(predictions=PROSE, references=ARITHMETIC, **options)
+    nested = metric.compute(predictions=[PROSE, PROSE], references=[ARITHMETIC[:10], PROSE], **options)
+
+    model, tokenizer = load_model_and_tokenizer(tiny_model_folder)
+    spec = spec_for_model(model, tokenizer, m=256, seed=3)
+    prose, arithmetic, arithmetic_10 = (
+        sketch_texts(texts, model, tokenizer, spec, batch_size=8, max_length=64)
+        for texts in (PROSE, ARITHMETIC, ARITHMETIC[:10])
+    )
+    expected = [alignment(prose, arithmetic), alignment(prose, arithmetic_10), alignment(prose, prose)]
+    assert flat["sketch_id"] == nested["sketch_id"] == spec.sketch_id
+    for key, field in zip(OUTPUT_KEYS, ("fisher", "activation", "error", "coupling", "stderr")):
+        assert flat[key] == [getattr(expected[0], field)], key
+        assert nested[key] == [getattr(expected[1], field), getattr(expected[2], field)], key
+    assert nested["fisher_alignment"][1] == 1.0 and flat["fisher_alignment"][0] < 1.0
 
 
 def test_texts_without_model_id_raise(metric):

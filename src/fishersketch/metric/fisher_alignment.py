@@ -21,12 +21,14 @@ import dataclasses
 
 import datasets
 import evaluate
+import torch
+from evaluate import logging
 
-from fishersketch import Signature
 from fishersketch import alignment
 from fishersketch.errors import FisherSketchError
 from fishersketch.errors import IncompatibleSignaturesError
 from fishersketch.errors import InputError
+from fishersketch.hub import load_signature
 
 
 _CITATION = """\
@@ -174,12 +176,9 @@ class FisherAlignment(evaluate.Metric):
 def _load_signature(ref, side):
     """A signature from a local path or Hub reference; bad references raise ``InputError`` naming the input."""
     try:
-        return Signature.load(ref)
+        return load_signature(ref)
     except (FisherSketchError, OSError) as exc:
-        raise InputError(
-            f"cannot load the signature {ref!r} given in `{side}`: {exc}. A reference is a local signature file "
-            "(.safetensors) or a Hub reference: datasets/org/name[@rev][:path], org/adapter or hf://..."
-        ) from exc
+        raise InputError(f"cannot load the signature {ref!r} given in `{side}`: {exc}") from exc
 
 
 def _check_one_sketch_id(signatures):
@@ -193,19 +192,21 @@ def _check_one_sketch_id(signatures):
 
 def _sketch_text_pairs(tasks, options):
     """Sketch every distinct text task once with one spec for ``options.model_id``; return signature pairs."""
+    # imported here: signature mode needs neither transformers nor a model
     from fishersketch.capture import spec_for_model
     from fishersketch.defaults import load_model_and_tokenizer
     from fishersketch.sketcher import sketch_texts
 
     model, tokenizer = load_model_and_tokenizer(options.model_id)
+    model.to(options.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     spec = spec_for_model(model, tokenizer, m=options.m, seed=options.seed)
     distinct = list(dict.fromkeys(tuple(texts) for pair in tasks for texts in pair))
     signatures = {
         texts: sketch_texts(
-            list(texts), model, tokenizer, spec=spec, batch_size=options.batch_size,
-            max_length=options.max_length, device=options.device,
+            texts, model, tokenizer, spec, batch_size=options.batch_size, max_length=options.max_length,
+            metadata={"base_model": options.model_id},
         )
-        for texts in distinct
+        for texts in logging.tqdm(distinct, desc="Sketching tasks")
     }
     return [(signatures[tuple(source)], signatures[tuple(target)]) for source, target in tasks]
 
