@@ -12,6 +12,7 @@ import functools
 import torch
 
 _MAX_BLOCK = 64
+_MIN_BATCHED_COLUMNS = 64  # below this many columns a batched matmul is slower than one GEMM
 
 
 @functools.lru_cache(maxsize=None)
@@ -42,9 +43,24 @@ def fwht(x: torch.Tensor) -> torch.Tensor:
     for size in _block_sizes(n):
         post //= size
         block = _hadamard_block(size).to(device=y.device, dtype=y.dtype)
-        y = torch.matmul(block, y.reshape(pre, size, post))
+        y = _apply_block(block, y.reshape(pre, size, post))
         pre *= size
     return y.reshape(*lead, n)
+
+
+def _apply_block(block: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``block @ y[i]`` for each i of y (pre, size, post), as one GEMM when post is small.
+
+    A batch of skinny (size × post) products is slow; the transposed GEMM sums the same terms
+    in the same order (entries ±1), so both routes give the same bits.
+    """
+    pre, size, post = y.shape
+    if post == 1:
+        return y.reshape(pre, size) @ block
+    if post < _MIN_BATCHED_COLUMNS:
+        flat = y.transpose(1, 2).reshape(pre * post, size) @ block
+        return flat.reshape(pre, post, size).transpose(1, 2).contiguous()
+    return torch.matmul(block, y)
 
 
 def next_power_of_two(n: int) -> int:

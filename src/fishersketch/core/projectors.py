@@ -124,13 +124,12 @@ class _VocabularyProjector(Projector):
         return self._cache[device]
 
     @abc.abstractmethod
-    def _to_transform_length(self, flipped: torch.Tensor) -> torch.Tensor:
-        """(2, N, K) sign-flipped inputs -> (2, N, transform_size)."""
+    def _transform_input(self, x: torch.Tensor, signs: torch.Tensor) -> torch.Tensor:
+        """(N, K) float32 inputs, (2, K) sign vectors -> (2, N, transform_size) sign-flipped inputs."""
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         signs, rows = self._on(x.device)
-        flipped = x.float()[None, :, :] * signs[:, None, :]
-        transformed = fwht(self._to_transform_length(flipped))
+        transformed = fwht(self._transform_input(x.float(), signs))
         p = transformed[0].index_select(1, rows[0])
         q = transformed[1].index_select(1, rows[1])
         return p, q
@@ -142,8 +141,11 @@ class SRHTProjector(_VocabularyProjector):
     def __init__(self, vocab_size: int, m: int, seed: int):
         super().__init__(vocab_size, m, seed, next_power_of_two(max(vocab_size, m)))
 
-    def _to_transform_length(self, flipped: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.pad(flipped, (0, self.transform_size - self.in_features))
+    def _transform_input(self, x: torch.Tensor, signs: torch.Tensor) -> torch.Tensor:
+        """D x zero-padded to P, written in place (no (2, N, K) temporary)."""
+        padded = x.new_zeros(2, x.shape[0], self.transform_size)
+        torch.mul(x[None, :, :], signs[:, None, :], out=padded[:, :, : self.in_features])
+        return padded
 
 
 class FoldedSRHTProjector(_VocabularyProjector):
@@ -152,11 +154,14 @@ class FoldedSRHTProjector(_VocabularyProjector):
     def __init__(self, vocab_size: int, m: int, seed: int):
         super().__init__(vocab_size, m, seed, next_power_of_two(m))
 
-    def _to_transform_length(self, flipped: torch.Tensor) -> torch.Tensor:
+    def _transform_input(self, x: torch.Tensor, signs: torch.Tensor) -> torch.Tensor:
+        """Σ_b D_b x_b over the K/Q slices x_b of width Q, accumulated slice by slice in order."""
         q = self.transform_size
-        padded_length = -(-self.in_features // q) * q
-        padded = torch.nn.functional.pad(flipped, (0, padded_length - self.in_features))
-        return padded.reshape(*flipped.shape[:2], padded_length // q, q).sum(dim=2)
+        folded = x.new_zeros(2, x.shape[0], q)
+        for start in range(0, self.in_features, q):
+            stop = min(start + q, self.in_features)
+            folded[:, :, : stop - start].addcmul_(x[None, :, start:stop], signs[:, None, start:stop])
+        return folded
 
 
 VOCABULARY_PROJECTORS: dict[str, type[_VocabularyProjector]] = {
