@@ -1,0 +1,12 @@
+"""Sketch a dataset into a FisherSketch signature; same options as ``fishersketch sketch``.
+
+    python scripts/sketch.py --dataset DATA --output sig.safetensors
+    accelerate launch --num_processes N scripts/sketch.py --dataset DATA --output sig.safetensors
+"""
+
+import sys
+
+from fishersketch.cli.sketch import main
+
+if __name__ == "__main__":
+    sys.exit(main())
