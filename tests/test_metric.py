@@ -193,7 +193,7 @@ def test_texts_mode_sketches_both_sides_with_the_library(metric, tiny_model_fold
     from fishersketch.defaults import load_model_and_tokenizer
     from fishersketch.sketcher import sketch_texts
 
-    options = {"model_id": tiny_model_folder, "m": 256, "seed": 3, "batch_size": 8, "max_length": 64}
+    options = {"model_id": tiny_model_folder, "m": 256, "seed": 3, "batch_size": 8, "max_length": 64, "device": "cpu"}
     flat = metric.compute(predictions=PROSE, references=ARITHMETIC, **options)
     nested = metric.compute(predictions=[PROSE, PROSE], references=[ARITHMETIC[:10], PROSE], **options)
 
@@ -211,7 +211,9 @@ def test_texts_mode_sketches_both_sides_with_the_library(metric, tiny_model_fold
     assert nested["fisher_alignment"][1] == 1.0 and flat["fisher_alignment"][0] < 1.0
 
 
-def test_texts_without_model_id_raise(metric):
+def test_texts_without_model_id_or_empty_inputs_raise(metric):
+    with pytest.raises(InputError, match="no pairs given"):
+        metric.compute(predictions=[], references=[])
     with pytest.raises(InputError, match="model_id"):
         metric.compute(predictions=[["a text", "another"]], references=[["more", "texts"]])
 

@@ -69,7 +69,7 @@ Texts mode (`model_id` given; like evaluate's perplexity):
     seed (`int`, default 0): sketch seed.
     batch_size (`int`, default 8): texts per forward pass.
     max_length (`int`, default 512): tokens kept per text.
-    device (`str`, optional): torch device; default: CUDA when available.
+    device (`str`, optional): torch device; default: the accelerator (e.g. CUDA) when there is one.
 Returns:
     fisher_alignment (`list` of `float`): A per pair (1 for a task with itself).
     activation_alignment (`list` of `float`): S_a, the activation-only factor.
@@ -144,10 +144,14 @@ class FisherAlignment(evaluate.Metric):
             features=[_SIGNATURE_FEATURES, _TEXT_TASK_FEATURES],
         )
 
+    def compute(self, *, predictions=None, references=None, **kwargs):
+        """As ``evaluate.Metric.compute``; empty inputs raise ``InputError`` (evaluate would fail on them obscurely)."""
+        if predictions is not None and len(predictions) == 0:
+            raise InputError("no pairs given: pass at least one source in `predictions` and one target in `references`")
+        return super().compute(predictions=predictions, references=references, **kwargs)
+
     def _compute(self, predictions, references, model_id=None, m=4096, seed=0, batch_size=8, max_length=512,
                  device=None):
-        if not predictions:
-            raise InputError("no pairs given: pass at least one source in `predictions` and one target in `references`")
         nested = not isinstance(predictions[0], str)
         if model_id is None:
             if nested:
@@ -155,7 +159,7 @@ class FisherAlignment(evaluate.Metric):
                     "predictions/references are lists of texts: pass `model_id=` (the causal LM that scores them) "
                     "to sketch them, or pass signature references (one string per pair) instead"
                 )
-            pairs = self._load_signature_pairs(predictions, references)
+            pairs = _load_signature_pairs(predictions, references)
         else:
             options = TextSketchOptions(model_id, m=m, seed=seed, batch_size=batch_size, max_length=max_length,
                                         device=device)
@@ -163,14 +167,14 @@ class FisherAlignment(evaluate.Metric):
             pairs = _sketch_text_pairs(tasks, options)
         return _align_pairs(pairs)
 
-    @staticmethod
-    def _load_signature_pairs(predictions, references):
-        """Load each distinct reference once; all signatures must share one sketch id."""
-        refs = list(dict.fromkeys([*predictions, *references]))
-        sides = {ref: "predictions" if ref in predictions else "references" for ref in refs}
-        signatures = {ref: _load_signature(ref, sides[ref]) for ref in refs}
-        _check_one_sketch_id(signatures)
-        return [(signatures[source], signatures[target]) for source, target in zip(predictions, references)]
+
+def _load_signature_pairs(predictions, references):
+    """Load each distinct reference once; all signatures must share one sketch id."""
+    sources = set(predictions)
+    refs = list(dict.fromkeys([*predictions, *references]))
+    signatures = {ref: _load_signature(ref, "predictions" if ref in sources else "references") for ref in refs}
+    _check_one_sketch_id(signatures)
+    return [(signatures[source], signatures[target]) for source, target in zip(predictions, references)]
 
 
 def _load_signature(ref, side):
@@ -198,7 +202,7 @@ def _sketch_text_pairs(tasks, options):
     from fishersketch.sketcher import sketch_texts
 
     model, tokenizer = load_model_and_tokenizer(options.model_id)
-    model.to(options.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model.to(options.device or torch.accelerator.current_accelerator() or "cpu")
     spec = spec_for_model(model, tokenizer, m=options.m, seed=options.seed)
     distinct = list(dict.fromkeys(tuple(texts) for pair in tasks for texts in pair))
     signatures = {
