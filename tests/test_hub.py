@@ -1,0 +1,413 @@
+"""fishersketch.hub and the push / list / pull commands, through the real `huggingface_hub` client against the
+local Hub server (tests/hub_server.py, started by conftest.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy
+import pytest
+import torch
+import yaml
+from core_helpers import synthetic_task
+from huggingface_hub import CommitOperationAdd, DatasetCard, ModelCard, RepoCard
+from safetensors.numpy import save
+
+import fishersketch.hub.push as hub_push
+from fishersketch import (
+    InputError,
+    Signature,
+    SignatureFileError,
+    SketchSpec,
+    SketchState,
+)
+from fishersketch.cli import list as list_command
+from fishersketch.cli import pull as pull_command
+from fishersketch.cli import push as push_command
+from fishersketch.hub import (
+    SIGNATURE_TAG,
+    AmbiguousSignatureError,
+    CardError,
+    ConcurrentPushError,
+    RepoNotFoundError,
+    SignatureNotFoundError,
+    SignatureRef,
+    download_signature,
+    find_adapters,
+    find_signed_datasets,
+    list_signatures,
+    load_signature,
+    push_signature,
+)
+from fishersketch.hub.cards import CARD_KEY, SECTION_BEGIN, SECTION_END
+
+# offline pulls in a fresh process (HF_HUB_OFFLINE is read at import): argv = ref, output, ref, output, ...;
+# prints {ref: "ok" or "<error type>: <message>"}
+OFFLINE_PULLS = """
+import json, sys
+from test_hub import cli
+results = {}
+for ref, output in zip(sys.argv[1::2], sys.argv[2::2]):
+    try:
+        results[ref] = "ok" if cli("pull", ref, "-o", output) == 0 else "failed"
+    except Exception as exc:
+        results[ref] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(results))
+"""
+
+
+def cli(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="fishersketch")
+    subparsers = parser.add_subparsers()
+    for command in (push_command, list_command, pull_command):
+        command.register(subparsers)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def make_signature(base_model: str = "org/base", dataset: str = "org/data", *, n: int = 200, seed: int = 0,
+                   **metadata: str) -> Signature:
+    """A small signature of a synthetic task; the head checksum stands for the base model (so each base model
+    has its own sketch id)."""
+    spec = SketchSpec(d=8, vocab_size=16, m=64).with_fingerprint(head_checksum=f"head-of-{base_model}")
+    activations, errors = synthetic_task(n, 8, 16, seed=seed)
+    state = SketchState(spec).update(activations, errors, torch.arange(n))
+    return state.finalize({"base_model": base_model, "dataset": dataset, **metadata})
+
+
+def read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def card_of(hub, repo_id: str, repo_type: str = "dataset", revision: str = "main") -> RepoCard:
+    return RepoCard(hub.files(repo_id, repo_type, revision)["README.md"].decode())
+
+
+def set_files(hub, repo_id: str, repo_type: str, files: dict[str, bytes]) -> None:
+    """Commit straight into the server's state (for content the client refuses to upload, like a broken card)."""
+    repo = hub.repo(repo_id, repo_type)
+    head = repo.refs["refs/heads/main"]
+    repo.refs["refs/heads/main"] = repo.add_commit(head, {**repo.commits[head].files, **files}, "direct edit")
+
+
+def with_header(data: bytes, **changes: str) -> bytes:
+    """The safetensors file ``data`` with ``__metadata__`` entries changed and the tensors as they were."""
+    length = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + length])
+    header["__metadata__"].update(changes)
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    encoded += b" " * (-len(encoded) % 8)
+    return len(encoded).to_bytes(8, "little") + encoded + data[8 + length :]
+
+
+@pytest.fixture
+def dataset_repo(hub, hf_api, hf_hub_cache) -> str:
+    hf_api.create_repo("org/data", repo_type="dataset")
+    DatasetCard("---\nlicense: mit\n---\n# Org data\n\nWhat this dataset is.\n").push_to_hub("org/data", repo_type="dataset")
+    return "org/data"
+
+
+def test_push_to_dataset_repo_list_and_pull_byte_identical(hub, hf_api, dataset_repo, tmp_path):
+    signature = make_signature(dataset_config="default", dataset_split="train")
+    commits = hub.commit_count(dataset_repo, "dataset")
+    result = push_signature(signature, dataset_repo)
+    path = f"fisher_signatures/org--base__org--data-default-train__{signature.sketch_id}.safetensors"
+    assert result.committed and result.ref == SignatureRef(dataset_repo, "dataset", result.ref.revision, path)
+    assert hub.commit_count(dataset_repo, "dataset") == commits + 1  # file and card in one commit
+    assert hub.files(dataset_repo, "dataset")[path] == signature.to_bytes()
+    assert result.ref.revision == hf_api.dataset_info(dataset_repo).sha and result.pr_url is None
+
+    card = card_of(hub, dataset_repo)
+    assert card.data.license == "mit" and SIGNATURE_TAG in card.data.tags
+    assert card.data[CARD_KEY] == [{
+        "path": path, "base_model": "org/base", "sketch_id": signature.sketch_id, "tokens": 200, "documents": 200,
+        "dataset": "org/data", "dataset_config": "default", "dataset_split": "train",
+    }]
+    assert card.text.startswith("# Org data\n\nWhat this dataset is.\n")
+    section = card.text[card.text.index(SECTION_BEGIN) : card.text.index(SECTION_END)]
+    assert "## Fisher signatures" in section and "This dataset carries 1 FisherSketch signature\n" in section
+    row = f"| [`{path.split('/')[-1]}`]({path}) | [org/base](/org/base) | `{signature.sketch_id}` | org/data (default, train) | 200 | 200 |"
+    assert row in section.splitlines()
+    assert 'load_signature("datasets/org/data", base_model="org/base")' in section
+    card.validate(repo_type="dataset")  # the server's YAML check
+
+    hub.requests.clear()
+    [info] = list_signatures(dataset_repo)
+    assert (info.path, info.sketch_id, info.base_model, info.dataset) == (path, signature.sketch_id, "org/base", "org/data")
+    assert (info.num_tokens, info.num_documents, info.listed_in_card, info.problem) == (200, 200, True, None)
+    assert info.size == len(signature.to_bytes()) and info.ref.revision == result.ref.revision
+    file_reads = [r for r in hub.requests if r[1].endswith(path)]
+    assert file_reads and all(r[2] and r[2].startswith("bytes=") for r in file_reads)  # header only
+
+    expected = signature.to_bytes()
+    for ref in ("datasets/org/data", str(result.ref), result.ref.short(), f"datasets/org/data@main:{path}"):
+        assert load_signature(ref).to_bytes() == expected, ref
+    assert read(download_signature("datasets/org/data", base_model="org/base")) == expected
+    assert cli("pull", "datasets/org/data", "-o", str(tmp_path)) == 0
+    assert read(str(tmp_path / path.split("/")[-1])) == expected
+    assert cli("pull", str(result.ref), "-o", str(tmp_path / "copy.safetensors")) == 0
+    assert read(str(tmp_path / "copy.safetensors")) == expected
+
+
+def test_push_to_adapter_repo_and_discovery(hub, hf_api, hf_hub_cache):
+    hf_api.create_repo("org/adapter")
+    hf_api.create_commit("org/adapter", [
+        CommitOperationAdd("adapter_config.json", b'{"base_model_name_or_path": "org/base"}'),
+        CommitOperationAdd("README.md", b"---\nbase_model: org/base\nlibrary_name: peft\n---\n# LoRA adapter\n"),
+    ], commit_message="adapter")
+    hf_api.create_repo("org/other-adapter")
+    ModelCard("---\nbase_model: org/other\n---\n").push_to_hub("org/other-adapter")
+    signature = make_signature(dataset="org/train-data")
+    result = push_signature(signature, "org/adapter", repo_type="model")
+    assert result.committed and result.ref.repo_type == "model"
+
+    card = card_of(hub, "org/adapter", "model")
+    assert card.data.base_model == "org/base" and card.data.library_name == "peft"
+    assert card.data[CARD_KEY][0]["dataset"] == "org/train-data"
+    assert card.text.startswith("# LoRA adapter\n") and "This adapter carries 1 FisherSketch signature" in card.text
+    assert 'load_signature("org/adapter", base_model="org/base")' in card.text
+    assert load_signature("org/adapter").to_bytes() == signature.to_bytes()
+    assert [i.path for i in list_signatures("org/adapter", "model")] == [result.ref.path]
+    assert find_adapters("org/base") == ["org/adapter"] and find_adapters("org/nothing") == []
+
+    for repo_id, base_model in (("org/d1", "org/base"), ("org/d2", "org/other"), ("org/unsigned", None)):
+        hf_api.create_repo(repo_id, repo_type="dataset")
+        if base_model:
+            push_signature(make_signature(base_model, repo_id), repo_id)
+    hf_api.create_repo("org/tagged-by-hand", repo_type="dataset")  # the tag without a matching block
+    DatasetCard(f"---\ntags: [{SIGNATURE_TAG}]\n---\n").push_to_hub("org/tagged-by-hand", repo_type="dataset")
+    assert find_signed_datasets("org/base") == ["org/d1"]
+    assert find_signed_datasets("org/other") == ["org/d2"]
+    d1_sketch = make_signature("org/base").sketch_id
+    assert find_signed_datasets("org/base", sketch_id=d1_sketch) == ["org/d1"]
+    assert find_signed_datasets("org/base", sketch_id="0" * 12) == []
+
+
+def test_two_base_models_coexist_and_a_repush_replaces_only_its_entry(hub, dataset_repo):
+    first, second = make_signature("org/base"), make_signature("org/other-base", seed=1)
+    assert first.sketch_id != second.sketch_id
+    path_first = push_signature(first, dataset_repo).ref.path
+    path_second = push_signature(second, dataset_repo).ref.path
+    entries = card_of(hub, dataset_repo).data[CARD_KEY]
+    assert [e["path"] for e in entries] == [path_first, path_second]
+    assert sorted(i.base_model for i in list_signatures(dataset_repo)) == ["org/base", "org/other-base"]
+    assert card_of(hub, dataset_repo).text.count("| [`") == 2  # both rows in the section
+
+    with pytest.raises(AmbiguousSignatureError, match="2 signatures match") as exc:
+        load_signature("datasets/org/data")
+    assert path_first in str(exc.value) and path_second in str(exc.value)
+    assert load_signature("datasets/org/data", base_model="org/other-base").to_bytes() == second.to_bytes()
+    assert load_signature("datasets/org/data", sketch_id=first.sketch_id).to_bytes() == first.to_bytes()
+
+    updated = make_signature("org/base", n=300, seed=2)  # same base model, data and sketch id: same file
+    assert push_signature(updated, dataset_repo).ref.path == path_first
+    entries = card_of(hub, dataset_repo).data[CARD_KEY]
+    assert [(e["path"], e["tokens"]) for e in entries] == [(path_first, 300), (path_second, 200)]
+    assert hub.files(dataset_repo, "dataset")[path_second] == second.to_bytes()
+    assert load_signature("datasets/org/data", base_model="org/base").to_bytes() == updated.to_bytes()
+
+
+def test_repush_makes_no_commit(hub, dataset_repo):
+    signature = make_signature()
+    first = push_signature(signature, dataset_repo)
+    commits = hub.commit_count(dataset_repo, "dataset")
+    hub.requests.clear()
+    again = push_signature(signature, dataset_repo)
+    assert not again.committed and again.ref == first.ref and again.commit_url is None
+    assert hub.commit_count(dataset_repo, "dataset") == commits
+    assert not [r for r in hub.requests if r[0] == "POST"]  # decided before calling create_commit
+    as_pr = push_signature(signature, dataset_repo, create_pr=True)
+    assert not as_pr.committed and as_pr.pr_url is None and hub.repo(dataset_repo, "dataset").prs == 0
+    # the same file with a card that lost its entry is not "already there": the card is fixed
+    hub_card = hub.files(dataset_repo, "dataset")["README.md"].decode()
+    set_files(hub, dataset_repo, "dataset", {"README.md": hub_card.replace(f"{CARD_KEY}:", "old_block:").encode()})
+    assert push_signature(signature, dataset_repo).committed
+    assert card_of(hub, dataset_repo).data[CARD_KEY][0]["path"] == first.ref.path
+
+
+def test_concurrent_push_is_detected(hub, hf_api, dataset_repo, monkeypatch):
+    read_card = hub_push.download_card
+
+    def read_then_someone_pushes(repo, token=None):
+        text = read_card(repo, token)
+        hf_api.upload_file(path_or_fileobj=b"theirs", path_in_repo="theirs.txt", repo_id=dataset_repo, repo_type="dataset")
+        return text
+
+    monkeypatch.setattr(hub_push, "download_card", read_then_someone_pushes)
+    signature = make_signature()
+    with pytest.raises(ConcurrentPushError, match="someone pushed .* Push again"):
+        push_signature(signature, dataset_repo)
+    files = hub.files(dataset_repo, "dataset")
+    assert "theirs.txt" in files and not any(p.startswith("fisher_signatures/") for p in files)
+    monkeypatch.setattr(hub_push, "download_card", read_card)
+    assert push_signature(signature, dataset_repo).committed
+    assert {"theirs.txt", "README.md"} <= set(hub.files(dataset_repo, "dataset"))
+
+    stale = hub.repo(dataset_repo, "dataset").history(hf_api.dataset_info(dataset_repo).sha)[1].oid
+    with pytest.raises(ConcurrentPushError):
+        push_signature(make_signature(seed=3, n=150), dataset_repo, parent_commit=stale)
+
+
+def test_create_pr_opens_a_pull_request(hub, hf_api, dataset_repo):
+    main = hf_api.dataset_info(dataset_repo).sha
+    signature = make_signature()
+    result = push_signature(signature, dataset_repo, create_pr=True)
+    assert result.committed and result.pr_url.endswith("/datasets/org/data/discussions/1")
+    assert hf_api.dataset_info(dataset_repo).sha == main  # main unchanged
+    assert result.ref.path in hub.files(dataset_repo, "dataset", "refs/pr/1")
+    assert card_of(hub, dataset_repo, revision="refs/pr/1").data[CARD_KEY][0]["path"] == result.ref.path
+    assert load_signature("datasets/org/data", revision="refs/pr/1").to_bytes() == signature.to_bytes()
+    assert load_signature(str(result.ref)).to_bytes() == signature.to_bytes()
+    with pytest.raises(SignatureNotFoundError, match="lists no signature"):
+        load_signature("datasets/org/data")  # not on main until the PR is merged
+
+
+def test_offline_pull_from_the_cache(hub, dataset_repo, hf_hub_cache, tmp_path):
+    signature = make_signature()
+    result = push_signature(signature, dataset_repo)
+    load_signature(str(result.ref))  # cached: pinned
+    load_signature("datasets/org/data")  # cached: the card and refs/main
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9",
+           "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")])}
+    assert env["HF_HUB_CACHE"] == hf_hub_cache and env["HF_HOME"]
+    pulls = {str(result.ref): "pinned", "datasets/org/data": "main", "datasets/org/never-fetched": "none"}
+    argv = [arg for ref, name in pulls.items() for arg in (ref, str(tmp_path / name))]
+    out = subprocess.run([sys.executable, "-c", OFFLINE_PULLS, *argv], check=False, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    results = json.loads(out.stdout.splitlines()[-1])
+    assert results[str(result.ref)] == results["datasets/org/data"] == "ok"
+    assert read(str(tmp_path / "pinned")) == read(str(tmp_path / "main")) == signature.to_bytes()
+    assert results["datasets/org/never-fetched"].startswith("OfflineCacheError: hf://datasets/org/never-fetched")
+    assert "HF_HUB_OFFLINE is set" in results["datasets/org/never-fetched"]
+    assert not (tmp_path / "none").exists()
+
+
+def test_cli_push_and_list(hub, dataset_repo, tmp_path, capsys):
+    signature = make_signature()
+    signature.save(tmp_path / "sig.safetensors")
+    assert cli("push", str(tmp_path / "sig.safetensors"), "org/data") == 0
+    assert "pushed datasets/org/data@" in capsys.readouterr().out
+    assert cli("push", str(tmp_path / "sig.safetensors"), "datasets/org/data") == 0
+    assert "nothing to commit" in capsys.readouterr().out
+    assert cli("list", "org/data") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("datasets/org/data@") and lines[0].endswith(": 1 signature file")
+    assert lines[1].split() == ["path", "base", "model", "sketch", "id", "dataset", "tokens", "card", "problem"]
+    assert lines[2].split() == [list_signatures(dataset_repo)[0].path, "org/base", signature.sketch_id, "org/data", "200", "yes"]
+    with pytest.raises(InputError, match="not a repo reference"):
+        cli("list", "datasets/org/data:fisher_signatures/x.safetensors")
+
+
+def test_missing_repo_revision_and_file(hub, hf_api, dataset_repo):
+    signature = make_signature()
+    with pytest.raises(RepoNotFoundError, match="repository not found.*create_repo"):
+        push_signature(signature, "org/missing")
+    with pytest.raises(RepoNotFoundError, match="datasets/"):
+        list_signatures(dataset_repo, "model")  # exists only as a dataset
+    with pytest.raises(RepoNotFoundError):
+        load_signature("datasets/org/missing")
+    with pytest.raises(RepoNotFoundError, match="revision not found"):
+        load_signature("datasets/org/data@no-such-branch")
+    push_signature(signature, dataset_repo)
+    with pytest.raises(SignatureNotFoundError, match="no file 'fisher_signatures/nope.safetensors'"):
+        load_signature("datasets/org/data:fisher_signatures/nope.safetensors")
+    with pytest.raises(SignatureNotFoundError, match="lists no signature with base_model=org/else.*org--base__"):
+        load_signature("datasets/org/data", base_model="org/else")
+    hf_api.create_repo("org/no-card", repo_type="dataset")
+    with pytest.raises(SignatureNotFoundError, match="has no README.md card"):
+        load_signature("datasets/org/no-card")
+
+
+def test_remote_files_that_are_not_valid_signatures(hub, hf_api, dataset_repo):
+    good = make_signature().to_bytes()
+    bad_files = {
+        "truncated": (good[: len(good) // 2], "not a readable safetensors signature"),
+        "future": (with_header(good, format_version="99"), "format version '99' is not supported"),
+        "edited": (with_header(good, sketch_id="000000000000"), "checksum mismatch"),
+        "other": (save({"w": numpy.zeros(2, "float32")}), "not a fishersketch signature"),
+    }
+    hf_api.create_commit(dataset_repo, [CommitOperationAdd(f"fisher_signatures/{name}.safetensors", data)
+                                        for name, (data, _) in bad_files.items()],
+                         commit_message="bad files", repo_type="dataset")
+    for name, (_, message) in bad_files.items():
+        path = f"fisher_signatures/{name}.safetensors"
+        with pytest.raises(SignatureFileError, match=message) as exc:
+            load_signature(f"datasets/org/data:{path}")
+        assert str(exc.value).startswith(f"hf://datasets/org/data/{path}:")  # names the repo and the file
+    problems = {info.path.split("/")[-1]: info.problem for info in list_signatures(dataset_repo)}
+    assert problems["future.safetensors"].startswith("format version '99'")
+    assert problems["other.safetensors"] == "not a fishersketch signature"
+    assert problems["edited.safetensors"] is None  # a header read cannot check the checksum; loading does
+    assert not any(info.listed_in_card for info in list_signatures(dataset_repo))
+
+
+def test_malformed_card_is_refused_or_repaired_never_destroyed(hub, hf_api, dataset_repo):
+    broken = "---\nlicense: mit\ntags: [unclosed\n---\n# Kept body\n\nText.\n"
+    set_files(hub, dataset_repo, "dataset", {"README.md": broken.encode()})
+    commits = hub.commit_count(dataset_repo, "dataset")
+    signature = make_signature()
+    with pytest.raises(CardError, match="malformed YAML header.*repair_card=True"):
+        push_signature(signature, dataset_repo)
+    assert hub.files(dataset_repo, "dataset")["README.md"].decode() == broken
+    assert hub.commit_count(dataset_repo, "dataset") == commits
+    with pytest.raises(CardError):
+        load_signature("datasets/org/data")  # cannot choose from a card it cannot read
+
+    result = push_signature(signature, dataset_repo, repair_card=True)
+    repaired = hub.files(dataset_repo, "dataset")["README.md"].decode()
+    card = RepoCard(repaired)
+    assert card.data[CARD_KEY][0]["path"] == result.ref.path
+    assert "```yaml\nlicense: mit\ntags: [unclosed\n```" in card.text  # the old header, verbatim
+    assert "# Kept body\n\nText.\n" in card.text and SECTION_BEGIN in card.text
+    assert load_signature("datasets/org/data").to_bytes() == signature.to_bytes()
+
+    # a valid header whose signature block is not a list: the other keys stay
+    hf_api.create_commit(dataset_repo, [CommitOperationAdd("README.md", f"---\nlicense: mit\n{CARD_KEY}: oops\n---\nBody\n".encode())],
+                         commit_message="hand edit", repo_type="dataset")
+    with pytest.raises(CardError, match="must be a list of mappings"):
+        push_signature(signature, dataset_repo)
+    push_signature(signature, dataset_repo, repair_card=True)
+    card = card_of(hub, dataset_repo)
+    assert card.data.license == "mit" and len(card.data[CARD_KEY]) == 1
+    assert f"{CARD_KEY}: oops" in card.text and "Body\n" in card.text
+    assert yaml.safe_load(hub.files(dataset_repo, "dataset")["README.md"].decode().split("---")[1])[CARD_KEY]
+
+
+def test_bad_arguments(hub, dataset_repo, tmp_path):
+    with pytest.raises(InputError, match="base_model"):
+        push_signature(make_signature(base_model=""), dataset_repo)
+    with pytest.raises(InputError, match="repo_type"):
+        push_signature(make_signature(), dataset_repo, repo_type="space")
+    with pytest.raises(SignatureFileError, match="not a Hub reference"):
+        load_signature(str(tmp_path / "missing.safetensors"))
+    with pytest.raises(InputError, match="revision"):
+        load_signature("datasets/org/data@main", revision="other")
+    with pytest.raises(InputError, match="names a file"):
+        load_signature("datasets/org/data:fisher_signatures/x.safetensors", base_model="org/base")
+    make_signature().save(tmp_path / "local.safetensors")
+    assert load_signature(tmp_path / "local.safetensors").sketch_id == make_signature().sketch_id
+    with pytest.raises(InputError, match="local file"):
+        load_signature(tmp_path / "local.safetensors", revision="main")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("datasets/org/name", SignatureRef("org/name", "dataset")),
+    ("org/adapter@v1:fisher_signatures/a.safetensors", SignatureRef("org/adapter", "model", "v1", "fisher_signatures/a.safetensors")),
+    ("models/org/adapter", SignatureRef("org/adapter", "model")),
+    ("datasets/org/name@refs/pr/1:x.safetensors", SignatureRef("org/name", "dataset", "refs/pr/1", "x.safetensors")),
+    ("hf://datasets/org/name@refs%2Fpr%2F1/fisher_signatures/a.safetensors",
+     SignatureRef("org/name", "dataset", "refs/pr/1", "fisher_signatures/a.safetensors")),
+    ("hf://org/adapter/a.safetensors", SignatureRef("org/adapter", "model", None, "a.safetensors")),
+    ("just-a-name", None),
+    ("a/b/c.safetensors", None),
+])
+def test_reference_forms(text, expected):
+    ref = SignatureRef.parse(text)
+    assert ref == expected
+    if ref is not None:
+        assert SignatureRef.parse(str(ref)) == ref and SignatureRef.parse(ref.short()) == ref
