@@ -345,6 +345,13 @@ def test_remote_files_that_are_not_valid_signatures(hub, hf_api, dataset_repo):
     assert problems["edited.safetensors"] is None  # a header read cannot check the checksum; loading does
     assert not any(info.listed_in_card for info in list_signatures(dataset_repo))
 
+    gone = push_signature(make_signature(), dataset_repo).ref.path  # listed in the card, then its file deleted
+    hf_api.delete_file(gone, dataset_repo, repo_type="dataset")
+    [missing] = [info for info in list_signatures(dataset_repo) if info.listed_in_card]
+    assert (missing.path, missing.problem) == (gone, "listed in the card but the file is missing")
+    with pytest.raises(SignatureNotFoundError, match=f"no file '{gone}'"):
+        load_signature("datasets/org/data")
+
 
 def test_malformed_card_is_refused_or_repaired_never_destroyed(hub, hf_api, dataset_repo):
     broken = "---\nlicense: mit\ntags: [unclosed\n---\n# Kept body\n\nText.\n"
