@@ -10,6 +10,8 @@ import argparse
 import importlib
 import sys
 
+from fishersketch.errors import FisherSketchError
+
 COMMAND_MODULES = ("sketch", "demo", "compare", "push", "list", "pull", "install_metric", "select")
 
 
@@ -30,7 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except FisherSketchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
