@@ -19,15 +19,20 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fishersketch.core.alignment import AlignmentResult, alignment
 from fishersketch.core.signature import Signature
 from fishersketch.core.spec import SketchSpec
 from fishersketch.errors import FisherSketchError, InputError, TooFewDocumentsError
 
+if TYPE_CHECKING:
+    from fishersketch.data import DataArgs
+
 SCORES = ("fisher", "activation", "error")
 SCORE_LABELS = {"fisher": "A (Fisher)", "activation": "S_a (activation)", "error": "S_e (error)"}
+_COMMIT_ID = re.compile(r"@[0-9a-f]{40}\b")
+_STDERR_FIELDS = {"fisher": "stderr", "activation": "activation_stderr", "error": "error_stderr"}
 ADAPTER_CONFIG = "adapter_config.json"
 SIGNATURE_FOLDER = "fisher_signatures"
 
@@ -87,8 +92,7 @@ class RankedCandidate:
 
     @property
     def stderr(self) -> float:
-        stderr_field = {"fisher": "stderr", "activation": "activation_stderr", "error": "error_stderr"}[self.score_name]
-        return getattr(self.alignment, stderr_field)
+        return getattr(self.alignment, _STDERR_FIELDS[self.score_name])
 
     @property
     def fisher(self) -> float:
@@ -112,7 +116,7 @@ class RankedCandidate:
 
 def check_score(score: str) -> str:
     if score not in SCORES:
-        raise InputError(f"score must be one of {SCORES} (Fisher alignment, activation-only, error-only), got {score!r}")
+        raise InputError(f"score must be one of {SCORES} (Fisher alignment, activation or error only), got {score!r}")
     return score
 
 
@@ -155,7 +159,7 @@ class Selection:
                 _format(row.activation),
                 _format(row.error),
                 _format(row.coupling),
-                row.signature_source,
+                _COMMIT_ID.sub(lambda match: match.group(0)[:8], row.signature_source),  # @ + 7 hex digits
             ]
             for rank, row in enumerate(self.ranking[:limit], start=1)
         ]
@@ -166,7 +170,10 @@ class Selection:
         from rich.table import Table
 
         header, rows = self._table_rows(limit)
-        table = Table(*header, title=f"candidates ranked by {SCORE_LABELS[self.score]}", caption=self._skipped_text() or None)
+        table = Table(
+            *header, title=f"candidates ranked by {SCORE_LABELS[self.score]}", caption=self._skipped_text() or None,
+            caption_justify="left",
+        )
         for row in rows:
             table.add_row(*row)
         return table
@@ -208,13 +215,13 @@ class Selection:
                 width,
                 yerr=[row.stderr for row in ranked],
                 capsize=3,
-                label=SCORE_LABELS[score] + (" (ranking)" if score == self.score else ""),
+                label=SCORE_LABELS[score],
             )
         axes.set_xticks(positions, [row.candidate for row in rows], rotation=20, ha="right", fontsize=8)
         axes.set_ylabel("alignment with the target")
-        axes.set_title(f"adapter selection ({len(rows)} candidates, best: {self.best.candidate})", fontsize=10)
+        axes.set_title(f"ranked by {SCORE_LABELS[self.score]}; best: {self.best.candidate}", fontsize=10)
         axes.axhline(0.0, color="black", linewidth=0.6)
-        axes.legend(fontsize=8, loc="lower left")
+        figure.legend(loc="outside lower center", ncol=len(SCORES), fontsize=8)
         path = Path(path)
         figure.savefig(path, dpi=120)
         plt.close(figure)
@@ -234,8 +241,8 @@ class Selection:
         datasets_only = [row.candidate for row in rows if row.adapter is None]
         if datasets_only:
             raise InputError(
-                f"{', '.join(datasets_only)} ranked among the top {count} but {'is a dataset repo' if len(datasets_only) == 1 else 'are dataset repos'}, "
-                "not an adapter: nothing to load. Pass adapter repos (or local adapter folders) as candidates"
+                f"dataset repos, not adapters, ranked among the top {count}: {', '.join(datasets_only)}; nothing to "
+                "load for them. Pass adapter repos (or local adapter folders) as candidates, or a smaller top_k"
             )
         if model is None:
             model = _load_base_model(self.base_model)[0]
@@ -280,7 +287,10 @@ class _Candidate:
 
 
 def _local_option(path: Path) -> _SignatureOption:
-    signature = Signature.load(path)
+    try:
+        signature = Signature.load(path)
+    except FisherSketchError as exc:
+        raise _Skip(f"unreadable signature: {exc}") from exc
     return _SignatureOption(signature.sketch_id, signature.metadata.get("base_model"), str(path), lambda: signature)
 
 
@@ -296,15 +306,23 @@ def _hub_options(repo_id: str, repo_type: str, revision: str | None = None) -> l
     return options
 
 
-def _training_data_options(datasets: Any) -> list[_SignatureOption]:
-    """Signatures of the dataset repos an adapter card names as its training data (``datasets:``)."""
+def _matches_base(option: _SignatureOption, base_model: str | None) -> bool:
+    return base_model is None or option.base_model in (None, base_model)
+
+
+def _with_training_data(
+    options: list[_SignatureOption], datasets: Any, base_model: str | None
+) -> list[_SignatureOption]:
+    """The adapter's own signatures, plus, when none is for ``base_model``, those of the dataset repos its card
+    names as training data (``datasets:``)."""
     from fishersketch.hub import HubError
 
+    if any(_matches_base(option, base_model) for option in options):
+        return options
     names = [datasets] if isinstance(datasets, str) else list(datasets or [])
-    options = []
     for name in names:
         try:
-            options += _hub_options(str(name), "dataset")
+            options = [*options, *_hub_options(str(name), "dataset")]
         except HubError:  # a dataset named in the card but not on this Hub carries no signature
             continue
     return options
@@ -326,8 +344,8 @@ def _local_candidate(folder: Path, base_model: str | None) -> _Candidate:
     _check_adapter_base(json.loads(config.read_text()).get("base_model_name_or_path"), base_model)
     options = [_local_option(path) for path in sorted((folder / SIGNATURE_FOLDER).glob("*.safetensors"))]
     card = folder / "README.md"
-    if not options and card.is_file():
-        options = _training_data_options(RepoCard.load(card).data.get("datasets"))
+    datasets = RepoCard.load(card).data.get("datasets") if card.is_file() else None
+    options = _with_training_data(options, datasets, base_model)
     return _Candidate(str(folder), AdapterLocation(str(folder)), options)
 
 
@@ -350,7 +368,7 @@ def _hub_candidate(name: str, base_model: str | None) -> _Candidate:
             raise _Skip(f"not an adapter: the model repo has no {ADAPTER_CONFIG} (a full model, not a PEFT adapter)")
         card = info.card_data or {}
         _check_adapter_base(card.get("base_model"), base_model)
-        options = _hub_options(ref.repo_id, "model", info.sha) or _training_data_options(card.get("datasets"))
+        options = _with_training_data(_hub_options(ref.repo_id, "model", info.sha), card.get("datasets"), base_model)
     except HubError as exc:
         raise _Skip(str(exc)) from exc
     return _Candidate(name, AdapterLocation(ref.repo_id, ref.revision), options)
@@ -368,7 +386,7 @@ def _for_base_model(candidate: _Candidate, base_model: str | None) -> list[_Sign
         raise _Skip("no signature: neither the adapter nor the dataset repos its card names carry one")
     if base_model is None:
         return candidate.options
-    matching = [option for option in candidate.options if option.base_model in (None, base_model)]
+    matching = [option for option in candidate.options if _matches_base(option, base_model)]
     if not matching:
         others = sorted({str(option.base_model) for option in candidate.options})
         raise _Skip(f"other base model: its signatures are for {', '.join(others)}, not {base_model!r}")
@@ -380,7 +398,7 @@ def _for_base_model(candidate: _Candidate, base_model: str | None) -> list[_Sign
 class SketchOptions:
     """How a target given as texts or a dataset is sketched (with each candidate's spec, ``like=``)."""
 
-    data: Any = None  # fishersketch.data.DataArgs: columns, split, limits (its ``dataset`` is replaced)
+    data: DataArgs | None = None  # columns, split, limits of a dataset target (its ``dataset`` is replaced)
     batch_size: int = 8
     max_length: int = 512
     progress: bool = True
@@ -404,14 +422,14 @@ class _Target:
         return self.signatures[candidate.sketch_id]
 
 
-def _load_base_model(base_model: str | None, revision: str | None = None):
+def _load_base_model(base_model: str | None):
     from fishersketch.defaults import load_model_and_tokenizer
 
     if base_model is None:
         raise InputError(
             "the base model is unknown: pass base_model= (a Hub id or local folder) or model= and tokenizer="
         )
-    return load_model_and_tokenizer(base_model, revision=revision)
+    return load_model_and_tokenizer(base_model)
 
 
 class _TargetSketcher:
@@ -431,7 +449,7 @@ class _TargetSketcher:
     def __call__(self, like: Signature) -> Signature:
         from fishersketch import capture
         from fishersketch.data import DataArgs
-        from fishersketch.sketcher import sketch_dataset
+        from fishersketch.sketcher import sketch_dataset, sketch_texts
 
         model, tokenizer = self._model()
         try:
@@ -439,20 +457,16 @@ class _TargetSketcher:
         except InputError as exc:
             raise _Skip(f"other base model: {exc}") from exc
         options = self.options
-        if isinstance(self.target, list):
-            import datasets
-
-            dataset = datasets.Dataset.from_dict({"text": self.target})
-            data = DataArgs(dataset, max_length=options.max_length)
-        else:
-            dataset = self.target
-            data = dataclasses.replace(options.data, dataset=dataset) if options.data else DataArgs(dataset, max_length=options.max_length)
-        metadata = {"base_model": self.base_model or like.metadata.get("base_model", "")}
+        common = {
+            "batch_size": options.batch_size,
+            "progress": options.progress,
+            "metadata": {"base_model": self.base_model or like.metadata.get("base_model", "")},
+        }
         try:
-            return sketch_dataset(
-                dataset, model, tokenizer, spec, data=data, batch_size=options.batch_size, metadata=metadata,
-                progress=options.progress,
-            )
+            if isinstance(self.target, list):
+                return sketch_texts(self.target, model, tokenizer, spec, max_length=options.max_length, **common)
+            data = options.data or DataArgs(self.target, max_length=options.max_length)
+            return sketch_dataset(self.target, model, tokenizer, spec, data=data, **common)
         except TooFewDocumentsError as exc:
             raise TooFewDocumentsError(
                 f"the target has too few tokens to sketch: {exc} Give the target more text (a few dozen documents "
@@ -467,12 +481,13 @@ def _target_signatures(target: str | os.PathLike, base_model: str | None) -> lis
 
     text = os.fspath(target)
     ref = SignatureRef.parse(text)
-    if os.path.isfile(text) or (ref is not None and ref.path is not None):
-        return [load_signature(text)]
+    if os.path.isfile(text) or ref is None or ref.path is not None:
+        return [load_signature(text)]  # a file, or a clear error for what is not a reference
     options = _hub_options(ref.repo_id, ref.repo_type, ref.revision)
-    matching = [option.load() for option in options if base_model is None or option.base_model in (None, base_model)]
+    matching = [option.load() for option in options if _matches_base(option, base_model)]
     if not matching:
-        raise InputError(f"{text}: the repo has no signature{' for ' + base_model if base_model else ''} to use as target")
+        wanted = f" for {base_model}" if base_model else ""
+        raise InputError(f"{text}: the repo has no signature{wanted} to use as the target (`fishersketch list` it)")
     return matching
 
 
@@ -506,7 +521,7 @@ def _discover(base_model: str | None) -> list[str]:
     from fishersketch.hub import find_adapters
 
     if base_model is None:
-        raise InputError("no candidates given: pass adapter repo ids or folders, or base_model= to discover its adapters")
+        raise InputError("no candidates given: pass adapter repo ids or folders, or base_model= to discover adapters")
     found = find_adapters(base_model)
     if not found:
         raise InputError(
@@ -563,7 +578,7 @@ def select_adapter(
         base_model = target.metadata.get("base_model") or None
     names = list(candidates) if candidates is not None else _discover(base_model)
     if not names:
-        raise InputError("no candidates given: pass adapter repo ids or folders, or None with base_model= to discover them")
+        raise InputError("no candidates given: pass adapter repo ids or folders, or None and base_model= to discover")
     skipped: list[Skipped] = []
     resolved = []
     for name in names:

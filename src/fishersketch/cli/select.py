@@ -9,6 +9,7 @@ that the Hub lists.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from fishersketch.selection import SCORES
 
@@ -40,9 +41,14 @@ def run(args: argparse.Namespace) -> int:
         args.target, args.candidates or None, base_model=args.base_model, score=args.score,
         sketch=SketchOptions(data=data),
     )
-    print(selection.table(limit=args.top_k))
+    if sys.stdout.isatty():
+        from rich.console import Console
+
+        Console().print(selection.rich_table(limit=args.top_k))
+    else:
+        print(selection.table(limit=args.top_k))
     best = selection.best
-    print(f"best: {best.candidate} ({args.score} {best.score:.3f} ± {best.stderr:.3f}; signature {best.signature_source})")
+    print(f"best: {best.candidate} ({args.score} {best.score:.3f} ± {best.stderr:.3f}), from {best.signature_source}")
     if args.plot:
         print(f"wrote {selection.plot(args.plot, limit=args.top_k)}")
     return 0
