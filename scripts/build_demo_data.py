@@ -15,9 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT))
 
-import domains as src  # noqa: E402  benchmarks/domains.py: pinned sources, readers, packing
+from benchmarks import domains as src  # noqa: E402  pinned sources, readers, packing
 
 OUT_DIR = ROOT / "src/fishersketch/demo_data"
 NUM_DOCS, SEED = 100, 0
