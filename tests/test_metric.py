@@ -88,6 +88,7 @@ def _result(completed: subprocess.CompletedProcess) -> dict:
     return json.loads(line.removeprefix("RESULT "))
 
 
+@pytest.mark.slow
 def test_bare_name_loads_offline_after_install_command(tmp_path, signature_files):
     env = _fresh_env(tmp_path / "hf_home", HF_EVALUATE_OFFLINE="1")
     pairs = [(signature_files["first"], signature_files["second"]), (signature_files["second"], signature_files["second"])]
@@ -218,6 +219,7 @@ def test_texts_without_model_id_or_empty_inputs_raise(metric):
         metric.compute(predictions=[["a text", "another"]], references=[["more", "texts"]])
 
 
+@pytest.mark.slow
 def test_space_folder_pushes_and_loads_from_hub(hub, tmp_path, signature_files):
     spec = importlib.util.spec_from_file_location("push_metric_space", REPO_ROOT / "scripts" / "push_metric_space.py")
     script = importlib.util.module_from_spec(spec)
