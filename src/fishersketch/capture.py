@@ -225,7 +225,7 @@ def _document_indices(batch: Mapping, batch_size: int) -> torch.Tensor:
         raise InputError(f"batch['doc_index'] must be an integer tensor of shape ({batch_size},), got {_describe(doc_index)}")
     if (doc_index < 0).any() or (doc_index >= 2**31).any():
         raise InputError("batch['doc_index'] must hold global document indices in [0, 2**31)")
-    return doc_index.long()
+    return doc_index.long().cpu()
 
 
 # -- the forward pass --------------------------------------------------------------------------------
@@ -271,7 +271,14 @@ def _forward(
     Position ids count non-padding tokens (as in generation), so left padding does not shift them.
     """
     base = _unwrapped(model)
-    device = base.get_input_embeddings().weight.device
+    embeddings = base.get_input_embeddings().weight
+    if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= embeddings.shape[0]):
+        raise InputError(
+            f"input_ids range over [{int(input_ids.min())}, {int(input_ids.max())}] but the model embeds ids "
+            f"0..{embeddings.shape[0] - 1} (padding included): the batch was tokenized with a tokenizer that "
+            "does not belong to this model"
+        )
+    device = embeddings.device
     inputs = {"input_ids": input_ids.to(device), "attention_mask": attention_mask.to(device), "use_cache": False}
     if "position_ids" in inspect.signature(base.forward).parameters:
         inputs["position_ids"] = (attention_mask.cumsum(dim=1) - 1).clamp_min(0).to(device)
@@ -435,7 +442,8 @@ def spec_for_model(
     ``pilot_mean`` (needs the tokenizer) unless ``reflection=False``.
 
     With ``like``, the signature's own spec is returned (the other options are ignored) once the
-    model's head checksum (and tokenizer checksum, when both are known) match the signature's.
+    model's head checksum (and tokenizer checksum, when both are known) match the signature's
+    (a signature without a fingerprint: its d and K).
     """
     if tokenizer is not None:
         check_tokenizer_matches(model, tokenizer)
