@@ -16,6 +16,7 @@ from fishersketch.core import (
     alignment,
     alignment_matrix,
 )
+from fishersketch.metric import install_metric, metric_path
 from fishersketch.errors import (
     FisherSketchError,
     IncompatibleSignaturesError,
@@ -39,4 +40,6 @@ __all__ = [
     "__version__",
     "alignment",
     "alignment_matrix",
+    "install_metric",
+    "metric_path",
 ]
