@@ -124,6 +124,12 @@ def world(hub_server, tmp_path_factory):
     return {"base": base, "tokenizer": tokenizer, "folders": folders, "target": target, "tmp": folder}
 
 
+@pytest.fixture(scope="module")
+def target_signature(world) -> Signature:
+    like = Signature.load(world["folders"][0] / "fisher_signatures" / "training-data.safetensors")
+    return sketch_texts(world["target"], world["base"], world["tokenizer"], like, metadata={"base_model": BASE})
+
+
 def within_error_bars(rows, tolerance: float = 2.0) -> bool:
     """Every pair of scores differs by less than ``tolerance`` combined standard errors."""
     return all(abs(a.score - b.score) < tolerance * (a.stderr**2 + b.stderr**2) ** 0.5 for a in rows for b in rows)
@@ -162,12 +168,10 @@ def test_texts_target_discovers_selects_and_loads(world):
     assert losses["selection_lora_0"] < base_loss
 
 
-def test_signature_target_local_folders_and_scores(world, tmp_path):
+def test_signature_target_local_folders_and_scores(world, target_signature, tmp_path):
     """A Signature target against local adapter folders (signature in the folder, or via the card's dataset
     repo); the three scores; the table and the bar chart."""
-    target = sketch_texts(world["target"], world["base"], world["tokenizer"], Signature.load(
-        world["folders"][0] / "fisher_signatures" / "training-data.safetensors"
-    ), metadata={"base_model": BASE})
+    target = target_signature
     selection = select_adapter(target, world["folders"])
     assert selection.best.candidate == str(world["folders"][0])
     sources = {row.candidate: row.signature_source for row in selection.ranking}
@@ -200,30 +204,31 @@ def test_dataset_target_with_given_model(world):
     assert selection.targets[selection.best.alignment.sketch_id].num_documents == len(world["target"])
 
 
-def test_cli_select(world, tmp_path, capsys):
+def test_cli_select(world, target_signature, tmp_path, capsys):
+    """A signature file target (plus a candidate that is not an adapter, and a chart), then a data file target
+    sketched under the base model loaded by id."""
     from fishersketch.cli import main
 
-    target = sketch_texts(world["target"], world["base"], world["tokenizer"], Signature.load(
-        world["folders"][1] / "fisher_signatures" / "training-data.safetensors"
-    ), metadata={"base_model": BASE})
-    target.save(tmp_path / "target.safetensors")
+    target_signature.save(tmp_path / "target.safetensors")
     png = tmp_path / "bars.png"
-    code = main(["select", str(tmp_path / "target.safetensors"), *[adapter_repo(d) for d in range(DOMAINS)], BASE,
-                 "--base-model", BASE, "--plot", str(png)])
+    adapters = [adapter_repo(d) for d in range(DOMAINS)]
+    target_file = str(tmp_path / "target.safetensors")
+    code = main(["select", target_file, *adapters, BASE, "--base-model", BASE, "--plot", str(png)])
     out = capsys.readouterr().out
     assert code == 0
     assert out.index(adapter_repo(0)) < min(out.index(adapter_repo(1)), out.index(adapter_repo(2)))
-    assert "not an adapter" in out and f"best: {adapter_repo(0)}" in out
+    assert f"{BASE}: not an adapter" in out and f"best: {adapter_repo(0)}" in out
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+    data_file = tmp_path / "target.jsonl"
+    data_file.write_text("".join(json.dumps({"body": text}) + "\n" for text in world["target"]))
+    code = main(["select", str(data_file), *adapters, "--base-model", BASE, "--text-column", "body", "--top-k", "1"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert f"best: {adapter_repo(0)}" in out and adapter_repo(1) not in out  # --top-k 1 shows one row
 
 
 # -- bad input ----------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def target_signature(world) -> Signature:
-    like = Signature.load(world["folders"][0] / "fisher_signatures" / "training-data.safetensors")
-    return sketch_texts(world["target"], world["base"], world["tokenizer"], like, metadata={"base_model": BASE})
-
-
 def test_no_candidates(world, target_signature):
     with pytest.raises(InputError, match="no candidates"):
         select_adapter(target_signature, [])

@@ -568,8 +568,9 @@ def select_adapter(
     limits). ``candidates``: adapter repo ids (``org/name[@rev]``), local adapter folders (PEFT
     ``adapter_config.json``, signatures under ``fisher_signatures/``), or dataset repos (``datasets/org/name``);
     None discovers the adapters of ``base_model`` on the Hub. A candidate's signature comes from its repo or
-    folder, else from the dataset repos its card names under ``datasets:``. ``base_model`` filters signatures
-    and adapters and is what ``model`` loads when not given. ``score``: ``fisher`` (default), ``activation``
+    folder, else from the dataset repos its card names under ``datasets:``. ``base_model`` (default: the target
+    signature's, else the first candidate signature's) filters signatures and adapters, and is what is loaded
+    when ``model`` / ``tokenizer`` are not given. ``score``: ``fisher`` (default), ``activation``
     (S_a only) or ``error`` (S_e only). With ``load=True`` the best ``top_k`` (default 1) adapters are loaded
     onto ``model`` (or the loaded base model) into ``selection.model``.
     """
