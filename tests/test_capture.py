@@ -12,7 +12,12 @@ import peft
 import pytest
 import torch
 import transformers
-from tiny_models import ARCHITECTURES, SOFTCAPPED_ARCHITECTURES, tiny_causal_lm, tiny_tokenizer
+from tiny_models import (
+    ARCHITECTURES,
+    SOFTCAPPED_ARCHITECTURES,
+    tiny_causal_lm,
+    tiny_tokenizer,
+)
 
 from fishersketch import FisherSketchError, InputError, SketchState, alignment
 from fishersketch.capture import (
@@ -33,7 +38,7 @@ from fishersketch.probe_text import PROBE_DOCUMENTS
 
 VOCAB_SIZE = 64
 TOKENIZER = tiny_tokenizer(VOCAB_SIZE)
-WORDS = "the a river stone bridge old city light water market bread green slow rain".split()
+WORDS = ["the", "a", "river", "stone", "bridge", "old", "city", "light", "water", "market", "bread", "green", "slow", "rain"]
 
 
 def prose_documents(count: int, seed: int) -> list[str]:
@@ -211,7 +216,7 @@ def test_true_fisher_samples_labels_from_p_with_the_counter_based_uniforms():
     capture = captured(model, batch, fisher="true", seed=11, token_chunk_size=50)
     probabilities = torch.softmax(reference["logits"].double(), -1).numpy()
     mask = batch["attention_mask"]
-    rows, positions = (mask[:, :-1] & mask[:, 1:]).bool().nonzero(as_tuple=True)
+    _, positions = (mask[:, :-1] & mask[:, 1:]).bool().nonzero(as_tuple=True)
     index = reference["doc_index"].numpy().astype(np.uint64) * np.uint64(2**32) + positions.numpy().astype(np.uint64)
     u = uniforms(11, Stream.TRUE_FISHER_LABELS, index).numpy()
     cumulative = probabilities.cumsum(axis=1)

@@ -31,7 +31,12 @@ import torch
 from fishersketch.core.hashing import uniforms
 from fishersketch.core.projectors import Stream
 from fishersketch.core.signature import Signature
-from fishersketch.core.spec import DEFAULT_ESTIMATOR, ModelFingerprint, SketchSpec, tensor_checksum
+from fishersketch.core.spec import (
+    DEFAULT_ESTIMATOR,
+    ModelFingerprint,
+    SketchSpec,
+    tensor_checksum,
+)
 from fishersketch.core.state import SketchState
 from fishersketch.errors import InputError
 from fishersketch.probe_text import PROBE_DOCUMENTS
