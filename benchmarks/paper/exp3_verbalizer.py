@@ -1,0 +1,157 @@
+"""Experiment 3: verbalizer shift (only the label words change, so every task has the same activations).
+
+Fixed prompts "Review: <VADER snippet>\\nSentiment:" (human-rated snippets with |score| ≥ 1: movie
+reviews, product reviews, tweets) and six verbalizer pairs, each a single token after the prompt:
+positive/negative, good/bad, yes/no, great/terrible, happy/sad, 1/0. A task is the prompt with its
+label word as the one scored target. Ground truth: a LoRA adapter trained on task s (three seeds)
+lowers the held-out loss of task t by transfer[s, t] nats. For each (target, seed) every method picks
+one of the five other tasks; top-1 over the 18 trials. Activation-only similarity and paired CKA see
+identical activations, so they tie every candidate (expected top-1 1/5).
+Paper: FisherSketch 66.7%, activation-only 20% (= random), error-only 72.2%.
+
+    python -m benchmarks.paper.exp3_verbalizer
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import torch
+from tqdm import tqdm
+
+from benchmarks.domains import sentiment_snippets
+from benchmarks.paper import baselines, common
+from benchmarks.paper.report import heatmaps, matrix_rows, print_table, write_json
+from benchmarks.paper.scoring import combine, random_selection, selection_score
+from fishersketch import alignment_matrix
+from fishersketch.errors import InputError
+from fishersketch.exact import linear_cka
+
+VERBALIZERS = {
+    "positive/negative": (" positive", " negative"),
+    "good/bad": (" good", " bad"),
+    "yes/no": (" yes", " no"),
+    "great/terrible": (" great", " terrible"),
+    "happy/sad": (" happy", " sad"),
+    "1/0": ("1", "0"),
+}
+TEMPLATE = "Review: {text}\nSentiment:"
+MIN_ABS_SCORE = 1.0  # VADER human rating in [-4, 4]; weaker ratings are left out as ambiguous
+TEXT_TOKENS = 40  # snippets are cut to their first 40 tokens
+POOL, HELD_OUT = 256, 64  # prompts for signatures and LoRA training / for the ground-truth loss
+SEEDS = (0, 1, 2)
+PAPER = {"fishersketch": 0.667, "activation": 0.20, "error": 0.722}
+METHODS = {
+    "fishersketch": "FisherSketch A", "activation": "activation-only S_a", "error": "error-only S_e",
+    "linear_cka": "linear CKA (paired)", "embedding": "mean text embedding (LoraRetriever-style)",
+    "diagonal_fisher": "diagonal head Fisher (TaskEmb-style)",
+}
+
+
+def label_ids(tokenizer) -> dict[str, tuple[int, int]]:
+    """(positive id, negative id) of every verbalizer; each word must be one token after the prompt."""
+    ids = {}
+    for name, words in VERBALIZERS.items():
+        tokens = [tokenizer(word, add_special_tokens=False)["input_ids"] for word in words]
+        if any(len(t) != 1 for t in tokens):
+            raise InputError(f"verbalizer {name} is not one token per word for this tokenizer: {tokens}")
+        ids[name] = (tokens[0][0], tokens[1][0])
+    return ids
+
+
+def prompts(tokenizer) -> tuple[list[str], torch.Tensor]:
+    """Prompts and sentiment signs (+1 / −1) of the clearly rated snippets, in dataset order."""
+    rows = [r for r in sentiment_snippets() if abs(r["score"]) >= MIN_ABS_SCORE][: POOL + HELD_OUT]
+    texts = [tokenizer.decode(tokenizer(r["text"], add_special_tokens=False)["input_ids"][:TEXT_TOKENS]) for r in rows]
+    return [TEMPLATE.format(text=t) for t in texts], torch.tensor([1 if r["score"] > 0 else -1 for r in rows])
+
+
+def main() -> None:
+    started = time.time()
+    model, tokenizer = common.load_base_model()
+    spec = common.paper_spec(model, tokenizer)
+    ids = label_ids(tokenizer)
+    names = list(VERBALIZERS)
+    texts, signs = prompts(tokenizer)
+    positive = signs > 0
+
+    def examples(task: str, documents: range) -> list[common.Example]:
+        return [common.label_example(tokenizer, texts[i], ids[task][0] if positive[i] else ids[task][1], i)
+                for i in documents]
+
+    pool = {task: examples(task, range(POOL)) for task in names}
+    held_out = examples(names[0], range(POOL, POOL + HELD_OUT))
+
+    # the prompts' head inputs once (they are the same for every task), then one signature per task
+    inputs, _ = common.capture_task(model, spec, pool[names[0]], "verbalizer_prompts", common.CACHE_DIR / "tasks")
+    positive_doc = positive[inputs.doc_index]
+    tasks = [common.HeadInputs(inputs.activations, torch.where(positive_doc, ids[t][0], ids[t][1]), inputs.doc_index)
+             for t in names]
+    signatures = [common.sketch_head_inputs(spec, model, task, name) for task, name in zip(tasks, names)]
+    sketch = alignment_matrix(signatures, names)
+    scores = {
+        "fishersketch": sketch.fisher, "activation": sketch.activation, "error": sketch.error,
+        "linear_cka": torch.tensor([[linear_cka(a.activations, b.activations) for b in tasks] for a in tasks]),
+        "embedding": baselines.sentence_embedding_matrix(
+            [[texts[i] + VERBALIZERS[t][0 if positive[i] else 1] for i in range(POOL)] for t in names]),
+        "diagonal_fisher": baselines.diagonal_fisher_matrix(
+            tasks, lambda k: common.head_errors(model, tasks[k].activations, tasks[k].targets)),
+    }
+
+    # ground truth: LoRA per (task, seed); held-out loss of every task from one pass over the prompts
+    settings = common.LoraSettings()
+    bench = common.LoraBench(model, settings, common.CACHE_DIR)
+    bench.prefix_states(pool[names[0]] + held_out, group="verbalizer")
+    candidates = [i for pair in (ids[t] for t in names) for i in pair]
+    ledger = common.Ledger(common.CACHE_DIR / f"exp3_nll_{common.config_key(settings)}_{common.examples_key(held_out)}.json")
+
+    def task_losses(weights) -> list[float]:
+        with bench.using(weights) as adapted:
+            nll = adapted.nll(held_out, candidate_ids=candidates)
+        return [float(torch.where(positive[POOL:], nll[:, 2 * k], nll[:, 2 * k + 1]).mean()) for k in range(len(names))]
+
+    base = torch.tensor(ledger.get("base", lambda: task_losses(None)), dtype=torch.float64)
+    transfers = []
+    for seed in SEEDS:
+        adapted = torch.tensor([ledger.get(f"{task}|{seed}", lambda task=task: task_losses(
+            bench.adapter(f"verbalizer-{task.replace('/', '-')}", pool[task], seed))) for task in tqdm(names, desc=f"seed {seed}")],
+            dtype=torch.float64)
+        transfers.append(base[None, :] - adapted)
+
+    selection = {key: combine([selection_score(score, transfer) for transfer in transfers]) for key, score in scores.items()}
+    selection["random"] = combine([random_selection(transfer) for transfer in transfers])
+    best = torch.stack([t.clone().fill_diagonal_(-torch.inf).argmax(dim=0) for t in transfers])
+    seed_agreement = float((best == best[0]).all(dim=0).double().mean())
+
+    print_table(["method", "top-1", "mean regret (nats)", "max regret", "Spearman/target", "paper top-1"],
+                [[METHODS.get(k, k), s.top1, s.mean_regret, s.max_regret, s.mean_spearman, PAPER.get(k)]
+                 for k, s in selection.items()],
+                title=f"Experiment 3: verbalizer shift, {len(names)} tasks x {len(SEEDS)} seeds = "
+                      f"{len(names) * len(SEEDS)} selections (random top-1 = 1/{len(names) - 1})")
+    print(f"best source identical across the {len(SEEDS)} seeds for {seed_agreement:.0%} of targets")
+    mean_transfer = torch.stack(transfers).mean(dim=0)
+    heatmaps({"transfer (nats, mean over seeds)": mean_transfer} | {METHODS[k]: v for k, v in scores.items()},
+             names, common.RESULTS_DIR / "paper_exp3_verbalizer.png",
+             "Exp. 3: verbalizer shift on SmolLM2-135M (rows: source, columns: target)", columns=4)
+    path = write_json("paper_exp3_verbalizer", {
+        "description": "Verbalizer-shift source selection, SmolLM2-135M-Instruct, VADER snippets",
+        "paper": PAPER, "sketch_id": spec.sketch_id, "tasks": names, "verbalizers": VERBALIZERS,
+        "template": TEMPLATE, "prompts": {"pool": POOL, "held_out": HELD_OUT, "min_abs_score": MIN_ABS_SCORE,
+                                          "positive_share": float(positive.double().mean())},
+        "lora": dataclasses.asdict(settings), "seeds": list(SEEDS), "base_nll": base.tolist(),
+        "transfer_per_seed": [matrix_rows(t) for t in transfers], "best_source_seed_agreement": seed_agreement,
+        "scores": {k: matrix_rows(v) for k, v in scores.items()},
+        "selection": {k: s.as_dict() for k, s in selection.items()},
+        "sketch_stderr": matrix_rows(sketch.stderr),
+    }, started)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""Domain-to-domain transfer with LoRA, and every similarity method on the same data (experiments 4, 5).
+
+For each domain: its task data (the documents of ``DomainSplit``: the signature's tokens and the
+LoRA training set) and held-out documents. One adapter per source domain (``LoraSettings``); the
+transfer from source s to target t is the relative drop of the target's held-out perplexity,
+1 − ppl_s(t)/ppl_base(t) = 1 − exp(NLL_s(t) − NLL_base(t)). Similarities: FisherSketch A, its
+factors S_a and S_e, feature-level linear CKA, mean sentence-embedding cosine (LoraRetriever-style)
+and diagonal head Fisher cosine (TaskEmb-style), all from the task data (``baselines``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import torch
+from tqdm import tqdm
+
+from benchmarks.paper import baselines, common
+from benchmarks.paper.report import heatmaps, matrix_rows, print_table
+from benchmarks.paper.scoring import SelectionScore, pooled_spearman, random_selection, selection_score
+from fishersketch import alignment_matrix
+
+METHODS = {
+    "fishersketch": "FisherSketch A",
+    "activation": "activation-only S_a",
+    "error": "error-only S_e",
+    "linear_cka": "linear CKA (feature-level)",
+    "embedding": "mean text embedding (LoraRetriever-style)",
+    "diagonal_fisher": "diagonal head Fisher (TaskEmb-style)",
+}
+
+
+@dataclasses.dataclass
+class TransferStudy:
+    """Names, base and adapted held-out NLLs, the transfer matrix [source, target] and method scores."""
+
+    names: list[str]
+    base_nll: torch.Tensor
+    adapted_nll: torch.Tensor
+    transfer: torch.Tensor
+    scores: dict[str, torch.Tensor]
+    sketch_id: str
+    settings: common.LoraSettings
+    split: common.DomainSplit
+    tokens: list[int]
+
+    def selection(self) -> dict[str, SelectionScore]:
+        results = {key: selection_score(score, self.transfer) for key, score in self.scores.items()}
+        return results | {"random": random_selection(self.transfer)}
+
+    def pooled(self) -> dict[str, tuple[float, float]]:
+        return {key: pooled_spearman(score, self.transfer) for key, score in self.scores.items()}
+
+    def as_dict(self) -> dict:
+        return {
+            "domains": self.names, "sketch_id": self.sketch_id, "lora": dataclasses.asdict(self.settings),
+            "split": dataclasses.asdict(self.split), "task_tokens": self.tokens,
+            "base_nll": self.base_nll.tolist(), "adapted_nll": matrix_rows(self.adapted_nll),
+            "transfer": matrix_rows(self.transfer),
+            "scores": {key: matrix_rows(score) for key, score in self.scores.items()},
+            "selection": {key: s.as_dict() for key, s in self.selection().items()},
+            "pooled_spearman": {key: {"rho": r, "p": p} for key, (r, p) in self.pooled().items()},
+        }
+
+
+def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: common.LoraSettings = common.LoraSettings(),
+                   split: common.DomainSplit = common.DomainSplit()) -> TransferStudy:
+    """Signatures, baselines, adapters and held-out NLLs of ``texts`` (domain → documents), all cached."""
+    model, tokenizer = common.load_base_model()
+    spec = common.paper_spec(model, tokenizer)
+    names = list(texts)
+    task_examples, eval_examples, tasks, signatures = {}, {}, [], []
+    for name in tqdm(names, desc="capture"):
+        task_examples[name], eval_examples[name] = split.split(tokenizer, texts[name])
+        inputs, signature = common.capture_task(model, spec, task_examples[name], name, common.CACHE_DIR / "tasks")
+        tasks.append(inputs)
+        signatures.append(signature)
+
+    sketch = alignment_matrix(signatures, names)
+    scores = {"fishersketch": sketch.fisher, "activation": sketch.activation, "error": sketch.error}
+    baseline_ledger = common.Ledger(common.CACHE_DIR / f"{group}_baselines_{common.config_key(split)}.json")
+    task_texts = [[tokenizer.decode(e.input_ids) for e in task_examples[name]] for name in names]
+    computed = {
+        "linear_cka": lambda: baselines.feature_cka_matrix([t.activations for t in tasks]),
+        "embedding": lambda: baselines.sentence_embedding_matrix(task_texts),
+        "diagonal_fisher": lambda: baselines.diagonal_fisher_matrix(
+            tasks, lambda k: common.cached_errors(model, tasks[k], common.CACHE_DIR / "errors" / f"{names[k]}.npy")),
+    }
+    for key, compute in computed.items():
+        scores[key] = torch.tensor(baseline_ledger.get(key, lambda compute=compute: compute().tolist()), dtype=torch.float64)
+
+    bench = common.LoraBench(model, settings, common.CACHE_DIR)
+    for name in tqdm(names, desc="prefix states"):
+        bench.prefix_states(task_examples[name] + eval_examples[name], group=name)
+    nll_ledger = common.Ledger(common.CACHE_DIR / f"{group}_nll_{common.config_key(settings, split)}.json")
+
+    keys = {name: f"{name}:{common.examples_key(task_examples[name])}" for name in names}
+    eval_keys = {name: f"{name}:{common.examples_key(eval_examples[name])}" for name in names}
+
+    def held_out_nll(source: str | None, weights, target: str) -> float:
+        with bench.using(weights) as adapted:
+            return nll_ledger.get(f"{keys[source] if source else 'base'}|{eval_keys[target]}",
+                                  lambda: float(adapted.nll(eval_examples[target]).mean()))
+
+    base_nll = torch.tensor([held_out_nll(None, None, t) for t in names], dtype=torch.float64)
+    adapted = torch.zeros(len(names), len(names), dtype=torch.float64)
+    for s, source in enumerate(tqdm(names, desc="adapters")):
+        done = [f"{keys[source]}|{eval_keys[t]}" for t in names]
+        if all(key in nll_ledger.entries for key in done):
+            adapted[s] = torch.tensor([nll_ledger.entries[key] for key in done])
+            continue
+        weights = bench.adapter(source, task_examples[source])
+        adapted[s] = torch.tensor([held_out_nll(source, weights, t) for t in names])
+    transfer = 1.0 - torch.exp(adapted - base_nll[None, :])
+    return TransferStudy(names, base_nll, adapted, transfer, scores, spec.sketch_id, settings, split,
+                         [len(t) for t in tasks])
+
+
+def report(study: TransferStudy, title: str, figure: str) -> list[list]:
+    """Print the selection table and write the heatmaps; return the table rows."""
+    selection, pooled = study.selection(), study.pooled()
+    random_top1 = selection["random"].top1
+    rows = [[METHODS.get(key, key), s.top1, s.top1 / random_top1, s.mean_regret, s.max_regret, s.mean_spearman,
+             *(pooled.get(key, (None, None)))] for key, s in selection.items()]
+    print_table(["method", "top-1", "x random", "mean regret", "max regret", "Spearman/target", "pooled rho", "pooled p"],
+                rows, title=title)
+    heatmaps({"transfer (1 - ppl_s/ppl_base)": study.transfer} | {METHODS[k]: v for k, v in study.scores.items()},
+             study.names, common.RESULTS_DIR / figure, title, columns=4)
+    return rows
