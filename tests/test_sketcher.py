@@ -1,0 +1,170 @@
+"""The sketching loop: accelerate processes, checkpoint / resume, in-process helpers, bad input."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import datasets
+import pytest
+import torch
+from tiny_models import tiny_causal_lm, tiny_tokenizer
+
+from fishersketch import SketchState, alignment, capture
+from fishersketch.data import DataArgs
+from fishersketch.errors import InputError
+from fishersketch.sketcher import CRASH_AFTER_BATCHES_ENV, SketchArgs, sketch, sketch_dataset, sketch_texts
+
+REPO = Path(__file__).resolve().parents[1]
+TEXTS = [f"task {i}: " + ("the quick brown fox " if i % 3 else "lazy dogs sleep ") * (1 + i % 4) for i in range(24)]
+LAUNCH_TWO_CPU_PROCESSES = [
+    "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+    "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A tiny Qwen2 (untied head) and its tokenizer, saved to a folder, and a jsonl dataset."""
+    folder = tmp_path_factory.mktemp("tiny")
+    model, tokenizer = tiny_causal_lm("qwen2", tie_word_embeddings=False, vocab_size=64), tiny_tokenizer(64)
+    model.save_pretrained(folder / "model")
+    tokenizer.save_pretrained(folder / "model")
+    data = folder / "docs.jsonl"
+    data.write_text("".join(json.dumps({"text": text}) + "\n" for text in TEXTS))
+    return model, tokenizer, folder
+
+
+@contextlib.contextmanager
+def single_thread():
+    """Per-token float32 results depend on the BLAS thread count; subprocesses run with OMP_NUM_THREADS=1."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def run_args(folder: Path, name: str, **overrides) -> SketchArgs:
+    options = {
+        "data": DataArgs(str(folder / "docs.jsonl")), "model": str(folder / "model"), "m": 256, "batch_size": 1,
+        "output": str(folder / f"{name}.safetensors"), "checkpoint": str(folder / f"{name}-checkpoint"),
+        "checkpoint_every": 2, "progress": False, "cpu": True,
+    }
+    return SketchArgs(**{**options, **overrides})
+
+
+def cli_options(args: SketchArgs) -> list[str]:
+    return [
+        "--dataset", args.data.dataset, "--model", args.model, "-m", str(args.m), "--batch-size", str(args.batch_size),
+        "--output", args.output, "--checkpoint", args.checkpoint, "--checkpoint-every", str(args.checkpoint_every),
+        "--no-progress", "--cpu",
+    ]
+
+
+def run_script(prefix: list[str], args: SketchArgs, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    command = [sys.executable, *prefix, str(REPO / "scripts" / "sketch.py"), *cli_options(args)]
+    return subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300)
+
+
+def rank_states(folder: str) -> list[SketchState]:
+    records = sorted(Path(folder).glob("rank*.json"))
+    return [SketchState.load(Path(folder) / json.loads(r.read_text())["state_file"]) for r in records]
+
+
+def test_two_processes_give_the_one_process_signature(tiny):
+    _, _, folder = tiny
+    one_process = run_args(folder, "one")
+    with single_thread():
+        reference = sketch(one_process)
+    two_processes = run_args(folder, "two")
+    result = run_script(LAUNCH_TWO_CPU_PROCESSES, two_processes)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (one,), (first, second) = rank_states(one_process.checkpoint), rank_states(two_processes.checkpoint)
+    assert first.num_tokens > 0 and second.num_tokens > 0  # both processes did work
+    merged = first + second
+    assert torch.equal(merged.token_counts, one.token_counts) and torch.equal(merged.document_counts, one.document_counts)
+    assert float((merged.sums - one.sums).abs().max() / one.sums.abs().max()) < 1e-9
+    signature = type(reference).load(two_processes.output)
+    assert (signature.num_tokens, signature.num_documents) == (reference.num_tokens, reference.num_documents)
+    assert reference.num_documents == len(TEXTS)
+    assert float(((signature.split_norms - reference.split_norms) / reference.split_norms).abs().max()) < 1e-9
+    torch.testing.assert_close(signature.joint, reference.joint, rtol=1e-6, atol=1e-7)
+
+
+def test_kill_then_resume_equals_an_uninterrupted_run(tiny):
+    _, _, folder = tiny
+    interrupted = run_args(folder, "interrupted")
+    result = run_script([], interrupted, env={CRASH_AFTER_BATCHES_ENV: "5"})
+    assert result.returncode == -9, result.stderr[-3000:]  # SIGKILL after batch 5, last checkpoint at batch 4
+    record = json.loads(next(Path(interrupted.checkpoint).glob("rank0-of1.json")).read_text())
+    assert record["batches"] == 4 and not Path(interrupted.output).exists()
+    with single_thread():
+        resumed = sketch(dataclasses.replace(interrupted, resume=True))
+        uninterrupted = sketch(run_args(folder, "uninterrupted"))
+    for name in ("joint", "activation", "error", "split_norms"):
+        assert torch.equal(getattr(resumed, name), getattr(uninterrupted, name)), name
+    assert (resumed.num_tokens, resumed.num_documents) == (uninterrupted.num_tokens, uninterrupted.num_documents)
+
+
+def test_resume_refuses_a_checkpoint_of_another_run(tiny):
+    _, _, folder = tiny
+    first = run_args(folder, "mismatch")
+    sketch(first)
+    with pytest.raises(InputError, match=r"different run \(differs in \['max_documents'\]\)"):
+        sketch(dataclasses.replace(first, resume=True, data=DataArgs(first.data.dataset, max_documents=5)))
+
+
+def test_in_process_helpers_and_provenance(tiny):
+    model, tokenizer, folder = tiny
+    spec = capture.spec_for_model(model, tokenizer, m=256)
+    from_texts = sketch_texts(TEXTS, model, tokenizer, spec, batch_size=5, metadata={"base_model": "tiny"})
+    streamed = sketch_dataset(
+        str(folder / "docs.jsonl"), model, tokenizer, from_texts, data=DataArgs(None, streaming=True), batch_size=5
+    )
+    assert streamed.sketch_id == from_texts.sketch_id
+    assert torch.equal(streamed.joint, from_texts.joint) and streamed.num_tokens == from_texts.num_tokens
+    assert from_texts.metadata["base_model"] == "tiny" and from_texts.metadata["text_column"] == "text"
+    assert streamed.metadata["dataset"].endswith("docs.jsonl")
+    rebatched = sketch_texts(TEXTS, model, tokenizer, spec, batch_size=3)
+    assert alignment(rebatched, from_texts).fisher == pytest.approx(1.0, abs=1e-5)
+    args = run_args(folder, "provenance", checkpoint=None)
+    metadata = sketch(args).metadata
+    assert metadata["base_model"] == args.model and metadata["dataset"] == args.data.dataset
+    assert metadata["dataset_split"] == "train"
+
+
+def test_max_tokens_limits_the_signature(tiny):
+    model, tokenizer, _ = tiny
+    dataset = datasets.Dataset.from_dict({"text": TEXTS})
+    full = sketch_dataset(dataset, model, tokenizer, m=64, reflection=False)
+    limited = sketch_dataset(dataset, model, tokenizer, full, data=DataArgs(None, max_tokens=full.num_tokens // 2))
+    assert full.num_tokens // 2 <= limited.num_tokens < full.num_tokens
+    assert limited.num_documents < full.num_documents
+
+
+def test_bad_inputs_raise_clear_errors(tiny):
+    model, tokenizer, folder = tiny
+    with pytest.raises(InputError, match=r"text column 'text' not found.*\['body'\]"):
+        sketch_dataset(datasets.Dataset.from_dict({"body": TEXTS}), model, tokenizer, m=64, reflection=False)
+    with pytest.raises(InputError, match="is empty"):
+        sketch_dataset(datasets.Dataset.from_dict({"text": []}), model, tokenizer, m=64, reflection=False)
+    with pytest.raises(InputError, match="shorter than 2 tokens"):
+        sketch_texts(["", "", ""], model, tokenizer, m=64, reflection=False)
+    with pytest.raises(InputError, match="use the tokenizer that belongs to the base model"):
+        sketch_texts(TEXTS, tiny_causal_lm("llama", tie_word_embeddings=True, vocab_size=32), tokenizer, m=64)
+    other = sketch_texts(TEXTS, tiny_causal_lm("qwen2", False, vocab_size=64, seed=1), tokenizer, m=64, reflection=False)
+    with pytest.raises(InputError, match="another base model"):
+        sketch_texts(TEXTS, model, tokenizer, other)
+    other.save(folder / "other.safetensors")
+    with pytest.raises(InputError, match="another base model"):
+        sketch(run_args(folder, "like-other", like=str(folder / "other.safetensors"), checkpoint=None))
+    with pytest.raises(InputError, match="resume needs the checkpoint folder"):
+        run_args(folder, "resume", checkpoint=None, resume=True)
