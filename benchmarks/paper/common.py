@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +24,12 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from fishersketch import Signature, SketchSpec, SketchState
-from fishersketch.capture import IGNORE_INDEX, head_gradient_chunks, output_head, spec_for_model
+from fishersketch.capture import (
+    IGNORE_INDEX,
+    head_gradient_chunks,
+    output_head,
+    spec_for_model,
+)
 from fishersketch.defaults import load_model_and_tokenizer
 
 BENCHMARKS_DIR = Path(__file__).resolve().parents[1]
@@ -214,6 +219,30 @@ def capture_task(model, spec: SketchSpec, examples: Sequence[Example], name: str
 
 def _provenance(name: str) -> dict[str, str]:
     return {"base_model": "HuggingFaceTB/SmolLM2-135M-Instruct", "dataset": name}
+
+
+@dataclasses.dataclass
+class CapturedDomains:
+    """Per domain (in order): task examples, held-out examples, head inputs and signature."""
+
+    names: list[str]
+    task_examples: dict[str, list[Example]]
+    eval_examples: dict[str, list[Example]]
+    inputs: list[HeadInputs]
+    signatures: list[Signature]
+
+
+def capture_domains(model, tokenizer, spec: SketchSpec, texts: Mapping[str, Sequence[str]],
+                    split: DomainSplit) -> CapturedDomains:
+    """Split every domain's documents and capture its task data (cached under ``tasks/``)."""
+    captured = CapturedDomains(list(texts), {}, {}, [], [])
+    for name in tqdm(captured.names, desc="capture"):
+        task, held_out = split.split(tokenizer, texts[name])
+        inputs, signature = capture_task(model, spec, task, name, CACHE_DIR / "tasks")
+        captured.task_examples[name], captured.eval_examples[name] = task, held_out
+        captured.inputs.append(inputs)
+        captured.signatures.append(signature)
+    return captured
 
 
 def sketch_head_inputs(spec: SketchSpec, model, inputs: HeadInputs, name: str, chunk_size: int = 512) -> Signature:

@@ -73,11 +73,8 @@ def main() -> None:
     model, tokenizer = common.load_base_model()
     spec = common.paper_spec(model, tokenizer)
     texts = natural_domains()
-    split = common.DomainSplit()
-    domains = []
-    for name in tqdm(common.NATURAL_DOMAINS, desc="capture"):
-        examples, _ = split.split(tokenizer, texts[name]["text"])
-        domains.append(common.capture_task(model, spec, examples, name, common.CACHE_DIR / "tasks")[0])
+    domains = common.capture_domains(model, tokenizer, spec, {n: texts[n]["text"] for n in common.NATURAL_DOMAINS},
+                                     common.DomainSplit()).inputs
     prompts = {label: prompt_set(domains, documents) for label, documents in PROMPT_SETS.items()}
 
     names, activations, errors, doc_indices, signatures = [], [], [], [], []

@@ -119,7 +119,7 @@ def main() -> None:
     base = torch.tensor(ledger.get("base", lambda: task_losses(None)), dtype=torch.float64)
     transfers = []
     for seed in SEEDS:
-        adapted = torch.tensor([ledger.get(f"{task}|{seed}", lambda task=task: task_losses(
+        adapted = torch.tensor([ledger.get(f"{task}|{seed}", lambda task=task, seed=seed: task_losses(
             bench.adapter(f"verbalizer-{task.replace('/', '-')}", pool[task], seed))) for task in tqdm(names, desc=f"seed {seed}")],
             dtype=torch.float64)
         transfers.append(base[None, :] - adapted)

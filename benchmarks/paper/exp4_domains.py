@@ -21,23 +21,16 @@ if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
 
 from benchmarks.domains import natural_domains
 from benchmarks.paper import common
-from benchmarks.paper.report import write_json
-from benchmarks.paper.transfer import report, transfer_study
+from benchmarks.paper.transfer import run
 
 
 def main() -> None:
     started = time.time()
     domains = natural_domains()
-    study = transfer_study({name: domains[name]["text"] for name in common.NATURAL_DOMAINS}, group="exp4")
-    report(study, f"Experiment 4: source selection over {len(study.names)} natural domains "
-                  "(paper, 100 domains: FisherSketch 45.7% top-1 = 10.9x random, max regret 0.119)",
-           "paper_exp4_domains.png")
-    path = write_json("paper_exp4_domains", {
-        "description": "LoRA source selection over natural domains, SmolLM2-135M-Instruct",
-        "paper": {"top1": 0.457, "x_random": 10.9, "max_regret": 0.119, "domains": 100},
-        **study.as_dict(),
-    }, started)
-    print(f"wrote {path}")
+    run({name: domains[name]["text"] for name in common.NATURAL_DOMAINS}, "exp4_domains",
+        f"Experiment 4: LoRA source selection over {len(common.NATURAL_DOMAINS)} natural domains, SmolLM2-135M "
+        "(paper, Llama-3.1-8B, 100 domains: FisherSketch 45.7% top-1 = 10.9x random, max regret 0.119)",
+        {"top1": 0.457, "x_random": 10.9, "max_regret": 0.119, "domains": 100}, started)
 
 
 if __name__ == "__main__":

@@ -21,8 +21,8 @@ if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.domains import smiles_domains
-from benchmarks.paper.report import print_table, write_json
-from benchmarks.paper.transfer import METHODS, report, transfer_study
+from benchmarks.paper.report import print_table
+from benchmarks.paper.transfer import METHODS, run
 
 SMILES_SUBDOMAINS = (
     "moses_small", "moses_large", "moses_few_rings", "moses_many_rings", "moses_halogenated", "moses_sulfur",
@@ -34,19 +34,15 @@ PAPER = {"fishersketch": (0.53, 0.006), "activation": (None, 0.081)}
 def main() -> None:
     started = time.time()
     domains = smiles_domains()
-    study = transfer_study({name: domains[name]["text"] for name in SMILES_SUBDOMAINS}, group="exp5")
-    pooled = study.pooled()
+    study = run({name: domains[name]["text"] for name in SMILES_SUBDOMAINS}, "exp5_smiles",
+                f"Experiment 5: {len(SMILES_SUBDOMAINS)} SMILES subdomains, SmolLM2-135M (paper: FisherSketch "
+                "Spearman 0.53, p = 0.006; activation-only p = 0.081)",
+                {"fishersketch_spearman": 0.53, "fishersketch_p": 0.006, "activation_p": 0.081, "domains": 9}, started)
+    n = len(study.names)
     print_table(["method", "Spearman rho", "p-value", "paper rho", "paper p"],
-                [[METHODS[key], rho, p, *PAPER.get(key, (None, None))] for key, (rho, p) in pooled.items()],
-                title=f"Experiment 5: similarity vs cross-domain perplexity reduction, {len(study.names)} SMILES "
-                      f"subdomains ({len(study.names) * (len(study.names) - 1)} ordered pairs)")
-    report(study, "Experiment 5: source selection among SMILES subdomains", "paper_exp5_smiles.png")
-    path = write_json("paper_exp5_smiles", {
-        "description": "SMILES subdomains: alignment vs cross-domain perplexity reduction, SmolLM2-135M-Instruct",
-        "paper": {"fishersketch_spearman": 0.53, "fishersketch_p": 0.006, "activation_p": 0.081, "domains": 9},
-        **study.as_dict(),
-    }, started)
-    print(f"wrote {path}")
+                [[METHODS[key], rho, p, *PAPER.get(key, (None, None))] for key, (rho, p) in study.pooled().items()],
+                title=f"Experiment 5: similarity vs cross-domain perplexity reduction, pooled over {n * (n - 1)} "
+                      "ordered (source, target) pairs")
 
 
 if __name__ == "__main__":

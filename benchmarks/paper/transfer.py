@@ -17,8 +17,13 @@ import torch
 from tqdm import tqdm
 
 from benchmarks.paper import baselines, common
-from benchmarks.paper.report import heatmaps, matrix_rows, print_table
-from benchmarks.paper.scoring import SelectionScore, pooled_spearman, random_selection, selection_score
+from benchmarks.paper.report import heatmaps, matrix_rows, print_table, write_json
+from benchmarks.paper.scoring import (
+    SelectionScore,
+    pooled_spearman,
+    random_selection,
+    selection_score,
+)
 from fishersketch import alignment_matrix
 
 METHODS = {
@@ -29,6 +34,7 @@ METHODS = {
     "embedding": "mean text embedding (LoraRetriever-style)",
     "diagonal_fisher": "diagonal head Fisher (TaskEmb-style)",
 }
+DEFAULT_LORA, DEFAULT_SPLIT = common.LoraSettings(), common.DomainSplit()
 
 
 @dataclasses.dataclass
@@ -64,19 +70,14 @@ class TransferStudy:
         }
 
 
-def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: common.LoraSettings = common.LoraSettings(),
-                   split: common.DomainSplit = common.DomainSplit()) -> TransferStudy:
+def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: common.LoraSettings = DEFAULT_LORA,
+                   split: common.DomainSplit = DEFAULT_SPLIT) -> TransferStudy:
     """Signatures, baselines, adapters and held-out NLLs of ``texts`` (domain → documents), all cached."""
     model, tokenizer = common.load_base_model()
     spec = common.paper_spec(model, tokenizer)
-    names = list(texts)
-    task_examples, eval_examples, tasks, signatures = {}, {}, [], []
-    for name in tqdm(names, desc="capture"):
-        task_examples[name], eval_examples[name] = split.split(tokenizer, texts[name])
-        inputs, signature = common.capture_task(model, spec, task_examples[name], name, common.CACHE_DIR / "tasks")
-        tasks.append(inputs)
-        signatures.append(signature)
-
+    captured = common.capture_domains(model, tokenizer, spec, texts, split)
+    names, tasks, signatures = captured.names, captured.inputs, captured.signatures
+    task_examples, eval_examples = captured.task_examples, captured.eval_examples
     sketch = alignment_matrix(signatures, names)
     scores = {"fishersketch": sketch.fisher, "activation": sketch.activation, "error": sketch.error}
     baseline_ledger = common.Ledger(common.CACHE_DIR / f"{group}_baselines_{common.config_key(split)}.json")
@@ -128,3 +129,12 @@ def report(study: TransferStudy, title: str, figure: str) -> list[list]:
     heatmaps({"transfer (1 - ppl_s/ppl_base)": study.transfer} | {METHODS[k]: v for k, v in study.scores.items()},
              study.names, common.RESULTS_DIR / figure, title, columns=4)
     return rows
+
+
+def run(texts: Mapping[str, Sequence[str]], group: str, title: str, paper: dict, started: float) -> TransferStudy:
+    """``transfer_study`` + ``report`` + ``benchmarks/results/paper_<group>.json`` and ``.png``."""
+    study = transfer_study(texts, group=group)
+    report(study, title, f"paper_{group}.png")
+    path = write_json(f"paper_{group}", {"description": title, "paper": paper, **study.as_dict()}, started)
+    print(f"wrote {path}")
+    return study
