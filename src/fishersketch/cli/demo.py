@@ -40,7 +40,7 @@ def run(namespace: argparse.Namespace) -> int:
         data = DataArgs(dataset, max_documents=namespace.max_documents, max_length=namespace.max_length)
         signature = sketch_dataset(
             dataset, model, tokenizer, spec, data=data, batch_size=namespace.batch_size,
-            metadata={**provenance, "dataset": f"fishersketch-demo/{name}"}, progress=True,
+            metadata={**provenance, "dataset": f"fishersketch-demo/{name}"}, progress=True, description=name,
         )
         signature.save(output / f"{name}.safetensors")
         signatures.append(signature)
