@@ -1,0 +1,230 @@
+"""Synthetic tasks for the estimator benchmarks: one softmax head, many tasks, graded similarity.
+
+A *task* is a set of scored tokens (a_t, e_t) under a fixed head W ∈ R^{K×d} shared by all tasks:
+
+    c_t ∈ {0, 1} uniform, s_t = ±1 (the token's context, paired with a side by the task)
+    a_t = μ + α (cos θ_k v₁ + sin θ_k v₂) + γ s_t g + U_k z_t + σ ε_t   (activations, d)
+    p_t = softmax(W a_t)                                               (the model's prediction)
+    y_t ~ softmax(W a_t + β_k 1[y ∈ B_k,c_t])                          (the task's next token)
+    e_t = p_t − onehot(y_t)                                            (empirical-Fisher error, K)
+
+μ is a large mean shared by every task (the common component of real LM hidden states, which also sets
+a shared "unigram" logit prior W μ); θ_k places the task's mean offset on a quarter circle, and U_k
+is a rank-r subspace that mixes a shared subspace with a private one. The labels follow the head's
+own softmax shifted by β_k on a label block: the first or second half of the task's vocabulary window,
+by the token's context. The windows of different tasks range from identical to disjoint, so the exact
+alignments spread over [0, 1]; tasks pair their two contexts (activation side ±g) with the two halves
+either way round, so what the model sees and how it errs are coupled and ρ varies between pairs.
+Every token is its own document (``doc_index = arange(n)``), so the split halves are iid.
+
+    python benchmarks/synthetic.py     # print the exact A / S_a / S_e spread of a small configuration
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator
+
+import torch
+
+from fishersketch import Signature, SketchSpec, SketchState
+
+
+@dataclasses.dataclass(frozen=True)
+class SyntheticConfig:
+    """Sizes and the knobs of the generator (defaults: realistic proportions, see module docstring)."""
+
+    vocab_size: int
+    d: int
+    num_tasks: int
+    tokens_per_task: int
+    seed: int = 0
+    logit_scale: float = 3.0  # std of the head's logits W a over the vocabulary
+    shared_mean_norm: float = 3.0  # ‖μ‖ (the per-token spread is ≈ 1)
+    task_offset_norm: float = 1.0  # α
+    context_offset_norm: float = 1.5  # γ: each token's context (±1) moves it by ±γ g
+    subspace_rank: int = 8
+    subspace_scale: float = 0.8  # ‖U_k z‖ ≈ subspace_scale
+    noise_scale: float = 0.5  # σ: ‖σ ε‖ ≈ σ (isotropic)
+    label_block_fraction: float = 0.02  # |B_k| / K
+    label_boost: float = 8.0  # β
+
+    @property
+    def typical_activation_norm(self) -> float:
+        return math.sqrt(
+            self.shared_mean_norm**2
+            + self.task_offset_norm**2
+            + self.context_offset_norm**2
+            + self.subspace_scale**2
+            + self.noise_scale**2
+        )
+
+    @property
+    def label_block_size(self) -> int:
+        return max(1, round(self.label_block_fraction * self.vocab_size))
+
+
+@dataclasses.dataclass
+class SyntheticTask:
+    """One task's scored tokens, ready for ``SketchState.update`` and ``fishersketch.exact``."""
+
+    name: str
+    activations: torch.Tensor  # (n, d) float32
+    errors: torch.Tensor  # (n, K) float32
+    labels: torch.Tensor  # (n,) int64
+    doc_index: torch.Tensor  # (n,) int64, arange: each token its own document
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskLayout:
+    """Where task k sits: activation angle θ_k, subspace mixing φ_k, label window, boost β_k, and the
+    pairing of its two contexts (+1: context 0 takes the +g side and the first half of the window)."""
+
+    angle: float
+    subspace_mixing: float
+    label_block_start: int
+    label_boost: float
+    context_pairing: int
+
+
+#: label-window starts in quarter windows: pairs share a window, neighbours overlap by 3/4, 1/2, 1/4, … 0.
+_WINDOW_STEPS = (0, 0, 1, 1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
+#: label boosts relative to ``label_boost``: weak boosts leave a task close to the shared prior.
+_BOOST_LEVELS = (1.0, 0.75, 0.5)
+#: context pairings: tasks 0 and 1 share a window but pair contexts and labels the other way round.
+_PAIRINGS = (1, -1, 1)
+
+
+def task_layouts(config: SyntheticConfig) -> list[TaskLayout]:
+    """Graded layouts: label windows from identical to disjoint, boosts from strong to weak, both context
+    pairings, and the activation angle sweeping the quarter circle in a shuffled order (independent factors)."""
+    block = config.label_block_size
+    angle_ranks = torch.randperm(config.num_tasks, generator=torch.Generator().manual_seed(config.seed)).tolist()
+    layouts = []
+    for k in range(config.num_tasks):
+        step = _WINDOW_STEPS[k % len(_WINDOW_STEPS)] + 33 * (k // len(_WINDOW_STEPS))
+        fraction = angle_ranks[k] / max(1, config.num_tasks - 1)
+        layouts.append(
+            TaskLayout(
+                angle=0.5 * math.pi * fraction,
+                subspace_mixing=0.5 * math.pi * fraction,
+                label_block_start=(step * block // 4) % max(1, config.vocab_size - block),
+                label_boost=config.label_boost * _BOOST_LEVELS[k % len(_BOOST_LEVELS)],
+                context_pairing=_PAIRINGS[k % len(_PAIRINGS)],
+            )
+        )
+    return layouts
+
+
+class SyntheticHead:
+    """The shared parts: head W, shared mean μ, offset directions v₁, v₂, context direction g and the
+    shared subspace."""
+
+    def __init__(self, config: SyntheticConfig):
+        self.config = config
+        generator = torch.Generator().manual_seed(config.seed)
+        d = config.d
+        scale = config.logit_scale / config.typical_activation_norm  # std of W a ≈ logit_scale
+        self.weight = torch.randn(config.vocab_size, d, generator=generator) * scale
+        unit = _unit_vectors(generator, 4, d)
+        self.shared_mean = unit[0] * config.shared_mean_norm
+        self.offset_directions = unit[1:3]
+        self.context_direction = unit[3]
+        self.shared_subspace = torch.linalg.qr(torch.randn(d, config.subspace_rank, generator=generator))[0]
+
+    def task(self, k: int, layout: TaskLayout, num_tokens: int, seed: int) -> SyntheticTask:
+        """``num_tokens`` tokens of task k; the task's structure depends on k only, the draws on ``seed``."""
+        config = self.config
+        d, rank, half = config.d, config.subspace_rank, config.label_block_size // 2
+        structure = torch.Generator().manual_seed(config.seed * 1_000_003 + 999_983 * (k + 1))
+        private = torch.linalg.qr(torch.randn(d, rank, generator=structure))[0]
+        subspace = math.cos(layout.subspace_mixing) * self.shared_subspace + math.sin(layout.subspace_mixing) * private
+        offset = config.task_offset_norm * (
+            math.cos(layout.angle) * self.offset_directions[0] + math.sin(layout.angle) * self.offset_directions[1]
+        )
+        generator = torch.Generator().manual_seed(seed)
+        contexts = torch.randint(0, 2, (num_tokens,), generator=generator)
+        side = (1 - 2 * contexts).float() * layout.context_pairing
+        latent = torch.randn(num_tokens, rank, generator=generator) * (config.subspace_scale / math.sqrt(rank))
+        noise = torch.randn(num_tokens, d, generator=generator) * (config.noise_scale / math.sqrt(d))
+        activations = (
+            self.shared_mean
+            + offset
+            + config.context_offset_norm * side[:, None] * self.context_direction
+            + latent @ subspace.T
+            + noise
+        )
+        logits = activations @ self.weight.T
+        window = layout.label_block_start + contexts[:, None] * half + torch.arange(half)  # the context's half
+        boosted = logits.scatter_add(1, window, torch.full(window.shape, layout.label_boost))
+        labels = torch.multinomial(torch.softmax(boosted, dim=1), 1, generator=generator).squeeze(1)
+        errors = torch.softmax(logits, dim=1)
+        errors[torch.arange(num_tokens), labels] -= 1.0
+        return SyntheticTask(
+            name=f"task{k:02d}",
+            activations=activations.float(),
+            errors=errors.float(),
+            labels=labels,
+            doc_index=torch.arange(num_tokens),
+        )
+
+
+def sketch_task(task: SyntheticTask, spec: SketchSpec, batch_size: int = 256) -> Signature:
+    """The task's signature: ``SketchState.update`` in batches of ``batch_size`` tokens, then ``finalize``."""
+    state = SketchState(spec)
+    for start in range(0, len(task.doc_index), batch_size):
+        stop = start + batch_size
+        state.update(task.activations[start:stop], task.errors[start:stop], task.doc_index[start:stop])
+    return state.finalize({"dataset": task.name})
+
+
+def _unit_vectors(generator: torch.Generator, count: int, d: int) -> torch.Tensor:
+    vectors = torch.randn(count, d, generator=generator)
+    return vectors / vectors.norm(dim=1, keepdim=True)
+
+
+def task_stream(head: SyntheticHead) -> Iterator[SyntheticTask]:
+    """The ``num_tasks`` tasks of ``tokens_per_task`` tokens, one at a time (deterministic in ``seed``)."""
+    config = head.config
+    for k, layout in enumerate(task_layouts(config)):
+        yield head.task(k, layout, config.tokens_per_task, seed=config.seed * 1_000_003 + k + 1)
+
+
+def make_tasks(config: SyntheticConfig) -> tuple[SyntheticHead, list[SyntheticTask]]:
+    """The head and all its tasks, in memory."""
+    head = SyntheticHead(config)
+    return head, list(task_stream(head))
+
+
+def pilot_activations(head: SyntheticHead, tokens_per_task: int) -> torch.Tensor:
+    """A pilot sample: fresh tokens from every task (independent of the benchmark's), concatenated."""
+    config = head.config
+    return torch.cat(
+        [
+            head.task(k, layout, tokens_per_task, seed=config.seed * 1_000_003 + 500_009 + k).activations
+            for k, layout in enumerate(task_layouts(config))
+        ]
+    )
+
+
+def _describe() -> None:
+    from fishersketch.exact import gram_inner_products
+
+    config = SyntheticConfig(vocab_size=8192, d=256, num_tasks=14, tokens_per_task=400)
+    _, tasks = make_tasks(config)
+    norms = [gram_inner_products(t.activations, t.errors, t.activations, t.errors, exclude_self_pairs=True) for t in tasks]
+    rows = []
+    for i in range(len(tasks)):
+        for j in range(i + 1, len(tasks)):
+            cross = gram_inner_products(tasks[i].activations, tasks[i].errors, tasks[j].activations, tasks[j].errors)
+            rows.append(cross / torch.sqrt(norms[i] * norms[j]))
+    fisher, activation, error = torch.stack(rows).T
+    levels = torch.tensor([0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0], dtype=torch.float64)
+    print(f"{len(rows)} pairs; quantiles at {levels.tolist()}")
+    for name, values in (("A", fisher), ("S_a", activation), ("S_e", error), ("rho", fisher / (activation * error))):
+        print(f"{name:4s} " + "  ".join(f"{q:.3f}" for q in torch.quantile(values, levels).tolist()))
+
+
+if __name__ == "__main__":
+    _describe()
