@@ -31,7 +31,7 @@ from benchmarks.paper.report import heatmaps, matrix_rows, print_table, write_js
 from benchmarks.paper.scoring import combine, random_selection, selection_score
 from fishersketch import alignment_matrix
 from fishersketch.errors import InputError
-from fishersketch.exact import linear_cka
+from fishersketch.exact import exact_alignment, linear_cka
 
 VERBALIZERS = {
     "positive/negative": (" positive", " negative"),
@@ -51,6 +51,7 @@ METHODS = {
     "fishersketch": "FisherSketch A", "activation": "activation-only S_a", "error": "error-only S_e",
     "linear_cka": "linear CKA (paired)", "embedding": "mean text embedding (LoraRetriever-style)",
     "diagonal_fisher": "diagonal head Fisher (TaskEmb-style)",
+    "exact_fisher": "exact A, Gram form (diagnostic)", "exact_error": "exact S_e, Gram form (diagnostic)",
 }
 
 
@@ -103,6 +104,13 @@ def main() -> None:
         "diagonal_fisher": baselines.diagonal_fisher_matrix(
             tasks, lambda k: common.head_errors(model, tasks[k].activations, tasks[k].targets)),
     }
+    # diagnostic: the exact quantities the sketch estimates (U-statistic norms), to tell estimator noise
+    # from what the Fisher alignment itself says
+    errors = [common.head_errors(model, t.activations, t.targets) for t in tasks]
+    exact = [[exact_alignment(a.activations, ea, b.activations, eb, exclude_self_pairs=True)
+              for b, eb in zip(tasks, errors)] for a, ea in zip(tasks, errors)]
+    scores["exact_fisher"] = torch.tensor([[r.fisher for r in row] for row in exact])
+    scores["exact_error"] = torch.tensor([[r.error for r in row] for row in exact])
 
     # ground truth: LoRA per (task, seed); held-out loss of every task from one pass over the prompts
     settings = common.LoraSettings()
