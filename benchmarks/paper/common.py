@@ -49,7 +49,7 @@ def load_base_model():
 
 def paper_spec(model, tokenizer) -> SketchSpec:
     """The library's default spec for the model (m=4096, seed 0, default estimator and reflection)."""
-    return spec_for_model(model, tokenizer, m=SKETCH_M, seed=SKETCH_SEED)
+    return spec_for_model(model, tokenizer, m=SKETCH_M, seed=SKETCH_SEED, reflection=True)
 
 
 #: the twelve natural domains of experiments 1, 2 and 4 (``benchmarks/domains.py`` names), fixed in advance

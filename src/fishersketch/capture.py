@@ -440,11 +440,17 @@ def spec_for_model(
     estimator: str | None = None,
     granularity: str = "token",
     fisher: str = "empirical",
-    reflection: bool = True,
+    reflection: bool = False,
     like: Signature | None = None,
 ) -> SketchSpec:
-    """The sketch spec for ``model``: d, K and the fingerprint from its head, the reflection from
-    ``pilot_mean`` (needs the tokenizer) unless ``reflection=False``.
+    """The sketch spec for ``model``: d, K and the fingerprint from its head; with ``reflection=True``
+    also the Householder reflection on ``pilot_mean`` (needs the tokenizer).
+
+    The reflection halves the standard error (c ≈ 2.3 → 1.2, benchmarks/README.md) but the pilot mean
+    depends on the device and dtype that computed it (an H200 in fp32 differs from a CPU in the 8th
+    digit), so its sketch id is only reproducible where the pilot is: use it when every signature of a
+    study is sketched ``like=`` one reference. Off by default, so independently made signatures of the
+    same base model compare across machines.
 
     With ``like``, the signature's own spec is returned (the other options are ignored) once the
     model's head checksum (and tokenizer checksum, when both are known) match the signature's

@@ -52,7 +52,7 @@ class SketchArgs:
     estimator: str | None = None
     granularity: str = "token"
     fisher: str = "empirical"
-    reflection: bool = True
+    reflection: bool = False
     like: str | None = None
     batch_size: int = 8
     token_chunk_size: int = 256
@@ -204,8 +204,9 @@ def _run_batches(
         for batch in stream.batches(batch_size, start_index=progress.next_index):
             tokens += capture.sketch_batch(state, model, batch.as_model_inputs(), token_chunk_size=token_chunk_size)
             progress.next_index, progress.batches = batch.next_index, progress.batches + 1
+            rate = tokens / (time.perf_counter() - started)
+            bar.set_postfix(tokens=state.num_tokens, tok_per_s=f"{rate:.0f}", refresh=False)
             bar.update(stream.counts.seen - bar.n)
-            bar.set_postfix(tokens=state.num_tokens, tok_per_s=f"{tokens / (time.perf_counter() - started):.0f}")
             if checkpointer is not None and progress.batches % checkpointer.every == 0:
                 checkpointer.save(state, progress)
             if crash_after is not None and progress.batches >= crash_after:
