@@ -28,7 +28,7 @@ from fishersketch.core.signature import Signature
 from fishersketch.core.spec import SketchSpec
 from fishersketch.core.state import SketchState
 from fishersketch.data import DataArgs, DocumentCounts, DocumentStream, check_has_documents
-from fishersketch.errors import FisherSketchError, InputError
+from fishersketch.errors import InputError
 
 #: test hook: a process kills itself (SIGKILL) after this many batches, to exercise ``resume``
 CRASH_AFTER_BATCHES_ENV = "FISHERSKETCH_CRASH_AFTER_BATCHES"
@@ -88,25 +88,10 @@ class SketchArgs:
 
 # -- references to signatures ---------------------------------------------------------------------
 def load_signature_ref(ref: str | os.PathLike) -> Signature:
-    """A signature from a local file, else from the Hub through ``fishersketch.hub.load_signature``."""
-    if os.path.exists(ref):
-        return Signature.load(ref)
-    try:
-        from fishersketch.hub import load_signature
-    except ImportError as exc:
-        raise InputError(f"{os.fspath(ref)!r} is not a signature file (and Hub refs need fishersketch.hub)") from exc
+    """A signature from a local file or a Hub ref (``fishersketch.hub.load_signature``)."""
+    from fishersketch.hub import load_signature
+
     return load_signature(os.fspath(ref))
-
-
-def _hub_pusher():
-    try:
-        from fishersketch.hub import push_signature
-    except ImportError as exc:
-        raise FisherSketchError(
-            "--push-to-hub needs fishersketch.hub, which this installation lacks; write the file with --output "
-            "and upload it yourself"
-        ) from exc
-    return push_signature
 
 
 # -- the loop shared by every entry point -------------------------------------------------------------
@@ -343,8 +328,8 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
     Returns the signature on every process; the main process writes ``args.output`` (and pushes it).
     """
     from fishersketch.defaults import DEFAULT_MODEL_REVISION, load_model_and_tokenizer, model_provenance
+    from fishersketch.hub import push_signature
 
-    push = _hub_pusher() if args.push_to_hub else None
     accelerator = accelerator or make_accelerator(args.cpu)
     like = load_signature_ref(args.like) if args.like else None
     model_ref, revision = args.model, args.model_revision
@@ -382,7 +367,7 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
         if args.output:
             Path(args.output).parent.mkdir(parents=True, exist_ok=True)
             signature.save(args.output)
-        if push is not None:
-            push(signature, args.push_to_hub, repo_type=args.push_repo_type)
+        if args.push_to_hub:
+            push_signature(signature, args.push_to_hub, repo_type=args.push_repo_type)
     accelerator.wait_for_everyone()
     return signature
