@@ -368,6 +368,6 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
             Path(args.output).parent.mkdir(parents=True, exist_ok=True)
             signature.save(args.output)
         if args.push_to_hub:
-            push_signature(signature, args.push_to_hub, repo_type=args.push_repo_type)
+            push_signature(signature, args.push_to_hub, repo_type=args.push_repo_type, create_repo=True)
     accelerator.wait_for_everyone()
     return signature
