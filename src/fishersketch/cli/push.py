@@ -18,6 +18,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("signature", metavar="SIG", help="signature file (.safetensors)")
     add_repo_arguments(parser, revision_help="branch to commit to (default: the repo's default branch)")
     parser.add_argument("--create-pr", action="store_true", help="open a pull request (for repos you cannot write to)")
+    parser.add_argument("--create-repo", action="store_true", help="create the repo when it does not exist")
     parser.add_argument("--message", help="commit message")
     parser.add_argument("--repair-card", action="store_true", help="rewrite a malformed card header (the body is kept)")
     parser.set_defaults(func=run)
@@ -33,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
         create_pr=args.create_pr,
         commit_message=args.message,
         repair_card=args.repair_card,
+        create_repo=args.create_repo,
     )
     if not result.committed:
         print(f"{result.ref.short()}: already there, nothing to commit")

@@ -52,9 +52,11 @@ def push_signature(
     token: str | None = None,
     commit_message: str | None = None,
     repair_card: bool = False,
+    create_repo: bool = False,
 ) -> PushResult:
-    """Add ``signature`` under ``fisher_signatures/`` of an existing dataset or model (adapter) repo and list it
-    in the card, in one commit on ``revision`` (default branch when None).
+    """Add ``signature`` under ``fisher_signatures/`` of a dataset or model (adapter) repo and list it in the
+    card, in one commit on ``revision`` (default branch when None). The repo must exist unless
+    ``create_repo`` (then it is created when missing, as ``push_to_hub`` does in transformers).
 
     The commit's parent is ``parent_commit``, by default the head the card was read at, so a push made by
     someone else in between fails with ``ConcurrentPushError`` instead of being overwritten. ``create_pr``
@@ -66,6 +68,8 @@ def push_signature(
     data = signature.to_bytes()
     api = HfApi(token=token)
     with hub_errors(str(repo)):
+        if create_repo:
+            api.create_repo(repo_id, repo_type=repo_type, exist_ok=True)
         info = api.repo_info(repo_id, repo_type=repo_type, revision=revision, files_metadata=True)
     head = dataclasses.replace(repo, revision=info.sha)
     files = {sibling.rfilename: sibling for sibling in info.siblings or []}
