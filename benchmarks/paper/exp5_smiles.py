@@ -39,10 +39,13 @@ def main() -> None:
                 "Spearman 0.53, p = 0.006; activation-only p = 0.081)",
                 {"fishersketch_spearman": 0.53, "fishersketch_p": 0.006, "activation_p": 0.081, "domains": 9}, started)
     n = len(study.names)
-    print_table(["method", "Spearman rho", "p-value", "paper rho", "paper p"],
-                [[METHODS[key], rho, p, *PAPER.get(key, (None, None))] for key, (rho, p) in study.pooled().items()],
-                title=f"Experiment 5: similarity vs cross-domain perplexity reduction, pooled over {n * (n - 1)} "
-                      "ordered (source, target) pairs")
+    unordered = study.pooled(symmetric=True)
+    print_table(["method", "rho (ordered)", "p", "rho (unordered)", "p", "paper rho", "paper p"],
+                [[METHODS[key], rho, p, *unordered[key], *PAPER.get(key, (None, None))]
+                 for key, (rho, p) in study.pooled().items()],
+                title=f"Experiment 5: similarity vs cross-domain perplexity reduction: Spearman over the {n * (n - 1)} "
+                      f"ordered (source, target) pairs and over the {n * (n - 1) // 2} unordered pairs "
+                      "(transfer averaged over both directions)")
 
 
 if __name__ == "__main__":

@@ -58,7 +58,9 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence], title: str | N
 
 def _cell(value) -> str:
     if isinstance(value, float):
-        return "n/a" if math.isnan(value) else f"{value:.3f}"
+        if math.isnan(value):
+            return "n/a"
+        return f"{value:.1e}" if 0 < abs(value) < 1e-3 else f"{value:.3f}"
     return "n/a" if value is None else str(value)
 
 

@@ -93,13 +93,19 @@ def combine(per_seed: list[SelectionScore]) -> SelectionScore:
     )
 
 
-def pooled_spearman(score: torch.Tensor, transfer: torch.Tensor) -> tuple[float, float]:
-    """Spearman correlation and its two-sided p-value over all ordered pairs s ≠ t."""
+def pooled_spearman(score: torch.Tensor, transfer: torch.Tensor, symmetric: bool = False) -> tuple[float, float]:
+    """Spearman correlation and its two-sided p-value over all ordered pairs s ≠ t, or with ``symmetric``
+    over the unordered pairs, each with the mean of its two directions (the p-value then does not count
+    a symmetric score's value twice)."""
     score, transfer = np.asarray(score, dtype=np.float64), np.asarray(transfer, dtype=np.float64)
-    off_diagonal = ~np.eye(len(score), dtype=bool)
-    if np.ptp(score[off_diagonal]) == 0:
+    if symmetric:
+        score, transfer = (score + score.T) / 2, (transfer + transfer.T) / 2
+        pairs = np.triu(np.ones_like(score, dtype=bool), k=1)
+    else:
+        pairs = ~np.eye(len(score), dtype=bool)
+    if np.ptp(score[pairs]) == 0:
         return 0.0, 1.0
-    result = stats.spearmanr(score[off_diagonal], transfer[off_diagonal])
+    result = stats.spearmanr(score[pairs], transfer[pairs])
     return float(result.statistic), float(result.pvalue)
 
 

@@ -55,8 +55,8 @@ class TransferStudy:
         results = {key: selection_score(score, self.transfer) for key, score in self.scores.items()}
         return results | {"random": random_selection(self.transfer)}
 
-    def pooled(self) -> dict[str, tuple[float, float]]:
-        return {key: pooled_spearman(score, self.transfer) for key, score in self.scores.items()}
+    def pooled(self, symmetric: bool = False) -> dict[str, tuple[float, float]]:
+        return {key: pooled_spearman(score, self.transfer, symmetric) for key, score in self.scores.items()}
 
     def as_dict(self) -> dict:
         return {
@@ -67,6 +67,7 @@ class TransferStudy:
             "scores": {key: matrix_rows(score) for key, score in self.scores.items()},
             "selection": {key: s.as_dict() for key, s in self.selection().items()},
             "pooled_spearman": {key: {"rho": r, "p": p} for key, (r, p) in self.pooled().items()},
+            "pooled_spearman_unordered": {key: {"rho": r, "p": p} for key, (r, p) in self.pooled(True).items()},
         }
 
 
