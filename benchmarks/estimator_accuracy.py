@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import os
 import platform
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -39,9 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic import (
     SyntheticConfig,
     SyntheticTask,
+    add_output_arguments,
     make_tasks,
     pilot_activations,
     sketch_task,
+    write_results,
 )
 
 from fishersketch import Signature, SketchSpec, alignment_matrix
@@ -49,8 +49,6 @@ from fishersketch.core.spec import ESTIMATORS
 from fishersketch.errors import TooFewDocumentsError
 from fishersketch.exact import gram_inner_products
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
-QUICK_OUTPUT_DIR = Path(tempfile.gettempdir()) / "fishersketch-benchmarks"
 QUANTITIES = ("fisher", "activation", "error", "coupling")  # A, S_a, S_e, ρ
 SKETCH_OF = {"fisher": 0, "activation": 1, "error": 2}  # row of Signature.self_dominances()
 SYMBOLS = {"fisher": "A", "activation": "S_a", "error": "S_e", "coupling": "rho"}
@@ -291,13 +289,14 @@ def plot(configs: list[dict], constants: dict[str, float], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     labels = sorted(constants)
+    colors = {label: f"C{index}" for index, label in enumerate(labels)}
     figure, axes = plt.subplots(2, 2, figsize=(12, 9))
     scatter_config = configs[-1]
     exact_a = scatter_config["exact_pairs"]["A"]
     for label in labels:
         for variant in filter(succeeded, scatter_config["variants"]):
             if variant["m"] == 4096 and Variant(variant["estimator"], variant["m"], variant["reflection"]).label == label:
-                axes[0, 0].scatter(exact_a, variant["sketch_A_first_seed"], s=10, alpha=0.7, label=label)
+                axes[0, 0].scatter(exact_a, variant["sketch_A_first_seed"], s=10, alpha=0.7, color=colors[label], label=label)
     axes[0, 0].plot([0, 1], [0, 1], color="gray", lw=0.8)
     axes[0, 0].set(xlabel="exact A", ylabel="sketch A (m=4096, seed 0)", title=f"{scatter_config['name']}: sketch vs exact")
     axes[0, 0].legend(fontsize=8)
@@ -312,12 +311,13 @@ def plot(configs: list[dict], constants: dict[str, float], path: Path) -> None:
                     for v in filter(succeeded, config["variants"])
                     if Variant(v["estimator"], v["m"], v["reflection"]).label == label
                 ]
-                axis.plot(*zip(*points), style, marker="o", label=f"{label} [{config['name']}]")
+                axis.plot(*zip(*points), style, marker="o", color=colors[label], label=f"{label} [{config['name']}]")
         axis.set(xscale="log", xlabel="m", ylabel="Spearman vs exact", title=title)
+        axis.minorticks_off()
         axis.set_xticks([1024, 4096, 8192], ["1024", "4096", "8192"])
         axis.axhline(0.93 if metric == "spearman_A" else 0.97, color="gray", lw=0.8, ls=":")
         axis.legend(fontsize=6)
-    axes[1, 1].bar(labels, [constants[label] for label in labels])
+    axes[1, 1].bar(labels, [constants[label] for label in labels], color=[colors[label] for label in labels])
     axes[1, 1].set(ylabel="c (pooled)", title="fitted c in sd ≈ c √(R̂_i R̂_j / m)")
     axes[1, 1].tick_params(axis="x", labelrotation=20, labelsize=8)
     figure.tight_layout()
@@ -326,10 +326,9 @@ def plot(configs: list[dict], constants: dict[str, float], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small smoke configuration (seconds)")
     parser.add_argument("--only", help="run only the configuration of this name")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
-    parser.add_argument("--output-dir", type=Path, help=f"default {RESULTS_DIR} ({QUICK_OUTPUT_DIR} with --quick)")
+    add_output_arguments(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
@@ -348,11 +347,8 @@ def main(argv: list[str] | None = None) -> None:
         "pooled_c_A": constants,
         "configs": configs,
     }
-    output_dir = args.output_dir or (QUICK_OUTPUT_DIR if args.quick else RESULTS_DIR)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / "estimator_accuracy.json").write_text(json.dumps(result, indent=1))
-    plot(configs, constants, output_dir / "estimator_accuracy.png")
-    print(f"total {result['total_seconds']:.0f} s; wrote {output_dir}/estimator_accuracy.{{json,png}}")
+    write_results("estimator_accuracy", result, lambda path: plot(configs, constants, path), args)
+    print(f"total {result['total_seconds']:.0f} s")
 
 
 if __name__ == "__main__":

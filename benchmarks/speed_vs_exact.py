@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -40,16 +38,16 @@ from synthetic import (
     SyntheticConfig,
     SyntheticHead,
     SyntheticTask,
+    add_output_arguments,
     sketch_task,
     task_stream,
+    write_results,
 )
 
 from fishersketch import SketchSpec, alignment_matrix
 from fishersketch.core.spec import DEFAULT_ESTIMATOR, ESTIMATORS
 from fishersketch.exact import gram_inner_products
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
-QUICK_OUTPUT_DIR = Path(tempfile.gettempdir()) / "fishersketch-benchmarks"
 THREAD_COUNTS = (1, 2)
 
 
@@ -142,6 +140,16 @@ def time_exact(config: SpeedConfig, tasks: list[SyntheticTask]) -> dict:
     return results
 
 
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), else ``platform.processor()``."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
 def plot(result: dict, path: Path) -> None:
     import matplotlib
 
@@ -169,7 +177,8 @@ def plot(result: dict, path: Path) -> None:
         yscale="log",
         ylabel="seconds, all pairs",
         title=f"{synthetic['num_tasks']} tasks × {synthetic['tokens_per_task']} tokens, K={synthetic['vocab_size']}, "
-        f"d={synthetic['d']}, m={result['config']['m']}",
+        f"d={synthetic['d']}, m={result['config']['m']}\n{result['machine']['cpu']} ({result['machine']['cpus']} CPUs); "
+        f"exact extrapolated from {result['config']['exact_tasks']} tasks",
     )
     figure.tight_layout()
     figure.savefig(path, dpi=120)
@@ -177,8 +186,7 @@ def plot(result: dict, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small smoke configuration")
-    parser.add_argument("--output-dir", type=Path, help=f"default {RESULTS_DIR} ({QUICK_OUTPUT_DIR} with --quick)")
+    add_output_arguments(parser)
     args = parser.parse_args(argv)
     config = QUICK if args.quick else FULL
     started = time.perf_counter()
@@ -188,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
     result = {
         "benchmark": "speed_vs_exact",
         "command": "python benchmarks/speed_vs_exact.py" + (" --quick" if args.quick else ""),
-        "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(), "torch": torch.__version__},
+        "machine": {"platform": platform.platform(), "cpu": cpu_model(), "cpus": os.cpu_count(), "torch": torch.__version__},
         "config": dataclasses.asdict(config),
         "exact_note": (
             f"exact timed on the norms and cross pairs of the first {config.exact_tasks} tasks; total extrapolated "
@@ -213,11 +221,8 @@ def main(argv: list[str] | None = None) -> None:
     for pair, value in exact[threads]["fisher_measured_pairs"].items():
         sketched = ", ".join(f"{e} {sketch[threads][e]['fisher_measured_pairs'][pair]:.3f}" for e in ESTIMATORS)
         print(f"  tasks {pair}: exact {value:.3f}; {sketched}")
-    output_dir = args.output_dir or (QUICK_OUTPUT_DIR if args.quick else RESULTS_DIR)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / "speed_vs_exact.json").write_text(json.dumps(result, indent=1))
-    plot(result, output_dir / "speed_vs_exact.png")
-    print(f"total {result['total_seconds']:.0f} s; wrote {output_dir}/speed_vs_exact.{{json,png}}")
+    write_results("speed_vs_exact", result, lambda path: plot(result, path), args)
+    print(f"total {result['total_seconds']:.0f} s")
 
 
 if __name__ == "__main__":

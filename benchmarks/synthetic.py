@@ -17,14 +17,20 @@ alignments spread over [0, 1]; tasks pair their two contexts (activation side ±
 either way round, so what the model sees and how it errs are coupled and ρ varies between pairs.
 Every token is its own document (``doc_index = arange(n)``), so the split halves are iid.
 
-    python benchmarks/synthetic.py     # print the exact A / S_a / S_e spread of a small configuration
+Also the pieces both estimator benchmarks share: ``sketch_task`` and where results are written.
+
+    python benchmarks/synthetic.py     # print the exact A / S_a / S_e / ρ spread of a small configuration
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import json
 import math
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import torch
 
@@ -177,6 +183,25 @@ def sketch_task(task: SyntheticTask, spec: SketchSpec, batch_size: int = 256) ->
         stop = start + batch_size
         state.update(task.activations[start:stop], task.errors[start:stop], task.doc_index[start:stop])
     return state.finalize({"dataset": task.name})
+
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+QUICK_OUTPUT_DIR = Path(tempfile.gettempdir()) / "fishersketch-benchmarks"
+
+
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--quick`` (a small smoke configuration, written to the temp dir) and ``--output-dir``."""
+    parser.add_argument("--quick", action="store_true", help=f"small smoke configuration (writes to {QUICK_OUTPUT_DIR})")
+    parser.add_argument("--output-dir", type=Path, help=f"default {RESULTS_DIR}")
+
+
+def write_results(name: str, result: dict, plot: Callable[[Path], None], args: argparse.Namespace) -> None:
+    """``<name>.json`` and ``<name>.png`` (drawn by ``plot(path)``) in the output dir of ``args``."""
+    output_dir = args.output_dir or (QUICK_OUTPUT_DIR if args.quick else RESULTS_DIR)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / f"{name}.json").write_text(json.dumps(result, indent=1))
+    plot(output_dir / f"{name}.png")
+    print(f"wrote {output_dir}/{name}.{{json,png}}")
 
 
 def _unit_vectors(generator: torch.Generator, count: int, d: int) -> torch.Tensor:
