@@ -108,7 +108,8 @@ def world(hub_server, tmp_path_factory):
         adapter_card = card(base_model=BASE, datasets=[dataset_repo(domain)], library_name="peft")
         (adapter_folder / "README.md").write_text(adapter_card)
         metadata = {"base_model": BASE, "dataset": dataset_repo(domain)}
-        signature = sketch_texts(texts[:SIGNED_DOCUMENTS], base, tokenizer, m=M, metadata=metadata)
+        signature = sketch_texts(texts[:SIGNED_DOCUMENTS], base, tokenizer, m=M, reflection=True,
+                                 metadata=metadata)  # one study, targets sketched like= these
         api.create_repo(adapter_repo(domain), exist_ok=True)
         api.upload_folder(repo_id=adapter_repo(domain), folder_path=adapter_folder)
         if domain < 2:
