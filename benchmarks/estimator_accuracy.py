@@ -22,7 +22,6 @@ import argparse
 import dataclasses
 import math
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -39,6 +38,7 @@ from synthetic import (
     SyntheticConfig,
     SyntheticTask,
     add_output_arguments,
+    machine_info,
     make_tasks,
     pilot_activations,
     sketch_task,
@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> None:
         "benchmark": "estimator_accuracy",
         "command": "python benchmarks/estimator_accuracy.py" + (" --quick" if args.quick else ""),
         "threads": args.threads,
-        "machine": {"platform": platform.platform(), "processor": platform.processor(), "torch": torch.__version__},
+        "machine": machine_info(),
         "total_seconds": time.perf_counter() - started,
         "pooled_c_A": constants,
         "configs": configs,

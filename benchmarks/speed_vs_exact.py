@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -39,6 +38,7 @@ from synthetic import (
     SyntheticHead,
     SyntheticTask,
     add_output_arguments,
+    machine_info,
     sketch_task,
     task_stream,
     write_results,
@@ -140,16 +140,6 @@ def time_exact(config: SpeedConfig, tasks: list[SyntheticTask]) -> dict:
     return results
 
 
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (Linux), else ``platform.processor()``."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor()
-
-
 def plot(result: dict, path: Path) -> None:
     import matplotlib
 
@@ -196,7 +186,7 @@ def main(argv: list[str] | None = None) -> None:
     result = {
         "benchmark": "speed_vs_exact",
         "command": "python benchmarks/speed_vs_exact.py" + (" --quick" if args.quick else ""),
-        "machine": {"platform": platform.platform(), "cpu": cpu_model(), "cpus": os.cpu_count(), "torch": torch.__version__},
+        "machine": machine_info(),
         "config": dataclasses.asdict(config),
         "exact_note": (
             f"exact timed on the norms and cross pairs of the first {config.exact_tasks} tasks; total extrapolated "

@@ -28,6 +28,8 @@ import argparse
 import dataclasses
 import json
 import math
+import os
+import platform
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -202,6 +204,21 @@ def write_results(name: str, result: dict, plot: Callable[[Path], None], args: a
     (output_dir / f"{name}.json").write_text(json.dumps(result, indent=1))
     plot(output_dir / f"{name}.png")
     print(f"wrote {output_dir}/{name}.{{json,png}}")
+
+
+def machine_info() -> dict[str, str | int | None]:
+    """Platform, CPU model and count, torch version: recorded with every result."""
+    return {"platform": platform.platform(), "cpu": cpu_model(), "cpus": os.cpu_count(), "torch": torch.__version__}
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), else ``platform.processor()``."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor()
 
 
 def _unit_vectors(generator: torch.Generator, count: int, d: int) -> torch.Tensor:
