@@ -34,10 +34,14 @@ class FeatureMap:
 
     def token_features(self, activations: torch.Tensor, errors: torch.Tensor) -> dict[str, torch.Tensor]:
         """φ (joint), ψ^a (activation) and ψ^e (error) features, each (N, m)."""
-        ua, va, se, te = self.projections(activations, errors)
+        return self.features_from_projections(*self.projections(activations, errors))
+
+    def features_from_projections(
+        self, ua: torch.Tensor, va: torch.Tensor, se: torch.Tensor, te: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """φ = (u·a)(v·a)(s·e)(t·e)/√m, ψ^a = (u·a)(v·a)/√m, ψ^e = (s·e)(t·e)/√m."""
         activation = ua * va * self.scale
-        error = se * te
-        return {"joint": activation * error, "activation": activation, "error": error * self.scale}
+        return {"joint": activation * se * te, "activation": activation, "error": se * te * self.scale}
 
 
 @functools.lru_cache(maxsize=8)

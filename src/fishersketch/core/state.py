@@ -54,13 +54,12 @@ class SketchState:
         halves = doc_index % 2
         fmap = feature_map(self.spec)
         ua, va, se, te = fmap.projections(activations, errors)
-        activation = ua * va * fmap.scale
-        error = se * te * fmap.scale
-        self.sums[1].index_add_(0, halves, activation.double())
-        self.sums[2].index_add_(0, halves, error.double())
+        features = fmap.features_from_projections(ua, va, se, te)
+        self.sums[1].index_add_(0, halves, features["activation"].double())
+        self.sums[2].index_add_(0, halves, features["error"].double())
         self.token_counts += torch.bincount(halves, minlength=2)
         if self.spec.granularity == "token":
-            self.sums[0].index_add_(0, halves, (activation * se * te).double())
+            self.sums[0].index_add_(0, halves, features["joint"].double())
             for doc in doc_index.unique().tolist():
                 self._open_documents.setdefault(int(doc), torch.empty(0))
         else:
