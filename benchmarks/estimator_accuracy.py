@@ -5,10 +5,14 @@ the exact A, S_a, S_e and ρ of every task pair come from ``fishersketch.exact``
 U-statistics, ``exclude_self_pairs=True``, unbiased like the sketch's split-sample norm). Each variant
 (estimator × m × Householder reflection on/off, pilot mean = mean activation of a pilot sample) sketches
 every task with ``SketchState`` and compares with ``alignment_matrix``. Reported per variant, averaged over
-sketch seeds: Spearman and MAE of A, S_a, S_e, ρ over all pairs (ρ: where ``alignment_matrix`` reports
-it, and where Â is also significant); Spearman of A on pairs with exact A ≥ 0.02; the fitted c in
-sd ≈ c √(R̂_i R̂_j / m) (RMS of (sketch − exact)/√(R̂_i R̂_j / m) over pairs and seeds); and the coverage
-of ±2 stderr with that c and with the pooled c that the library ships (STDERR_CONSTANTS).
+sketch seeds: Spearman and MAE of A, S_a, S_e, ρ over all pairs; Spearman of A on pairs with exact
+A ≥ 0.02; for each sketch (A, S_a, S_e, each with its own R̂) the fitted c in sd ≈ c √(R̂_i R̂_j / m)
+(RMS of (sketch − exact)/√(R̂_i R̂_j / m) over pairs and seeds) and the coverage of ±2 stderr with that c
+and with the c the library ships (``STDERR_CONSTANTS``; NaN for an uncalibrated estimator). ρ is ranked
+where it is reported (S_a and S_e above 2 stderr; also where Â is above 2 stderr), once with the shipped
+c and once with the run's own fitted c. The c of each sketch pooled over configurations (per estimator
+and reflection) is printed and written as ``stderr_constants``, with ready-to-paste
+``STDERR_CONSTANTS`` entries (rounded up to one decimal) in ``stderr_constants_entries``.
 
     python benchmarks/estimator_accuracy.py            # full run (≈ 11 min on 2 shared cores)
     python benchmarks/estimator_accuracy.py --quick    # small smoke run (writes to the temp dir)
@@ -46,13 +50,19 @@ from synthetic import (
 )
 
 from fishersketch import Signature, SketchSpec, alignment_matrix
-from fishersketch.core.alignment import SIGNIFICANCE_Z
+from fishersketch.core.alignment import (
+    SIGNIFICANCE_Z,
+    STDERR_CONSTANTS,
+    StderrConstants,
+)
 from fishersketch.core.spec import ESTIMATORS
 from fishersketch.errors import TooFewDocumentsError
 from fishersketch.exact import gram_inner_products
 
 QUANTITIES = ("fisher", "activation", "error", "coupling")  # A, S_a, S_e, ρ
-SKETCH_OF = {"fisher": 0, "activation": 1, "error": 2}  # row of Signature.self_dominances()
+SKETCH_OF = {"fisher": "joint", "activation": "activation", "error": "error"}  # StderrConstants field
+STDERR_FIELD = {"fisher": "stderr", "activation": "activation_stderr", "error": "error_stderr"}  # of AlignmentMatrix
+UNIT_CONSTANTS = StderrConstants(joint=1.0, activation=1.0, error=1.0)  # stderr fields = √(R̂_i R̂_j / m)
 SYMBOLS = {"fisher": "A", "activation": "S_a", "error": "S_e", "coupling": "rho"}
 A_THRESHOLD = 0.02
 
@@ -68,6 +78,10 @@ class BenchmarkConfig:
     pilot_tokens_per_task: int = 64
 
 
+#: the synthetic knobs of the "spread" configurations: a weaker shared mean and larger task offsets spread the
+#: exact S_a over 0.07–0.96 (median 0.65), as on a real LM (SmolLM2-135M, benchmarks/paper/exp1_estimator.py:
+#: 0.17–0.93, median 0.61); with the defaults S_a is 0.82–0.99, where its c is several times smaller.
+SPREAD_ACTIVATIONS = {"shared_mean_norm": 1.0, "task_offset_norm": 3.0}
 FULL_CONFIGS = (
     BenchmarkConfig(
         name="K8192-d256",
@@ -81,11 +95,23 @@ FULL_CONFIGS = (
         sketch_sizes=(1024, 4096, 8192),
         seeds=(0,),
     ),
+    BenchmarkConfig(
+        name="spread-K8192-d256",
+        synthetic=SyntheticConfig(vocab_size=8192, d=256, num_tasks=14, tokens_per_task=1000, seed=3, **SPREAD_ACTIVATIONS),
+        sketch_sizes=(1024, 4096, 8192),
+        seeds=(0,),
+    ),
 )
 QUICK_CONFIGS = (
     BenchmarkConfig(
         name="quick-K2048-d64",
         synthetic=SyntheticConfig(vocab_size=2048, d=64, num_tasks=6, tokens_per_task=300, seed=1),
+        sketch_sizes=(1024, 4096),
+        seeds=(0,),
+    ),
+    BenchmarkConfig(
+        name="quick-spread-K2048-d64",
+        synthetic=SyntheticConfig(vocab_size=2048, d=64, num_tasks=8, tokens_per_task=300, seed=1, **SPREAD_ACTIVATIONS),
         sketch_sizes=(1024, 4096),
         seeds=(0,),
     ),
@@ -100,7 +126,11 @@ class Variant:
 
     @property
     def label(self) -> str:
-        return f"{self.estimator}{'+refl' if self.reflection else ''}"
+        return variant_label(self.estimator, self.reflection)
+
+
+def variant_label(estimator: str, reflection: bool) -> str:
+    return f"{estimator}{'+refl' if reflection else ''}"
 
 
 def exact_matrices(tasks: list[SyntheticTask]) -> dict[str, torch.Tensor]:
@@ -127,8 +157,6 @@ class PairRecords:
 
     sketch: dict[str, list[torch.Tensor]] = dataclasses.field(default_factory=lambda: {q: [] for q in QUANTITIES})
     unit: dict[str, list[torch.Tensor]] = dataclasses.field(default_factory=lambda: {q: [] for q in SKETCH_OF})
-    coupling_defined: list[torch.Tensor] = dataclasses.field(default_factory=list)
-    fisher_significant: list[torch.Tensor] = dataclasses.field(default_factory=list)
     seconds: list[float] = dataclasses.field(default_factory=list)
     failures: list[str] = dataclasses.field(default_factory=list)
 
@@ -138,22 +166,32 @@ def upper_pairs(matrix: torch.Tensor) -> torch.Tensor:
     return matrix[rows, cols]
 
 
-def record_seed(records: PairRecords, signatures: list[Signature], m: int) -> None:
-    matrix = alignment_matrix(signatures)
+def record_seed(records: PairRecords, signatures: list[Signature]) -> None:
+    matrix = alignment_matrix(signatures, constants=UNIT_CONSTANTS)
     fisher, activation, error = matrix.fisher, matrix.activation, matrix.error
     values = {"fisher": fisher, "activation": activation, "error": error, "coupling": fisher / (activation * error)}
     for quantity, value in values.items():
         records.sketch[quantity].append(upper_pairs(value))
-    dominance = torch.stack([s.self_dominances() for s in signatures], dim=1)  # (3, n)
-    for quantity, row in SKETCH_OF.items():
-        unit = torch.sqrt(dominance[row][:, None] * dominance[row][None, :] / m)
-        records.unit[quantity].append(upper_pairs(unit))
-    records.coupling_defined.append(upper_pairs(~torch.isnan(matrix.coupling)))
-    records.fisher_significant.append(upper_pairs(matrix.fisher > SIGNIFICANCE_Z * matrix.stderr))
+    for quantity, field in STDERR_FIELD.items():
+        records.unit[quantity].append(upper_pairs(getattr(matrix, field)))
+
+
+def significant(records: PairRecords, quantity: str, constants: StderrConstants) -> list[torch.Tensor]:
+    """Per seed: the pairs whose sketch value exceeds ``SIGNIFICANCE_Z`` stderr with these constants."""
+    c = getattr(constants, SKETCH_OF[quantity])
+    return [value > SIGNIFICANCE_Z * c * unit for value, unit in zip(records.sketch[quantity], records.unit[quantity])]
 
 
 def spearman(x: torch.Tensor, y: torch.Tensor) -> float:
     return float(spearmanr(x.numpy(), y.numpy()).statistic) if len(x) > 2 else math.nan
+
+
+def seed_mean_scores(records: PairRecords, exact: torch.Tensor, quantity: str, keeps: list[torch.Tensor]) -> tuple[float, float]:
+    """Spearman and MAE of one quantity against the exact value on the kept pairs, each averaged over seeds."""
+    sketches = records.sketch[quantity]
+    ranks = [spearman(sketch[keep], exact[keep]) for sketch, keep in zip(sketches, keeps)]
+    errors = [float((sketch[keep] - exact[keep]).abs().mean()) for sketch, keep in zip(sketches, keeps)]
+    return sum(ranks) / len(ranks), sum(errors) / len(errors)
 
 
 def standardized_errors(records: PairRecords, exact_pairs: dict[str, torch.Tensor], quantity: str) -> torch.Tensor:
@@ -162,36 +200,44 @@ def standardized_errors(records: PairRecords, exact_pairs: dict[str, torch.Tenso
     return (torch.cat(records.sketch[quantity]) - exact_pairs[quantity].repeat(runs)) / torch.cat(records.unit[quantity])
 
 
-def summarize(records: PairRecords, exact_pairs: dict[str, torch.Tensor]) -> dict[str, float]:
-    """Spearman / MAE per quantity (mean over seeds), fitted c and coverage per sketch."""
+def coupling_summary(records: PairRecords, exact_pairs: dict[str, torch.Tensor], constants: StderrConstants) -> dict[str, float]:
+    """ρ where ``alignment_matrix`` reports it with these constants (S_a and S_e significant), and where Â
+    is significant too: Spearman, MAE and the fraction of pairs."""
+    reported = [a & e for a, e in zip(significant(records, "activation", constants), significant(records, "error", constants))]
+    confident = [r & f for r, f in zip(reported, significant(records, "fisher", constants))]
+    spearman_rho, mae_rho = seed_mean_scores(records, exact_pairs["coupling"], "coupling", reported)
+    return {
+        "spearman_rho": spearman_rho,
+        "mae_rho": mae_rho,
+        "rho_defined_fraction": float(torch.cat(reported).double().mean()),
+        "spearman_rho_A_significant": seed_mean_scores(records, exact_pairs["coupling"], "coupling", confident)[0],
+        "rho_A_significant_fraction": float(torch.cat(confident).double().mean()),
+    }
+
+
+def summarize(records: PairRecords, exact_pairs: dict[str, torch.Tensor], shipped: StderrConstants | None) -> dict[str, float]:
+    """Spearman / MAE of A, S_a, S_e (mean over seeds); per sketch the fitted c and the ±2 stderr coverage
+    with it and with the ``shipped`` c; ρ's scores with the shipped c (NaN without) and with the fitted c."""
     summary: dict[str, float] = {}
-    for quantity in QUANTITIES:
+    fitted = {}
+    for quantity, sketch_name in SKETCH_OF.items():
         symbol = SYMBOLS[quantity]
-        per_seed_rank, per_seed_mae = [], []
-        for seed_index, sketch in enumerate(records.sketch[quantity]):
-            keep = records.coupling_defined[seed_index] if quantity == "coupling" else torch.ones_like(sketch, dtype=torch.bool)
-            per_seed_rank.append(spearman(sketch[keep], exact_pairs[quantity][keep]))
-            per_seed_mae.append(float((sketch[keep] - exact_pairs[quantity][keep]).abs().mean()))
-        summary[f"spearman_{symbol}"] = sum(per_seed_rank) / len(per_seed_rank)
-        summary[f"mae_{symbol}"] = sum(per_seed_mae) / len(per_seed_mae)
+        all_pairs = [torch.ones_like(sketch, dtype=torch.bool) for sketch in records.sketch[quantity]]
+        summary[f"spearman_{symbol}"], summary[f"mae_{symbol}"] = seed_mean_scores(records, exact_pairs[quantity], quantity, all_pairs)
+        ratio = standardized_errors(records, exact_pairs, quantity)
+        fitted[sketch_name] = summary[f"c_{symbol}"] = float(ratio.pow(2).mean().sqrt())
+        summary[f"coverage2_{symbol}"] = float((ratio.abs() <= 2 * summary[f"c_{symbol}"]).double().mean())
+        summary[f"coverage2_{symbol}_shipped_c"] = (
+            math.nan if shipped is None else float((ratio.abs() <= 2 * getattr(shipped, sketch_name)).double().mean())
+        )
+        summary[f"mean_unit_{symbol}"] = float(torch.cat(records.unit[quantity]).mean())
     strong = exact_pairs["fisher"] >= A_THRESHOLD
-    summary["spearman_A_strong"] = sum(spearman(s[strong], exact_pairs["fisher"][strong]) for s in records.sketch["fisher"]) / len(
-        records.sketch["fisher"]
-    )
+    summary["spearman_A_strong"] = seed_mean_scores(records, exact_pairs["fisher"], "fisher", [strong] * len(records.sketch["fisher"]))[0]
     summary["num_pairs"] = len(exact_pairs["fisher"])
     summary["num_strong_pairs"] = int(strong.sum())
-    summary["rho_defined_fraction"] = float(torch.cat(records.coupling_defined).double().mean())
-    confident = [d & f for d, f in zip(records.coupling_defined, records.fisher_significant)]
-    summary["spearman_rho_A_significant"] = sum(
-        spearman(s[keep], exact_pairs["coupling"][keep]) for s, keep in zip(records.sketch["coupling"], confident)
-    ) / len(confident)
-    summary["rho_A_significant_fraction"] = float(torch.cat(confident).double().mean())
-    for quantity in SKETCH_OF:
-        ratio = standardized_errors(records, exact_pairs, quantity)
-        c = float(ratio.pow(2).mean().sqrt())
-        summary[f"c_{SYMBOLS[quantity]}"] = c
-        summary[f"coverage2_{SYMBOLS[quantity]}"] = float((ratio.abs() <= 2 * c).double().mean())
-        summary[f"mean_unit_{SYMBOLS[quantity]}"] = float(torch.cat(records.unit[quantity]).mean())
+    with_fitted = coupling_summary(records, exact_pairs, StderrConstants(**fitted))
+    summary.update(coupling_summary(records, exact_pairs, shipped) if shipped else dict.fromkeys(with_fitted, math.nan))
+    summary.update({f"{key}_fitted_c": value for key, value in with_fitted.items()})
     summary["sketch_seconds_per_seed"] = sum(records.seconds) / len(records.seconds)
     return summary
 
@@ -221,17 +267,16 @@ def run_config(config: BenchmarkConfig) -> dict:
                 records.failures.append(f"seed {seed}: {error}")
                 continue
             records.seconds.append(time.perf_counter() - started)
-            record_seed(records, signatures, variant.m)
+            record_seed(records, signatures)
         succeeded = bool(records.seconds)
+        shipped = STDERR_CONSTANTS.get((variant.estimator, variant.reflection))
         results.append(
             {
                 **dataclasses.asdict(variant),
                 "failures": records.failures,
-                "summary": summarize(records, exact_pairs) if succeeded else None,
+                "seeds_succeeded": len(records.seconds),
+                "summary": summarize(records, exact_pairs, shipped) if succeeded else None,
                 "sketch_A_first_seed": records.sketch["fisher"][0].tolist() if succeeded else None,
-                "abs_standardized_error_A": (
-                    standardized_errors(records, exact_pairs, "fisher").abs().tolist() if succeeded else None
-                ),
             }
         )
     return {
@@ -251,31 +296,65 @@ def succeeded(variant: dict) -> bool:
     return variant["summary"] is not None
 
 
-def pooled_constants(configs: list[dict]) -> dict[str, float]:
-    """c per estimator variant, pooled over configurations and m (RMS of the per-run c of A, weighted by pairs × seeds)."""
-    pooled: dict[str, list[tuple[float, int]]] = {}
-    for config in configs:
-        weight = len(config["exact_pairs"]["A"]) * len(config["seeds"])
-        for variant in filter(succeeded, config["variants"]):
-            label = Variant(variant["estimator"], variant["m"], variant["reflection"]).label
-            pooled.setdefault(label, []).append((variant["summary"]["c_A"], weight))
-    return {label: math.sqrt(sum(c * c * w for c, w in items) / sum(w for _, w in items)) for label, items in pooled.items()}
+def config_constants(config: dict) -> dict[tuple[str, bool], StderrConstants]:
+    """c of each sketch per (estimator, reflection) on one configuration: the RMS over m of the per-run
+    fitted c, weighted by the sketched seeds."""
+    runs: dict[tuple[str, bool], list[dict]] = {}
+    for variant in filter(succeeded, config["variants"]):
+        runs.setdefault((variant["estimator"], variant["reflection"]), []).append(variant)
+
+    def pooled(variants: list[dict], quantity: str) -> float:
+        key = f"c_{SYMBOLS[quantity]}"
+        total = sum(v["seeds_succeeded"] for v in variants)
+        return math.sqrt(sum(v["summary"][key] ** 2 * v["seeds_succeeded"] for v in variants) / total)
+
+    return {key: StderrConstants(**{SKETCH_OF[q]: pooled(variants, q) for q in SKETCH_OF}) for key, variants in runs.items()}
 
 
-def add_pooled_coverage(configs: list[dict], constants: dict[str, float]) -> None:
-    """Coverage of ±2 stderr with the pooled c (the value the library ships) for every variant."""
-    for config in configs:
-        for variant in filter(succeeded, config["variants"]):
-            c = constants[Variant(variant["estimator"], variant["m"], variant["reflection"]).label]
-            errors = torch.tensor(variant["abs_standardized_error_A"])
-            variant["summary"]["coverage2_A_pooled_c"] = float((errors <= 2 * c).double().mean())
+def pooled_constants(per_config: list[dict[tuple[str, bool], StderrConstants]]) -> dict[tuple[str, bool], StderrConstants]:
+    """The c to ship: for each sketch the largest per-configuration c, since c differs between regimes (S_a's
+    most: small where S_a ≈ 1)."""
+    keys = {key for constants in per_config for key in constants}
+    return {
+        key: StderrConstants(
+            **{name: max(getattr(c[key], name) for c in per_config if key in c) for name in SKETCH_OF.values()}
+        )
+        for key in keys
+    }
+
+
+def constants_entries(constants: dict[tuple[str, bool], StderrConstants]) -> list[str]:
+    """``STDERR_CONSTANTS`` entries to paste into core/alignment.py, each c rounded up to one decimal."""
+
+    def up(c: float) -> float:
+        return math.ceil(round(c * 10, 6)) / 10
+
+    return [
+        f'("{estimator}", {reflection}): StderrConstants('
+        + ", ".join(f"{field.name}={up(getattr(c, field.name))}" for field in dataclasses.fields(c))
+        + "),"
+        for (estimator, reflection), c in sorted(constants.items())
+    ]
+
+
+#: the two tables printed per configuration: (summary key, header) columns
+ACCURACY_COLUMNS = (
+    ("spearman_A", "ρs A"), ("spearman_A_strong", "ρs A≥.02"), ("mae_A", "MAE A"), ("spearman_S_a", "ρs S_a"),
+    ("mae_S_a", "MAE S_a"), ("spearman_S_e", "ρs S_e"), ("mae_S_e", "MAE S_e"), ("spearman_rho", "ρs ρ"),
+    ("spearman_rho_A_significant", "ρs ρ|A"), ("mae_rho", "MAE ρ"), ("rho_defined_fraction", "ρ rep"),
+    ("spearman_rho_fitted_c", "ρs ρ@ĉ"), ("spearman_rho_A_significant_fitted_c", "ρs ρ|A@ĉ"),
+    ("rho_defined_fraction_fitted_c", "ρ rep@ĉ"), ("sketch_seconds_per_seed", "sec"),
+)
+ERROR_BAR_COLUMNS = tuple(
+    (f"{key}_{symbol}{suffix}", f"{header} {symbol}")
+    for symbol in ("A", "S_a", "S_e")
+    for key, suffix, header in (("c", "", "ĉ"), ("coverage2", "", "cov@ĉ"), ("coverage2", "_shipped_c", "cov@c"))
+)
 
 
 def print_table(configs: list[dict]) -> None:
-    columns = ["spearman_A", "spearman_A_strong", "mae_A", "spearman_S_a", "mae_S_a", "spearman_S_e", "mae_S_e"]
-    columns += ["spearman_rho", "spearman_rho_A_significant", "mae_rho", "c_A", "coverage2_A", "coverage2_A_pooled_c", "c_S_a", "c_S_e"]
-    columns += ["sketch_seconds_per_seed"]
-    short = ["ρs A", "ρs A≥.02", "MAE A", "ρs S_a", "MAE S_a", "ρs S_e", "MAE S_e", "ρs ρ", "ρs ρ|A", "MAE ρ", "c A", "cov A", "cov A@c̄", "c S_a", "c S_e", "sec"]
+    """Per configuration: accuracy (ρ with the shipped c, then with the fitted ĉ), then error bars (fitted ĉ
+    per sketch and the ±2 stderr coverage with ĉ and with the shipped c)."""
     for config in configs:
         synthetic = config["synthetic"]
         print(
@@ -283,21 +362,23 @@ def print_table(configs: list[dict]) -> None:
             f"tokens/task={synthetic['tokens_per_task']} seeds={len(config['seeds'])} "
             f"(exact {config['exact_seconds']:.0f} s)"
         )
-        print(f"{'estimator':28s} {'m':>5s} " + " ".join(f"{s:>8s}" for s in short))
-        for variant in config["variants"]:
-            label = Variant(variant["estimator"], variant["m"], variant["reflection"]).label
-            row = " ".join(f"{variant['summary'][c]:8.3f}" for c in columns) if succeeded(variant) else ""
-            failed = f"  ({len(variant['failures'])} of {len(config['seeds'])} seeds failed)" if variant["failures"] else ""
-            print(f"{label:28s} {variant['m']:5d} {row}{failed}")
+        for columns in (ACCURACY_COLUMNS, ERROR_BAR_COLUMNS):
+            print(f"{'estimator':28s} {'m':>5s} " + " ".join(f"{header:>9s}" for _, header in columns))
+            for variant in config["variants"]:
+                label = Variant(variant["estimator"], variant["m"], variant["reflection"]).label
+                row = " ".join(f"{variant['summary'][key]:9.3f}" for key, _ in columns) if succeeded(variant) else ""
+                failed = f"  ({len(variant['failures'])} of {len(config['seeds'])} seeds failed)" if variant["failures"] else ""
+                print(f"{label:28s} {variant['m']:5d} {row}{failed}")
 
 
-def plot(configs: list[dict], constants: dict[str, float], path: Path) -> None:
+def plot(configs: list[dict], constants: dict[tuple[str, bool], StderrConstants], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = sorted(constants)
+    pooled = {variant_label(*key): c for key, c in constants.items()}
+    labels = sorted(pooled)
     colors = {label: f"C{index}" for index, label in enumerate(labels)}
     figure, axes = plt.subplots(2, 2, figsize=(12, 9))
     scatter_config = configs[-1]
@@ -326,9 +407,14 @@ def plot(configs: list[dict], constants: dict[str, float], path: Path) -> None:
         axis.set_xticks([1024, 4096, 8192], ["1024", "4096", "8192"])
         axis.axhline(0.93 if metric == "spearman_A" else 0.97, color="gray", lw=0.8, ls=":")
         axis.legend(fontsize=6)
-    axes[1, 1].bar(labels, [constants[label] for label in labels], color=[colors[label] for label in labels])
-    axes[1, 1].set(ylabel="c (pooled)", title="fitted c in sd ≈ c √(R̂_i R̂_j / m)")
-    axes[1, 1].tick_params(axis="x", labelrotation=20, labelsize=8)
+    width = 0.8 / len(labels)
+    for index, label in enumerate(labels):
+        heights = [getattr(pooled[label], SKETCH_OF[q]) for q in SKETCH_OF]
+        positions = [k + (index - (len(labels) - 1) / 2) * width for k in range(len(SKETCH_OF))]
+        axes[1, 1].bar(positions, heights, width, color=colors[label], label=label)
+    axes[1, 1].set_xticks(range(len(SKETCH_OF)), [SYMBOLS[q] for q in SKETCH_OF])
+    axes[1, 1].set(yscale="log", ylabel="c (pooled)", title="fitted c in sd ≈ c √(R̂_i R̂_j / m), per sketch")
+    axes[1, 1].legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
 
@@ -343,17 +429,27 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     selected = [c for c in (QUICK_CONFIGS if args.quick else FULL_CONFIGS) if args.only in (None, c.name)]
     configs = [run_config(config) for config in selected]
-    constants = pooled_constants(configs)
-    add_pooled_coverage(configs, constants)
+    per_config = [config_constants(config) for config in configs]
+    constants = pooled_constants(per_config)
+    entries = constants_entries(constants)
     print_table(configs)
-    print("\npooled c (A) per variant: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(constants.items())))
+    for name, pooled in [(c["name"], p) for c, p in zip(configs, per_config)] + [("largest", constants)]:
+        print(f"\nc per variant (A / S_a / S_e), {name}:")
+        for key, c in sorted(pooled.items()):
+            print(f"  {variant_label(*key):28s} {c.joint:.3f} / {c.activation:.3f} / {c.error:.3f}")
+    print("STDERR_CONSTANTS entries (rounded up):\n  " + "\n  ".join(entries))
     result = {
         "benchmark": "estimator_accuracy",
         "command": "python benchmarks/estimator_accuracy.py" + (" --quick" if args.quick else ""),
         "threads": args.threads,
         "machine": machine_info(),
         "total_seconds": time.perf_counter() - started,
-        "pooled_c_A": constants,
+        "stderr_constants": {variant_label(*key): dataclasses.asdict(c) for key, c in sorted(constants.items())},
+        "stderr_constants_per_config": {
+            config["name"]: {variant_label(*key): dataclasses.asdict(c) for key, c in sorted(pooled.items())}
+            for config, pooled in zip(configs, per_config)
+        },
+        "stderr_constants_entries": entries,
         "configs": configs,
     }
     write_results("estimator_accuracy", result, lambda path: plot(configs, constants, path), args)
