@@ -152,7 +152,7 @@ def plot(result: dict, path: Path) -> None:
         labels.append(f"exact (extrap.)\n{threads} thr")
         seconds.append(result["exact"][threads]["extrapolated_total_seconds"])
         colors.append("tab:gray")
-        for estimator, color in zip(ESTIMATORS, ("tab:blue", "tab:orange")):
+        for estimator, color in zip(ESTIMATORS, ("tab:blue", "tab:orange", "tab:green", "tab:red")):
             labels.append(f"{estimator}\n{threads} thr")
             seconds.append(result["sketch"][threads][estimator]["total_seconds"])
             colors.append(color)

@@ -3,9 +3,12 @@
 1. SmolLM2-135M-Instruct (the embedded default, K = 49,152, d = 576), 1 and 2 threads
    (``torch.set_num_threads``; run with OMP_WAIT_POLICY=PASSIVE, set below if unset): tokens/s of
    - ``forward``: ``model(input_ids, attention_mask)`` under ``no_grad`` (logits at every position),
-   - ``forward + e``: ``capture.head_gradient_chunks`` (forward, softmax, e = p − onehot(y)), no sketch,
-   - ``forward + sketch``: ``capture.sketch_batch`` per estimator (``fishersketch.core.spec.ESTIMATORS``),
-   and where the sketch's extra time goes (e, activation projections, vocabulary projections, the rest).
+   - ``forward + e``: ``capture.head_gradient_chunks`` (forward, softmax, e = p − onehot(y) materialized:
+     the path of the true Fisher and of softcapped heads), no sketch,
+   - ``forward + sketch``: ``capture.sketch_batch`` per estimator (``fishersketch.core.spec.ESTIMATORS``):
+     the empirical Fisher's fast path, ``SketchState.update_from_logits`` (e never formed),
+   and where the default estimator's extra time goes (activation projections, softmax + vocabulary
+   projections from the logits, the whole update).
 2. A random-weight model with Llama-3's head (K = 128,256, d = 4096, 2 small layers): the same
    timings at the current thread count, and the peak extra resident memory of each call.
 3. ``SketchState.update`` alone on random (a, e) for growing K: peak extra memory is linear in K
@@ -60,7 +63,7 @@ class Config:
     m: int = 4096
 
 
-FULL = Config(batch_size=4, length=128, repeats=3, llama_tokens=256,
+FULL = Config(batch_size=4, length=128, repeats=5, llama_tokens=256,
               scaling_vocab_sizes=(16_384, 32_768, 65_536, 128_256), scaling_tokens=256)
 QUICK = Config(batch_size=2, length=32, repeats=1, llama_tokens=32, scaling_vocab_sizes=(8_192, 32_768), scaling_tokens=32)
 
@@ -149,13 +152,23 @@ def model_calls(model, batch, specs: dict[str, SketchSpec]) -> dict[str, Callabl
 
 
 def component_calls(model, batch, spec: SketchSpec) -> dict[str, Callable[[], object]]:
-    """The sketch's parts on one batch's captured (a, e), to see where its time goes."""
-    chunks = list(capture.head_gradient_chunks(model, batch))
+    """The fast path's parts (``SketchState.update_from_logits``) on one batch's head inputs and
+    outputs, in chunks of 256 positions, to see where the sketch's time goes."""
+    forward = capture._forward_pass(model, batch, "empirical")
+    batch_size, length, vocab_size = forward.head_outputs.shape
+    logits = forward.head_outputs.reshape(batch_size * length, vocab_size).split(256)
+    activations = forward.activations.reshape(batch_size * length, -1).split(256)
+    targets = torch.cat([batch["input_ids"][:, 1:], torch.full((batch_size, 1), -100)], dim=1).reshape(-1).split(256)
+    documents = batch["doc_index"].repeat_interleave(length).split(256)
     fmap = feature_map(spec)
     return {
-        "activation projections (u·a, v·a)": lambda: [fmap.activation_projector.project(c.activations) for c in chunks],
-        "vocabulary projections (s·e, t·e)": lambda: [fmap.error_projector.project(c.errors) for c in chunks],
-        "state update (all of it)": lambda: [SketchState(spec).update(c.activations, c.errors, c.doc_index) for c in chunks],
+        "activation projections (u·a, v·a)": lambda: [fmap.activation_projector.project(a) for a in activations],
+        "softmax + vocabulary projections (s·e, t·e) from logits": lambda: [
+            fmap.error_projector.project_softmax_errors(z, y.clamp_min(0)) for z, y in zip(logits, targets)
+        ],
+        "state update from logits (all of it)": lambda: [
+            SketchState(spec).update_from_logits(a, z, y, d) for a, z, y, d in zip(activations, logits, targets, documents)
+        ],
     }
 
 
@@ -277,8 +290,6 @@ def print_tables(results: dict) -> None:
             parts = Table(title=f"where the sketch time goes ({DEFAULT_ESTIMATOR}, {part['threads']} thread(s))")
             for column in ("part", "seconds", "% of forward"):
                 parts.add_column(column, justify="left" if column == "part" else "right")
-            errors = part["timings"]["forward + e"]["seconds"] - forward
-            parts.add_row("softmax, e = p − onehot(y) (forward + e − forward)", f"{errors:.3f}", f"{100 * errors / forward:.1f}")
             for name, timing in part["default_estimator_parts"].items():
                 parts.add_row(name, f"{timing['seconds']:.3f}", f"{100 * timing['seconds'] / forward:.1f}")
             console.print(parts)

@@ -296,8 +296,9 @@ def test_bfloat16_model_gives_the_float32_signature():
 # -- specs, fingerprints, PEFT ---------------------------------------------------------------------
 def test_spec_for_model_sets_dimensions_fingerprint_and_pilot_mean():
     model = tiny_causal_lm("qwen2", tie_word_embeddings=False, vocab_size=VOCAB_SIZE)
-    assert spec_for_model(model, TOKENIZER, m=128).reflection is None  # portable sketch ids by default
-    spec = spec_for_model(model, TOKENIZER, m=128, seed=3, reflection=True)
+    assert spec_for_model(model, m=128).reflection is None  # no tokenizer, no probe text: no reflection
+    assert spec_for_model(model, TOKENIZER, m=128, reflection=False).reflection is None
+    spec = spec_for_model(model, TOKENIZER, m=128, seed=3)  # the reflection is on by default
     assert (spec.d, spec.vocab_size, spec.m, spec.seed) == (32, VOCAB_SIZE, 128, 3)
     assert spec.model_fingerprint == model_fingerprint(model, TOKENIZER)
     probe = [autograd_reference(model, encode([text]))["a"] for text in PROBE_DOCUMENTS]

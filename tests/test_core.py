@@ -12,7 +12,7 @@ from fishersketch import SketchSpec, SketchState, alignment, alignment_matrix
 from fishersketch.core import hashing
 from fishersketch.core.features import FeatureMap
 from fishersketch.core.hadamard import fwht
-from fishersketch.core.spec import ESTIMATORS
+from fishersketch.core.spec import ESTIMATORS, REFLECTION_TOLERANCE
 from fishersketch.errors import IncompatibleSignaturesError, InputError, TooFewDocumentsError
 from fishersketch.exact import exact_alignment, linear_cka
 
@@ -193,6 +193,25 @@ def test_sketch_id_depends_on_identity_fields_only():
     assert spec.sketch_id != spec.with_fingerprint("abc").sketch_id
     assert spec.sketch_id != spec.with_reflection(torch.ones(8)).sketch_id
     assert SketchSpec.from_dict(spec.to_dict()) == spec
+
+
+def test_reflections_compare_within_the_tolerance_and_refuse_beyond_it():
+    """Pilots that differ in the last bits (another device) compare; a different direction is refused,
+    naming the reflection. The id records only that a reflection is used."""
+    a, e = synthetic_task(400, 8, 64, seed=0)
+    pilot = a.mean(0)
+    nearby = pilot + 1e-6 * torch.randn(8, generator=torch.Generator().manual_seed(0))
+    spec, near_spec = SketchSpec(d=8, vocab_size=64, m=256).with_reflection(pilot), SketchSpec(d=8, vocab_size=64, m=256).with_reflection(nearby)
+    assert spec.sketch_id == near_spec.sketch_id and spec.reflection != near_spec.reflection
+    assert 0 < spec.reflection_angle(near_spec) < REFLECTION_TOLERANCE and not spec.differences(near_spec)
+    b, f = synthetic_task(400, 8, 64, seed=1)
+    same_pilot, near_pilot = alignment(sketch(spec, a, e), sketch(spec, b, f)), alignment(sketch(spec, a, e), sketch(near_spec, b, f))
+    assert abs(near_pilot.fisher - same_pilot.fisher) < 1e-4 * same_pilot.fisher
+    far_spec = SketchSpec(d=8, vocab_size=64, m=256).with_reflection(pilot + 0.1 * pilot.norm() * torch.eye(8)[3])
+    assert far_spec.sketch_id == spec.sketch_id
+    with pytest.raises(IncompatibleSignaturesError, match="reflection.*rad apart") as info:
+        alignment(sketch(spec, a, e), sketch(far_spec, a, e))
+    assert set(info.value.differences) == {"reflection"}
 
 
 def test_state_and_joint_signature_sizes():

@@ -37,12 +37,10 @@ from fishersketch.core.spec import (
     SketchSpec,
     tensor_checksum,
 )
-from fishersketch.core.state import SketchState
+from fishersketch.core.state import IGNORE_INDEX, SketchState
 from fishersketch.errors import InputError
 from fishersketch.probe_text import PROBE_DOCUMENTS
 
-#: label value of positions that are not scored (Hugging Face convention).
-IGNORE_INDEX = -100
 #: the true-Fisher label of a token is drawn with the uniform of index doc_index · 2³² + position.
 POSITION_BITS = 32
 #: probe documents are truncated to this many tokens for the pilot mean.
@@ -325,23 +323,26 @@ def _sample_labels(
     return labels.clamp_max(probabilities.shape[1] - 1)
 
 
-def head_gradient_chunks(
-    model: torch.nn.Module, batch: Mapping, *, fisher: str = "empirical", seed: int = 0, token_chunk_size: int = 256
-) -> Iterator[HeadGradientChunk]:
-    """a and e = ∂ℓ_t/∂z_t of the batch's scored tokens, ``token_chunk_size`` tokens at a time.
+@dataclasses.dataclass(frozen=True)
+class _ForwardPass:
+    """What one inference forward pass of a batch gives the sketch: scored tokens, their documents,
+    head inputs a (B, T, d) and head outputs z (B, T, K), and the map from z to the loss's logits."""
 
-    ``fisher="empirical"``: y_t is the next token; ``"true"``: y_t is sampled from p_t (``_sample_labels``),
-    so the labels do not depend on batching, padding or device. Yields nothing when no token is scored
-    (the model is then not run).
-    """
+    scored: ScoredPositions
+    doc_index: torch.Tensor
+    activations: torch.Tensor
+    head_outputs: torch.Tensor
+    transform: LogitTransform
+
+
+def _forward_pass(model: torch.nn.Module, batch: Mapping, fisher: str) -> _ForwardPass | None:
+    """Check the batch, run the model (None when no token is scored: the model is then not run)."""
     if fisher not in ("empirical", "true"):
         raise InputError(f"unknown fisher type {fisher!r}; choose 'empirical' or 'true'")
-    if not isinstance(token_chunk_size, int) or token_chunk_size < 1:
-        raise InputError(f"token_chunk_size must be a positive int, got {token_chunk_size!r}")
     scored = scored_positions(batch)
     doc_index = _document_indices(batch, batch["input_ids"].shape[0])
     if len(scored) == 0:
-        return
+        return None
     vocab_size = _head_parameters(model)[0].shape[0]
     if fisher == "empirical" and int(scored.targets.max()) >= vocab_size:
         raise InputError(
@@ -353,13 +354,38 @@ def head_gradient_chunks(
     if model_logits is not None and model_logits.shape == head_outputs.shape:
         first = (scored.rows[0], scored.positions[0])
         transform.check(head_outputs[first], model_logits[first])
-    device = head_outputs.device
-    rows, positions = scored.rows.to(device), scored.positions.to(device)
+    return _ForwardPass(scored, doc_index, activations, head_outputs, transform)
+
+
+def _check_chunk_size(token_chunk_size: int) -> None:
+    if not isinstance(token_chunk_size, int) or token_chunk_size < 1:
+        raise InputError(f"token_chunk_size must be a positive int, got {token_chunk_size!r}")
+
+
+def head_gradient_chunks(
+    model: torch.nn.Module, batch: Mapping, *, fisher: str = "empirical", seed: int = 0, token_chunk_size: int = 256
+) -> Iterator[HeadGradientChunk]:
+    """a and e = ∂ℓ_t/∂z_t of the batch's scored tokens, ``token_chunk_size`` tokens at a time.
+
+    ``fisher="empirical"``: y_t is the next token; ``"true"``: y_t is sampled from p_t (``_sample_labels``),
+    so the labels do not depend on batching, padding or device. Yields nothing when no token is scored
+    (the model is then not run).
+    """
+    _check_chunk_size(token_chunk_size)
+    forward = _forward_pass(model, batch, fisher)
+    if forward is None:
+        return
+    scored, transform = forward.scored, forward.transform
+    batch_size, length, vocab_size = forward.head_outputs.shape
+    device = forward.head_outputs.device
+    flat = (scored.rows * length + scored.positions).to(device)  # index_select of rows: a fast gather
+    head_outputs = forward.head_outputs.reshape(batch_size * length, vocab_size)
+    activations = forward.activations.reshape(batch_size * length, -1)
     for start in range(0, len(scored), token_chunk_size):
         chunk = slice(start, start + token_chunk_size)
-        logits = transform.apply(head_outputs[rows[chunk], positions[chunk]].float())
+        logits = transform.apply(head_outputs.index_select(0, flat[chunk]).float())
         probabilities = torch.softmax(logits, dim=-1)
-        documents = doc_index[scored.rows[chunk].cpu()]
+        documents = forward.doc_index[scored.rows[chunk].cpu()]
         if fisher == "empirical":
             targets = scored.targets[chunk].to(device)
         else:
@@ -367,11 +393,28 @@ def head_gradient_chunks(
         errors = probabilities  # p − onehot(y), in place
         errors[torch.arange(len(targets), device=device), targets] -= 1.0
         yield HeadGradientChunk(
-            activations=activations[rows[chunk], positions[chunk]].float(),
+            activations=activations.index_select(0, flat[chunk]).float(),
             errors=transform.head_output_gradient(logits, errors),
             doc_index=documents,
             targets=targets,
         )
+
+
+def _sketch_from_logits(state: SketchState, forward: _ForwardPass, token_chunk_size: int) -> None:
+    """Empirical Fisher of a plain head: ``SketchState.update_from_logits`` on views of consecutive
+    positions of the flattened (B·T) batch (unscored positions get target −100), so z is never gathered
+    or copied and e never formed."""
+    batch_size, length, vocab_size = forward.head_outputs.shape
+    scored = forward.scored
+    targets = torch.full((batch_size * length,), IGNORE_INDEX, dtype=torch.int64)
+    targets[scored.rows * length + scored.positions] = scored.targets.cpu()
+    documents = forward.doc_index.repeat_interleave(length)
+    head_outputs = forward.head_outputs.reshape(batch_size * length, vocab_size)
+    activations = forward.activations.reshape(batch_size * length, -1)
+    for start in range(0, batch_size * length, token_chunk_size):
+        chunk = slice(start, start + token_chunk_size)
+        if (targets[chunk] != IGNORE_INDEX).any():
+            state.update_from_logits(activations[chunk], head_outputs[chunk], targets[chunk], documents[chunk])
 
 
 def sketch_batch(state: SketchState, model: torch.nn.Module, batch: Mapping, *, token_chunk_size: int = 256) -> int:
@@ -379,7 +422,8 @@ def sketch_batch(state: SketchState, model: torch.nn.Module, batch: Mapping, *, 
 
     ``batch``: ``input_ids`` (B, T), optional ``attention_mask`` (B, T) and ``labels`` (B, T, shifted
     inside), ``doc_index`` (B,) global document indices. A document must not span batches (``flush``
-    closes it). Batches without scored tokens change nothing.
+    closes it). Batches without scored tokens change nothing. The empirical Fisher of a head without
+    softcapping goes the fast way (``_sketch_from_logits``); the others through ``head_gradient_chunks``.
     """
     weight = _head_parameters(model)[0]
     if (state.spec.vocab_size, state.spec.d) != tuple(weight.shape):
@@ -387,6 +431,13 @@ def sketch_batch(state: SketchState, model: torch.nn.Module, batch: Mapping, *, 
             f"the sketch state is for a head of K={state.spec.vocab_size}, d={state.spec.d} but the model's head is "
             f"{tuple(weight.shape)}: make the spec with spec_for_model(model)"
         )
+    _check_chunk_size(token_chunk_size)
+    if state.spec.fisher == "empirical" and LogitTransform.of(model).softcap is None:
+        forward = _forward_pass(model, batch, "empirical")
+        if forward is not None:
+            _sketch_from_logits(state, forward, token_chunk_size)
+        state.flush()
+        return 0 if forward is None else len(forward.scored)
     scored = 0
     for chunk in head_gradient_chunks(
         model, batch, fisher=state.spec.fisher, seed=state.spec.seed, token_chunk_size=token_chunk_size
@@ -440,17 +491,17 @@ def spec_for_model(
     estimator: str | None = None,
     granularity: str = "token",
     fisher: str = "empirical",
-    reflection: bool = False,
+    reflection: bool | None = None,
     like: Signature | None = None,
 ) -> SketchSpec:
-    """The sketch spec for ``model``: d, K and the fingerprint from its head; with ``reflection=True``
-    also the Householder reflection on ``pilot_mean`` (needs the tokenizer).
+    """The sketch spec for ``model``: d, K and the fingerprint from its head, and the Householder
+    reflection on ``pilot_mean`` (computed on the embedded probe documents, so it needs the tokenizer).
 
-    The reflection halves the standard error (c ≈ 2.3 → 1.2, benchmarks/README.md) but the pilot mean
-    depends on the device and dtype that computed it (an H200 in fp32 differs from a CPU in the 8th
-    digit), so its sketch id is only reproducible where the pilot is: use it when every signature of a
-    study is sketched ``like=`` one reference. Off by default, so independently made signatures of the
-    same base model compare across machines.
+    ``reflection``: None (default) uses it whenever the tokenizer is given; True requires it; False
+    goes without. The reflection cuts the standard error of A by about half (benchmarks/README.md).
+    Only its use enters the sketch id: signatures whose pilot directions agree within
+    ``core.spec.REFLECTION_TOLERANCE`` compare, so pilots computed on other devices in float32
+    (which differ in the 8th digit) are fine; a pilot from a bfloat16 run may not be: sketch ``like=``.
 
     With ``like``, the signature's own spec is returned (the other options are ignored) once the
     model's head checksum (and tokenizer checksum, when both are known) match the signature's
@@ -469,6 +520,8 @@ def spec_for_model(
         d=d, vocab_size=vocab_size, m=m, seed=seed, estimator=estimator or DEFAULT_ESTIMATOR,
         granularity=granularity, fisher=fisher, model_fingerprint=fingerprint,
     )
+    if reflection is None:
+        reflection = tokenizer is not None
     if not reflection:
         return spec
     if tokenizer is None:

@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
+from fishersketch.core.state import IGNORE_INDEX
 from fishersketch.errors import InputError
 
-IGNORE_INDEX = -100
 #: file suffix -> ``datasets`` builder, for local data files
 FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet", ".txt": "text", ".arrow": "arrow"}
 

@@ -52,7 +52,7 @@ class SketchArgs:
     estimator: str | None = None
     granularity: str = "token"
     fisher: str = "empirical"
-    reflection: bool = False
+    reflection: bool = True
     like: str | None = None
     batch_size: int = 8
     token_chunk_size: int = 256
@@ -227,6 +227,17 @@ def resolve_spec(model, tokenizer, spec: SketchSpec | Signature | None = None, *
     return spec
 
 
+def _main_process_reflection(accelerator, spec: SketchSpec) -> SketchSpec:
+    """Every process sketches with the main process's pilot mean (each device computes its own, which
+    may differ in the last bits; the sums of one signature must come from one set of projections)."""
+    if accelerator.num_processes == 1 or spec.reflection is None:
+        return spec
+    from accelerate.utils import broadcast
+
+    pilot = broadcast(spec.reflection_tensor.to(accelerator.device), from_process=0)
+    return spec.with_reflection(pilot.cpu())
+
+
 def sketch_dataset(
     dataset,
     model: torch.nn.Module,
@@ -341,7 +352,7 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
     model.to(accelerator.device)
     capture.check_tokenizer_matches(model, tokenizer)
     stream = DocumentStream(args.data, tokenizer, accelerator.process_index, accelerator.num_processes)
-    spec = capture.spec_for_model(model, tokenizer, like=like, **args.spec_options())
+    spec = _main_process_reflection(accelerator, capture.spec_for_model(model, tokenizer, like=like, **args.spec_options()))
     checkpointer = None
     if args.checkpoint:
         key = _run_key(args, spec, accelerator.num_processes)

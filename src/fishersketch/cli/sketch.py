@@ -37,10 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sketch.add_argument("--estimator", default=None, choices=sorted(ESTIMATORS))
     sketch.add_argument("--granularity", default="token", choices=GRANULARITIES)
     sketch.add_argument("--fisher", default="empirical", choices=FISHER_TYPES)
-    sketch.add_argument("--reflection", action="store_true",
-                        help="Householder reflection on the pilot activation mean: half the standard error, but the "
-                             "sketch id then depends on the device/dtype that computed the pilot (sketch the other "
-                             "signatures --like this one)")
+    sketch.add_argument("--reflection", action=argparse.BooleanOptionalAction, default=True,
+                        help="Householder reflection on the pilot activation mean (default on): about half the "
+                             "standard error; signatures compare when their pilot directions agree within 1e-4 rad "
+                             "(float32 on any device does; a bfloat16 run may not: then sketch --like the other)")
 
     run = parser.add_argument_group("run")
     run.add_argument("--batch-size", type=int, default=8)

@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from fishersketch.core.projectors import VOCABULARY_PROJECTORS, DenseSignProjector, Projector
+from fishersketch.core.projectors import ACTIVATION_PROJECTORS, VOCABULARY_PROJECTORS, Projector
 from fishersketch.core.spec import ESTIMATORS, SketchSpec
 
 
@@ -22,9 +22,11 @@ class FeatureMap:
     def __init__(self, spec: SketchSpec):
         self.spec = spec
         self.scale = 1.0 / math.sqrt(spec.m)
-        self.activation_projector: Projector = DenseSignProjector(spec.d, spec.m, spec.seed, spec.reflection_tensor)
-        vocabulary_projector = VOCABULARY_PROJECTORS[ESTIMATORS[spec.estimator]]
-        self.error_projector: Projector = vocabulary_projector(spec.vocab_size, spec.m, spec.seed)
+        activation_kind, vocabulary_kind = ESTIMATORS[spec.estimator]
+        self.activation_projector: Projector = ACTIVATION_PROJECTORS[activation_kind](
+            spec.d, spec.m, spec.seed, spec.reflection_tensor
+        )
+        self.error_projector = VOCABULARY_PROJECTORS[vocabulary_kind](spec.vocab_size, spec.m, spec.seed)
 
     def projections(self, activations: torch.Tensor, errors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """(u·a, v·a, s·e, t·e), each (N, m) float32."""

@@ -4,17 +4,27 @@ one abstract ``Projector`` and several strategies.
 Each projector maps x ∈ R^n to two independent m-vectors (p·x, q·x) whose rows p_r, q_r satisfy
 ``E[(p_r·x)(p_r·x')] = x·x'``, so ``(p_r·x)(q_r·x)`` is a random feature of ``(x·x')²``.
 
-- ``DenseSignProjector`` (activation side): p_r, q_r ∈ {±1}^d, optionally composed with a fixed
-  Householder reflection R that maps a pilot activation mean onto the first axis
-  (``(Ra·Ra')² = (a·a')²``; the large shared mean then costs no variance).
-- ``SRHTProjector`` (vocabulary side, the paper's): flip signs, zero-pad to P = 2^⌈log2 K⌉,
-  unnormalised Walsh–Hadamard transform, keep m sampled coordinates
-  (each projector its own random order, so the two pair different Walsh rows). O(P log P) per token.
-- ``FoldedSRHTProjector`` (vocabulary side, ours): flip signs, fold the K coordinates into
-  Q = 2^⌈log2 m⌉ bins (coordinate j goes to bin j mod Q), size-Q transform, keep m coordinates.
-  Rows ``p_r[j] = H_Q[r, j mod Q] D[j]`` stay ±1 and mutually orthogonal; O(K + Q log Q).
+Activation side (optionally after a fixed Householder reflection R that maps a pilot activation mean
+onto the first axis: ``(Ra·Ra')² = (a·a')²`` and the large shared mean then costs no variance):
 
-Signs and indices come from ``hashing`` streams, never from torch generators.
+- ``DenseSignProjector``: p_r, q_r ∈ {±1}^d, one GEMM, O(md) per token.
+- ``BlockSRHTProjector``: zero-pad to P = 2^⌈log2 d⌉, ⌈m/P⌉ blocks per side, each with its own sign
+  vector, size-P transforms, keep m of the rows. Rows stay ±1; O(m log P) per token.
+
+Vocabulary side (all three fold ``Σ_j D[j] x_j`` into bin j mod T, transform, keep m rows, so a one-hot
+x = onehot(y) folds to D[y] in bin y mod T):
+
+- ``SRHTProjector`` (the paper's): flip signs, zero-pad to T = P = 2^⌈log2 K⌉, unnormalised
+  Walsh–Hadamard transform, keep m sampled coordinates. O(P log P) per token.
+- ``FoldedSRHTProjector`` (ours): T = Q = 2^⌈log2 m⌉ bins; rows ``p_r[j] = H_Q[r, j mod Q] D[j]`` stay
+  ±1 and mutually orthogonal; O(K + Q log Q).
+- ``SliceSignFoldedSRHTProjector`` (ours): the same fold with signs D[bQ + q] = α_b β_q (one sign per
+  width-Q slice b times one per bin q), so folding is one small GEMM, ``β ∘ (αᵀ X)`` with X the
+  (K/Q, Q) slices, instead of K/Q passes. Pairwise independence of the entries of each row, all that
+  unbiasedness needs, holds as before.
+
+Each projector keeps its own random order of rows, so the two sides of a feature pair different
+Walsh functions. Signs and indices come from ``hashing`` streams, never from torch generators.
 """
 
 from __future__ import annotations
@@ -37,6 +47,8 @@ class Stream:
     VOCAB_INDEX_P = 5
     VOCAB_INDEX_Q = 6
     TRUE_FISHER_LABELS = 7
+    ACTIVATION_INDEX_P = 8
+    ACTIVATION_INDEX_Q = 9
 
 
 class Projector(abc.ABC):
@@ -45,6 +57,7 @@ class Projector(abc.ABC):
     def __init__(self, in_features: int, m: int):
         self.in_features = in_features
         self.m = m
+        self._device_copies: dict[tuple, torch.Tensor] = {}
 
     @abc.abstractmethod
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -55,6 +68,28 @@ class Projector(abc.ABC):
         eye = torch.eye(self.in_features)
         p, q = self.project(eye)
         return p.T.contiguous(), q.T.contiguous()
+
+    def _on(self, like: torch.Tensor, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``tensors`` moved to ``like``'s device (floating ones to its dtype), cached per device."""
+        copies = []
+        for tensor in tensors:
+            dtype = like.dtype if tensor.is_floating_point() else tensor.dtype
+            key = (id(tensor), like.device, dtype)
+            if key not in self._device_copies:
+                self._device_copies[key] = tensor.to(device=like.device, dtype=dtype)
+            copies.append(self._device_copies[key])
+        return tuple(copies)
+
+
+def householder_vector(target: torch.Tensor) -> torch.Tensor:
+    """Unit w with (I − 2wwᵀ) target/‖target‖ = first axis (w = 0 if already on it)."""
+    direction = target.double() / target.double().norm()
+    w = direction.clone()
+    w[0] -= 1.0
+    norm = w.norm()
+    if norm < 1e-12:
+        return torch.zeros_like(target, dtype=torch.float32)
+    return (w / norm).float()
 
 
 class DenseSignProjector(Projector):
@@ -72,67 +107,127 @@ class DenseSignProjector(Projector):
             w = householder_vector(reflection_target)
             signs = signs - 2.0 * (signs @ w)[:, None] * w[None, :]
         self._matrix_t = signs.T.contiguous()  # (d, 2m): [P; Q]ᵀ, reflection folded in (P R, Q R)
-        self._cache: dict[tuple[torch.device, torch.dtype], torch.Tensor] = {}
-
-    def _matrix_on(self, like: torch.Tensor) -> torch.Tensor:
-        key = (like.device, like.dtype)
-        if key not in self._cache:
-            self._cache[key] = self._matrix_t.to(device=like.device, dtype=like.dtype)
-        return self._cache[key]
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        both = x @ self._matrix_on(x)
+        (matrix_t,) = self._on(x, self._matrix_t)
+        both = x @ matrix_t
         return both[:, : self.m], both[:, self.m :]
 
 
-def householder_vector(target: torch.Tensor) -> torch.Tensor:
-    """Unit w with (I − 2wwᵀ) target/‖target‖ = first axis (w = 0 if already on it)."""
-    direction = target.double() / target.double().norm()
-    w = direction.clone()
-    w[0] -= 1.0
-    norm = w.norm()
-    if norm < 1e-12:
-        return torch.zeros_like(target, dtype=torch.float32)
-    return (w / norm).float()
+class BlockSRHTProjector(Projector):
+    """Activation side: ⌈m/P⌉ independent SRHT blocks per side over a zero-padded to P = 2^⌈log2 d⌉.
+
+    Row (b, r) of a side is ``H_P[r, i] D_b[i]`` (i < d), after the optional reflection
+    ``a ↦ a − 2(w·a)w``; m of the blocks·P rows are kept, in a random order per side.
+    """
+
+    def __init__(self, d: int, m: int, seed: int, reflection_target: torch.Tensor | None = None):
+        super().__init__(d, m)
+        self.block_size = next_power_of_two(d)
+        self.blocks = -(-m // self.block_size)
+        self._signs = torch.cat(
+            [
+                hashing.rademacher(seed, Stream.ACTIVATION_P, (self.blocks, self.block_size))[:, :d],
+                hashing.rademacher(seed, Stream.ACTIVATION_Q, (self.blocks, self.block_size))[:, :d],
+            ]
+        )  # (2·blocks, d)
+        population = self.blocks * self.block_size
+        self._rows = torch.stack(
+            [
+                hashing.random_arrangement(seed, Stream.ACTIVATION_INDEX_P, population, m),
+                hashing.random_arrangement(seed, Stream.ACTIVATION_INDEX_Q, population, m),
+            ]
+        )
+        # w = 0 without a reflection: a − 2(w·a)w = a
+        self._reflection = torch.zeros(d) if reflection_target is None else householder_vector(reflection_target)
+        self._reflects = reflection_target is not None
+
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        signs, rows, w = self._on(x, self._signs, self._rows, self._reflection)
+        if self._reflects:
+            x = x - 2.0 * (x * w).sum(dim=1, keepdim=True) * w  # row by row: the same bits in any batch
+        padded = x.new_zeros(x.shape[0], 2 * self.blocks, self.block_size)
+        torch.mul(x[:, None, :], signs[None, :, :], out=padded[:, :, : self.in_features])
+        transformed = fwht(padded).view(x.shape[0], 2, self.blocks * self.block_size)
+        return transformed[:, 0].index_select(1, rows[0]), transformed[:, 1].index_select(1, rows[1])
 
 
 class _VocabularyProjector(Projector):
-    """Shared parts of the Hadamard-based vocabulary projectors: sign vectors and sampled rows."""
+    """Vocabulary side: fold ``Σ_j D[j] x_j`` into bin j mod T (per side), size-T transform, keep m rows.
+
+    ``signs`` (2, K) is D for the two sides; subclasses fold x with them (possibly faster than
+    elementwise). Because the fold is linear and one-hot vectors fold to a single signed bin,
+    ``project_softmax_errors`` gets the projections of e = softmax(z) − onehot(y) without forming e.
+    """
 
     def __init__(self, vocab_size: int, m: int, seed: int, transform_size: int):
         super().__init__(vocab_size, m)
         if m > transform_size:
             raise ValueError(f"m={m} exceeds the transform size {transform_size}")
         self.transform_size = transform_size
-        self._signs = torch.stack(
-            [
-                hashing.rademacher(seed, Stream.VOCAB_SIGNS_P, (vocab_size,)),
-                hashing.rademacher(seed, Stream.VOCAB_SIGNS_Q, (vocab_size,)),
-            ]
-        )
+        self._scratch_buffers: dict[torch.device, torch.Tensor] = {}
         self._rows = torch.stack(
             [
                 hashing.random_arrangement(seed, Stream.VOCAB_INDEX_P, transform_size, m),
                 hashing.random_arrangement(seed, Stream.VOCAB_INDEX_Q, transform_size, m),
             ]
         )
-        self._cache: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
 
-    def _on(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        if device not in self._cache:
-            self._cache[device] = (self._signs.to(device), self._rows.to(device))
-        return self._cache[device]
+    @property
+    @abc.abstractmethod
+    def signs(self) -> torch.Tensor:
+        """D, (2, K) float32 ±1: the sign of coordinate j on each side."""
+
+    def _scratch(self, like: torch.Tensor) -> torch.Tensor:
+        """A float32 buffer of ``like``'s shape, kept between calls: a fresh (N, K) tensor each chunk costs
+        as much in page faults as the exp pass itself."""
+        buffer = self._scratch_buffers.get(like.device)
+        if buffer is None or buffer.numel() < like.numel():
+            buffer = self._scratch_buffers[like.device] = torch.empty(like.numel(), device=like.device)
+        return buffer[: like.numel()].view(like.shape)
 
     @abc.abstractmethod
-    def _transform_input(self, x: torch.Tensor, signs: torch.Tensor) -> torch.Tensor:
-        """(N, K) float32 inputs, (2, K) sign vectors -> (2, N, transform_size) sign-flipped inputs."""
+    def fold(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, K) float32 -> (N, 2, T): ``Σ_j D[s, j] x_j`` in bin j mod T, for each side s."""
+
+    def _transform(self, folded: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        (rows,) = self._on(folded, self._rows)
+        transformed = fwht(folded)
+        return transformed[:, 0].index_select(1, rows[0]), transformed[:, 1].index_select(1, rows[1])
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        signs, rows = self._on(x.device)
-        transformed = fwht(self._transform_input(x.float(), signs))
-        p = transformed[0].index_select(1, rows[0])
-        q = transformed[1].index_select(1, rows[1])
-        return p, q
+        return self._transform(self.fold(x.float()))
+
+    def project_softmax_errors(
+        self, logits: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Projections of e = softmax(z) − onehot(y) for the logits rows ``rows`` (all if None).
+
+        fold(e) = fold(exp(z − max z)) / Σ exp(z − max z) − D[y] in bin y mod T: one exp pass and one
+        fold over the logits, no (N, K) temporaries besides exp(z − max z). ``targets`` are the rows' y.
+        """
+        maxima = logits.amax(dim=1, keepdim=True).float()
+        shifted = self._scratch(logits)
+        torch.sub(logits, maxima, out=shifted).exp_()
+        normalizers = shifted.sum(dim=1)
+        folded = self.fold(shifted)
+        if rows is not None:
+            folded, normalizers = folded.index_select(0, rows), normalizers.index_select(0, rows)
+        folded /= normalizers[:, None, None]
+        (signs,) = self._on(folded, self.signs)
+        tokens = torch.arange(len(targets), device=folded.device)
+        folded[tokens, 0, targets % self.transform_size] -= signs[0, targets]
+        folded[tokens, 1, targets % self.transform_size] -= signs[1, targets]
+        return self._transform(folded)
+
+
+def _iid_signs(vocab_size: int, seed: int) -> torch.Tensor:
+    return torch.stack(
+        [
+            hashing.rademacher(seed, Stream.VOCAB_SIGNS_P, (vocab_size,)),
+            hashing.rademacher(seed, Stream.VOCAB_SIGNS_Q, (vocab_size,)),
+        ]
+    )
 
 
 class SRHTProjector(_VocabularyProjector):
@@ -140,31 +235,75 @@ class SRHTProjector(_VocabularyProjector):
 
     def __init__(self, vocab_size: int, m: int, seed: int):
         super().__init__(vocab_size, m, seed, next_power_of_two(max(vocab_size, m)))
+        self._signs = _iid_signs(vocab_size, seed)
 
-    def _transform_input(self, x: torch.Tensor, signs: torch.Tensor) -> torch.Tensor:
-        """D x zero-padded to P, written in place (no (2, N, K) temporary)."""
-        padded = x.new_zeros(2, x.shape[0], self.transform_size)
-        torch.mul(x[None, :, :], signs[:, None, :], out=padded[:, :, : self.in_features])
+    @property
+    def signs(self) -> torch.Tensor:
+        return self._signs
+
+    def fold(self, x: torch.Tensor) -> torch.Tensor:
+        """D x zero-padded to P (each coordinate its own bin), written in place."""
+        (signs,) = self._on(x, self._signs)
+        padded = x.new_zeros(x.shape[0], 2, self.transform_size)
+        torch.mul(x[:, None, :], signs[None, :, :], out=padded[:, :, : self.in_features])
         return padded
 
 
 class FoldedSRHTProjector(_VocabularyProjector):
-    """Fold K coordinates into Q = 2^⌈log2 m⌉ bins (j ↦ j mod Q), then a size-Q transform."""
+    """Fold K coordinates into Q = 2^⌈log2 m⌉ bins (j ↦ j mod Q) with i.i.d. signs, size-Q transform."""
 
     def __init__(self, vocab_size: int, m: int, seed: int):
         super().__init__(vocab_size, m, seed, next_power_of_two(m))
+        self._signs = _iid_signs(vocab_size, seed)
 
-    def _transform_input(self, x: torch.Tensor, signs: torch.Tensor) -> torch.Tensor:
+    @property
+    def signs(self) -> torch.Tensor:
+        return self._signs
+
+    def fold(self, x: torch.Tensor) -> torch.Tensor:
         """Σ_b D_b x_b over the K/Q slices x_b of width Q, accumulated slice by slice in order."""
+        (signs,) = self._on(x, self._signs)
         q = self.transform_size
-        folded = x.new_zeros(2, x.shape[0], q)
+        folded = x.new_zeros(x.shape[0], 2, q)
         for start in range(0, self.in_features, q):
             stop = min(start + q, self.in_features)
-            folded[:, :, : stop - start].addcmul_(x[None, :, start:stop], signs[:, None, start:stop])
+            folded[:, :, : stop - start].addcmul_(x[:, None, start:stop], signs[None, :, start:stop])
         return folded
 
 
+class SliceSignFoldedSRHTProjector(_VocabularyProjector):
+    """Fold with signs D[bQ + q] = α_b β_q: ``β ∘ Σ_b α_b x_b`` as one GEMM over the K/Q slices x_b."""
+
+    def __init__(self, vocab_size: int, m: int, seed: int):
+        q = next_power_of_two(m)
+        super().__init__(vocab_size, m, seed, q)
+        self.slices = -(-vocab_size // q)
+        streams = (Stream.VOCAB_SIGNS_P, Stream.VOCAB_SIGNS_Q)
+        both = torch.stack([hashing.rademacher(seed, stream, (self.slices + q,)) for stream in streams])
+        self._slice_signs, self._bin_signs = both[:, : self.slices].contiguous(), both[:, self.slices :].contiguous()
+        self._signs = (self._slice_signs[:, :, None] * self._bin_signs[:, None, :]).reshape(2, -1)[:, :vocab_size]
+
+    @property
+    def signs(self) -> torch.Tensor:
+        return self._signs
+
+    def fold(self, x: torch.Tensor) -> torch.Tensor:
+        slice_signs, bin_signs = self._on(x, self._slice_signs, self._bin_signs)
+        q = self.transform_size
+        full = (self.in_features // q) * q
+        folded = torch.matmul(slice_signs[:, : full // q], x[:, :full].unflatten(1, (full // q, q)))  # (N, 2, Q)
+        if full < self.in_features:
+            tail = x[:, None, full:] * slice_signs[None, :, -1:]
+            folded[:, :, : self.in_features - full] += tail
+        return folded.mul_(bin_signs)
+
+
+ACTIVATION_PROJECTORS: dict[str, type[Projector]] = {
+    "dense-sign": DenseSignProjector,
+    "block-srht": BlockSRHTProjector,
+}
 VOCABULARY_PROJECTORS: dict[str, type[_VocabularyProjector]] = {
     "srht": SRHTProjector,
     "folded": FoldedSRHTProjector,
+    "folded-slice-signs": SliceSignFoldedSRHTProjector,
 }

@@ -5,15 +5,24 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from typing import Any
 
 import torch
 
 FORMAT_VERSION = 1
 
-#: estimator name -> vocabulary-side projector strategy (activation side is always dense ±1).
-ESTIMATORS = {"maclaurin-srht": "srht", "maclaurin-folded": "folded"}
-DEFAULT_ESTIMATOR = "maclaurin-folded"
+#: estimator name -> (activation-side projector, vocabulary-side projector), see core.projectors.
+ESTIMATORS = {
+    "maclaurin-srht": ("dense-sign", "srht"),
+    "maclaurin-folded": ("dense-sign", "folded"),
+    "maclaurin-hadamard": ("block-srht", "folded-slice-signs"),
+}
+DEFAULT_ESTIMATOR = "maclaurin-hadamard"
+#: two signatures compare when their reflections' pilot directions are this close (radians): the bias
+#: of comparing (R₁a·R₂a')² with (a·a')² is then ≲ 10⁻³ relative, while devices computing the same
+#: pilot in float32 differ by ~10⁻⁷.
+REFLECTION_TOLERANCE = 1e-4
 GRANULARITIES = ("token", "sequence")
 FISHER_TYPES = ("empirical", "true")
 
@@ -38,7 +47,9 @@ class SketchSpec:
 
     ``reflection`` is the optional pilot activation mean (d floats) whose direction a Householder
     reflection maps onto the first axis before the activation projections; it is stored in every
-    signature and reused when sketching ``like`` one.
+    signature and reused when sketching ``like`` one. Only whether a reflection is used enters the
+    sketch id; the directions of two signatures must agree within ``REFLECTION_TOLERANCE``, so
+    signatures sketched independently (another machine, another device) stay comparable.
     """
 
     d: int
@@ -81,7 +92,7 @@ class SketchSpec:
         return None if self.reflection is None else torch.tensor(self.reflection, dtype=torch.float32)
 
     def identity_fields(self) -> dict[str, Any]:
-        """The fields hashed into the sketch id (the reflection by its checksum)."""
+        """The fields hashed into the sketch id (of the reflection, only whether there is one)."""
         fingerprint = self.model_fingerprint or ModelFingerprint(head_checksum="", tokenizer_checksum=None)
         return {
             "format_version": FORMAT_VERSION,
@@ -94,7 +105,7 @@ class SketchSpec:
             "vocab_size": self.vocab_size,
             "head_checksum": fingerprint.head_checksum,
             "tokenizer_checksum": fingerprint.tokenizer_checksum,
-            "reflection_checksum": None if self.reflection is None else tensor_checksum(self.reflection_tensor),
+            "reflection": None if self.reflection is None else "householder-pilot-mean",
         }
 
     @property
@@ -104,9 +115,29 @@ class SketchSpec:
         return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
     def differences(self, other: SketchSpec) -> dict[str, tuple[Any, Any]]:
-        """Identity fields that differ between two specs (empty when comparable)."""
+        """Identity fields that differ between two specs (empty when comparable), and the reflection
+        when both have one and their pilot directions are more than ``REFLECTION_TOLERANCE`` apart."""
         mine, theirs = self.identity_fields(), other.identity_fields()
-        return {k: (mine[k], theirs[k]) for k in mine if mine[k] != theirs[k]}
+        differing = {k: (mine[k], theirs[k]) for k in mine if mine[k] != theirs[k]}
+        if self.reflection is not None and other.reflection is not None and "reflection" not in differing:
+            angle = self.reflection_angle(other)
+            if angle > REFLECTION_TOLERANCE:
+                differing["reflection"] = (
+                    f"pilot mean {self.reflection_checksum}",
+                    f"pilot mean {other.reflection_checksum}, {angle:.2g} rad apart (> {REFLECTION_TOLERANCE:g}): "
+                    "sketch one --like the other",
+                )
+        return differing
+
+    @property
+    def reflection_checksum(self) -> str | None:
+        return None if self.reflection is None else tensor_checksum(self.reflection_tensor)
+
+    def reflection_angle(self, other: SketchSpec) -> float:
+        """Angle (radians) between the two pilot directions, in float64."""
+        mine, theirs = self.reflection_tensor.double(), other.reflection_tensor.double()
+        cosine = float(mine @ theirs / (mine.norm() * theirs.norm()))
+        return math.acos(min(1.0, max(-1.0, cosine)))
 
     # -- derived specs ----------------------------------------------------------------------------
     def with_fingerprint(self, head_checksum: str, tokenizer_checksum: str | None = None) -> SketchSpec:
@@ -120,7 +151,7 @@ class SketchSpec:
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict; the reflection vector travels separately (see ``Signature``)."""
         data = {k: v for k, v in dataclasses.asdict(self).items() if k != "reflection"}
-        data["reflection_checksum"] = self.identity_fields()["reflection_checksum"]
+        data["reflection_checksum"] = self.reflection_checksum
         return data
 
     @classmethod
@@ -135,6 +166,6 @@ class SketchSpec:
         if kwargs.get("model_fingerprint") is not None:
             kwargs["model_fingerprint"] = ModelFingerprint(**kwargs["model_fingerprint"])
         spec = cls(**kwargs).with_reflection(reflection)
-        if spec.identity_fields()["reflection_checksum"] != data.get("reflection_checksum"):
+        if spec.reflection_checksum != data.get("reflection_checksum"):
             raise SignatureFileError("the stored reflection vector does not match the spec's reflection checksum")
         return spec
