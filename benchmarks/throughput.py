@@ -14,10 +14,10 @@
 3. ``SketchState.update`` alone on random (a, e) for growing K: peak extra memory is linear in K
    (N·K floats for e and its folds), never K² (which would be 61 GiB at K = 128,256).
 
-Times are the best of ``--repeats`` interleaved runs (noise from other processes only adds time).
-Writes benchmarks/results/throughput.{json,png} and prints a table. ``throughput_idle_cpu.{json,png}``
-there are the same run with ``--random-weights --repeats 2`` on an otherwise idle 16-core Xeon (1 and 2
-threads), for numbers free of other processes' load.
+Times are the best of ``--repeats`` interleaved rounds (noise from other processes only adds time); the
+overhead is reported best vs best and as the median over rounds of the paired ratio (each round runs every
+pass back to back, so a slow spell of a shared machine cancels). The Llama-3-head part runs at most 3
+rounds. Writes benchmarks/results/throughput.{json,png} and prints a table.
 
     python benchmarks/throughput.py             # full run (≈ 10 min on 2 idle cores)
     python benchmarks/throughput.py --quick     # smoke run, results in the temp dir
@@ -63,19 +63,30 @@ class Config:
     m: int = 4096
 
 
-FULL = Config(batch_size=4, length=128, repeats=5, llama_tokens=256,
+FULL = Config(batch_size=4, length=128, repeats=9, llama_tokens=256,
               scaling_vocab_sizes=(16_384, 32_768, 65_536, 128_256), scaling_tokens=256)
 QUICK = Config(batch_size=2, length=32, repeats=1, llama_tokens=32, scaling_vocab_sizes=(8_192, 32_768), scaling_tokens=32)
 
 
 # -- measuring ----------------------------------------------------------------------------------------
-def return_freed_memory_to_the_os() -> None:
-    """glibc: serve every allocation ≥ 64 KiB by mmap (a fixed threshold), so freed tensors leave the
-    resident set at once and its peak measures the memory a call really holds."""
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
+
+
+def set_malloc_mode(measuring_memory: bool) -> None:
+    """glibc's allocator, set for what is measured.
+
+    Memory: serve every allocation ≥ 64 KiB by mmap and trim freed heap at once, so freed tensors leave
+    the resident set and its peak measures the memory a call really holds. Time: the steady state of
+    glibc's own dynamic thresholds (blocks < 32 MiB reused from the heap), as in any normal run; with the
+    memory setting every temporary tensor would pay page faults, which would inflate the sketch's time.
+    """
     import ctypes
 
-    M_MMAP_THRESHOLD = -3
-    ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, 64 * 1024)
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallopt(M_MMAP_THRESHOLD, 64 * 1024 if measuring_memory else 32 * 2**20)
+    libc.mallopt(M_TRIM_THRESHOLD, 64 * 1024 if measuring_memory else 2**30)
+    if measuring_memory:
+        libc.malloc_trim(0)  # give back the free heap kept for speed, so reusing it shows in the resident set
 
 
 def _resident_bytes() -> int:
@@ -106,20 +117,39 @@ def peak_extra_memory(result: dict[str, int], interval: float = 0.002):
 
 
 def best_times(calls: dict[str, Callable[[], object]], repeats: int) -> dict[str, dict[str, float]]:
-    """Best wall time (s) and peak extra memory (bytes) of each call, running them interleaved."""
+    """Per call: the best wall time (s) and every round's time, then its peak extra memory (bytes).
+
+    The calls run interleaved, one round after the other, so a slow spell of the machine hits all of
+    them alike (``paired_overhead`` compares them round by round). Memory is measured in one more run
+    of each call, after the timing, in ``set_malloc_mode(measuring_memory=True)``.
+    """
+    set_malloc_mode(measuring_memory=False)
     for call in calls.values():  # warm-up: caches of projection matrices, allocator pools
         call()
-    results = {name: {"seconds": float("inf"), "peak_extra_bytes": 0} for name in calls}
+    results = {name: {"seconds": float("inf"), "rounds": [], "peak_extra_bytes": 0} for name in calls}
     for _ in range(repeats):
         for name, call in calls.items():
-            memory: dict[str, int] = {}
-            with peak_extra_memory(memory):
-                started = time.perf_counter()
-                call()
-                elapsed = time.perf_counter() - started
+            started = time.perf_counter()
+            call()
+            elapsed = time.perf_counter() - started
+            results[name]["rounds"].append(elapsed)
             results[name]["seconds"] = min(results[name]["seconds"], elapsed)
-            results[name]["peak_extra_bytes"] = max(results[name]["peak_extra_bytes"], memory["bytes"])
+    set_malloc_mode(measuring_memory=True)
+    for name, call in calls.items():
+        memory: dict[str, int] = {}
+        with peak_extra_memory(memory):
+            call()
+        results[name]["peak_extra_bytes"] = memory["bytes"]
+    set_malloc_mode(measuring_memory=False)
     return results
+
+
+def paired_overhead(timings: dict, name: str, baseline: str = "forward") -> float:
+    """Median over rounds of time(name) / time(baseline) − 1: robust to the machine's speed drifting."""
+    ratios = sorted(t / b for t, b in zip(timings[name]["rounds"], timings[baseline]["rounds"]))
+    middle = len(ratios) // 2
+    median = ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
+    return median - 1.0
 
 
 # -- what is timed ------------------------------------------------------------------------------------
@@ -241,7 +271,7 @@ def run_llama3_head(config: Config) -> dict:
     input_ids = torch.randint(0, LLAMA3_VOCAB, (1, config.llama_tokens), generator=torch.Generator().manual_seed(0))
     batch = make_batch(input_ids)
     torch.set_num_threads(max(THREAD_COUNTS))
-    timings = best_times(model_calls(model, batch, specs_for(model, None, config.m)), config.repeats)
+    timings = best_times(model_calls(model, batch, specs_for(model, None, config.m)), min(config.repeats, 3))
     return {"model": "random Llama-3 head (K=128,256, d=4096, 2 layers)", "threads": torch.get_num_threads(),
             "tokens": capture_count(batch), "timings": timings}
 
@@ -278,12 +308,14 @@ def print_tables(results: dict) -> None:
     for part in results["smollm2"] + [results["llama3_head"]]:
         tokens = part["tokens"]
         table = Table(title=f"{part['model']}, {part['threads']} thread(s), {tokens} tokens per batch (best of {results['config']['repeats']})")
-        for column in ("pass", "seconds", "tokens/s", "overhead vs forward", "peak extra memory (MiB)"):
+        for column in ("pass", "best s", "tokens/s", "overhead (best vs best)", "overhead (median of rounds)",
+                       "peak extra memory (MiB)"):
             table.add_column(column, justify="left" if column == "pass" else "right")
         forward = part["timings"]["forward"]["seconds"]
         for name, timing in part["timings"].items():
-            overhead = "" if name == "forward" else f"{100 * (timing['seconds'] / forward - 1):+.1f}%"
-            table.add_row(name, f"{timing['seconds']:.3f}", f"{tokens / timing['seconds']:.0f}", overhead,
+            best = "" if name == "forward" else f"{100 * (timing['seconds'] / forward - 1):+.1f}%"
+            paired = "" if name == "forward" else f"{100 * paired_overhead(part['timings'], name):+.1f}%"
+            table.add_row(name, f"{timing['seconds']:.3f}", f"{tokens / timing['seconds']:.0f}", best, paired,
                           f"{timing['peak_extra_bytes'] / 2**20:.0f}")
         console.print(table)
         if "default_estimator_parts" in part:
@@ -347,7 +379,6 @@ def main(argv: list[str] | None = None) -> int:
         config = dataclasses.replace(config, repeats=options.repeats)
     output = Path(options.output_dir) if options.output_dir else QUICK_OUTPUT_DIR if options.quick else RESULTS_DIR
     output.mkdir(parents=True, exist_ok=True)
-    return_freed_memory_to_the_os()
     started = time.perf_counter()
     results = {
         "config": dataclasses.asdict(config),

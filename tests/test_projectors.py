@@ -28,7 +28,7 @@ def test_vocabulary_rows_are_signed_walsh_functions_of_the_bin(kind, vocab_size)
     walsh = fwht(torch.eye(projector.transform_size))
     bins = torch.arange(vocab_size) % projector.transform_size
     for side in range(2):
-        expected = walsh[projector._rows[side]][:, bins] * projector.signs[side][None, :]
+        expected = walsh[projector.rows[side]][:, bins] * projector.signs[side][None, :]
         torch.testing.assert_close(dense[side], expected, rtol=0, atol=0)
     assert not torch.equal(projector.signs[0], projector.signs[1])
 
@@ -37,6 +37,8 @@ def test_vocabulary_rows_are_signed_walsh_functions_of_the_bin(kind, vocab_size)
 def test_softmax_errors_projected_from_logits_equal_materialized_errors(kind):
     torch.manual_seed(0)
     logits = 4.0 * torch.randn(7, 50)
+    logits[2] += 200.0  # Σ exp(z) overflows float32: this row is recomputed with max z subtracted
+    logits[5] -= 200.0  # ... and this one underflows
     targets = torch.randint(0, 50, (7,))
     projector = VOCABULARY_PROJECTORS[kind](50, 16, seed=1)
     expected = projector.project(_softmax_errors(logits, targets).float())

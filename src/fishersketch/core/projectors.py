@@ -36,6 +36,9 @@ import torch
 from fishersketch.core import hashing
 from fishersketch.core.hadamard import fwht, next_power_of_two
 
+#: Σ exp(z) below this (float32 normal range ends at 1.2e-38) is recomputed with the max logit subtracted.
+SMALLEST_SAFE_NORMALIZER = 1e-30
+
 
 class Stream:
     """Hash stream numbers: one per independent random object of a sketch."""
@@ -79,6 +82,17 @@ class Projector(abc.ABC):
                 self._device_copies[key] = tensor.to(device=like.device, dtype=dtype)
             copies.append(self._device_copies[key])
         return tuple(copies)
+
+
+def flat_rows(rows: torch.Tensor, population: int) -> torch.Tensor:
+    """The kept rows (2, m) of the two sides as indices into a side-major (2 · population) layout."""
+    return torch.cat([rows[0], rows[1] + population])
+
+
+def keep_rows(transformed: torch.Tensor, flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, 2, population) transforms -> the kept rows of each side, (N, m) each, in one gather."""
+    kept = transformed.reshape(transformed.shape[0], -1).index_select(1, flat)
+    return kept[:, : len(flat) // 2], kept[:, len(flat) // 2 :]
 
 
 def householder_vector(target: torch.Tensor) -> torch.Tensor:
@@ -132,24 +146,25 @@ class BlockSRHTProjector(Projector):
             ]
         )  # (2·blocks, d)
         population = self.blocks * self.block_size
-        self._rows = torch.stack(
+        rows = torch.stack(
             [
                 hashing.random_arrangement(seed, Stream.ACTIVATION_INDEX_P, population, m),
                 hashing.random_arrangement(seed, Stream.ACTIVATION_INDEX_Q, population, m),
             ]
         )
+        self.rows = rows  # (2, m): the kept rows of each side, in feature order
+        self._flat_rows = flat_rows(rows, population)
         # w = 0 without a reflection: a − 2(w·a)w = a
         self._reflection = torch.zeros(d) if reflection_target is None else householder_vector(reflection_target)
         self._reflects = reflection_target is not None
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        signs, rows, w = self._on(x, self._signs, self._rows, self._reflection)
+        signs, rows, w = self._on(x, self._signs, self._flat_rows, self._reflection)
         if self._reflects:
             x = x - 2.0 * (x * w).sum(dim=1, keepdim=True) * w  # row by row: the same bits in any batch
         padded = x.new_zeros(x.shape[0], 2 * self.blocks, self.block_size)
         torch.mul(x[:, None, :], signs[None, :, :], out=padded[:, :, : self.in_features])
-        transformed = fwht(padded).view(x.shape[0], 2, self.blocks * self.block_size)
-        return transformed[:, 0].index_select(1, rows[0]), transformed[:, 1].index_select(1, rows[1])
+        return keep_rows(fwht(padded), rows)
 
 
 class _VocabularyProjector(Projector):
@@ -160,23 +175,21 @@ class _VocabularyProjector(Projector):
     ``project_softmax_errors`` gets the projections of e = softmax(z) − onehot(y) without forming e.
     """
 
-    def __init__(self, vocab_size: int, m: int, seed: int, transform_size: int):
+    def __init__(self, vocab_size: int, m: int, seed: int, transform_size: int, signs: torch.Tensor):
         super().__init__(vocab_size, m)
         if m > transform_size:
             raise ValueError(f"m={m} exceeds the transform size {transform_size}")
         self.transform_size = transform_size
+        self.signs = signs  # D, (2, K) float32 ±1: the sign of coordinate j on each side
         self._scratch_buffers: dict[torch.device, torch.Tensor] = {}
-        self._rows = torch.stack(
+        rows = torch.stack(
             [
                 hashing.random_arrangement(seed, Stream.VOCAB_INDEX_P, transform_size, m),
                 hashing.random_arrangement(seed, Stream.VOCAB_INDEX_Q, transform_size, m),
             ]
         )
-
-    @property
-    @abc.abstractmethod
-    def signs(self) -> torch.Tensor:
-        """D, (2, K) float32 ±1: the sign of coordinate j on each side."""
+        self.rows = rows  # (2, m): the kept rows of each side, in feature order
+        self._flat_rows = flat_rows(rows, transform_size)
 
     def _scratch(self, like: torch.Tensor) -> torch.Tensor:
         """A float32 buffer of ``like``'s shape, kept between calls: a fresh (N, K) tensor each chunk costs
@@ -191,9 +204,8 @@ class _VocabularyProjector(Projector):
         """(N, K) float32 -> (N, 2, T): ``Σ_j D[s, j] x_j`` in bin j mod T, for each side s."""
 
     def _transform(self, folded: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        (rows,) = self._on(folded, self._rows)
-        transformed = fwht(folded)
-        return transformed[:, 0].index_select(1, rows[0]), transformed[:, 1].index_select(1, rows[1])
+        (rows,) = self._on(folded, self._flat_rows)
+        return keep_rows(fwht(folded), rows)
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self._transform(self.fold(x.float()))
@@ -203,13 +215,19 @@ class _VocabularyProjector(Projector):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Projections of e = softmax(z) − onehot(y) for the logits rows ``rows`` (all if None).
 
-        fold(e) = fold(exp(z − max z)) / Σ exp(z − max z) − D[y] in bin y mod T: one exp pass and one
-        fold over the logits, no (N, K) temporaries besides exp(z − max z). ``targets`` are the rows' y.
+        fold(e) = fold(exp(z − c)) / Σ exp(z − c) − D[y] in bin y mod T for any shift c: one exp pass and
+        one fold over the logits, no (N, K) temporary besides exp(z − c). c = 0, unless Σ exp(z) overflows
+        or underflows for a row: then c = max z for that row. ``targets`` are the rows' y.
         """
-        maxima = logits.amax(dim=1, keepdim=True).float()
-        shifted = self._scratch(logits)
-        torch.sub(logits, maxima, out=shifted).exp_()
+        shifted = torch.exp(logits.float(), out=self._scratch(logits))  # exp in float32 for bf16 logits too
         normalizers = shifted.sum(dim=1)
+        unsafe = ~(normalizers.isfinite() & (normalizers > SMALLEST_SAFE_NORMALIZER))  # overflow or underflow
+        if unsafe.any():  # only those rows, so each row's value does not depend on the others in the chunk
+            rows_unsafe = unsafe.nonzero().flatten()
+            unsafe_logits = logits.index_select(0, rows_unsafe).float()
+            recomputed = (unsafe_logits - unsafe_logits.amax(dim=1, keepdim=True)).exp_()
+            shifted.index_copy_(0, rows_unsafe, recomputed)
+            normalizers.index_copy_(0, rows_unsafe, recomputed.sum(dim=1))
         folded = self.fold(shifted)
         if rows is not None:
             folded, normalizers = folded.index_select(0, rows), normalizers.index_select(0, rows)
@@ -234,16 +252,11 @@ class SRHTProjector(_VocabularyProjector):
     """The paper's subsampled randomized Hadamard transform over P = 2^⌈log2 K⌉ coordinates."""
 
     def __init__(self, vocab_size: int, m: int, seed: int):
-        super().__init__(vocab_size, m, seed, next_power_of_two(max(vocab_size, m)))
-        self._signs = _iid_signs(vocab_size, seed)
-
-    @property
-    def signs(self) -> torch.Tensor:
-        return self._signs
+        super().__init__(vocab_size, m, seed, next_power_of_two(max(vocab_size, m)), _iid_signs(vocab_size, seed))
 
     def fold(self, x: torch.Tensor) -> torch.Tensor:
         """D x zero-padded to P (each coordinate its own bin), written in place."""
-        (signs,) = self._on(x, self._signs)
+        (signs,) = self._on(x, self.signs)
         padded = x.new_zeros(x.shape[0], 2, self.transform_size)
         torch.mul(x[:, None, :], signs[None, :, :], out=padded[:, :, : self.in_features])
         return padded
@@ -253,16 +266,11 @@ class FoldedSRHTProjector(_VocabularyProjector):
     """Fold K coordinates into Q = 2^⌈log2 m⌉ bins (j ↦ j mod Q) with i.i.d. signs, size-Q transform."""
 
     def __init__(self, vocab_size: int, m: int, seed: int):
-        super().__init__(vocab_size, m, seed, next_power_of_two(m))
-        self._signs = _iid_signs(vocab_size, seed)
-
-    @property
-    def signs(self) -> torch.Tensor:
-        return self._signs
+        super().__init__(vocab_size, m, seed, next_power_of_two(m), _iid_signs(vocab_size, seed))
 
     def fold(self, x: torch.Tensor) -> torch.Tensor:
         """Σ_b D_b x_b over the K/Q slices x_b of width Q, accumulated slice by slice in order."""
-        (signs,) = self._on(x, self._signs)
+        (signs,) = self._on(x, self.signs)
         q = self.transform_size
         folded = x.new_zeros(x.shape[0], 2, q)
         for start in range(0, self.in_features, q):
@@ -276,16 +284,13 @@ class SliceSignFoldedSRHTProjector(_VocabularyProjector):
 
     def __init__(self, vocab_size: int, m: int, seed: int):
         q = next_power_of_two(m)
-        super().__init__(vocab_size, m, seed, q)
-        self.slices = -(-vocab_size // q)
+        slices = -(-vocab_size // q)
         streams = (Stream.VOCAB_SIGNS_P, Stream.VOCAB_SIGNS_Q)
-        both = torch.stack([hashing.rademacher(seed, stream, (self.slices + q,)) for stream in streams])
-        self._slice_signs, self._bin_signs = both[:, : self.slices].contiguous(), both[:, self.slices :].contiguous()
-        self._signs = (self._slice_signs[:, :, None] * self._bin_signs[:, None, :]).reshape(2, -1)[:, :vocab_size]
-
-    @property
-    def signs(self) -> torch.Tensor:
-        return self._signs
+        both = torch.stack([hashing.rademacher(seed, stream, (slices + q,)) for stream in streams])
+        slice_signs, bin_signs = both[:, :slices].contiguous(), both[:, slices:].contiguous()
+        signs = (slice_signs[:, :, None] * bin_signs[:, None, :]).reshape(2, -1)[:, :vocab_size]
+        super().__init__(vocab_size, m, seed, q, signs)
+        self._slice_signs, self._bin_signs = slice_signs, bin_signs
 
     def fold(self, x: torch.Tensor) -> torch.Tensor:
         slice_signs, bin_signs = self._on(x, self._slice_signs, self._bin_signs)
