@@ -52,6 +52,17 @@ def test_sketch_then_compare(model_folder, tmp_path, capsys):
     assert torch.allclose(torch.tensor(written["activation"], dtype=torch.float64), expected.activation)
 
 
+def test_reflection_is_on_by_default_and_can_be_turned_off(model_folder, tmp_path):
+    data = write_jsonl(tmp_path / "prose.jsonl", [f"the story {i} goes on and on, slowly." for i in range(12)])
+    common = ["sketch", "--dataset", str(data), "--text-column", "content", "--model", str(model_folder), "-m", "256",
+              "--no-progress", "--cpu"]
+    assert main([*common, "--output", str(tmp_path / "on.safetensors")]) == 0
+    assert main([*common, "--no-reflection", "--output", str(tmp_path / "off.safetensors")]) == 0
+    on, off = Signature.load(tmp_path / "on.safetensors"), Signature.load(tmp_path / "off.safetensors")
+    assert on.spec.reflection is not None and off.spec.reflection is None
+    assert on.sketch_id != off.sketch_id
+
+
 def test_compare_needs_two_signatures(tmp_path, capsys):
     assert main(["compare", str(tmp_path / "one.safetensors")]) == 1
     assert "error: compare needs at least two signatures" in capsys.readouterr().err
