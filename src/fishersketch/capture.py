@@ -407,7 +407,7 @@ def _sketch_from_logits(state: SketchState, forward: _ForwardPass, token_chunk_s
     batch_size, length, vocab_size = forward.head_outputs.shape
     scored = forward.scored
     targets = torch.full((batch_size * length,), IGNORE_INDEX, dtype=torch.int64)
-    targets[scored.rows * length + scored.positions] = scored.targets.cpu()
+    targets[(scored.rows * length + scored.positions).cpu()] = scored.targets.cpu()
     documents = forward.doc_index.repeat_interleave(length)
     head_outputs = forward.head_outputs.reshape(batch_size * length, vocab_size)
     activations = forward.activations.reshape(batch_size * length, -1)

@@ -84,9 +84,11 @@ class Projector(abc.ABC):
         return tuple(copies)
 
 
-def flat_rows(rows: torch.Tensor, population: int) -> torch.Tensor:
-    """The kept rows (2, m) of the two sides as indices into a side-major (2 · population) layout."""
-    return torch.cat([rows[0], rows[1] + population])
+def kept_rows(seed: int, streams: tuple[int, int], population: int, m: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The m kept rows of each side, (2, m) in feature order (each side its own random arrangement), and
+    the same as indices into a side-major (2 · population) layout, for ``keep_rows``."""
+    rows = torch.stack([hashing.random_arrangement(seed, stream, population, m) for stream in streams])
+    return rows, torch.cat([rows[0], rows[1] + population])
 
 
 def keep_rows(transformed: torch.Tensor, flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -145,22 +147,14 @@ class BlockSRHTProjector(Projector):
                 hashing.rademacher(seed, Stream.ACTIVATION_Q, (self.blocks, self.block_size))[:, :d],
             ]
         )  # (2·blocks, d)
-        population = self.blocks * self.block_size
-        rows = torch.stack(
-            [
-                hashing.random_arrangement(seed, Stream.ACTIVATION_INDEX_P, population, m),
-                hashing.random_arrangement(seed, Stream.ACTIVATION_INDEX_Q, population, m),
-            ]
-        )
-        self.rows = rows  # (2, m): the kept rows of each side, in feature order
-        self._flat_rows = flat_rows(rows, population)
-        # w = 0 without a reflection: a − 2(w·a)w = a
-        self._reflection = torch.zeros(d) if reflection_target is None else householder_vector(reflection_target)
-        self._reflects = reflection_target is not None
+        streams = (Stream.ACTIVATION_INDEX_P, Stream.ACTIVATION_INDEX_Q)
+        self.rows, self._flat_rows = kept_rows(seed, streams, self.blocks * self.block_size, m)
+        self._reflection = None if reflection_target is None else householder_vector(reflection_target)
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        signs, rows, w = self._on(x, self._signs, self._flat_rows, self._reflection)
-        if self._reflects:
+        signs, rows = self._on(x, self._signs, self._flat_rows)
+        if self._reflection is not None:
+            (w,) = self._on(x, self._reflection)
             x = x - 2.0 * (x * w).sum(dim=1, keepdim=True) * w  # row by row: the same bits in any batch
         padded = x.new_zeros(x.shape[0], 2 * self.blocks, self.block_size)
         torch.mul(x[:, None, :], signs[None, :, :], out=padded[:, :, : self.in_features])
@@ -182,14 +176,8 @@ class _VocabularyProjector(Projector):
         self.transform_size = transform_size
         self.signs = signs  # D, (2, K) float32 ±1: the sign of coordinate j on each side
         self._scratch_buffers: dict[torch.device, torch.Tensor] = {}
-        rows = torch.stack(
-            [
-                hashing.random_arrangement(seed, Stream.VOCAB_INDEX_P, transform_size, m),
-                hashing.random_arrangement(seed, Stream.VOCAB_INDEX_Q, transform_size, m),
-            ]
-        )
-        self.rows = rows  # (2, m): the kept rows of each side, in feature order
-        self._flat_rows = flat_rows(rows, transform_size)
+        streams = (Stream.VOCAB_INDEX_P, Stream.VOCAB_INDEX_Q)
+        self.rows, self._flat_rows = kept_rows(seed, streams, transform_size, m)
 
     def _scratch(self, like: torch.Tensor) -> torch.Tensor:
         """A float32 buffer of ``like``'s shape, kept between calls: a fresh (N, K) tensor each chunk costs
