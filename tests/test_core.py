@@ -45,14 +45,23 @@ def test_projection_values_are_pinned():
     assert se[0].tolist() == [-29.0, -1.0, -3.0, 5.0, -15.0, -29.0, -5.0, 13.0]
 
 
-def test_fwht_matches_dense_hadamard():
-    x = torch.randn(3, 256, dtype=torch.float64)
+@pytest.mark.parametrize("d,n", [(256, 256), (576, 1024), (100, 1024), (5000, 8192), (3, 4), (1, 1)])
+def test_fwht_matches_dense_hadamard(d, n):
+    """Any input length d ≤ n is the zero-padded transform, including lengths that are no multiple of a block."""
+    x = torch.randn(3, d, dtype=torch.float64)
     hadamard = torch.ones(1, 1, dtype=torch.float64)
-    while hadamard.shape[0] < 256:
+    while hadamard.shape[0] < n:
         hadamard = torch.cat([torch.cat([hadamard, hadamard], 1), torch.cat([hadamard, -hadamard], 1)])
-    torch.testing.assert_close(fwht(x), x @ hadamard, rtol=0, atol=1e-9)
+    torch.testing.assert_close(fwht(x, n), x @ hadamard[:d], rtol=0, atol=1e-9)
+    if d == n:
+        torch.testing.assert_close(fwht(x), x @ hadamard, rtol=0, atol=1e-9)
+
+
+def test_fwht_rejects_bad_lengths():
     with pytest.raises(ValueError, match="power-of-two"):
         fwht(torch.ones(3, 6))
+    with pytest.raises(ValueError, match="power-of-two"):
+        fwht(torch.ones(3, 9), 8)
 
 
 @pytest.mark.parametrize("estimator,reflect", VARIANTS)

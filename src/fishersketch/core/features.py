@@ -15,6 +15,9 @@ import torch
 from fishersketch.core.projectors import ACTIVATION_PROJECTORS, VOCABULARY_PROJECTORS, Projector
 from fishersketch.core.spec import ESTIMATORS, SketchSpec
 
+#: the three sketches of a task, in the order of ``features_from_projections`` and of the state's sums.
+SKETCHES = ("joint", "activation", "error")
+
 
 class FeatureMap:
     """The four projections of a spec: (u, v) on activations, (s, t) on errors."""
@@ -36,14 +39,19 @@ class FeatureMap:
 
     def token_features(self, activations: torch.Tensor, errors: torch.Tensor) -> dict[str, torch.Tensor]:
         """φ (joint), ψ^a (activation) and ψ^e (error) features, each (N, m)."""
-        return self.features_from_projections(*self.projections(activations, errors))
+        stacked = self.features_from_projections(*self.projections(activations, errors))
+        return dict(zip(SKETCHES, stacked))
 
     def features_from_projections(
         self, ua: torch.Tensor, va: torch.Tensor, se: torch.Tensor, te: torch.Tensor
-    ) -> dict[str, torch.Tensor]:
-        """φ = (u·a)(v·a)(s·e)(t·e)/√m, ψ^a = (u·a)(v·a)/√m, ψ^e = (s·e)(t·e)/√m."""
-        activation = ua * va * self.scale
-        return {"joint": activation * se * te, "activation": activation, "error": se * te * self.scale}
+    ) -> torch.Tensor:
+        """(3, N, m) in ``SKETCHES`` order: φ = (u·a)(v·a)(s·e)(t·e)/√m, ψ^a = (u·a)(v·a)/√m, ψ^e = (s·e)(t·e)/√m."""
+        stacked = ua.new_empty(len(SKETCHES), *ua.shape)
+        joint, activation, error = stacked
+        torch.mul(ua, va, out=activation)
+        torch.mul(se, te, out=error)
+        torch.mul(activation, error, out=joint)
+        return stacked.mul_(self.scale)
 
 
 @functools.lru_cache(maxsize=8)

@@ -33,34 +33,43 @@ def _block_sizes(n: int) -> list[int]:
     return sizes[::-1]
 
 
-def fwht(x: torch.Tensor) -> torch.Tensor:
-    """``x @ H_n`` for x of shape (..., n), n a power of two (H symmetric, entries ±1)."""
-    n = x.shape[-1]
-    if n & (n - 1):
-        raise ValueError(f"fwht needs a power-of-two length, got {n}")
+def fwht(x: torch.Tensor, n: int | None = None) -> torch.Tensor:
+    """``x @ H_n`` for x of shape (..., d), zero-padded to n (default d), n a power of two (H symmetric,
+    entries ±1). The padding is never formed: the first stage multiplies by the block's used columns."""
+    d = x.shape[-1]
+    n = d if n is None else n
+    if n & (n - 1) or d > n:
+        raise ValueError(f"fwht needs a power-of-two length n >= the input's {d}, got {n}")
     lead = x.shape[:-1]
-    y = x.reshape(-1, n)
+    y = x.reshape(-1, d)
     pre = y.shape[0]
     post = n
+    used = d  # nonzero length of the last axis so far
     for size in _block_sizes(n):
         post //= size
-        block = _hadamard_block(size).to(device=y.device, dtype=y.dtype)
-        y = _apply_block(block, y.reshape(pre, size, post))
+        rows = -(-used // post)  # leading rows of this stage's input that are not all padding
+        if rows * post > used:
+            y = torch.nn.functional.pad(y.reshape(pre, used), (0, rows * post - used))
+        block = _hadamard_block(size)[:, :rows].to(device=y.device, dtype=y.dtype)
+        y = _apply_block(block, y.reshape(pre, rows, post))
         pre *= size
+        used = post
     return y.reshape(*lead, n)
 
 
 def _apply_block(block: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """``block @ y[i]`` for each i of y (pre, size, post), as one GEMM when post is small.
+    """``block @ y[i]`` for each i of y (pre, rows, post), block (size, rows), as one GEMM when post is
+    small.
 
     A batch of skinny (size × post) products is slow; the transposed GEMM sums the same terms
     in the same order (entries ±1), so both routes give the same bits.
     """
-    pre, size, post = y.shape
+    pre, rows, post = y.shape
+    size = block.shape[0]
     if post == 1:
-        return y.reshape(pre, size) @ block
+        return y.reshape(pre, rows) @ block.T
     if post < _MIN_BATCHED_COLUMNS:
-        flat = y.transpose(1, 2).reshape(pre * post, size) @ block
+        flat = y.transpose(1, 2).reshape(pre * post, rows) @ block.T
         return flat.reshape(pre, post, size).transpose(1, 2).contiguous()
     return torch.matmul(block, y)
 

@@ -30,6 +30,7 @@ Walsh functions. Signs and indices come from ``hashing`` streams, never from tor
 from __future__ import annotations
 
 import abc
+import math
 
 import torch
 
@@ -38,6 +39,9 @@ from fishersketch.core.hadamard import fwht, next_power_of_two
 
 #: Σ exp(z) below this (float32 normal range ends at 1.2e-38) is recomputed with the max logit subtracted.
 SMALLEST_SAFE_NORMALIZER = 1e-30
+LOG2_E = 1.0 / math.log(2.0)
+#: on the CPU, exp, sum and fold run over blocks of logits rows of about this size, so they stay in cache.
+CPU_BLOCK_BYTES = 4 * 2**20
 
 
 class Stream:
@@ -156,9 +160,7 @@ class BlockSRHTProjector(Projector):
         if self._reflection is not None:
             (w,) = self._on(x, self._reflection)
             x = x - 2.0 * (x * w).sum(dim=1, keepdim=True) * w  # row by row: the same bits in any batch
-        padded = x.new_zeros(x.shape[0], 2 * self.blocks, self.block_size)
-        torch.mul(x[:, None, :], signs[None, :, :], out=padded[:, :, : self.in_features])
-        return keep_rows(fwht(padded), rows)
+        return keep_rows(fwht(x[:, None, :] * signs[None, :, :], self.block_size), rows)
 
 
 class _VocabularyProjector(Projector):
@@ -179,17 +181,24 @@ class _VocabularyProjector(Projector):
         streams = (Stream.VOCAB_INDEX_P, Stream.VOCAB_INDEX_Q)
         self.rows, self._flat_rows = kept_rows(seed, streams, transform_size, m)
 
-    def _scratch(self, like: torch.Tensor) -> torch.Tensor:
-        """A float32 buffer of ``like``'s shape, kept between calls: a fresh (N, K) tensor each chunk costs
-        as much in page faults as the exp pass itself."""
-        buffer = self._scratch_buffers.get(like.device)
-        if buffer is None or buffer.numel() < like.numel():
-            buffer = self._scratch_buffers[like.device] = torch.empty(like.numel(), device=like.device)
-        return buffer[: like.numel()].view(like.shape)
+    def _exp_scratch(self, rows: int, device: torch.device) -> torch.Tensor:
+        """A float32 (rows, K) buffer for exp(z), kept between calls: a fresh one each block would cost as
+        much in page faults as the exp itself."""
+        buffer = self._scratch_buffers.get(device)
+        if buffer is None or buffer.shape[0] < rows:
+            buffer = self._scratch_buffers[device] = torch.empty(rows, self.in_features, device=device)
+        return buffer[:rows]
+
+    def fold(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """(N, K) float32 -> (N, 2, T): ``Σ_j D[s, j] x_j`` in bin j mod T for each side s (into ``out``)."""
+        if out is None:
+            out = x.new_empty(x.shape[0], 2, self.transform_size)
+        self._fold_into(x, out)
+        return out
 
     @abc.abstractmethod
-    def fold(self, x: torch.Tensor) -> torch.Tensor:
-        """(N, K) float32 -> (N, 2, T): ``Σ_j D[s, j] x_j`` in bin j mod T, for each side s."""
+    def _fold_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
+        """Write the fold of x (N, K) into out (N, 2, T)."""
 
     def _transform(self, folded: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         (rows,) = self._on(folded, self._flat_rows)
@@ -203,28 +212,43 @@ class _VocabularyProjector(Projector):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Projections of e = softmax(z) − onehot(y) for the logits rows ``rows`` (all if None).
 
-        fold(e) = fold(exp(z − c)) / Σ exp(z − c) − D[y] in bin y mod T for any shift c: one exp pass and
-        one fold over the logits, no (N, K) temporary besides exp(z − c). c = 0, unless Σ exp(z) overflows
-        or underflows for a row: then c = max z for that row. ``targets`` are the rows' y.
+        fold(e) = fold(exp(z − c)) / Σ exp(z − c) − D[y] in bin y mod T for any shift c: exp, sum and fold
+        over blocks of rows that stay in cache, no (N, K) temporary. c = 0, unless Σ exp(z) overflows or
+        underflows for a row: then c = max z for that row. ``targets`` are the rows' y.
         """
-        shifted = torch.exp(logits.float(), out=self._scratch(logits))  # exp in float32 for bf16 logits too
-        normalizers = shifted.sum(dim=1)
-        unsafe = ~(normalizers.isfinite() & (normalizers > SMALLEST_SAFE_NORMALIZER))  # overflow or underflow
-        if unsafe.any():  # only those rows, so each row's value does not depend on the others in the chunk
-            rows_unsafe = unsafe.nonzero().flatten()
-            unsafe_logits = logits.index_select(0, rows_unsafe).float()
-            recomputed = (unsafe_logits - unsafe_logits.amax(dim=1, keepdim=True)).exp_()
-            shifted.index_copy_(0, rows_unsafe, recomputed)
-            normalizers.index_copy_(0, rows_unsafe, recomputed.sum(dim=1))
-        folded = self.fold(shifted)
-        if rows is not None:
-            folded, normalizers = folded.index_select(0, rows), normalizers.index_select(0, rows)
+        count = logits.shape[0] if rows is None else len(rows)
+        folded = torch.empty(count, 2, self.transform_size, device=logits.device)
+        normalizers = torch.empty(count, device=logits.device)
+        block_rows = count if logits.device.type != "cpu" else max(1, CPU_BLOCK_BYTES // (4 * self.in_features))
+        for start in range(0, count, block_rows):
+            block = slice(start, min(start + block_rows, count))
+            block_logits = logits[block] if rows is None else logits.index_select(0, rows[block])
+            exps = self._exp_scratch(len(block_logits), logits.device)
+            if block_logits.dtype == torch.float32:  # exp(z) = 2^(z log2 e): exp2 is the faster kernel
+                torch.mul(block_logits, LOG2_E, out=exps).exp2_()
+            else:  # bf16 / fp16 logits: in float32
+                exps.copy_(block_logits).mul_(LOG2_E).exp2_()
+            torch.sum(exps, dim=1, out=normalizers[block])
+            _shift_unsafe_rows(block_logits, exps, normalizers[block])
+            self.fold(exps, out=folded[block])
         folded /= normalizers[:, None, None]
         (signs,) = self._on(folded, self.signs)
         tokens = torch.arange(len(targets), device=folded.device)
         folded[tokens, 0, targets % self.transform_size] -= signs[0, targets]
         folded[tokens, 1, targets % self.transform_size] -= signs[1, targets]
         return self._transform(folded)
+
+
+def _shift_unsafe_rows(logits: torch.Tensor, exps: torch.Tensor, normalizers: torch.Tensor) -> None:
+    """Recompute exp(z − max z) and its sum, in place, for the rows whose Σ exp(z) overflows or underflows
+    (only those, so each row's value does not depend on the others in the block)."""
+    unsafe = ~(normalizers.isfinite() & (normalizers > SMALLEST_SAFE_NORMALIZER))
+    if unsafe.any():
+        rows_unsafe = unsafe.nonzero().flatten()
+        unsafe_logits = logits.index_select(0, rows_unsafe).float()
+        recomputed = (unsafe_logits - unsafe_logits.amax(dim=1, keepdim=True)).exp_()
+        exps.index_copy_(0, rows_unsafe, recomputed)
+        normalizers.index_copy_(0, rows_unsafe, recomputed.sum(dim=1))
 
 
 def _iid_signs(vocab_size: int, seed: int) -> torch.Tensor:
@@ -242,12 +266,11 @@ class SRHTProjector(_VocabularyProjector):
     def __init__(self, vocab_size: int, m: int, seed: int):
         super().__init__(vocab_size, m, seed, next_power_of_two(max(vocab_size, m)), _iid_signs(vocab_size, seed))
 
-    def fold(self, x: torch.Tensor) -> torch.Tensor:
-        """D x zero-padded to P (each coordinate its own bin), written in place."""
+    def _fold_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
+        """D x zero-padded to P (each coordinate its own bin)."""
         (signs,) = self._on(x, self.signs)
-        padded = x.new_zeros(x.shape[0], 2, self.transform_size)
-        torch.mul(x[:, None, :], signs[None, :, :], out=padded[:, :, : self.in_features])
-        return padded
+        out[:, :, self.in_features :] = 0.0
+        torch.mul(x[:, None, :], signs[None, :, :], out=out[:, :, : self.in_features])
 
 
 class FoldedSRHTProjector(_VocabularyProjector):
@@ -256,15 +279,14 @@ class FoldedSRHTProjector(_VocabularyProjector):
     def __init__(self, vocab_size: int, m: int, seed: int):
         super().__init__(vocab_size, m, seed, next_power_of_two(m), _iid_signs(vocab_size, seed))
 
-    def fold(self, x: torch.Tensor) -> torch.Tensor:
+    def _fold_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
         """Σ_b D_b x_b over the K/Q slices x_b of width Q, accumulated slice by slice in order."""
         (signs,) = self._on(x, self.signs)
         q = self.transform_size
-        folded = x.new_zeros(x.shape[0], 2, q)
+        out.zero_()
         for start in range(0, self.in_features, q):
             stop = min(start + q, self.in_features)
-            folded[:, :, : stop - start].addcmul_(x[:, None, start:stop], signs[None, :, start:stop])
-        return folded
+            out[:, :, : stop - start].addcmul_(x[:, None, start:stop], signs[None, :, start:stop])
 
 
 class SliceSignFoldedSRHTProjector(_VocabularyProjector):
@@ -280,15 +302,14 @@ class SliceSignFoldedSRHTProjector(_VocabularyProjector):
         super().__init__(vocab_size, m, seed, q, signs)
         self._slice_signs, self._bin_signs = slice_signs, bin_signs
 
-    def fold(self, x: torch.Tensor) -> torch.Tensor:
+    def _fold_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
         slice_signs, bin_signs = self._on(x, self._slice_signs, self._bin_signs)
         q = self.transform_size
         full = (self.in_features // q) * q
-        folded = torch.matmul(slice_signs[:, : full // q], x[:, :full].unflatten(1, (full // q, q)))  # (N, 2, Q)
+        torch.matmul(slice_signs[:, : full // q], x[:, :full].unflatten(1, (full // q, q)), out=out)  # (N, 2, Q)
         if full < self.in_features:
-            tail = x[:, None, full:] * slice_signs[None, :, -1:]
-            folded[:, :, : self.in_features - full] += tail
-        return folded.mul_(bin_signs)
+            out[:, :, : self.in_features - full].addcmul_(x[:, None, full:], slice_signs[None, :, -1:])
+        out.mul_(bin_signs)
 
 
 ACTIVATION_PROJECTORS: dict[str, type[Projector]] = {

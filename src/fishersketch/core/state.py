@@ -15,11 +15,10 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from fishersketch.core.features import feature_map
+from fishersketch.core.features import SKETCHES, feature_map
 from fishersketch.core.spec import FORMAT_VERSION, SketchSpec
 from fishersketch.errors import IncompatibleSignaturesError, InputError, SignatureFileError, TooFewDocumentsError
 
-SKETCHES = ("joint", "activation", "error")
 #: targets of rows that are not scored (the cross-entropy convention of PyTorch and Hugging Face).
 IGNORE_INDEX = -100
 
@@ -89,12 +88,11 @@ class SketchState:
     ) -> SketchState:
         """Add the features of N tokens from their four projections (each (N, m)) to the half sums."""
         halves = doc_index % 2
-        features = feature_map(self.spec).features_from_projections(ua, va, se, te)
-        self.sums[1].index_add_(0, halves, features["activation"].double())
-        self.sums[2].index_add_(0, halves, features["error"].double())
+        features = feature_map(self.spec).features_from_projections(ua, va, se, te)  # (3, N, m)
+        for sketch in range(0 if self.spec.granularity == "token" else 1, len(SKETCHES)):  # sequence: φ per document
+            self.sums[sketch].index_add_(0, halves, features[sketch].double())
         self.token_counts += torch.bincount(halves, minlength=2)
         if self.spec.granularity == "token":
-            self.sums[0].index_add_(0, halves, features["joint"].double())
             for doc in doc_index.unique().tolist():
                 self._open_documents.setdefault(int(doc), torch.empty(0))
         else:
