@@ -42,7 +42,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch
 
-from fishersketch import SketchState, capture
+from fishersketch import SketchState, allocator, capture
 from fishersketch.core.features import feature_map
 from fishersketch.core.spec import DEFAULT_ESTIMATOR, ESTIMATORS, SketchSpec
 
@@ -69,24 +69,19 @@ QUICK = Config(batch_size=2, length=32, repeats=1, llama_tokens=32, scaling_voca
 
 
 # -- measuring ----------------------------------------------------------------------------------------
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
-
-
 def set_malloc_mode(measuring_memory: bool) -> None:
     """glibc's allocator, set for what is measured.
 
     Memory: serve every allocation ≥ 64 KiB by mmap and trim freed heap at once, so freed tensors leave
-    the resident set and its peak measures the memory a call really holds. Time: the steady state of
-    glibc's own dynamic thresholds (blocks < 32 MiB reused from the heap), as in any normal run; with the
+    the resident set and its peak measures the memory a call really holds. Time: the CLI's setting
+    (``fishersketch.allocator.keep_freed_memory``: blocks < 32 MiB reused from the heap); with the
     memory setting every temporary tensor would pay page faults, which would inflate the sketch's time.
     """
-    import ctypes
-
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallopt(M_MMAP_THRESHOLD, 64 * 1024 if measuring_memory else 32 * 2**20)
-    libc.mallopt(M_TRIM_THRESHOLD, 64 * 1024 if measuring_memory else 2**30)
     if measuring_memory:
-        libc.malloc_trim(0)  # give back the free heap kept for speed, so reusing it shows in the resident set
+        allocator.set_malloc_thresholds(64 * 1024, 64 * 1024)
+        allocator.release_freed_memory()  # give back the free heap kept for speed, so reuse shows in the resident set
+    else:
+        allocator.keep_freed_memory()
 
 
 def _resident_bytes() -> int:

@@ -19,12 +19,14 @@ def run(namespace: argparse.Namespace) -> int:
     from rich.console import Console
 
     from fishersketch import capture
+    from fishersketch.allocator import keep_freed_memory
     from fishersketch.cli.compare import report
     from fishersketch.data import DataArgs
     from fishersketch.defaults import load_model_and_tokenizer, model_provenance
     from fishersketch.demo_domains import DEMO_DOMAINS, load_demo_domain
     from fishersketch.sketcher import sketch_dataset
 
+    keep_freed_memory()
     console = Console(width=None if sys.stdout.isatty() else 200)
     started = time.perf_counter()
     output = Path(namespace.output_dir)

@@ -75,8 +75,10 @@ def sketch_args(namespace: argparse.Namespace):
 
 
 def run(namespace: argparse.Namespace) -> int:
+    from fishersketch.allocator import keep_freed_memory
     from fishersketch.sketcher import sketch
 
+    keep_freed_memory()
     signature = sketch(sketch_args(namespace))
     if namespace.output and _is_main_process():
         print(
