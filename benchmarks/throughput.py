@@ -8,7 +8,8 @@
    - ``forward + sketch``: ``capture.sketch_batch`` per estimator (``fishersketch.core.spec.ESTIMATORS``):
      the empirical Fisher's fast path, ``SketchState.update_from_logits`` (e never formed),
    and where the default estimator's extra time goes (activation projections, softmax + vocabulary
-   projections from the logits, the whole update).
+   projections from the logits, the whole update), each timed alone on the batch's head outputs, and the
+   update's share inside ``forward + sketch``: per round, time in ``update_from_logits`` / the rest.
 2. A random-weight model with Llama-3's head (K = 128,256, d = 4096, 2 small layers): the same
    timings at the current thread count, and the peak extra resident memory of each call.
 3. ``SketchState.update`` alone on random (a, e) for growing K: peak extra memory is linear in K
@@ -29,9 +30,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import platform
+import statistics
 import tempfile
 import threading
 import time
@@ -139,6 +142,40 @@ def best_times(calls: dict[str, Callable[[], object]], repeats: int) -> dict[str
     return results
 
 
+@contextlib.contextmanager
+def timing_calls_of(owner: type, name: str, spent: list[float]):
+    """While the block runs, add the wall time of every call of ``owner.name`` to ``spent[0]``."""
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    def timed(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            spent[0] += time.perf_counter() - started
+
+    setattr(owner, name, timed)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+def sketch_share_inside_pass(model, batch, spec: SketchSpec, repeats: int) -> dict:
+    """Per round of ``forward + sketch``: the time inside ``SketchState.update_from_logits`` over the rest of
+    the pass. Both come from the same round, so the machine's drift between rounds cancels."""
+    spent, ratios = [0.0], []
+    with timing_calls_of(SketchState, "update_from_logits", spent):
+        capture.sketch_batch(SketchState(spec), model, batch)  # warm-up
+        for _ in range(repeats):
+            spent[0] = 0.0
+            started = time.perf_counter()
+            capture.sketch_batch(SketchState(spec), model, batch)
+            ratios.append(spent[0] / (time.perf_counter() - started - spent[0]))
+    return {"ratios": ratios, "median": statistics.median(ratios)}
+
+
 def paired_overhead(timings: dict, name: str, baseline: str = "forward") -> float:
     """Median over rounds of time(name) / time(baseline) − 1: robust to the machine's speed drifting."""
     ratios = sorted(t / b for t, b in zip(timings[name]["rounds"], timings[baseline]["rounds"]))
@@ -243,9 +280,10 @@ def run_smollm2(config: Config, random_weights: bool) -> list[dict]:
         torch.set_num_threads(threads)
         timings = best_times(model_calls(model, batch, specs), config.repeats)
         parts = best_times(component_calls(model, batch, specs[DEFAULT_ESTIMATOR]), config.repeats)
+        inside = sketch_share_inside_pass(model, batch, specs[DEFAULT_ESTIMATOR], config.repeats)
         name = "SmolLM2-135M architecture, random weights" if random_weights else "SmolLM2-135M-Instruct"
         rows.append({"model": name, "threads": threads, "tokens": capture_count(batch),
-                     "timings": timings, "default_estimator_parts": parts})
+                     "timings": timings, "default_estimator_parts": parts, "sketch_inside_pass": inside})
     return rows
 
 
@@ -319,6 +357,10 @@ def print_tables(results: dict) -> None:
                 parts.add_column(column, justify="left" if column == "part" else "right")
             for name, timing in part["default_estimator_parts"].items():
                 parts.add_row(name, f"{timing['seconds']:.3f}", f"{100 * timing['seconds'] / forward:.1f}")
+            inside = part["sketch_inside_pass"]
+            parts.add_row("inside forward + sketch: update from logits / rest of the pass (median of rounds; "
+                          f"range {100 * min(inside['ratios']):.1f}–{100 * max(inside['ratios']):.1f})", "",
+                          f"{100 * inside['median']:.1f}")
             console.print(parts)
     scaling = Table(title="SketchState.update alone: peak extra memory vs K (linear in K, not K²)")
     for column in ("K", "estimator", "tokens", "seconds", "peak extra (MiB)", "÷ size of e (N·K floats)", "K² floats would be (GiB)"):
