@@ -17,6 +17,7 @@ from fishersketch.core.alignment import (
     STDERR_CONSTANTS,
     AlignmentMatrix,
     StderrConstants,
+    feature_stderr,
     stderr_constants,
 )
 from fishersketch.core.spec import ESTIMATORS
@@ -103,20 +104,29 @@ def test_unknown_estimator_raises_a_clear_error(monkeypatch):
         alignment(*pair)
 
 
+def _means_norms(signatures: tuple[Signature, ...], k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    means = torch.stack([getattr(s, name).double() for s in signatures for name in (("joint", "activation", "error")[k],)])
+    return means, torch.stack([s.split_norms.double()[k] for s in signatures])
+
+
 @pytest.mark.parametrize("estimator,reflection", VARIANTS)
 def test_each_sketch_uses_its_own_constant(estimator, reflection):
-    """stderr of sketch k = c_k √(R̂_i R̂_j / m) with that sketch's R̂; ρ is reported exactly where S_a and S_e
-    exceed SIGNIFICANCE_Z of their own standard errors."""
+    """stderr of sketch k = max(c_k √(R̂_i R̂_j / m), feature_stderr) with that sketch's R̂ and features; ρ is
+    reported exactly where S_a and S_e exceed SIGNIFICANCE_Z of their own standard errors."""
     shared_mean = signatures(SHARED_MEAN, estimator, reflection, seed=0)
     matrix = alignment_matrix(shared_mean)
     dominance = torch.stack([s.self_dominances() for s in shared_mean], dim=1)  # (3, n)
     constants = stderr_constants(estimator, reflection).as_tensor().tolist()  # SKETCHES order
     off_diagonal = ~torch.eye(len(shared_mean), dtype=torch.bool)
-    for k, (field, c) in enumerate(zip(STDERR_FIELDS, constants)):
-        expected = c * torch.sqrt(dominance[k][:, None] * dominance[k][None, :] / M)
+    for k, (field, value_field, c) in enumerate(zip(STDERR_FIELDS, VALUE_FIELDS, constants)):
+        floor = feature_stderr(*_means_norms(shared_mean, k), getattr(matrix, value_field))
+        expected = torch.maximum(c * torch.sqrt(dominance[k][:, None] * dominance[k][None, :] / M), floor)
         torch.testing.assert_close(getattr(matrix, field)[off_diagonal], expected[off_diagonal], rtol=1e-12, atol=0)
     unit = alignment_matrix(shared_mean, constants=StderrConstants(joint=1.0, activation=1.0, error=1.0))
-    torch.testing.assert_close(matrix.activation_stderr, constants[1] * unit.activation_stderr, rtol=1e-12, atol=0)
+    floor = feature_stderr(*_means_norms(shared_mean, 1), matrix.activation)
+    unit_formula = torch.sqrt(dominance[1][:, None] * dominance[1][None, :] / M)
+    torch.testing.assert_close(unit.activation_stderr[off_diagonal], torch.maximum(unit_formula, floor)[off_diagonal],
+                               rtol=1e-12, atol=0)
     reported = (matrix.activation > SIGNIFICANCE_Z * matrix.activation_stderr) & (matrix.error > SIGNIFICANCE_Z * matrix.error_stderr)
     assert torch.equal(~torch.isnan(matrix.coupling[off_diagonal]), reported[off_diagonal])
     assert reported[off_diagonal].any() and not reported[off_diagonal].all()  # disjoint label blocks: S_e ≈ 0
@@ -138,3 +148,51 @@ def test_z_scores_have_unit_scale_for_every_sketch(estimator, reflection):
 def test_activation_stderr_is_below_joint_stderr_when_activations_share_a_mean(estimator, reflection):
     stderr = pair_values(sketched(SHARED_MEAN, estimator, reflection, seed=0), ("stderr", "activation_stderr"))
     assert (stderr[:, 1] < stderr[:, 0]).all(), stderr
+
+
+def test_feature_stderr_is_the_delta_method_over_features():
+    """The Gram-matrix expansion equals m/(m−1) Σ_r g_r² computed feature by feature."""
+    generator = torch.Generator().manual_seed(0)
+    means = torch.randn(4, 64, generator=generator, dtype=torch.float64)
+    norms = means.square().sum(dim=1) * (0.5 + torch.rand(4, generator=generator, dtype=torch.float64))
+    cosine = means @ means.T / torch.sqrt(norms[:, None] * norms[None, :])
+    expected = torch.zeros(4, 4, dtype=torch.float64)
+    for i, j in itertools.product(range(4), repeat=2):
+        share = means[i].square() / means[i].square().sum() + means[j].square() / means[j].square().sum()
+        g = means[i] * means[j] / torch.sqrt(norms[i] * norms[j]) - cosine[i, j] / 2 * share
+        expected[i, j] = torch.sqrt(g.square().sum() * 64 / 63)
+    # (the diagonal is ≈ 0 by cancellation: its square root keeps rounding of ~1e-9)
+    torch.testing.assert_close(feature_stderr(means, norms, cosine), expected, rtol=1e-10, atol=1e-7)
+
+
+def test_tasks_sharing_their_inputs_get_wide_enough_error_bars():
+    """Six tasks on the very same inputs whose labels follow one shared binary attribute, each in its own
+    2-token block (verbalizers): exact A = 0. The calibrated c √(R̂_i R̂_j / m) alone is too narrow there
+    (the features' activation factors are common to all tasks); the feature-level floor is not."""
+    d, tokens = 64, 256
+    generator = torch.Generator().manual_seed(0)
+    mean = torch.randn(d, generator=generator)
+    activations = 3.0 * mean / mean.norm() + torch.randn(tokens, d, generator=generator) / d**0.5
+    attribute = torch.randint(0, 2, (tokens,), generator=generator)
+    logits = activations.double() @ (torch.randn(VOCAB, d, generator=generator).double() / d**0.5).T
+    tasks = []
+    for k in range(6):
+        masked = torch.full_like(logits, float("-inf"))
+        masked[:, 2 * k : 2 * k + 2] = logits[:, 2 * k : 2 * k + 2]
+        probabilities = torch.softmax(masked, dim=1)
+        probabilities[torch.arange(tokens), 2 * k + attribute] -= 1.0
+        tasks.append(probabilities.float())
+    off_diagonal = ~torch.eye(6, dtype=torch.bool)
+    with_floor, formula_only = [], []
+    for seed in range(4):
+        spec = SketchSpec(d=d, vocab_size=VOCAB, m=M, seed=seed).with_reflection(torch.randn(d, generator=generator))
+        shared = [sketch(spec, activations, errors) for errors in tasks]
+        matrix = alignment_matrix(shared)
+        dominance = torch.stack([s.self_dominances()[0] for s in shared])
+        formula = stderr_constants(spec.estimator, True).joint * torch.sqrt(dominance[:, None] * dominance[None, :] / M)
+        with_floor.append((matrix.fisher / matrix.stderr)[off_diagonal])
+        formula_only.append((matrix.fisher / formula)[off_diagonal])
+    rms_with_floor = torch.cat(with_floor).square().mean().sqrt()
+    rms_formula = torch.cat(formula_only).square().mean().sqrt()
+    assert rms_formula > 1.5, rms_formula  # the failure the floor is there for
+    assert 0.2 < rms_with_floor < 1.2, rms_with_floor

@@ -4,7 +4,9 @@
 coupling ρ = A / (S_a S_e). Standard error of each sketch ≈ c·√(R̂_i R̂_j / m), with R̂ = ‖μ̂‖²/⟨μ̂^A, μ̂^B⟩
 of that sketch and c its own constant (``STDERR_CONSTANTS``, per estimator, reflection and sketch; fitted by
 ``benchmarks/estimator_accuracy.py`` and on a real LM). For example, folded with the reflection / without it:
-A 1.3 / 2.3, S_a 0.8 / 1.2, S_e 1.1.
+A 1.3 / 2.3, S_a 0.8 / 1.2, S_e 1.1. It is never below the pair's own feature-level standard error
+(``feature_stderr``), which catches feature products heavier-tailed than the calibration's, e.g. tasks that
+share their inputs and differ only in a few labels.
 """
 
 from __future__ import annotations
@@ -123,6 +125,30 @@ class AlignmentMatrix:
         )
 
 
+def feature_stderr(means: torch.Tensor, norms: torch.Tensor, cosine: torch.Tensor) -> torch.Tensor:
+    """(…, n, n) standard error of each cosine from its own m features (delta method over features).
+
+    With x_r = μ̂_i,r μ̂_j,r, s = √(D_i D_j) (split norms D) and cosine a = Σ_r x_r / s, feature r adds
+    g_r = x_r/s − (a/2)(μ̂_i,r²/‖μ̂_i‖² + μ̂_j,r²/‖μ̂_j‖²) (Σ_r g_r = 0), and se² = m/(m−1) Σ_r g_r², as if the
+    features were independent; expanded into Gram matrices of powers of μ̂. ``means`` (…, n, m), ``norms``
+    (…, n) the split norms D, ``cosine`` (…, n, n).
+    """
+    m = means.shape[-1]
+    squares = means.square()
+    length = squares.sum(dim=-1)  # ‖μ̂_i‖²
+    fourth = squares.square().sum(dim=-1) / length.square()  # Σ_r μ̂_i,r⁴ / ‖μ̂_i‖⁴
+    product_of_squares = squares @ squares.transpose(-1, -2)  # Σ_r μ̂_i,r² μ̂_j,r²
+    cube_by_linear = (squares * means) @ means.transpose(-1, -2) / length[..., :, None]  # Σ_r μ̂_i,r³ μ̂_j,r / ‖μ̂_i‖²
+    scale_squared = norms[..., :, None] * norms[..., None, :]
+    both_lengths = length[..., :, None] * length[..., None, :]
+    total = (
+        product_of_squares / scale_squared
+        + cosine.square() / 4 * (fourth[..., :, None] + fourth[..., None, :] + 2 * product_of_squares / both_lengths)
+        - cosine / scale_squared.sqrt() * (cube_by_linear + cube_by_linear.transpose(-1, -2))
+    )
+    return torch.sqrt(total.clamp_min(0.0) * m / (m - 1))
+
+
 def check_compatible(signatures: Sequence[Signature]) -> None:
     """Raise ``IncompatibleSignaturesError`` naming the differing fields unless all share a sketch id."""
     if not signatures:
@@ -150,7 +176,8 @@ def alignment_matrix(
 
     A pair of identical signatures uses the unbiased self inner product ⟨μ̂^A, μ̂^B⟩, so it is 1 with
     stderr 0. ρ is NaN where S_a or S_e is within ``SIGNIFICANCE_Z`` standard errors of 0. ``constants``
-    replaces the calibrated c of the signatures' estimator (all ones: the stderr fields are √(R̂_i R̂_j / m)).
+    replaces the calibrated c of the signatures' estimator (all ones: the stderr fields are
+    max(√(R̂_i R̂_j / m), ``feature_stderr``)).
     """
     signatures = list(signatures)
     check_compatible(signatures)
@@ -166,6 +193,7 @@ def alignment_matrix(
         constants = stderr_constants(spec.estimator, spec.reflection is not None)
     c = constants.as_tensor()[:, None, None]
     stderr = c * torch.sqrt(dominance[:, :, None] * dominance[:, None, :] / spec.m)
+    stderr = torch.maximum(stderr, feature_stderr(means, norms, cosine))
     stderr = torch.where(same, torch.zeros_like(stderr), stderr)
     fisher, activation, error = cosine
     defined = same | ((activation > SIGNIFICANCE_Z * stderr[1]) & (error > SIGNIFICANCE_Z * stderr[2]))
