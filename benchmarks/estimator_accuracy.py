@@ -55,6 +55,7 @@ from fishersketch.core.alignment import (
     SIGNIFICANCE_Z,
     STDERR_CONSTANTS,
     StderrConstants,
+    feature_stderr,
 )
 from fishersketch.core.spec import ESTIMATORS
 from fishersketch.errors import TooFewDocumentsError
@@ -62,8 +63,6 @@ from fishersketch.exact import gram_inner_products
 
 QUANTITIES = ("fisher", "activation", "error", "coupling")  # A, S_a, S_e, ρ
 SKETCH_OF = {"fisher": "joint", "activation": "activation", "error": "error"}  # StderrConstants field
-STDERR_FIELD = {"fisher": "stderr", "activation": "activation_stderr", "error": "error_stderr"}  # of AlignmentMatrix
-UNIT_CONSTANTS = StderrConstants(joint=1.0, activation=1.0, error=1.0)  # stderr fields = √(R̂_i R̂_j / m)
 SYMBOLS = {"fisher": "A", "activation": "S_a", "error": "S_e", "coupling": "rho"}
 A_THRESHOLD = 0.02
 
@@ -154,10 +153,12 @@ def exact_matrices(tasks: list[SyntheticTask]) -> dict[str, torch.Tensor]:
 
 @dataclasses.dataclass
 class PairRecords:
-    """Per-pair sketch values, exact values and error units u = √(R̂_i R̂_j / m), stacked over seeds."""
+    """Per-pair sketch values, error units u = √(R̂_i R̂_j / m) and the library's feature-level floor of the
+    standard error (``feature_stderr``), stacked over seeds."""
 
     sketch: dict[str, list[torch.Tensor]] = dataclasses.field(default_factory=lambda: {q: [] for q in QUANTITIES})
     unit: dict[str, list[torch.Tensor]] = dataclasses.field(default_factory=lambda: {q: [] for q in SKETCH_OF})
+    floor: dict[str, list[torch.Tensor]] = dataclasses.field(default_factory=lambda: {q: [] for q in SKETCH_OF})
     seconds: list[float] = dataclasses.field(default_factory=list)
     failures: list[str] = dataclasses.field(default_factory=list)
 
@@ -168,19 +169,28 @@ def upper_pairs(matrix: torch.Tensor) -> torch.Tensor:
 
 
 def record_seed(records: PairRecords, signatures: list[Signature]) -> None:
-    matrix = alignment_matrix(signatures, constants=UNIT_CONSTANTS)
+    matrix = alignment_matrix(signatures, constants=StderrConstants(joint=1.0, activation=1.0, error=1.0))
     fisher, activation, error = matrix.fisher, matrix.activation, matrix.error
     values = {"fisher": fisher, "activation": activation, "error": error, "coupling": fisher / (activation * error)}
     for quantity, value in values.items():
         records.sketch[quantity].append(upper_pairs(value))
-    for quantity, field in STDERR_FIELD.items():
-        records.unit[quantity].append(upper_pairs(getattr(matrix, field)))
+    dominance = torch.stack([s.self_dominances() for s in signatures], dim=1)  # (3, n) in SKETCHES order
+    m = signatures[0].spec.m
+    for k, (quantity, sketch_name) in enumerate(SKETCH_OF.items()):
+        records.unit[quantity].append(upper_pairs(torch.sqrt(dominance[k][:, None] * dominance[k][None, :] / m)))
+        means = torch.stack([getattr(s, sketch_name).double() for s in signatures])
+        norms = torch.stack([s.split_norms.double()[k] for s in signatures])
+        records.floor[quantity].append(upper_pairs(feature_stderr(means, norms, values[quantity])))
 
 
 def significant(records: PairRecords, quantity: str, constants: StderrConstants) -> list[torch.Tensor]:
-    """Per seed: the pairs whose sketch value exceeds ``SIGNIFICANCE_Z`` stderr with these constants."""
+    """Per seed: the pairs whose sketch value exceeds ``SIGNIFICANCE_Z`` stderr with these constants (the
+    library's stderr: max(c u, feature-level floor))."""
     c = getattr(constants, SKETCH_OF[quantity])
-    return [value > SIGNIFICANCE_Z * c * unit for value, unit in zip(records.sketch[quantity], records.unit[quantity])]
+    return [
+        value > SIGNIFICANCE_Z * torch.maximum(c * unit, floor)
+        for value, unit, floor in zip(records.sketch[quantity], records.unit[quantity], records.floor[quantity])
+    ]
 
 
 def spearman(x: torch.Tensor, y: torch.Tensor) -> float:
@@ -199,6 +209,15 @@ def standardized_errors(records: PairRecords, exact_pairs: dict[str, torch.Tenso
     """(sketch − exact) / √(R̂_i R̂_j / m) for every pair and seed."""
     runs = len(records.sketch[quantity])
     return (torch.cat(records.sketch[quantity]) - exact_pairs[quantity].repeat(runs)) / torch.cat(records.unit[quantity])
+
+
+def library_z(records: PairRecords, exact_pairs: dict[str, torch.Tensor], quantity: str,
+              constants: StderrConstants) -> torch.Tensor:
+    """(sketch − exact) / the library's stderr, max(c u, feature-level floor), for every pair and seed."""
+    c = getattr(constants, SKETCH_OF[quantity])
+    stderr = torch.maximum(c * torch.cat(records.unit[quantity]), torch.cat(records.floor[quantity]))
+    runs = len(records.sketch[quantity])
+    return (torch.cat(records.sketch[quantity]) - exact_pairs[quantity].repeat(runs)) / stderr
 
 
 def coupling_summary(records: PairRecords, exact_pairs: dict[str, torch.Tensor], constants: StderrConstants) -> dict[str, float]:
@@ -230,6 +249,9 @@ def summarize(records: PairRecords, exact_pairs: dict[str, torch.Tensor], shippe
         summary[f"coverage2_{symbol}"] = float((ratio.abs() <= 2 * summary[f"c_{symbol}"]).double().mean())
         summary[f"coverage2_{symbol}_shipped_c"] = (
             math.nan if shipped is None else float((ratio.abs() <= 2 * getattr(shipped, sketch_name)).double().mean())
+        )
+        summary[f"coverage2_{symbol}_library"] = (
+            math.nan if shipped is None else float((library_z(records, exact_pairs, quantity, shipped).abs() <= 2).double().mean())
         )
         summary[f"mean_unit_{symbol}"] = float(torch.cat(records.unit[quantity]).mean())
     strong = exact_pairs["fisher"] >= A_THRESHOLD
@@ -349,13 +371,15 @@ ACCURACY_COLUMNS = (
 ERROR_BAR_COLUMNS = tuple(
     (f"{key}_{symbol}{suffix}", f"{header} {symbol}")
     for symbol in ("A", "S_a", "S_e")
-    for key, suffix, header in (("c", "", "ĉ"), ("coverage2", "", "cov@ĉ"), ("coverage2", "_shipped_c", "cov@c"))
+    for key, suffix, header in (("c", "", "ĉ"), ("coverage2", "", "cov@ĉ"), ("coverage2", "_shipped_c", "cov@c"),
+                                ("coverage2", "_library", "cov lib"))
 )
 
 
 def print_table(configs: list[dict]) -> None:
     """Per configuration: accuracy (ρ with the shipped c, then with the fitted ĉ), then error bars (fitted ĉ
-    per sketch and the ±2 stderr coverage with ĉ and with the shipped c)."""
+    per sketch and the ±2 stderr coverage with ĉ, with the shipped c, and with the library's stderr: the
+    shipped c with its feature-level floor)."""
     for config in configs:
         synthetic = config["synthetic"]
         print(
