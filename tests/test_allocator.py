@@ -19,16 +19,17 @@ logits, activations = torch.randn(n, k, generator=generator), torch.randn(n, d, 
 targets, documents = torch.randint(0, k, (n,), generator=generator), torch.arange(n) // 16
 state = SketchState(SketchSpec(d=d, vocab_size=k, m=2048))
 faults = []
-for _ in range(6):
+for _ in range(8):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     state.update_from_logits(activations, logits, targets, documents)
     faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-print(sum(faults[-3:]) // 3)
+print(min(faults[-5:]))
 """
 
 
 def _steady_state_faults(mode: str) -> int:
-    """Minor page faults per update over the last 3 of 6 identical updates, in a fresh process."""
+    """The fewest minor page faults of the last 5 of 8 identical updates, in a fresh process (the fewest, so
+    that a page the kernel reclaims now and then does not count)."""
     result = subprocess.run(
         [sys.executable, "-c", STEADY_STATE_FAULTS, mode], capture_output=True, text=True, check=True, timeout=300
     )
@@ -40,5 +41,5 @@ def test_sketch_updates_reuse_freed_memory():
         assert keep_freed_memory() is False
         return
     # glibc's defaults (as in this image): the update's temporaries page-fault on every update
-    assert _steady_state_faults("default") > 500
-    assert _steady_state_faults("keep") < 50
+    assert _steady_state_faults("default") > 250
+    assert _steady_state_faults("keep") < 25
