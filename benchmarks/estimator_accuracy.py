@@ -183,14 +183,16 @@ def record_seed(records: PairRecords, signatures: list[Signature]) -> None:
         records.floor[quantity].append(upper_pairs(feature_stderr(means, norms, values[quantity])))
 
 
-def significant(records: PairRecords, quantity: str, constants: StderrConstants) -> list[torch.Tensor]:
-    """Per seed: the pairs whose sketch value exceeds ``SIGNIFICANCE_Z`` stderr with these constants (the
-    library's stderr: max(c u, feature-level floor))."""
+def library_stderrs(records: PairRecords, quantity: str, constants: StderrConstants) -> list[torch.Tensor]:
+    """Per seed: the library's stderr with these constants, max(c u, feature-level floor)."""
     c = getattr(constants, SKETCH_OF[quantity])
-    return [
-        value > SIGNIFICANCE_Z * torch.maximum(c * unit, floor)
-        for value, unit, floor in zip(records.sketch[quantity], records.unit[quantity], records.floor[quantity])
-    ]
+    return [torch.maximum(c * unit, floor) for unit, floor in zip(records.unit[quantity], records.floor[quantity])]
+
+
+def significant(records: PairRecords, quantity: str, constants: StderrConstants) -> list[torch.Tensor]:
+    """Per seed: the pairs whose sketch value exceeds ``SIGNIFICANCE_Z`` of the library's stderr."""
+    stderrs = library_stderrs(records, quantity, constants)
+    return [value > SIGNIFICANCE_Z * stderr for value, stderr in zip(records.sketch[quantity], stderrs)]
 
 
 def spearman(x: torch.Tensor, y: torch.Tensor) -> float:
@@ -214,8 +216,7 @@ def standardized_errors(records: PairRecords, exact_pairs: dict[str, torch.Tenso
 def library_z(records: PairRecords, exact_pairs: dict[str, torch.Tensor], quantity: str,
               constants: StderrConstants) -> torch.Tensor:
     """(sketch − exact) / the library's stderr, max(c u, feature-level floor), for every pair and seed."""
-    c = getattr(constants, SKETCH_OF[quantity])
-    stderr = torch.maximum(c * torch.cat(records.unit[quantity]), torch.cat(records.floor[quantity]))
+    stderr = torch.cat(library_stderrs(records, quantity, constants))
     runs = len(records.sketch[quantity])
     return (torch.cat(records.sketch[quantity]) - exact_pairs[quantity].repeat(runs)) / stderr
 

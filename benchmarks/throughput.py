@@ -178,10 +178,7 @@ def sketch_share_inside_pass(model, batch, spec: SketchSpec, repeats: int) -> di
 
 def paired_overhead(timings: dict, name: str, baseline: str = "forward") -> float:
     """Median over rounds of time(name) / time(baseline) − 1: robust to the machine's speed drifting."""
-    ratios = sorted(t / b for t, b in zip(timings[name]["rounds"], timings[baseline]["rounds"]))
-    middle = len(ratios) // 2
-    median = ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
-    return median - 1.0
+    return statistics.median(t / b for t, b in zip(timings[name]["rounds"], timings[baseline]["rounds"])) - 1.0
 
 
 # -- what is timed ------------------------------------------------------------------------------------
@@ -216,12 +213,8 @@ def model_calls(model, batch, specs: dict[str, SketchSpec]) -> dict[str, Callabl
 def component_calls(model, batch, spec: SketchSpec) -> dict[str, Callable[[], object]]:
     """The fast path's parts (``SketchState.update_from_logits``) on one batch's head inputs and
     outputs, in chunks of 256 positions, to see where the sketch's time goes."""
-    forward = capture._forward_pass(model, batch, "empirical")
-    batch_size, length, vocab_size = forward.head_outputs.shape
-    logits = forward.head_outputs.reshape(batch_size * length, vocab_size).split(256)
-    activations = forward.activations.reshape(batch_size * length, -1).split(256)
-    targets = torch.cat([batch["input_ids"][:, 1:], torch.full((batch_size, 1), -100)], dim=1).reshape(-1).split(256)
-    documents = batch["doc_index"].repeat_interleave(length).split(256)
+    flattened = capture._forward_pass(model, batch, "empirical").flattened()
+    activations, logits, targets, documents = (tensor.split(256) for tensor in flattened)
     fmap = feature_map(spec)
     return {
         "activation projections (u·a, v·a)": lambda: [fmap.activation_projector.project(a) for a in activations],

@@ -334,6 +334,23 @@ class _ForwardPass:
     head_outputs: torch.Tensor
     transform: LogitTransform
 
+    def scored_flat_positions(self) -> torch.Tensor:
+        """Index of each scored token among the flattened (B·T) positions."""
+        return self.scored.rows * self.head_outputs.shape[1] + self.scored.positions
+
+    def flattened(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Views over the B·T positions: head inputs (B·T, d), head outputs (B·T, K), and (CPU) the target
+        of each position (−100 where not scored) and its document index."""
+        batch_size, length, vocab_size = self.head_outputs.shape
+        targets = torch.full((batch_size * length,), IGNORE_INDEX, dtype=torch.int64)
+        targets[self.scored_flat_positions().cpu()] = self.scored.targets.cpu()
+        return (
+            self.activations.reshape(batch_size * length, -1),
+            self.head_outputs.reshape(batch_size * length, vocab_size),
+            targets,
+            self.doc_index.repeat_interleave(length),
+        )
+
 
 def _forward_pass(model: torch.nn.Module, batch: Mapping, fisher: str) -> _ForwardPass | None:
     """Check the batch, run the model (None when no token is scored: the model is then not run)."""
@@ -376,11 +393,9 @@ def head_gradient_chunks(
     if forward is None:
         return
     scored, transform = forward.scored, forward.transform
-    batch_size, length, vocab_size = forward.head_outputs.shape
     device = forward.head_outputs.device
-    flat = (scored.rows * length + scored.positions).to(device)  # index_select of rows: a fast gather
-    head_outputs = forward.head_outputs.reshape(batch_size * length, vocab_size)
-    activations = forward.activations.reshape(batch_size * length, -1)
+    flat = forward.scored_flat_positions().to(device)  # index_select of rows: a fast gather
+    activations, head_outputs, _, _ = forward.flattened()
     for start in range(0, len(scored), token_chunk_size):
         chunk = slice(start, start + token_chunk_size)
         logits = transform.apply(head_outputs.index_select(0, flat[chunk]).float())
@@ -404,14 +419,8 @@ def _sketch_from_logits(state: SketchState, forward: _ForwardPass, token_chunk_s
     """Empirical Fisher of a plain head: ``SketchState.update_from_logits`` on views of consecutive
     positions of the flattened (B·T) batch (unscored positions get target −100), so z is never gathered
     or copied and e never formed."""
-    batch_size, length, vocab_size = forward.head_outputs.shape
-    scored = forward.scored
-    targets = torch.full((batch_size * length,), IGNORE_INDEX, dtype=torch.int64)
-    targets[(scored.rows * length + scored.positions).cpu()] = scored.targets.cpu()
-    documents = forward.doc_index.repeat_interleave(length)
-    head_outputs = forward.head_outputs.reshape(batch_size * length, vocab_size)
-    activations = forward.activations.reshape(batch_size * length, -1)
-    for start in range(0, batch_size * length, token_chunk_size):
+    activations, head_outputs, targets, documents = forward.flattened()
+    for start in range(0, len(targets), token_chunk_size):
         chunk = slice(start, start + token_chunk_size)
         if (targets[chunk] != IGNORE_INDEX).any():
             state.update_from_logits(activations[chunk], head_outputs[chunk], targets[chunk], documents[chunk])

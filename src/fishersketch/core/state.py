@@ -52,10 +52,7 @@ class SketchState:
         self._check_batch(activations, errors, doc_index)
         device = self.sums.device
         activations, errors, doc_index = activations.to(device), errors.to(device), doc_index.to(device)
-        fmap = feature_map(self.spec)
-        ua, va = fmap.activation_projector.project(activations.float())
-        se, te = fmap.error_projector.project(errors)
-        return self._accumulate(ua, va, se, te, doc_index)
+        return self._accumulate(*feature_map(self.spec).projections(activations, errors), doc_index)
 
     def update_from_logits(
         self, activations: torch.Tensor, logits: torch.Tensor, targets: torch.Tensor, doc_index: torch.Tensor
@@ -147,9 +144,7 @@ class SketchState:
             raise InputError("empty batch: no scored tokens; skip the update instead")
         if rows != n or doc_index.shape[0] != n:
             raise InputError(f"row counts differ: activations {n}, errors/logits {rows}, doc_index {doc_index.shape[0]}")
-        if not activations.is_floating_point():
-            raise InputError(f"activations must be a floating tensor, got {activations.dtype}")
-        _check_finite("activations", activations)
+        _check_finite("activations", activations)  # floating and finite
         if doc_index.is_floating_point() or doc_index.dtype == torch.bool:
             raise InputError(f"doc_index must be an integer tensor, got {doc_index.dtype}")
         if (doc_index < 0).any():
