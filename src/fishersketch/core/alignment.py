@@ -42,10 +42,10 @@ class StderrConstants:
 #: (its "quick-spread" configuration spreads S_a over 0.07–0.96); SmolLM2-135M in
 #: benchmarks/results/paper_exp1_estimator.json (folded + reflection: A 1.13, S_a 0.70, S_e 1.01; the S_a fit
 #: holds for srht too, which has the same activation projector); the tasks of tests/test_stderr.py.
-#: The largest fits: A srht 2.37 (quick-spread), refl 1.34; folded 2.30, refl 1.23 (both K = 50,257);
+#: The largest fits: A srht 2.37 (quick-spread), refl 1.21 (spread); folded 2.16 (K = 50,257), refl 1.28 (spread);
 #: hadamard 3.35 (quick), refl 1.15 (test tasks). S_a 1.13 (test tasks), refl 0.70 (SmolLM2); hadamard 0.77,
 #: refl 0.42 (test tasks, quick-spread). S_e srht 1.07 (K = 50,257), folded 1.05, hadamard 1.06 (test tasks).
-#: hadamard (the default) from the full run (largest A 2.27, refl 1.27; S_a 0.56, refl 0.23; S_e 1.14) and
+#: hadamard (the default) from the full run (largest A 2.18, refl 1.30; S_a 0.67, refl 0.22; S_e 1.07) and
 #: SmolLM2 with the reflection (exp1 rerun with it, split-sample exact norms, i.e. the random-feature error
 #: alone: A 1.24, S_a 0.47, S_e 0.90); without the reflection A stays at its quick-run 3.35.
 STDERR_CONSTANTS: dict[tuple[str, bool], StderrConstants] = {
