@@ -59,6 +59,7 @@ from fishersketch.core.alignment import (
     STDERR_CONSTANTS,
     StderrConstants,
     feature_stderr,
+    sketch_means,
 )
 from fishersketch.core.spec import ESTIMATORS
 from fishersketch.errors import TooFewDocumentsError
@@ -230,12 +231,11 @@ def record_seed(records: PairRecords, signatures: list[Signature]) -> None:
     for quantity, value in values.items():
         records.sketch[quantity].append(upper_pairs(value))
     dominance = torch.stack([s.self_dominances() for s in signatures], dim=1)  # (3, n) in SKETCHES order
+    means, norms = sketch_means(signatures)
     m = signatures[0].spec.m
-    for k, (quantity, sketch_name) in enumerate(SKETCH_OF.items()):
+    for k, quantity in enumerate(SKETCH_OF):
         records.unit[quantity].append(upper_pairs(torch.sqrt(dominance[k][:, None] * dominance[k][None, :] / m)))
-        means = torch.stack([getattr(s, sketch_name).double() for s in signatures])
-        norms = torch.stack([s.split_norms.double()[k] for s in signatures])
-        records.floor[quantity].append(upper_pairs(feature_stderr(means, norms, values[quantity])))
+        records.floor[quantity].append(upper_pairs(feature_stderr(means[k], norms[k], values[quantity])))
 
 
 def library_stderrs(records: PairRecords, quantity: str, constants: StderrConstants) -> list[torch.Tensor]:

@@ -18,6 +18,7 @@ from fishersketch.core.alignment import (
     AlignmentMatrix,
     StderrConstants,
     feature_stderr,
+    sketch_means,
     stderr_constants,
 )
 from fishersketch.core.spec import ESTIMATORS
@@ -104,11 +105,6 @@ def test_unknown_estimator_raises_a_clear_error(monkeypatch):
         alignment(*pair)
 
 
-def _means_norms(signatures: tuple[Signature, ...], k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    means = torch.stack([getattr(s, name).double() for s in signatures for name in (("joint", "activation", "error")[k],)])
-    return means, torch.stack([s.split_norms.double()[k] for s in signatures])
-
-
 @pytest.mark.parametrize("estimator,reflection", VARIANTS)
 def test_each_sketch_uses_its_own_constant(estimator, reflection):
     """stderr of sketch k = max(c_k √(R̂_i R̂_j / m), feature_stderr) with that sketch's R̂ and features; ρ is
@@ -118,12 +114,13 @@ def test_each_sketch_uses_its_own_constant(estimator, reflection):
     dominance = torch.stack([s.self_dominances() for s in shared_mean], dim=1)  # (3, n)
     constants = stderr_constants(estimator, reflection).as_tensor().tolist()  # SKETCHES order
     off_diagonal = ~torch.eye(len(shared_mean), dtype=torch.bool)
+    means, norms = sketch_means(shared_mean)
     for k, (field, value_field, c) in enumerate(zip(STDERR_FIELDS, VALUE_FIELDS, constants)):
-        floor = feature_stderr(*_means_norms(shared_mean, k), getattr(matrix, value_field))
+        floor = feature_stderr(means[k], norms[k], getattr(matrix, value_field))
         expected = torch.maximum(c * torch.sqrt(dominance[k][:, None] * dominance[k][None, :] / M), floor)
         torch.testing.assert_close(getattr(matrix, field)[off_diagonal], expected[off_diagonal], rtol=1e-12, atol=0)
     unit = alignment_matrix(shared_mean, constants=StderrConstants(joint=1.0, activation=1.0, error=1.0))
-    floor = feature_stderr(*_means_norms(shared_mean, 1), matrix.activation)
+    floor = feature_stderr(means[1], norms[1], matrix.activation)
     unit_formula = torch.sqrt(dominance[1][:, None] * dominance[1][None, :] / M)
     torch.testing.assert_close(unit.activation_stderr[off_diagonal], torch.maximum(unit_formula, floor)[off_diagonal],
                                rtol=1e-12, atol=0)

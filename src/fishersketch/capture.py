@@ -338,18 +338,19 @@ class _ForwardPass:
         """Index of each scored token among the flattened (B·T) positions."""
         return self.scored.rows * self.head_outputs.shape[1] + self.scored.positions
 
-    def flattened(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Views over the B·T positions: head inputs (B·T, d), head outputs (B·T, K), and (CPU) the target
-        of each position (−100 where not scored) and its document index."""
+    def flat_head(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Views over the B·T positions: head inputs (B·T, d) and head outputs (B·T, K)."""
         batch_size, length, vocab_size = self.head_outputs.shape
-        targets = torch.full((batch_size * length,), IGNORE_INDEX, dtype=torch.int64)
+        return self.activations.reshape(batch_size * length, -1), self.head_outputs.reshape(batch_size * length, vocab_size)
+
+    def flattened(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``flat_head`` and, on the CPU, the target of each of the B·T positions (−100 where not scored)
+        and its document index."""
+        activations, head_outputs = self.flat_head()
+        length = self.head_outputs.shape[1]
+        targets = torch.full((len(head_outputs),), IGNORE_INDEX, dtype=torch.int64)
         targets[self.scored_flat_positions().cpu()] = self.scored.targets.cpu()
-        return (
-            self.activations.reshape(batch_size * length, -1),
-            self.head_outputs.reshape(batch_size * length, vocab_size),
-            targets,
-            self.doc_index.repeat_interleave(length),
-        )
+        return activations, head_outputs, targets, self.doc_index.repeat_interleave(length)
 
 
 def _forward_pass(model: torch.nn.Module, batch: Mapping, fisher: str) -> _ForwardPass | None:
@@ -395,7 +396,7 @@ def head_gradient_chunks(
     scored, transform = forward.scored, forward.transform
     device = forward.head_outputs.device
     flat = forward.scored_flat_positions().to(device)  # index_select of rows: a fast gather
-    activations, head_outputs, _, _ = forward.flattened()
+    activations, head_outputs = forward.flat_head()
     for start in range(0, len(scored), token_chunk_size):
         chunk = slice(start, start + token_chunk_size)
         logits = transform.apply(head_outputs.index_select(0, flat[chunk]).float())

@@ -149,6 +149,13 @@ def feature_stderr(means: torch.Tensor, norms: torch.Tensor, cosine: torch.Tenso
     return torch.sqrt(total.clamp_min(0.0) * m / (m - 1))
 
 
+def sketch_means(signatures: Sequence[Signature]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The signatures' means μ̂, (3, n, m), and split norms ⟨μ̂^A, μ̂^B⟩, (3, n), float64, in ``SKETCHES`` order."""
+    means = torch.stack([torch.stack([getattr(s, k).double() for s in signatures]) for k in SKETCHES])
+    norms = torch.stack([s.split_norms.double() for s in signatures], dim=1)
+    return means, norms
+
+
 def check_compatible(signatures: Sequence[Signature]) -> None:
     """Raise ``IncompatibleSignaturesError`` naming the differing fields unless all share a sketch id."""
     if not signatures:
@@ -181,8 +188,7 @@ def alignment_matrix(
     """
     signatures = list(signatures)
     check_compatible(signatures)
-    means = torch.stack([torch.stack([getattr(s, k).double() for s in signatures]) for k in SKETCHES])
-    norms = torch.stack([s.split_norms.double() for s in signatures], dim=1)  # (3, n)
+    means, norms = sketch_means(signatures)
     gram = means @ means.transpose(1, 2)  # (3, n, n)
     scale = torch.sqrt(norms[:, :, None] * norms[:, None, :])
     same = torch.tensor([[_same_data(a, b) for b in signatures] for a in signatures])
