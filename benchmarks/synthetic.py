@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from fishersketch import Signature, SketchSpec, SketchState
+from fisherhub import Signature, SketchSpec, SketchState
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +75,7 @@ class SyntheticConfig:
 
 @dataclasses.dataclass
 class SyntheticTask:
-    """One task's scored tokens, ready for ``SketchState.update`` and ``fishersketch.exact``."""
+    """One task's scored tokens, ready for ``SketchState.update`` and ``fisherhub.exact``."""
 
     name: str
     activations: torch.Tensor  # (n, d) float32
@@ -188,7 +188,7 @@ def sketch_task(task: SyntheticTask, spec: SketchSpec, batch_size: int = 256) ->
 
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-QUICK_OUTPUT_DIR = Path(tempfile.gettempdir()) / "fishersketch-benchmarks"
+QUICK_OUTPUT_DIR = Path(tempfile.gettempdir()) / "fisherhub-benchmarks"
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
@@ -251,7 +251,7 @@ def pilot_activations(head: SyntheticHead, tokens_per_task: int) -> torch.Tensor
 
 
 def _describe() -> None:
-    from fishersketch.exact import gram_inner_products
+    from fisherhub.exact import gram_inner_products
 
     config = SyntheticConfig(vocab_size=8192, d=256, num_tasks=14, tokens_per_task=400)
     _, tasks = make_tasks(config)

@@ -5,7 +5,7 @@
    - ``forward``: ``model(input_ids, attention_mask)`` under ``no_grad`` (logits at every position),
    - ``forward + e``: ``capture.head_gradient_chunks`` (forward, softmax, e = p − onehot(y) materialized:
      the path of the true Fisher and of softcapped heads), no sketch,
-   - ``forward + sketch``: ``capture.sketch_batch`` per estimator (``fishersketch.core.spec.ESTIMATORS``):
+   - ``forward + sketch``: ``capture.sketch_batch`` per estimator (``fisherhub.core.spec.ESTIMATORS``):
      the empirical Fisher's fast path, ``SketchState.update_from_logits`` (e never formed),
    and where the default estimator's extra time goes (activation projections, softmax + vocabulary
    projections from the logits, the whole update), each timed alone on the batch's head outputs, and the
@@ -45,12 +45,12 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch
 
-from fishersketch import SketchState, allocator, capture
-from fishersketch.core.features import feature_map
-from fishersketch.core.spec import DEFAULT_ESTIMATOR, ESTIMATORS, SketchSpec
+from fisherhub import SketchState, allocator, capture
+from fisherhub.core.features import feature_map
+from fisherhub.core.spec import DEFAULT_ESTIMATOR, ESTIMATORS, SketchSpec
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-QUICK_OUTPUT_DIR = Path(tempfile.gettempdir()) / "fishersketch-benchmarks"
+QUICK_OUTPUT_DIR = Path(tempfile.gettempdir()) / "fisherhub-benchmarks"
 THREAD_COUNTS = (1, 2)
 LLAMA3_VOCAB, LLAMA3_HIDDEN = 128_256, 4096
 
@@ -77,7 +77,7 @@ def set_malloc_mode(measuring_memory: bool) -> None:
 
     Memory: serve every allocation ≥ 64 KiB by mmap and trim freed heap at once, so freed tensors leave
     the resident set and its peak measures the memory a call really holds. Time: the CLI's setting
-    (``fishersketch.allocator.keep_freed_memory``: blocks < 32 MiB reused from the heap); with the
+    (``fisherhub.allocator.keep_freed_memory``: blocks < 32 MiB reused from the heap); with the
     memory setting every temporary tensor would pay page faults, which would inflate the sketch's time.
     """
     if measuring_memory:
@@ -237,7 +237,7 @@ def specs_for(model, tokenizer, m: int) -> dict[str, SketchSpec]:
 # -- the three parts --------------------------------------------------------------------------------
 def smollm2_tokens(tokenizer, config: Config) -> torch.Tensor:
     """A (B, T) block of real text tokens (the demo domains, concatenated), no padding."""
-    from fishersketch.demo_domains import DEMO_DOMAINS, load_demo_domain
+    from fisherhub.demo_domains import DEMO_DOMAINS, load_demo_domain
 
     text = "\n".join(t for name in DEMO_DOMAINS for t in load_demo_domain(name)["text"])
     ids = tokenizer(text, return_tensors="pt")["input_ids"][0]
@@ -262,7 +262,7 @@ def run_smollm2(config: Config, random_weights: bool) -> list[dict]:
         model, tokenizer = random_smollm2(), None
         input_ids = torch.randint(0, 49_152, (config.batch_size, config.length), generator=torch.Generator().manual_seed(0))
     else:
-        from fishersketch.defaults import load_model_and_tokenizer
+        from fisherhub.defaults import load_model_and_tokenizer
 
         model, tokenizer = load_model_and_tokenizer()
         input_ids = smollm2_tokens(tokenizer, config)

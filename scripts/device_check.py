@@ -19,9 +19,9 @@ import time
 
 import torch
 
-from fishersketch import SketchSpec, SketchState, alignment
-from fishersketch.capture import pilot_mean, sketch_batch, spec_for_model
-from fishersketch.core.spec import ESTIMATORS
+from fisherhub import SketchSpec, SketchState, alignment
+from fisherhub.capture import pilot_mean, sketch_batch, spec_for_model
+from fisherhub.core.spec import ESTIMATORS
 
 DEVICE = os.environ.get("FISHERSKETCH_CHECK_DEVICE", "cuda")
 

@@ -4,7 +4,7 @@
 
 Creates the Gradio Space ``ORG/fisher_alignment`` and uploads ``hub_cards/evaluate_space/`` in one commit:
 the metric card (README.md with evaluate's YAML header), ``app.py`` (evaluate's Gradio widget),
-``requirements.txt`` and the module ``fisher_alignment.py`` (both linked from src/fishersketch/metric/).
+``requirements.txt`` and the module ``fisher_alignment.py`` (both linked from src/fisherhub/metric/).
 Afterwards ``evaluate.load("ORG/fisher_alignment")`` loads the metric from the Hub: evaluate fetches
 ``<name>.py`` from the Space named ``<name>``, so the Space name is fixed. ``evaluate-cli create`` is not
 used: it is broken with huggingface_hub >= 1. The endpoint and token are huggingface_hub's
@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from fishersketch.metric import METRIC_NAME
+from fisherhub.metric import METRIC_NAME
 
 SPACE_FOLDER = Path(__file__).resolve().parent.parent / "hub_cards" / "evaluate_space"
 

@@ -1,4 +1,4 @@
-"""Sketch a dataset into a FisherSketch signature; same options as ``fishersketch sketch``.
+"""Sketch a dataset into a FisherSketch signature; same options as ``fisherhub sketch``.
 
     python scripts/sketch.py --dataset DATA --output sig.safetensors
     accelerate launch --num_processes N scripts/sketch.py --dataset DATA --output sig.safetensors
@@ -6,7 +6,7 @@
 
 import sys
 
-from fishersketch.cli.sketch import main
+from fisherhub.cli.sketch import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hub_server import HubServer  # noqa: E402  (standard library + yaml only)
 
 _SERVER = HubServer().start()
-_HF_HOME = tempfile.mkdtemp(prefix="fishersketch-hf-home-")
+_HF_HOME = tempfile.mkdtemp(prefix="fisherhub-hf-home-")
 for _var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_ASSETS_CACHE", "HF_XET_CACHE", "HF_DATASETS_CACHE",
              "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_TOKEN_PATH", "HUGGING_FACE_HUB_TOKEN"):
     os.environ.pop(_var, None)
@@ -36,7 +36,7 @@ os.environ.update(
     HF_HUB_DISABLE_TELEMETRY="1",
     HF_HUB_DISABLE_PROGRESS_BARS="1",
     HF_HUB_DISABLE_XET="1",
-    HF_TOKEN="hf_fishersketch_local_test_token",
+    HF_TOKEN="hf_fisherhub_local_test_token",
 )
 
 import pytest  # noqa: E402

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from fishersketch import SketchSpec, SketchState
+from fisherhub import SketchSpec, SketchState
 
 
 def softmax_errors(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

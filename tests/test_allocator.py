@@ -3,13 +3,13 @@
 import subprocess
 import sys
 
-from fishersketch.allocator import keep_freed_memory
+from fisherhub.allocator import keep_freed_memory
 
 STEADY_STATE_FAULTS = """
 import resource, sys, torch
-from fishersketch.allocator import keep_freed_memory
-from fishersketch.core.spec import SketchSpec
-from fishersketch.core.state import SketchState
+from fisherhub.allocator import keep_freed_memory
+from fisherhub.core.spec import SketchSpec
+from fisherhub.core.state import SketchState
 if sys.argv[1] == "keep":
     assert keep_freed_memory()
 torch.set_num_threads(1)

@@ -19,8 +19,8 @@ from tiny_models import (
     tiny_tokenizer,
 )
 
-from fishersketch import FisherSketchError, InputError, SketchState, alignment
-from fishersketch.capture import (
+from fisherhub import FisherHubError, InputError, SketchState, alignment
+from fisherhub.capture import (
     LogitTransform,
     check_tokenizer_matches,
     head_gradient_chunks,
@@ -31,10 +31,10 @@ from fishersketch.capture import (
     sketch_batch,
     spec_for_model,
 )
-from fishersketch.core.hashing import uniforms
-from fishersketch.core.projectors import Stream
-from fishersketch.exact import materialized_fisher, sequence_gradients
-from fishersketch.probe_text import PROBE_DOCUMENTS
+from fisherhub.core.hashing import uniforms
+from fisherhub.core.projectors import Stream
+from fisherhub.exact import materialized_fisher, sequence_gradients
+from fisherhub.probe_text import PROBE_DOCUMENTS
 
 VOCAB_SIZE = 64
 TOKENIZER = tiny_tokenizer(VOCAB_SIZE)
@@ -361,9 +361,9 @@ def test_like_a_signature_of_another_base_model_is_refused():
     assert spec_for_model(model, TOKENIZER, m=8, like=signature) == signature.spec
     assert spec_for_model(model, like=signature) == signature.spec  # tokenizer unknown: head checksum only
     other = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=VOCAB_SIZE, seed=1)
-    with pytest.raises(FisherSketchError, match=r"another base model \(head checksum [0-9a-f]{16} vs [0-9a-f]{16}.*tiny-a"):
+    with pytest.raises(FisherHubError, match=r"another base model \(head checksum [0-9a-f]{16} vs [0-9a-f]{16}.*tiny-a"):
         spec_for_model(other, TOKENIZER, like=signature)
-    with pytest.raises(FisherSketchError, match="another tokenizer"):
+    with pytest.raises(FisherHubError, match="another tokenizer"):
         spec_for_model(model, tiny_tokenizer(60), like=signature)
     with pytest.raises(InputError, match="Signature.load"):
         spec_for_model(model, like="signature.safetensors")

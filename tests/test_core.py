@@ -8,13 +8,13 @@ import pytest
 import torch
 from core_helpers import sketch, softmax_errors, synthetic_task
 
-from fishersketch import SketchSpec, SketchState, alignment, alignment_matrix
-from fishersketch.core import hashing
-from fishersketch.core.features import FeatureMap
-from fishersketch.core.hadamard import fwht
-from fishersketch.core.spec import ESTIMATORS, REFLECTION_TOLERANCE
-from fishersketch.errors import IncompatibleSignaturesError, InputError, TooFewDocumentsError
-from fishersketch.exact import exact_alignment, linear_cka
+from fisherhub import SketchSpec, SketchState, alignment, alignment_matrix
+from fisherhub.core import hashing
+from fisherhub.core.features import FeatureMap
+from fisherhub.core.hadamard import fwht
+from fisherhub.core.spec import ESTIMATORS, REFLECTION_TOLERANCE
+from fisherhub.errors import IncompatibleSignaturesError, InputError, TooFewDocumentsError
+from fisherhub.exact import exact_alignment, linear_cka
 
 VARIANTS = [(estimator, reflect) for estimator in ESTIMATORS for reflect in (False, True)]
 

@@ -8,8 +8,8 @@ import datasets
 import pytest
 from tiny_models import tiny_tokenizer
 
-from fishersketch.data import IGNORE_INDEX, DataArgs, DocumentStream, check_has_documents
-from fishersketch.errors import InputError
+from fisherhub.data import IGNORE_INDEX, DataArgs, DocumentStream, check_has_documents
+from fisherhub.errors import InputError
 
 TEXTS = [f"document {i}: " + "ab " * (i % 4) for i in range(11)] + ["", ""]  # the last two have < 2 tokens (only <bos>)
 

@@ -1,6 +1,6 @@
 import pytest
 
-from fishersketch.demo_domains import DEMO_DOMAINS, demo_domain_path, load_demo_domain
+from fisherhub.demo_domains import DEMO_DOMAINS, demo_domain_path, load_demo_domain
 
 
 @pytest.mark.parametrize("name", DEMO_DOMAINS)

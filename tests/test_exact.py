@@ -8,9 +8,9 @@ import pytest
 import torch
 from core_helpers import synthetic_task
 
-from fishersketch import SketchSpec, SketchState, alignment
-from fishersketch.errors import InputError
-from fishersketch.exact import (
+from fisherhub import SketchSpec, SketchState, alignment
+from fisherhub.errors import InputError
+from fisherhub.exact import (
     exact_alignment,
     exact_alignment_materialized,
     exact_sequence_alignment,

@@ -1,4 +1,4 @@
-"""fishersketch.hub and the push / list / pull commands, through the real `huggingface_hub` client against the
+"""fisherhub.hub and the push / list / pull commands, through the real `huggingface_hub` client against the
 local Hub server (tests/hub_server.py, started by conftest.py)."""
 
 from __future__ import annotations
@@ -17,18 +17,18 @@ from core_helpers import synthetic_task
 from huggingface_hub import CommitOperationAdd, DatasetCard, ModelCard, RepoCard
 from safetensors.numpy import save
 
-import fishersketch.hub.push as hub_push
-from fishersketch import (
+import fisherhub.hub.push as hub_push
+from fisherhub import (
     InputError,
     Signature,
     SignatureFileError,
     SketchSpec,
     SketchState,
 )
-from fishersketch.cli import list as list_command
-from fishersketch.cli import pull as pull_command
-from fishersketch.cli import push as push_command
-from fishersketch.hub import (
+from fisherhub.cli import list as list_command
+from fisherhub.cli import pull as pull_command
+from fisherhub.cli import push as push_command
+from fisherhub.hub import (
     SIGNATURE_TAG,
     AmbiguousSignatureError,
     CardError,
@@ -43,7 +43,7 @@ from fishersketch.hub import (
     load_signature,
     push_signature,
 )
-from fishersketch.hub.cards import CARD_KEY, SECTION_BEGIN, SECTION_END
+from fisherhub.hub.cards import CARD_KEY, SECTION_BEGIN, SECTION_END
 
 # offline pulls in a fresh process (HF_HUB_OFFLINE is read at import): argv = ref, output, ref, output, ...;
 # prints {ref: "ok" or "<error type>: <message>"}
@@ -61,7 +61,7 @@ print(json.dumps(results))
 
 
 def cli(*argv: str) -> int:
-    parser = argparse.ArgumentParser(prog="fishersketch")
+    parser = argparse.ArgumentParser(prog="fisherhub")
     subparsers = parser.add_subparsers()
     for command in (push_command, list_command, pull_command):
         command.register(subparsers)
@@ -329,7 +329,7 @@ def test_remote_files_that_are_not_valid_signatures(hub, hf_api, dataset_repo):
         "truncated": (good[: len(good) // 2], "not a readable safetensors signature"),
         "future": (with_header(good, format_version="99"), "format version '99' is not supported"),
         "edited": (with_header(good, sketch_id="000000000000"), "checksum mismatch"),
-        "other": (save({"w": numpy.zeros(2, "float32")}), "not a fishersketch signature"),
+        "other": (save({"w": numpy.zeros(2, "float32")}), "not a fisherhub signature"),
     }
     hf_api.create_commit(dataset_repo, [CommitOperationAdd(f"fisher_signatures/{name}.safetensors", data)
                                         for name, (data, _) in bad_files.items()],
@@ -341,7 +341,7 @@ def test_remote_files_that_are_not_valid_signatures(hub, hf_api, dataset_repo):
         assert str(exc.value).startswith(f"hf://datasets/org/data/{path}:")  # names the repo and the file
     problems = {info.path.split("/")[-1]: info.problem for info in list_signatures(dataset_repo)}
     assert problems["future.safetensors"].startswith("format version '99'")
-    assert problems["other.safetensors"] == "not a fishersketch signature"
+    assert problems["other.safetensors"] == "not a fisherhub signature"
     assert problems["edited.safetensors"] is None  # a header read cannot check the checksum; loading does
     assert not any(info.listed_in_card for info in list_signatures(dataset_repo))
 

@@ -1,5 +1,5 @@
-"""The evaluate metric ``fisher_alignment``: bare-name load after ``fishersketch install-metric`` (offline,
-fresh HF_HOME), path load, agreement with ``fishersketch.alignment``, texts mode, errors, and the Space."""
+"""The evaluate metric ``fisher_alignment``: bare-name load after ``fisherhub install-metric`` (offline,
+fresh HF_HOME), path load, agreement with ``fisherhub.alignment``, texts mode, errors, and the Space."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pytest
 import torch
 from core_helpers import synthetic_task
 
-from fishersketch import SketchSpec, SketchState, alignment
-from fishersketch.errors import IncompatibleSignaturesError, InputError
-from fishersketch.metric import METRIC_NAME, install_metric, metric_path
+from fisherhub import SketchSpec, SketchState, alignment
+from fisherhub.errors import IncompatibleSignaturesError, InputError
+from fisherhub.metric import METRIC_NAME, install_metric, metric_path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SPEC = SketchSpec(d=8, vocab_size=48, m=256)
@@ -49,7 +49,7 @@ def metric():
 
 
 def _expected(source: str, target: str) -> dict:
-    from fishersketch import Signature
+    from fisherhub import Signature
 
     return alignment(Signature.load(source), Signature.load(target)).as_dict()
 
@@ -95,7 +95,7 @@ def test_bare_name_loads_offline_after_install_command(tmp_path, signature_files
     before = _python(_COMPUTE, METRIC_NAME, json.dumps(pairs), env=env)
     assert before.returncode != 0 and "FileNotFoundError" in before.stderr, "a fresh HF_HOME must not know the name"
 
-    command = "import sys; from fishersketch.cli import main; sys.exit(main(sys.argv[1:]))"
+    command = "import sys; from fisherhub.cli import main; sys.exit(main(sys.argv[1:]))"
     installed = _python(command, "install-metric", env=env)
     assert installed.returncode == 0, installed.stderr[-3000:]
     module_file = tmp_path / "hf_home" / "modules" / "evaluate_modules" / "metrics" / "evaluate-metric--fisher_alignment"
@@ -150,8 +150,8 @@ def test_bad_refs_raise_input_error(metric, signature_files, tmp_path):
 
 
 def test_hub_refs(metric, signature_files, hub, hf_api, hf_hub_cache):
-    from fishersketch import Signature
-    from fishersketch.hub import push_signature
+    from fisherhub import Signature
+    from fisherhub.hub import push_signature
 
     for name in ("first", "second"):
         hf_api.create_repo(f"tester/{name}", repo_type="dataset")
@@ -190,9 +190,9 @@ ARITHMETIC = [f"{a}+{b}={a + b}; {a}*{b}={a * b}" for a in range(6) for b in ran
 
 
 def test_texts_mode_sketches_both_sides_with_the_library(metric, tiny_model_folder):
-    from fishersketch.capture import spec_for_model
-    from fishersketch.defaults import load_model_and_tokenizer
-    from fishersketch.sketcher import sketch_texts
+    from fisherhub.capture import spec_for_model
+    from fisherhub.defaults import load_model_and_tokenizer
+    from fisherhub.sketcher import sketch_texts
 
     options = {"model_id": tiny_model_folder, "m": 256, "seed": 3, "batch_size": 8, "max_length": 64, "device": "cpu"}
     flat = metric.compute(predictions=PROSE, references=ARITHMETIC, **options)
@@ -234,7 +234,7 @@ def test_space_folder_pushes_and_loads_from_hub(hub, tmp_path, signature_files):
     card = files["README.md"].decode()
     assert card.startswith("---\n") and "sdk: gradio" in card and "app_file: app.py" in card
     assert "- evaluate\n- metric\n" in card
-    assert b"launch_gradio_widget" in files["app.py"] and b"fishersketch" in files["requirements.txt"]
+    assert b"launch_gradio_widget" in files["app.py"] and b"fisherhub" in files["requirements.txt"]
 
     env = _fresh_env(tmp_path / "hf_home", HF_ENDPOINT=hub.endpoint)
     pairs = [(signature_files["first"], signature_files["second"])]

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fishersketch import SketchSpec, SketchState
-from fishersketch.core.features import FeatureMap
-from fishersketch.core.hadamard import fwht
-from fishersketch.core.projectors import VOCABULARY_PROJECTORS, BlockSRHTProjector
-from fishersketch.core.spec import ESTIMATORS
-from fishersketch.errors import InputError
+from fisherhub import SketchSpec, SketchState
+from fisherhub.core.features import FeatureMap
+from fisherhub.core.hadamard import fwht
+from fisherhub.core.projectors import VOCABULARY_PROJECTORS, BlockSRHTProjector
+from fisherhub.core.spec import ESTIMATORS
+from fisherhub.errors import InputError
 
 
 def _softmax_errors(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

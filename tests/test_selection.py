@@ -20,14 +20,14 @@ import pytest
 import torch
 from tiny_models import tiny_causal_lm, tiny_tokenizer
 
-from fishersketch import Signature
-from fishersketch.errors import InputError, TooFewDocumentsError
-from fishersketch.selection import (
+from fisherhub import Signature
+from fisherhub.errors import InputError, TooFewDocumentsError
+from fisherhub.selection import (
     NoCompatibleCandidatesError,
     Selection,
     select_adapter,
 )
-from fishersketch.sketcher import sketch_texts
+from fisherhub.sketcher import sketch_texts
 
 VOCAB_SIZE = 96
 INPUTS = "abcdefghijklmnop"
@@ -89,7 +89,7 @@ def world(hub_server, tmp_path_factory):
     data's signature: in the adapter repo for domains 0 and 1, in the dataset repo for domain 2."""
     from huggingface_hub import HfApi
 
-    from fishersketch.hub import push_signature
+    from fisherhub.hub import push_signature
 
     started = time.perf_counter()
     api = HfApi()
@@ -208,7 +208,7 @@ def test_dataset_target_with_given_model(world):
 def test_cli_select(world, target_signature, tmp_path, capsys):
     """A signature file target (plus a candidate that is not an adapter, and a chart), then a data file target
     sketched under the base model loaded by id."""
-    from fishersketch.cli import main
+    from fisherhub.cli import main
 
     target_signature.save(tmp_path / "target.safetensors")
     png = tmp_path / "bars.png"

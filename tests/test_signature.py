@@ -9,8 +9,8 @@ import pytest
 import torch
 from core_helpers import sketch, synthetic_task
 
-from fishersketch import Signature, SketchSpec, SketchState, alignment
-from fishersketch.errors import SignatureFileError
+from fisherhub import Signature, SketchSpec, SketchState, alignment
+from fisherhub.errors import SignatureFileError
 
 
 @pytest.fixture
@@ -114,7 +114,7 @@ def test_not_a_signature(tmp_path):
     from safetensors.torch import save_file
 
     save_file({"x": torch.zeros(3)}, tmp_path / "other.safetensors")
-    with pytest.raises(SignatureFileError, match="not a fishersketch signature"):
+    with pytest.raises(SignatureFileError, match="not a fisherhub signature"):
         Signature.load(tmp_path / "other.safetensors")
     with pytest.raises(SignatureFileError, match="cannot read"):
         Signature.load(tmp_path / "missing.safetensors")

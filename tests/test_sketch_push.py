@@ -1,4 +1,4 @@
-"""`fishersketch sketch --push-to-hub`: the signature written locally is the one on the Hub."""
+"""`fisherhub sketch --push-to-hub`: the signature written locally is the one on the Hub."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 
 from tiny_models import tiny_causal_lm, tiny_tokenizer
 
-from fishersketch import Signature
-from fishersketch.cli import main
-from fishersketch.hub import list_signatures, load_signature
+from fisherhub import Signature
+from fisherhub.cli import main
+from fisherhub.hub import list_signatures, load_signature
 
 
 def test_sketch_cli_pushes_to_a_dataset_repo(tmp_path, hub):
@@ -31,7 +31,7 @@ def test_sketch_cli_pushes_to_a_dataset_repo(tmp_path, hub):
 def test_push_cli_refuses_a_missing_repo_unless_asked_to_create_it(tmp_path, hub, capsys):
     from core_helpers import sketch, synthetic_task
 
-    from fishersketch import SketchSpec
+    from fisherhub import SketchSpec
 
     signature = sketch(SketchSpec(d=8, vocab_size=64, m=128), *synthetic_task(200, 8, 64, seed=0))
     signature.metadata["base_model"] = "org/base"

@@ -15,10 +15,10 @@ import pytest
 import torch
 from tiny_models import tiny_causal_lm, tiny_tokenizer
 
-from fishersketch import SketchState, alignment, capture
-from fishersketch.data import DataArgs
-from fishersketch.errors import InputError
-from fishersketch.sketcher import CRASH_AFTER_BATCHES_ENV, SketchArgs, sketch, sketch_dataset, sketch_texts
+from fisherhub import SketchState, alignment, capture
+from fisherhub.data import DataArgs
+from fisherhub.errors import InputError
+from fisherhub.sketcher import CRASH_AFTER_BATCHES_ENV, SketchArgs, sketch, sketch_dataset, sketch_texts
 
 REPO = Path(__file__).resolve().parents[1]
 TEXTS = [f"task {i}: " + ("the quick brown fox " if i % 3 else "lazy dogs sleep ") * (1 + i % 4) for i in range(24)]

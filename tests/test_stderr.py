@@ -11,8 +11,8 @@ import pytest
 import torch
 from core_helpers import sketch, synthetic_task
 
-from fishersketch import Signature, SketchSpec, alignment, alignment_matrix
-from fishersketch.core.alignment import (
+from fisherhub import Signature, SketchSpec, alignment, alignment_matrix
+from fisherhub.core.alignment import (
     SIGNIFICANCE_Z,
     STDERR_CONSTANTS,
     AlignmentMatrix,
@@ -21,9 +21,9 @@ from fishersketch.core.alignment import (
     sketch_means,
     stderr_constants,
 )
-from fishersketch.core.spec import ESTIMATORS
-from fishersketch.errors import InputError
-from fishersketch.exact import exact_alignment
+from fisherhub.core.spec import ESTIMATORS
+from fisherhub.errors import InputError
+from fisherhub.exact import exact_alignment
 
 VARIANTS = [(estimator, reflection) for estimator in ESTIMATORS for reflection in (False, True)]
 STDERR_FIELDS = ("stderr", "activation_stderr", "error_stderr")  # of AlignmentMatrix, in SKETCHES order

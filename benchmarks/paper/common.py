@@ -1,7 +1,7 @@
 """Shared pieces of the paper-reproduction experiments on SmolLM2-135M-Instruct (CPU, offline).
 
 Model loading, documents → examples (Hugging Face ``labels`` convention), per-token head inputs a and
-labels y captured with ``fishersketch.capture`` (the errors e = softmax(W a) − onehot(y) are recomputed
+labels y captured with ``fisherhub.capture`` (the errors e = softmax(W a) − onehot(y) are recomputed
 from them in float32 when needed, so the cache holds N×d floats instead of N×K), signatures, LoRA
 training with PEFT and scored-token losses. Everything expensive is cached under
 ``benchmarks/.cache/paper/`` (git-ignored) and every experiment resumes from what is there.
@@ -23,14 +23,14 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from fishersketch import Signature, SketchSpec, SketchState
-from fishersketch.capture import (
+from fisherhub import Signature, SketchSpec, SketchState
+from fisherhub.capture import (
     IGNORE_INDEX,
     head_gradient_chunks,
     output_head,
     spec_for_model,
 )
-from fishersketch.defaults import load_model_and_tokenizer
+from fisherhub.defaults import load_model_and_tokenizer
 
 BENCHMARKS_DIR = Path(__file__).resolve().parents[1]
 CACHE_DIR = BENCHMARKS_DIR / ".cache" / "paper"
@@ -261,7 +261,7 @@ def gram_kernels(a_i: torch.Tensor, e_i: torch.Tensor, a_j: torch.Tensor, e_j: t
     """(a_t·a_s)² and (e_t·e_s)² for every token pair, float64 (n_i, n_j).
 
     e·e' is one float32 BLAS product over K (relative error ~1e-6; checked against the float64
-    ``fishersketch.exact.gram_inner_products`` by experiment 1), a·a' is float64.
+    ``fisherhub.exact.gram_inner_products`` by experiment 1), a·a' is float64.
     """
     activation = (a_i.double() @ a_j.double().T) ** 2
     error = (e_i @ e_j.T).double() ** 2

@@ -33,8 +33,8 @@ from benchmarks.paper.report import (
     scatter_panels,
     write_json,
 )
-from fishersketch import SketchState, alignment_matrix
-from fishersketch.exact import gram_inner_products
+from fisherhub import SketchState, alignment_matrix
+from fisherhub.exact import gram_inner_products
 
 QUANTITIES = ("fisher", "activation", "error", "coupling")
 LABELS = {"fisher": "A", "activation": "S_a", "error": "S_e", "coupling": "rho"}

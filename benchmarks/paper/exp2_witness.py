@@ -29,10 +29,10 @@ from benchmarks.domains import natural_domains
 from benchmarks.paper import common
 from benchmarks.paper.baselines import feature_cka_matrix
 from benchmarks.paper.report import heatmaps, matrix_rows, print_table, write_json
-from fishersketch import SketchState, alignment_matrix
-from fishersketch.capture import output_head
-from fishersketch.core.hashing import uniforms
-from fishersketch.exact import linear_cka
+from fisherhub import SketchState, alignment_matrix
+from fisherhub.capture import output_head
+from fisherhub.core.hashing import uniforms
+from fisherhub.exact import linear_cka
 
 PROMPT_SETS = {"P1": (0, 1), "P2": (2, 3)}  # document indices taken from every domain
 BLOCKS = ("low", "high")

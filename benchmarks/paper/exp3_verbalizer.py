@@ -29,9 +29,9 @@ from benchmarks.domains import sentiment_snippets
 from benchmarks.paper import baselines, common
 from benchmarks.paper.report import heatmaps, matrix_rows, print_table, write_json
 from benchmarks.paper.scoring import combine, random_selection, selection_score
-from fishersketch import alignment_matrix
-from fishersketch.errors import InputError
-from fishersketch.exact import exact_alignment, linear_cka
+from fisherhub import alignment_matrix
+from fisherhub.errors import InputError
+from fisherhub.exact import exact_alignment, linear_cka
 
 VERBALIZERS = {
     "positive/negative": (" positive", " negative"),

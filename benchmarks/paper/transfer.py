@@ -24,7 +24,7 @@ from benchmarks.paper.scoring import (
     random_selection,
     selection_score,
 )
-from fishersketch import alignment_matrix
+from fisherhub import alignment_matrix
 
 METHODS = {
     "fishersketch": "FisherSketch A",

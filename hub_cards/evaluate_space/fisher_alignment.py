@@ -1,1 +1,1 @@
-../../src/fishersketch/metric/fisher_alignment.py
+../../src/fisherhub/metric/fisher_alignment.py

@@ -1,0 +1,45 @@
+"""fisherhub: head Fisher alignment at vocabulary scale.
+
+Stream a dataset once through a causal LM, keep a 16 KiB random-feature signature of its per-token
+head gradients, and compare signatures: their cosine estimates the Fisher alignment of the tasks.
+"""
+
+__version__ = "0.2.0"
+
+from fisherhub.core import (
+    AlignmentMatrix,
+    AlignmentResult,
+    ModelFingerprint,
+    Signature,
+    SketchSpec,
+    SketchState,
+    alignment,
+    alignment_matrix,
+)
+from fisherhub.metric import install_metric, metric_path
+from fisherhub.errors import (
+    FisherHubError,
+    IncompatibleSignaturesError,
+    InputError,
+    SignatureFileError,
+    TooFewDocumentsError,
+)
+
+__all__ = [
+    "AlignmentMatrix",
+    "AlignmentResult",
+    "FisherHubError",
+    "IncompatibleSignaturesError",
+    "InputError",
+    "ModelFingerprint",
+    "Signature",
+    "SignatureFileError",
+    "SketchSpec",
+    "SketchState",
+    "TooFewDocumentsError",
+    "__version__",
+    "alignment",
+    "alignment_matrix",
+    "install_metric",
+    "metric_path",
+]

@@ -1,0 +1,115 @@
+"""``fisherhub compare REF [REF ...]``: alignment matrix of signatures (files or Hub refs).
+
+Prints the Fisher alignment A ± standard error of every pair, then the decomposition A = ρ S_a S_e
+(activation-only S_a, error-only S_e, coupling ρ), and writes the four heatmaps to a PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from fisherhub.core.alignment import AlignmentMatrix, alignment_matrix
+from fisherhub.core.signature import Signature
+
+
+def _cell(value: float, error: float) -> str:
+    return "—" if math.isnan(value) else f"{value:.3f}±{error:.3f}"
+
+
+def alignment_table(matrix: AlignmentMatrix):
+    """A rich table of A ± stderr (rows and columns: the tasks)."""
+    from rich.table import Table
+
+    table = Table(title=f"Fisher alignment A ± stderr (sketch id {matrix.sketch_id})")
+    table.add_column("", no_wrap=True)
+    for name in matrix.names:
+        table.add_column(name, justify="right", no_wrap=True)
+    for i, name in enumerate(matrix.names):
+        cells = [_cell(float(matrix.fisher[i, j]), float(matrix.stderr[i, j])) for j in range(len(matrix.names))]
+        table.add_row(name, *cells)
+    return table
+
+
+def decomposition_table(matrix: AlignmentMatrix):
+    """A rich table with one row per pair: A, S_a, S_e and ρ with standard errors (* = ρ ≠ 1 significantly)."""
+    from rich.table import Table
+
+    table = Table(
+        title="Decomposition A = ρ · S_a · S_e (S_a activation-only, S_e error-only, ρ coupling: — where S_a or "
+        "S_e is not significantly > 0, * where ρ ≠ 1 significantly)"
+    )
+    for column in ("task i", "task j", "A", "S_a", "S_e", "ρ"):
+        table.add_column(column, justify="left" if column.startswith("task") else "right", no_wrap=True)
+    n = len(matrix.names)
+    for i in range(n):
+        for j in range(i + 1, n):
+            pair = matrix.pair(i, j)
+            coupling = "—" if pair.coupling is None else _cell(pair.coupling, pair.coupling_stderr)
+            table.add_row(
+                matrix.names[i], matrix.names[j], _cell(pair.fisher, pair.stderr),
+                _cell(pair.activation, pair.activation_stderr), _cell(pair.error, pair.error_stderr),
+                coupling + (" *" if pair.coupling_significant else ""),
+            )
+    return table
+
+
+def report(
+    signatures: Sequence[Signature], names: Sequence[str], heatmap: str | os.PathLike | None, console=None
+) -> AlignmentMatrix:
+    """Print the alignment and decomposition tables; write the heatmap PNG when a path is given."""
+    from rich.console import Console
+
+    from fisherhub.plotting import alignment_heatmaps
+
+    console = console or Console(width=None if sys.stdout.isatty() else 200)
+    matrix = alignment_matrix(signatures, names=names)
+    console.print(alignment_table(matrix))
+    console.print(decomposition_table(matrix))
+    if heatmap:
+        console.print(f"heatmap: {alignment_heatmaps(matrix, heatmap)}")
+    return matrix
+
+
+def matrix_as_json(matrix: AlignmentMatrix) -> dict:
+    fields = ("fisher", "activation", "error", "coupling", "stderr", "activation_stderr", "error_stderr", "coupling_stderr")
+    as_lists = {field: [[None if math.isnan(v) else v for v in row] for row in getattr(matrix, field).tolist()] for field in fields}
+    return {"names": matrix.names, "sketch_id": matrix.sketch_id, **as_lists}
+
+
+def _name(ref: str) -> str:
+    return Path(ref).stem if os.path.exists(ref) else ref
+
+
+def run(namespace: argparse.Namespace) -> int:
+    from fisherhub.errors import InputError
+    from fisherhub.sketcher import load_signature_ref
+
+    refs = namespace.refs
+    if len(refs) < 2:
+        raise InputError("compare needs at least two signatures")
+    names = namespace.names or [_name(ref) for ref in refs]
+    if len(names) != len(refs):
+        raise InputError(f"--names has {len(names)} names for {len(refs)} signatures")
+    signatures = [load_signature_ref(ref) for ref in refs]
+    matrix = report(signatures, names, namespace.heatmap)
+    if namespace.json:
+        Path(namespace.json).write_text(json.dumps(matrix_as_json(matrix), indent=1))
+    return 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "compare", help="alignment matrix of signatures with error bars and decomposition",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("refs", nargs="+", metavar="REF", help="signature file or Hub reference")
+    parser.add_argument("--names", nargs="+", default=None, help="labels for the signatures (default: file stems)")
+    parser.add_argument("--heatmap", default="alignment.png", help="PNG path for the heatmaps ('' to skip)")
+    parser.add_argument("--json", default=None, help="also write the matrices as JSON to this path")
+    parser.set_defaults(func=run)

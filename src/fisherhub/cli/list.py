@@ -1,0 +1,36 @@
+"""``fisherhub list REPO``: the signatures a dataset or adapter repo carries."""
+
+from __future__ import annotations
+
+import argparse
+
+from fisherhub.hub import list_signatures
+from fisherhub.hub.refs import add_repo_arguments, repo_from_args
+
+COLUMNS = ("path", "base model", "sketch id", "dataset", "tokens", "card", "problem")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "list",
+        help="list the signatures of a dataset or adapter repo",
+        description="List the signature files of REPO (read from their headers) and whether its card lists them.",
+    )
+    add_repo_arguments(parser, revision_help="branch, tag or commit (default: the repo's default branch)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    repo = repo_from_args(args)
+    infos = list_signatures(repo.repo_id, repo.repo_type, repo.revision)
+    revision = infos[0].ref.revision[:7] if infos else repo.revision or "main"
+    print(f"{repo.repo}@{revision}: {len(infos)} signature file{'s' if len(infos) != 1 else ''}")
+    rows = [
+        (i.path, i.base_model or "", i.sketch_id or "", i.dataset or "", str(i.num_tokens or ""),
+         "yes" if i.listed_in_card else "no", i.problem or "")
+        for i in infos
+    ]
+    widths = [max(len(row[c]) for row in [COLUMNS, *rows]) for c in range(len(COLUMNS))]
+    for row in [COLUMNS, *rows]:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    return 0

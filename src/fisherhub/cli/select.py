@@ -1,0 +1,54 @@
+"""``fisherhub select TARGET [CANDIDATES...]``: rank LoRA adapters for a target by Fisher alignment.
+
+TARGET is a signature (file or Hub reference: ``datasets/org/name[:path]``, ``org/adapter:path``, ``hf://...``)
+or a dataset to sketch under the base model (Hub id, folder or data file). CANDIDATES are adapter repo ids,
+local adapter folders or ``datasets/org/name`` repos with signatures; none: the adapters of --base-model
+that the Hub lists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from fisherhub.selection import SCORES
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "select", help="rank candidate LoRA adapters for a target dataset by Fisher alignment",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("target", metavar="TARGET", help="signature file or Hub reference, or a dataset to sketch")
+    parser.add_argument("candidates", metavar="CANDIDATES", nargs="*", help="adapter repos or folders, dataset repos")
+    parser.add_argument("--base-model", default=None, help="base model id (discovery, filtering, and to sketch TARGET)")
+    parser.add_argument("--score", default="fisher", choices=SCORES, help="rank by A (fisher), S_a or S_e only")
+    parser.add_argument("--top-k", type=int, default=None, help="show the k best candidates only")
+    parser.add_argument("--plot", default=None, metavar="PNG", help="write a bar chart of the scores with error bars")
+    data = parser.add_argument_group("a dataset TARGET")
+    data.add_argument("--split", default="train")
+    data.add_argument("--text-column", default="text")
+    data.add_argument("--max-documents", type=int, default=None)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from fisherhub.data import DataArgs
+    from fisherhub.selection import SketchOptions, select_adapter
+
+    data = DataArgs(args.target, split=args.split, text_column=args.text_column, max_documents=args.max_documents)
+    selection = select_adapter(
+        args.target, args.candidates or None, base_model=args.base_model, score=args.score,
+        sketch=SketchOptions(data=data),
+    )
+    if sys.stdout.isatty():
+        from rich.console import Console
+
+        Console().print(selection.rich_table(limit=args.top_k))
+    else:
+        print(selection.table(limit=args.top_k))
+    best = selection.best
+    print(f"best: {best.candidate} ({args.score} {best.score:.3f} ± {best.stderr:.3f}), from {best.signature_source}")
+    if args.plot:
+        print(f"wrote {selection.plot(args.plot, limit=args.top_k)}")
+    return 0

@@ -1,0 +1,230 @@
+"""Fisher alignment between signatures (SPEC §1–2) with the split-sample bias correction.
+
+Â(i,j) = ⟨μ̂_i, μ̂_j⟩ / √(⟨μ̂^A_i, μ̂^B_i⟩ ⟨μ̂^A_j, μ̂^B_j⟩); the same for S_a (activation) and S_e (error);
+coupling ρ = A / (S_a S_e). Standard error of each sketch ≈ c·√(R̂_i R̂_j / m), with R̂ = ‖μ̂‖²/⟨μ̂^A, μ̂^B⟩
+of that sketch and c its own constant (``STDERR_CONSTANTS``, per estimator, reflection and sketch; fitted by
+``benchmarks/estimator_accuracy.py`` and on a real LM). For example, folded with the reflection / without it:
+A 1.3 / 2.3, S_a 0.8 / 1.2, S_e 1.1. It is never below the pair's own feature-level standard error
+(``feature_stderr``), which catches feature products heavier-tailed than the calibration's, e.g. tasks that
+share their inputs and differ only in a few labels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import torch
+
+from fisherhub.core.signature import Signature
+from fisherhub.core.state import SKETCHES
+from fisherhub.errors import IncompatibleSignaturesError, InputError
+
+
+@dataclasses.dataclass(frozen=True)
+class StderrConstants:
+    """c in stderr ≈ c √(R̂_i R̂_j / m) for each sketch (the fields are named as in ``SKETCHES``)."""
+
+    joint: float
+    activation: float
+    error: float
+
+    def as_tensor(self) -> torch.Tensor:
+        """(3,) float64 in ``SKETCHES`` order."""
+        return torch.tensor([getattr(self, name) for name in SKETCHES], dtype=torch.float64)
+
+
+#: c per sketch, keyed by (estimator, reflection used). c depends on the regime, S_a's most: ≈ 0.1–0.2 where
+#: every S_a ≈ 1, 0.4–1.1 where S_a is spread as on an LM. So each c is the largest fit (RMS of (sketch − exact)
+#: / √(R̂_i R̂_j / m)) over these sources, rounded up to one decimal:
+#: benchmarks/results/estimator_accuracy.json (K = 8,192 and 50,257, S_a ≈ 0.8–1); estimator_accuracy.py --quick
+#: (its "quick-spread" configuration spreads S_a over 0.07–0.96); SmolLM2-135M in
+#: benchmarks/results/paper_exp1_estimator.json (folded + reflection: A 1.13, S_a 0.70, S_e 1.01; the S_a fit
+#: holds for srht too, which has the same activation projector); the tasks of tests/test_stderr.py.
+#: The largest fits: A srht 2.37 (quick-spread), refl 1.21 (spread); folded 2.16 (K = 50,257), refl 1.28 (spread);
+#: hadamard 3.35 (quick), refl 1.15 (test tasks). S_a 1.13 (test tasks), refl 0.70 (SmolLM2); hadamard 0.77,
+#: refl 0.42 (test tasks, quick-spread). S_e srht 1.07 (K = 50,257), folded 1.05, hadamard 1.06 (test tasks).
+#: hadamard (the default) from the full run (largest A 2.18, refl 1.30; S_a 0.67, refl 0.22; S_e 1.07) and
+#: SmolLM2 with the reflection (exp1 rerun with it, split-sample exact norms, i.e. the random-feature error
+#: alone: A 1.24, S_a 0.47, S_e 0.90); without the reflection A stays at its quick-run 3.35.
+STDERR_CONSTANTS: dict[tuple[str, bool], StderrConstants] = {
+    ("maclaurin-srht", False): StderrConstants(joint=2.4, activation=1.2, error=1.1),
+    ("maclaurin-srht", True): StderrConstants(joint=1.4, activation=0.8, error=1.1),
+    ("maclaurin-folded", False): StderrConstants(joint=2.3, activation=1.2, error=1.1),
+    ("maclaurin-folded", True): StderrConstants(joint=1.3, activation=0.8, error=1.1),
+    ("maclaurin-hadamard", False): StderrConstants(joint=3.4, activation=0.8, error=1.2),
+    ("maclaurin-hadamard", True): StderrConstants(joint=1.3, activation=0.5, error=1.2),
+}
+#: ρ is reported only where S_a and S_e exceed this many standard errors.
+SIGNIFICANCE_Z = 2.0
+
+
+def stderr_constants(estimator: str, reflection: bool) -> StderrConstants:
+    """The calibrated c of each sketch for an estimator with or without the Householder reflection."""
+    try:
+        return STDERR_CONSTANTS[(estimator, reflection)]
+    except KeyError:
+        calibrated = ", ".join(f"{e}{' + reflection' if r else ''}" for e, r in STDERR_CONSTANTS)
+        raise InputError(
+            f"no standard-error constants for estimator {estimator!r} {'with' if reflection else 'without'} the "
+            f"reflection (calibrated: {calibrated}); fit them with benchmarks/estimator_accuracy.py and add them to "
+            "fisherhub.core.alignment.STDERR_CONSTANTS, or pass constants= to alignment_matrix"
+        ) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class AlignmentResult:
+    """Fisher alignment A, its factors S_a, S_e, the coupling ρ and standard errors."""
+
+    fisher: float
+    activation: float
+    error: float
+    coupling: float | None
+    stderr: float
+    activation_stderr: float
+    error_stderr: float
+    coupling_stderr: float | None
+    coupling_significant: bool
+    sketch_id: str
+
+    def as_dict(self) -> dict[str, float | bool | str | None]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class AlignmentMatrix:
+    """All-pairs alignments; each field an (n, n) float64 tensor (coupling NaN where undefined)."""
+
+    names: list[str]
+    fisher: torch.Tensor
+    activation: torch.Tensor
+    error: torch.Tensor
+    coupling: torch.Tensor
+    stderr: torch.Tensor
+    activation_stderr: torch.Tensor
+    error_stderr: torch.Tensor
+    coupling_stderr: torch.Tensor
+    sketch_id: str
+
+    def pair(self, i: int, j: int) -> AlignmentResult:
+        coupling = float(self.coupling[i, j])
+        defined = not math.isnan(coupling)
+        coupling_se = float(self.coupling_stderr[i, j])
+        return AlignmentResult(
+            fisher=float(self.fisher[i, j]),
+            activation=float(self.activation[i, j]),
+            error=float(self.error[i, j]),
+            coupling=coupling if defined else None,
+            stderr=float(self.stderr[i, j]),
+            activation_stderr=float(self.activation_stderr[i, j]),
+            error_stderr=float(self.error_stderr[i, j]),
+            coupling_stderr=coupling_se if defined else None,
+            coupling_significant=defined and abs(coupling - 1.0) > SIGNIFICANCE_Z * coupling_se,
+            sketch_id=self.sketch_id,
+        )
+
+
+def feature_stderr(means: torch.Tensor, norms: torch.Tensor, cosine: torch.Tensor) -> torch.Tensor:
+    """(…, n, n) standard error of each cosine from its own m features (delta method over features).
+
+    With x_r = μ̂_i,r μ̂_j,r, s = √(D_i D_j) (split norms D) and cosine a = Σ_r x_r / s, feature r adds
+    g_r = x_r/s − (a/2)(μ̂_i,r²/‖μ̂_i‖² + μ̂_j,r²/‖μ̂_j‖²) (Σ_r g_r = 0), and se² = m/(m−1) Σ_r g_r², as if the
+    features were independent; expanded into Gram matrices of powers of μ̂. ``means`` (…, n, m), ``norms``
+    (…, n) the split norms D, ``cosine`` (…, n, n).
+    """
+    m = means.shape[-1]
+    squares = means.square()
+    length = squares.sum(dim=-1)  # ‖μ̂_i‖²
+    fourth = squares.square().sum(dim=-1) / length.square()  # Σ_r μ̂_i,r⁴ / ‖μ̂_i‖⁴
+    product_of_squares = squares @ squares.transpose(-1, -2)  # Σ_r μ̂_i,r² μ̂_j,r²
+    cube_by_linear = (squares * means) @ means.transpose(-1, -2) / length[..., :, None]  # Σ_r μ̂_i,r³ μ̂_j,r / ‖μ̂_i‖²
+    scale_squared = norms[..., :, None] * norms[..., None, :]
+    both_lengths = length[..., :, None] * length[..., None, :]
+    total = (
+        product_of_squares / scale_squared
+        + cosine.square() / 4 * (fourth[..., :, None] + fourth[..., None, :] + 2 * product_of_squares / both_lengths)
+        - cosine / scale_squared.sqrt() * (cube_by_linear + cube_by_linear.transpose(-1, -2))
+    )
+    return torch.sqrt(total.clamp_min(0.0) * m / (m - 1))
+
+
+def sketch_means(signatures: Sequence[Signature]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The signatures' means μ̂, (3, n, m), and split norms ⟨μ̂^A, μ̂^B⟩, (3, n), float64, in ``SKETCHES`` order."""
+    means = torch.stack([torch.stack([getattr(s, k).double() for s in signatures]) for k in SKETCHES])
+    norms = torch.stack([s.split_norms.double() for s in signatures], dim=1)
+    return means, norms
+
+
+def check_compatible(signatures: Sequence[Signature]) -> None:
+    """Raise ``IncompatibleSignaturesError`` naming the differing fields unless all share a sketch id."""
+    if not signatures:
+        raise InputError("no signatures given")
+    for signature in signatures:
+        if not isinstance(signature, Signature):
+            raise InputError(f"expected a Signature, got {type(signature).__name__}; load it with load_signature()")
+    first = signatures[0]
+    for other in signatures[1:]:
+        differences = first.spec.differences(other.spec)
+        if differences:
+            raise IncompatibleSignaturesError(differences)
+
+
+def _same_data(a: Signature, b: Signature) -> bool:
+    return a is b or (
+        torch.equal(a.joint, b.joint) and torch.equal(a.split_norms, b.split_norms) and a.num_tokens == b.num_tokens
+    )
+
+
+def alignment_matrix(
+    signatures: Sequence[Signature], names: Sequence[str] | None = None, *, constants: StderrConstants | None = None
+) -> AlignmentMatrix:
+    """Pairwise alignments of compatible signatures.
+
+    A pair of identical signatures uses the unbiased self inner product ⟨μ̂^A, μ̂^B⟩, so it is 1 with
+    stderr 0. ρ is NaN where S_a or S_e is within ``SIGNIFICANCE_Z`` standard errors of 0. ``constants``
+    replaces the calibrated c of the signatures' estimator (all ones: the stderr fields are
+    max(√(R̂_i R̂_j / m), ``feature_stderr``)).
+    """
+    signatures = list(signatures)
+    check_compatible(signatures)
+    means, norms = sketch_means(signatures)
+    gram = means @ means.transpose(1, 2)  # (3, n, n)
+    scale = torch.sqrt(norms[:, :, None] * norms[:, None, :])
+    same = torch.tensor([[_same_data(a, b) for b in signatures] for a in signatures])
+    cosine = torch.where(same, torch.ones_like(gram), gram / scale)
+    dominance = torch.diagonal(gram, dim1=1, dim2=2) / norms  # R̂, (3, n)
+    spec = signatures[0].spec
+    if constants is None:
+        constants = stderr_constants(spec.estimator, spec.reflection is not None)
+    c = constants.as_tensor()[:, None, None]
+    stderr = c * torch.sqrt(dominance[:, :, None] * dominance[:, None, :] / spec.m)
+    stderr = torch.maximum(stderr, feature_stderr(means, norms, cosine))
+    stderr = torch.where(same, torch.zeros_like(stderr), stderr)
+    fisher, activation, error = cosine
+    defined = same | ((activation > SIGNIFICANCE_Z * stderr[1]) & (error > SIGNIFICANCE_Z * stderr[2]))
+    nan = torch.full_like(fisher, math.nan)
+    coupling = torch.where(defined, fisher / (activation * error), nan)
+    relative = torch.sqrt(
+        (stderr[0] / fisher.abs().clamp_min(1e-300)) ** 2
+        + (stderr[1] / activation.abs().clamp_min(1e-300)) ** 2
+        + (stderr[2] / error.abs().clamp_min(1e-300)) ** 2
+    )
+    coupling_stderr = torch.where(defined, coupling.abs() * relative, nan)
+    return AlignmentMatrix(
+        names=list(names) if names is not None else [s.metadata.get("dataset", f"#{i}") for i, s in enumerate(signatures)],
+        fisher=fisher,
+        activation=activation,
+        error=error,
+        coupling=coupling,
+        stderr=stderr[0],
+        activation_stderr=stderr[1],
+        error_stderr=stderr[2],
+        coupling_stderr=coupling_stderr,
+        sketch_id=signatures[0].sketch_id,
+    )
+
+
+def alignment(source: Signature, target: Signature) -> AlignmentResult:
+    """Alignment of two signatures with error bars and the three-factor decomposition."""
+    return alignment_matrix([source, target]).pair(0, 1)

@@ -1,0 +1,323 @@
+"""Random projections of one side of the kernel, in the style of trak's ``projectors.py``:
+one abstract ``Projector`` and several strategies.
+
+Each projector maps x ∈ R^n to two independent m-vectors (p·x, q·x) whose rows p_r, q_r satisfy
+``E[(p_r·x)(p_r·x')] = x·x'``, so ``(p_r·x)(q_r·x)`` is a random feature of ``(x·x')²``.
+
+Activation side (optionally after a fixed Householder reflection R that maps a pilot activation mean
+onto the first axis: ``(Ra·Ra')² = (a·a')²`` and the large shared mean then costs no variance):
+
+- ``DenseSignProjector``: p_r, q_r ∈ {±1}^d, one GEMM, O(md) per token.
+- ``BlockSRHTProjector``: zero-pad to P = 2^⌈log2 d⌉, ⌈m/P⌉ blocks per side, each with its own sign
+  vector, size-P transforms, keep m of the rows. Rows stay ±1; O(m log P) per token.
+
+Vocabulary side (all three fold ``Σ_j D[j] x_j`` into bin j mod T, transform, keep m rows, so a one-hot
+x = onehot(y) folds to D[y] in bin y mod T):
+
+- ``SRHTProjector`` (the paper's): flip signs, zero-pad to T = P = 2^⌈log2 K⌉, unnormalised
+  Walsh–Hadamard transform, keep m sampled coordinates. O(P log P) per token.
+- ``FoldedSRHTProjector`` (ours): T = Q = 2^⌈log2 m⌉ bins; rows ``p_r[j] = H_Q[r, j mod Q] D[j]`` stay
+  ±1 and mutually orthogonal; O(K + Q log Q).
+- ``SliceSignFoldedSRHTProjector`` (ours): the same fold with signs D[bQ + q] = α_b β_q (one sign per
+  width-Q slice b times one per bin q), so folding is one small GEMM, ``β ∘ (αᵀ X)`` with X the
+  (K/Q, Q) slices, instead of K/Q passes. Pairwise independence of the entries of each row, all that
+  unbiasedness needs, holds as before.
+
+Each projector keeps its own random order of rows, so the two sides of a feature pair different
+Walsh functions. Signs and indices come from ``hashing`` streams, never from torch generators.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+
+import torch
+
+from fisherhub.core import hashing
+from fisherhub.core.hadamard import fwht, next_power_of_two
+
+#: Σ exp(z) below this (float32 normal range ends at 1.2e-38) is recomputed with the max logit subtracted.
+SMALLEST_SAFE_NORMALIZER = 1e-30
+LOG2_E = 1.0 / math.log(2.0)
+#: on the CPU, exp, sum and fold run over blocks of logits rows of about this size, so they stay in cache.
+CPU_BLOCK_BYTES = 4 * 2**20
+
+
+class Stream:
+    """Hash stream numbers: one per independent random object of a sketch."""
+
+    ACTIVATION_P = 1
+    ACTIVATION_Q = 2
+    VOCAB_SIGNS_P = 3
+    VOCAB_SIGNS_Q = 4
+    VOCAB_INDEX_P = 5
+    VOCAB_INDEX_Q = 6
+    TRUE_FISHER_LABELS = 7
+    ACTIVATION_INDEX_P = 8
+    ACTIVATION_INDEX_Q = 9
+
+
+class Projector(abc.ABC):
+    """Maps (N, n) inputs to a pair of (N, m) projections (P x, Q x) with independent rows."""
+
+    def __init__(self, in_features: int, m: int):
+        self.in_features = in_features
+        self.m = m
+        self._device_copies: dict[tuple, torch.Tensor] = {}
+
+    @abc.abstractmethod
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x @ Pᵀ, x @ Qᵀ) in float32, each of shape (N, m)."""
+
+    def dense_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The two (m, n) projection matrices, for tests on small sizes."""
+        eye = torch.eye(self.in_features)
+        p, q = self.project(eye)
+        return p.T.contiguous(), q.T.contiguous()
+
+    def _on(self, like: torch.Tensor, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``tensors`` moved to ``like``'s device (floating ones to its dtype), cached per device."""
+        copies = []
+        for tensor in tensors:
+            dtype = like.dtype if tensor.is_floating_point() else tensor.dtype
+            key = (id(tensor), like.device, dtype)
+            if key not in self._device_copies:
+                self._device_copies[key] = tensor.to(device=like.device, dtype=dtype)
+            copies.append(self._device_copies[key])
+        return tuple(copies)
+
+
+def kept_rows(seed: int, streams: tuple[int, int], population: int, m: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The m kept rows of each side, (2, m) in feature order (each side its own random arrangement), and
+    the same as indices into a side-major (2 · population) layout, for ``keep_rows``."""
+    rows = torch.stack([hashing.random_arrangement(seed, stream, population, m) for stream in streams])
+    return rows, torch.cat([rows[0], rows[1] + population])
+
+
+def keep_rows(transformed: torch.Tensor, flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, 2, population) transforms -> the kept rows of each side, (N, m) each, in one gather."""
+    kept = transformed.reshape(transformed.shape[0], -1).index_select(1, flat)
+    return kept[:, : len(flat) // 2], kept[:, len(flat) // 2 :]
+
+
+def householder_vector(target: torch.Tensor) -> torch.Tensor:
+    """Unit w with (I − 2wwᵀ) target/‖target‖ = first axis (w = 0 if already on it)."""
+    direction = target.double() / target.double().norm()
+    w = direction.clone()
+    w[0] -= 1.0
+    norm = w.norm()
+    if norm < 1e-12:
+        return torch.zeros_like(target, dtype=torch.float32)
+    return (w / norm).float()
+
+
+class DenseSignProjector(Projector):
+    """Rademacher rows on the activation side, optionally after a Householder reflection."""
+
+    def __init__(self, d: int, m: int, seed: int, reflection_target: torch.Tensor | None = None):
+        super().__init__(d, m)
+        signs = torch.cat(
+            [
+                hashing.rademacher(seed, Stream.ACTIVATION_P, (m, d)),
+                hashing.rademacher(seed, Stream.ACTIVATION_Q, (m, d)),
+            ]
+        )
+        if reflection_target is not None:
+            w = householder_vector(reflection_target)
+            signs = signs - 2.0 * (signs @ w)[:, None] * w[None, :]
+        self._matrix_t = signs.T.contiguous()  # (d, 2m): [P; Q]ᵀ, reflection folded in (P R, Q R)
+
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        (matrix_t,) = self._on(x, self._matrix_t)
+        both = x @ matrix_t
+        return both[:, : self.m], both[:, self.m :]
+
+
+class BlockSRHTProjector(Projector):
+    """Activation side: ⌈m/P⌉ independent SRHT blocks per side over a zero-padded to P = 2^⌈log2 d⌉.
+
+    Row (b, r) of a side is ``H_P[r, i] D_b[i]`` (i < d), after the optional reflection
+    ``a ↦ a − 2(w·a)w``; m of the blocks·P rows are kept, in a random order per side.
+    """
+
+    def __init__(self, d: int, m: int, seed: int, reflection_target: torch.Tensor | None = None):
+        super().__init__(d, m)
+        self.block_size = next_power_of_two(d)
+        self.blocks = -(-m // self.block_size)
+        self._signs = torch.cat(
+            [
+                hashing.rademacher(seed, Stream.ACTIVATION_P, (self.blocks, self.block_size))[:, :d],
+                hashing.rademacher(seed, Stream.ACTIVATION_Q, (self.blocks, self.block_size))[:, :d],
+            ]
+        )  # (2·blocks, d)
+        streams = (Stream.ACTIVATION_INDEX_P, Stream.ACTIVATION_INDEX_Q)
+        self.rows, self._flat_rows = kept_rows(seed, streams, self.blocks * self.block_size, m)
+        self._reflection = None if reflection_target is None else householder_vector(reflection_target)
+
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        signs, rows = self._on(x, self._signs, self._flat_rows)
+        if self._reflection is not None:
+            (w,) = self._on(x, self._reflection)
+            x = x - 2.0 * (x * w).sum(dim=1, keepdim=True) * w  # row by row: the same bits in any batch
+        return keep_rows(fwht(x[:, None, :] * signs[None, :, :], self.block_size), rows)
+
+
+class _VocabularyProjector(Projector):
+    """Vocabulary side: fold ``Σ_j D[j] x_j`` into bin j mod T (per side), size-T transform, keep m rows.
+
+    ``signs`` (2, K) is D for the two sides; subclasses fold x with them (possibly faster than
+    elementwise). Because the fold is linear and one-hot vectors fold to a single signed bin,
+    ``project_softmax_errors`` gets the projections of e = softmax(z) − onehot(y) without forming e.
+    """
+
+    def __init__(self, vocab_size: int, m: int, seed: int, transform_size: int, signs: torch.Tensor):
+        super().__init__(vocab_size, m)
+        if m > transform_size:
+            raise ValueError(f"m={m} exceeds the transform size {transform_size}")
+        self.transform_size = transform_size
+        self.signs = signs  # D, (2, K) float32 ±1: the sign of coordinate j on each side
+        self._scratch_buffers: dict[torch.device, torch.Tensor] = {}
+        streams = (Stream.VOCAB_INDEX_P, Stream.VOCAB_INDEX_Q)
+        self.rows, self._flat_rows = kept_rows(seed, streams, transform_size, m)
+
+    def _exp_scratch(self, rows: int, device: torch.device) -> torch.Tensor:
+        """A float32 (rows, K) buffer for exp(z), kept between calls: a fresh one each block would cost as
+        much in page faults as the exp itself."""
+        buffer = self._scratch_buffers.get(device)
+        if buffer is None or buffer.shape[0] < rows:
+            buffer = self._scratch_buffers[device] = torch.empty(rows, self.in_features, device=device)
+        return buffer[:rows]
+
+    def fold(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """(N, K) float32 -> (N, 2, T): ``Σ_j D[s, j] x_j`` in bin j mod T for each side s (into ``out``)."""
+        if out is None:
+            out = x.new_empty(x.shape[0], 2, self.transform_size)
+        self._fold_into(x, out)
+        return out
+
+    @abc.abstractmethod
+    def _fold_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
+        """Write the fold of x (N, K) into out (N, 2, T)."""
+
+    def _transform(self, folded: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        (rows,) = self._on(folded, self._flat_rows)
+        return keep_rows(fwht(folded), rows)
+
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._transform(self.fold(x.float()))
+
+    def project_softmax_errors(
+        self, logits: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Projections of e = softmax(z) − onehot(y) for the logits rows ``rows`` (all if None).
+
+        fold(e) = fold(exp(z − c)) / Σ exp(z − c) − D[y] in bin y mod T for any shift c: exp, sum and fold
+        over blocks of rows that stay in cache, no (N, K) temporary. c = 0, unless Σ exp(z) overflows or
+        underflows for a row: then c = max z for that row. ``targets`` are the rows' y.
+        """
+        count = logits.shape[0] if rows is None else len(rows)
+        folded = torch.empty(count, 2, self.transform_size, device=logits.device)
+        normalizers = torch.empty(count, device=logits.device)
+        block_rows = count if logits.device.type != "cpu" else max(1, CPU_BLOCK_BYTES // (4 * self.in_features))
+        for start in range(0, count, block_rows):
+            block = slice(start, min(start + block_rows, count))
+            block_logits = logits[block] if rows is None else logits.index_select(0, rows[block])
+            exps = self._exp_scratch(len(block_logits), logits.device)
+            if block_logits.dtype == torch.float32:  # exp(z) = 2^(z log2 e): exp2 is the faster kernel
+                torch.mul(block_logits, LOG2_E, out=exps).exp2_()
+            else:  # bf16 / fp16 logits: in float32
+                exps.copy_(block_logits).mul_(LOG2_E).exp2_()
+            torch.sum(exps, dim=1, out=normalizers[block])
+            _shift_unsafe_rows(block_logits, exps, normalizers[block])
+            self.fold(exps, out=folded[block])
+        folded /= normalizers[:, None, None]
+        (signs,) = self._on(folded, self.signs)
+        tokens = torch.arange(len(targets), device=folded.device)
+        folded[tokens, 0, targets % self.transform_size] -= signs[0, targets]
+        folded[tokens, 1, targets % self.transform_size] -= signs[1, targets]
+        return self._transform(folded)
+
+
+def _shift_unsafe_rows(logits: torch.Tensor, exps: torch.Tensor, normalizers: torch.Tensor) -> None:
+    """Recompute exp(z − max z) and its sum, in place, for the rows whose Σ exp(z) overflows or underflows
+    (only those, so each row's value does not depend on the others in the block)."""
+    unsafe = ~(normalizers.isfinite() & (normalizers > SMALLEST_SAFE_NORMALIZER))
+    if unsafe.any():
+        rows_unsafe = unsafe.nonzero().flatten()
+        unsafe_logits = logits.index_select(0, rows_unsafe).float()
+        recomputed = (unsafe_logits - unsafe_logits.amax(dim=1, keepdim=True)).exp_()
+        exps.index_copy_(0, rows_unsafe, recomputed)
+        normalizers.index_copy_(0, rows_unsafe, recomputed.sum(dim=1))
+
+
+def _iid_signs(vocab_size: int, seed: int) -> torch.Tensor:
+    return torch.stack(
+        [
+            hashing.rademacher(seed, Stream.VOCAB_SIGNS_P, (vocab_size,)),
+            hashing.rademacher(seed, Stream.VOCAB_SIGNS_Q, (vocab_size,)),
+        ]
+    )
+
+
+class SRHTProjector(_VocabularyProjector):
+    """The paper's subsampled randomized Hadamard transform over P = 2^⌈log2 K⌉ coordinates."""
+
+    def __init__(self, vocab_size: int, m: int, seed: int):
+        super().__init__(vocab_size, m, seed, next_power_of_two(max(vocab_size, m)), _iid_signs(vocab_size, seed))
+
+    def _fold_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
+        """D x zero-padded to P (each coordinate its own bin)."""
+        (signs,) = self._on(x, self.signs)
+        out[:, :, self.in_features :] = 0.0
+        torch.mul(x[:, None, :], signs[None, :, :], out=out[:, :, : self.in_features])
+
+
+class FoldedSRHTProjector(_VocabularyProjector):
+    """Fold K coordinates into Q = 2^⌈log2 m⌉ bins (j ↦ j mod Q) with i.i.d. signs, size-Q transform."""
+
+    def __init__(self, vocab_size: int, m: int, seed: int):
+        super().__init__(vocab_size, m, seed, next_power_of_two(m), _iid_signs(vocab_size, seed))
+
+    def _fold_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
+        """Σ_b D_b x_b over the K/Q slices x_b of width Q, accumulated slice by slice in order."""
+        (signs,) = self._on(x, self.signs)
+        q = self.transform_size
+        out.zero_()
+        for start in range(0, self.in_features, q):
+            stop = min(start + q, self.in_features)
+            out[:, :, : stop - start].addcmul_(x[:, None, start:stop], signs[None, :, start:stop])
+
+
+class SliceSignFoldedSRHTProjector(_VocabularyProjector):
+    """Fold with signs D[bQ + q] = α_b β_q: ``β ∘ Σ_b α_b x_b`` as one GEMM over the K/Q slices x_b."""
+
+    def __init__(self, vocab_size: int, m: int, seed: int):
+        q = next_power_of_two(m)
+        slices = -(-vocab_size // q)
+        streams = (Stream.VOCAB_SIGNS_P, Stream.VOCAB_SIGNS_Q)
+        both = torch.stack([hashing.rademacher(seed, stream, (slices + q,)) for stream in streams])
+        slice_signs, bin_signs = both[:, :slices].contiguous(), both[:, slices:].contiguous()
+        signs = (slice_signs[:, :, None] * bin_signs[:, None, :]).reshape(2, -1)[:, :vocab_size]
+        super().__init__(vocab_size, m, seed, q, signs)
+        self._slice_signs, self._bin_signs = slice_signs, bin_signs
+
+    def _fold_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
+        slice_signs, bin_signs = self._on(x, self._slice_signs, self._bin_signs)
+        q = self.transform_size
+        full = (self.in_features // q) * q
+        torch.matmul(slice_signs[:, : full // q], x[:, :full].unflatten(1, (full // q, q)), out=out)  # (N, 2, Q)
+        if full < self.in_features:
+            out[:, :, : self.in_features - full].addcmul_(x[:, None, full:], slice_signs[None, :, -1:])
+        out.mul_(bin_signs)
+
+
+ACTIVATION_PROJECTORS: dict[str, type[Projector]] = {
+    "dense-sign": DenseSignProjector,
+    "block-srht": BlockSRHTProjector,
+}
+VOCABULARY_PROJECTORS: dict[str, type[_VocabularyProjector]] = {
+    "srht": SRHTProjector,
+    "folded": FoldedSRHTProjector,
+    "folded-slice-signs": SliceSignFoldedSRHTProjector,
+}

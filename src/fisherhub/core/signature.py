@@ -1,0 +1,245 @@
+"""``Signature``: a finished task sketch as a safetensors artifact (SPEC §3).
+
+Tensors: ``joint``, ``activation``, ``error`` (float32 [m], the means μ̂), ``split_norms`` (float64 [3],
+⟨μ̂^A, μ̂^B⟩ of each), and ``reflection`` (float32 [d]) when the spec has one. ``__metadata__`` holds
+the spec, the sketch id, counts, provenance and a checksum over all of it, so a truncated or edited
+file is refused on load.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import json
+import os
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load
+
+from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
+from fisherhub.errors import SignatureFileError
+
+#: provenance keys a signature's metadata may carry (SPEC §3); free-form extra keys are kept too.
+PROVENANCE_KEYS = (
+    "base_model",
+    "base_model_revision",
+    "dataset",
+    "dataset_config",
+    "dataset_split",
+    "dataset_revision",
+    "text_column",
+)
+_RESERVED_KEYS = (
+    "format_version",
+    "kind",
+    "sketch_id",
+    "spec",
+    "m",
+    "seed",
+    "estimator",
+    "granularity",
+    "fisher",
+    "d",
+    "vocab_size",
+    "head_checksum",
+    "tokenizer_checksum",
+    "num_documents",
+    "num_tokens",
+    "library_version",
+    "created",
+    "checksum",
+)
+
+
+def _library_version() -> str:
+    from fisherhub import __version__
+
+    return __version__
+
+
+_DTYPE_NAMES = {torch.float32: "F32", torch.float64: "F64"}
+
+
+def _serialize(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
+    """The safetensors encoding with sorted keys, so equal signatures give equal bytes
+    (``safetensors.torch.save`` orders metadata by a hash map, which varies between processes)."""
+    header: dict[str, object] = {"__metadata__": dict(sorted(metadata.items()))}
+    offset, buffers = 0, []
+    for name in sorted(tensors):
+        data = tensors[name].detach().cpu().contiguous().numpy().tobytes()
+        header[name] = {
+            "dtype": _DTYPE_NAMES[tensors[name].dtype],
+            "shape": list(tensors[name].shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
+        offset += len(data)
+        buffers.append(data)
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    encoded += b" " * (-len(encoded) % 8)
+    return len(encoded).to_bytes(8, "little") + encoded + b"".join(buffers)
+
+
+@dataclasses.dataclass
+class Signature:
+    """A task's FisherSketch signature: μ̂ of the joint, activation and error features."""
+
+    spec: SketchSpec
+    joint: torch.Tensor
+    activation: torch.Tensor
+    error: torch.Tensor
+    split_norms: torch.Tensor
+    num_tokens: int
+    num_documents: int
+    metadata: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("joint", "activation", "error"):
+            tensor = getattr(self, name)
+            if tuple(tensor.shape) != (self.spec.m,):
+                raise SignatureFileError(f"{name} has shape {tuple(tensor.shape)}, expected ({self.spec.m},)")
+            if not torch.isfinite(tensor).all():
+                raise SignatureFileError(f"{name} contains NaN or inf")
+        if tuple(self.split_norms.shape) != (3,) or not (self.split_norms > 0).all():
+            raise SignatureFileError(f"split_norms must be 3 positive numbers, got {self.split_norms.tolist()}")
+        self.metadata = {str(k): str(v) for k, v in self.metadata.items()}
+        self.metadata.setdefault("library_version", _library_version())
+        self.metadata.setdefault("created", datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+
+    @property
+    def sketch_id(self) -> str:
+        return self.spec.sketch_id
+
+    @property
+    def self_dominance(self) -> float:
+        """R̂ = ‖μ̂‖² / ⟨μ̂^A, μ̂^B⟩ of the joint sketch (→ 1 as the task grows; drives the stderr)."""
+        return float(self.joint.double().dot(self.joint.double()) / self.split_norms[0])
+
+    def self_dominances(self) -> torch.Tensor:
+        """R̂ of the joint, activation and error sketches."""
+        squares = torch.stack([t.double().dot(t.double()) for t in (self.joint, self.activation, self.error)])
+        return squares / self.split_norms.double()
+
+    def describe(self) -> dict[str, Any]:
+        """A small dict for cards and tables."""
+        return {
+            "sketch_id": self.sketch_id,
+            "base_model": self.metadata.get("base_model"),
+            "dataset": self.metadata.get("dataset"),
+            "num_tokens": self.num_tokens,
+            "num_documents": self.num_documents,
+            "m": self.spec.m,
+            "estimator": self.spec.estimator,
+        }
+
+    # -- serialisation ----------------------------------------------------------------------------
+    def _header(self) -> dict[str, str]:
+        spec = self.spec
+        fingerprint = spec.model_fingerprint
+        header = {k: v for k, v in self.metadata.items() if k not in _RESERVED_KEYS}
+        header.update(
+            {
+                "format_version": str(FORMAT_VERSION),
+                "kind": "fishersketch-signature",
+                "sketch_id": spec.sketch_id,
+                "spec": json.dumps(spec.to_dict(), sort_keys=True),
+                "m": str(spec.m),
+                "seed": str(spec.seed),
+                "estimator": spec.estimator,
+                "granularity": spec.granularity,
+                "fisher": spec.fisher,
+                "d": str(spec.d),
+                "vocab_size": str(spec.vocab_size),
+                "head_checksum": fingerprint.head_checksum if fingerprint else "",
+                "num_documents": str(self.num_documents),
+                "num_tokens": str(self.num_tokens),
+                "library_version": self.metadata["library_version"],
+                "created": self.metadata["created"],
+            }
+        )
+        if fingerprint and fingerprint.tokenizer_checksum:
+            header["tokenizer_checksum"] = fingerprint.tokenizer_checksum
+        return dict(sorted(header.items()))
+
+    def _tensors(self) -> dict[str, torch.Tensor]:
+        tensors = {
+            "joint": self.joint.float().contiguous(),
+            "activation": self.activation.float().contiguous(),
+            "error": self.error.float().contiguous(),
+            "split_norms": self.split_norms.double().contiguous(),
+        }
+        if self.spec.reflection is not None:
+            tensors["reflection"] = self.spec.reflection_tensor
+        return tensors
+
+    @staticmethod
+    def _checksum(tensors: dict[str, torch.Tensor], header: dict[str, str]) -> str:
+        digest = hashlib.sha256(json.dumps(header, sort_keys=True).encode())
+        for name in sorted(tensors):
+            digest.update(name.encode())
+            digest.update(tensors[name].numpy().tobytes())
+        return digest.hexdigest()[:32]
+
+    def to_bytes(self) -> bytes:
+        tensors, header = self._tensors(), self._header()
+        header["checksum"] = self._checksum(tensors, header)
+        return _serialize(tensors, header)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the safetensors file atomically."""
+        data = self.to_bytes()
+        tmp = f"{os.fspath(path)}.tmp"
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, source: str = "<bytes>") -> Signature:
+        try:
+            tensors = load(data)
+            header_length = int.from_bytes(data[:8], "little")
+            header = json.loads(data[8 : 8 + header_length]).get("__metadata__") or {}
+        except (SafetensorError, ValueError, OSError, json.JSONDecodeError) as exc:
+            raise SignatureFileError(f"{source}: not a readable safetensors signature ({exc})") from exc
+        if header.get("kind") != "fishersketch-signature":
+            raise SignatureFileError(f"{source}: not a fisherhub signature (metadata kind={header.get('kind')!r})")
+        if header.get("format_version") != str(FORMAT_VERSION):
+            raise SignatureFileError(
+                f"{source}: signature format version {header.get('format_version')!r} is not supported by this "
+                f"fisherhub (reads version {FORMAT_VERSION}); upgrade the library"
+            )
+        stored = header.pop("checksum", None)
+        if stored != cls._checksum(tensors, header):
+            raise SignatureFileError(f"{source}: checksum mismatch: the file was edited or corrupted")
+        try:
+            spec = SketchSpec.from_dict(json.loads(header["spec"]), tensors.get("reflection"))
+            signature = cls(
+                spec=spec,
+                joint=tensors["joint"],
+                activation=tensors["activation"],
+                error=tensors["error"],
+                split_norms=tensors["split_norms"],
+                num_tokens=int(header["num_tokens"]),
+                num_documents=int(header["num_documents"]),
+                metadata={k: v for k, v in header.items() if k not in _RESERVED_KEYS or k in ("library_version", "created")},
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, SignatureFileError):
+                raise
+            raise SignatureFileError(f"{source}: malformed signature ({exc!r})") from exc
+        if spec.sketch_id != header.get("sketch_id"):
+            raise SignatureFileError(
+                f"{source}: stored sketch id {header.get('sketch_id')} does not match its spec ({spec.sketch_id})"
+            )
+        return signature
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Signature:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            raise SignatureFileError(f"cannot read signature file {path}: {exc.strerror}") from exc
+        return cls.from_bytes(data, source=os.fspath(path))

@@ -1,0 +1,171 @@
+"""``SketchSpec``: everything that must agree for two signatures to be comparable (SPEC §3)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from typing import Any
+
+import torch
+
+FORMAT_VERSION = 1
+
+#: estimator name -> (activation-side projector, vocabulary-side projector), see core.projectors.
+ESTIMATORS = {
+    "maclaurin-srht": ("dense-sign", "srht"),
+    "maclaurin-folded": ("dense-sign", "folded"),
+    "maclaurin-hadamard": ("block-srht", "folded-slice-signs"),
+}
+DEFAULT_ESTIMATOR = "maclaurin-hadamard"
+#: two signatures compare when their reflections' pilot directions are this close (radians): the bias
+#: of comparing (R₁a·R₂a')² with (a·a')² is then ≲ 10⁻³ relative, while devices computing the same
+#: pilot in float32 differ by ~10⁻⁷.
+REFLECTION_TOLERANCE = 1e-4
+GRANULARITIES = ("token", "sequence")
+FISHER_TYPES = ("empirical", "true")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFingerprint:
+    """Checksums of the base model's head weights (float32) and tokenizer, set by model capture."""
+
+    head_checksum: str
+    tokenizer_checksum: str | None = None
+
+
+def tensor_checksum(tensor: torch.Tensor) -> str:
+    """sha256 (first 16 hex) of a tensor's float32 little-endian bytes and shape."""
+    data = tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes()
+    return hashlib.sha256(repr(tuple(tensor.shape)).encode() + data).hexdigest()[:16]
+
+
+@dataclasses.dataclass(frozen=True)
+class SketchSpec:
+    """A FisherSketch configuration.
+
+    ``reflection`` is the optional pilot activation mean (d floats) whose direction a Householder
+    reflection maps onto the first axis before the activation projections; it is stored in every
+    signature and reused when sketching ``like`` one. Only whether a reflection is used enters the
+    sketch id; the directions of two signatures must agree within ``REFLECTION_TOLERANCE``, so
+    signatures sketched independently (another machine, another device) stay comparable.
+    """
+
+    d: int
+    vocab_size: int
+    m: int = 4096
+    seed: int = 0
+    estimator: str = DEFAULT_ESTIMATOR
+    granularity: str = "token"
+    fisher: str = "empirical"
+    model_fingerprint: ModelFingerprint | None = None
+    reflection: tuple[float, ...] | None = dataclasses.field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        from fisherhub.errors import InputError
+
+        for name in ("d", "vocab_size", "m"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise InputError(f"SketchSpec.{name} must be a positive int, got {value!r}")
+        if not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
+            raise InputError(f"SketchSpec.seed must be an int in [0, 2**63), got {self.seed!r}")
+        if self.estimator not in ESTIMATORS:
+            raise InputError(f"unknown estimator {self.estimator!r}; choose one of {sorted(ESTIMATORS)}")
+        if self.granularity not in GRANULARITIES:
+            raise InputError(f"unknown granularity {self.granularity!r}; choose one of {GRANULARITIES}")
+        if self.fisher not in FISHER_TYPES:
+            raise InputError(f"unknown fisher type {self.fisher!r}; choose one of {FISHER_TYPES}")
+        if self.reflection is not None:
+            values = tuple(float(v) for v in self.reflection)
+            if len(values) != self.d:
+                raise InputError(f"reflection has {len(values)} entries, expected d={self.d}")
+            vector = torch.tensor(values, dtype=torch.float32)
+            if not torch.isfinite(vector).all() or vector.norm() == 0:
+                raise InputError("reflection (pilot activation mean) must be finite and non-zero")
+            object.__setattr__(self, "reflection", tuple(vector.tolist()))
+
+    # -- identity -------------------------------------------------------------------------------
+    @property
+    def reflection_tensor(self) -> torch.Tensor | None:
+        return None if self.reflection is None else torch.tensor(self.reflection, dtype=torch.float32)
+
+    def identity_fields(self) -> dict[str, Any]:
+        """The fields hashed into the sketch id (of the reflection, only whether there is one)."""
+        fingerprint = self.model_fingerprint or ModelFingerprint(head_checksum="", tokenizer_checksum=None)
+        return {
+            "format_version": FORMAT_VERSION,
+            "estimator": self.estimator,
+            "m": self.m,
+            "seed": self.seed,
+            "granularity": self.granularity,
+            "fisher": self.fisher,
+            "d": self.d,
+            "vocab_size": self.vocab_size,
+            "head_checksum": fingerprint.head_checksum,
+            "tokenizer_checksum": fingerprint.tokenizer_checksum,
+            "reflection": None if self.reflection is None else "householder-pilot-mean",
+        }
+
+    @property
+    def sketch_id(self) -> str:
+        """First 12 hex digits of sha256 over the canonical JSON of ``identity_fields()``."""
+        canonical = json.dumps(self.identity_fields(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+    def differences(self, other: SketchSpec) -> dict[str, tuple[Any, Any]]:
+        """Identity fields that differ between two specs (empty when comparable), and the reflection
+        when both have one and their pilot directions are more than ``REFLECTION_TOLERANCE`` apart."""
+        mine, theirs = self.identity_fields(), other.identity_fields()
+        differing = {k: (mine[k], theirs[k]) for k in mine if mine[k] != theirs[k]}
+        if self.reflection is not None and other.reflection is not None and "reflection" not in differing:
+            angle = self.reflection_angle(other)
+            if angle > REFLECTION_TOLERANCE:
+                differing["reflection"] = (
+                    f"pilot mean {self.reflection_checksum}",
+                    f"pilot mean {other.reflection_checksum}, {angle:.2g} rad apart (> {REFLECTION_TOLERANCE:g}): "
+                    "sketch one --like the other",
+                )
+        return differing
+
+    @property
+    def reflection_checksum(self) -> str | None:
+        return None if self.reflection is None else tensor_checksum(self.reflection_tensor)
+
+    def reflection_angle(self, other: SketchSpec) -> float:
+        """Angle (radians) between the two pilot directions, in float64."""
+        mine, theirs = self.reflection_tensor.double(), other.reflection_tensor.double()
+        cosine = float(mine @ theirs / (mine.norm() * theirs.norm()))
+        return math.acos(min(1.0, max(-1.0, cosine)))
+
+    # -- derived specs ----------------------------------------------------------------------------
+    def with_fingerprint(self, head_checksum: str, tokenizer_checksum: str | None = None) -> SketchSpec:
+        return dataclasses.replace(self, model_fingerprint=ModelFingerprint(head_checksum, tokenizer_checksum))
+
+    def with_reflection(self, pilot_mean: torch.Tensor | None) -> SketchSpec:
+        values = None if pilot_mean is None else tuple(pilot_mean.detach().float().cpu().tolist())
+        return dataclasses.replace(self, reflection=values)
+
+    # -- (de)serialisation ----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict; the reflection vector travels separately (see ``Signature``)."""
+        data = {k: v for k, v in dataclasses.asdict(self).items() if k != "reflection"}
+        data["reflection_checksum"] = self.reflection_checksum
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], reflection: torch.Tensor | None = None) -> SketchSpec:
+        from fisherhub.errors import SignatureFileError
+
+        fields = {f.name for f in dataclasses.fields(cls)} - {"reflection"}
+        unknown = set(data) - fields - {"reflection_checksum"}
+        if unknown:
+            raise SignatureFileError(f"unknown spec fields {sorted(unknown)}; upgrade fisherhub")
+        kwargs = {k: v for k, v in data.items() if k in fields}
+        if kwargs.get("model_fingerprint") is not None:
+            kwargs["model_fingerprint"] = ModelFingerprint(**kwargs["model_fingerprint"])
+        spec = cls(**kwargs).with_reflection(reflection)
+        if spec.reflection_checksum != data.get("reflection_checksum"):
+            raise SignatureFileError("the stored reflection vector does not match the spec's reflection checksum")
+        return spec

