@@ -1,7 +1,7 @@
 """Sketch vs exact Fisher alignment on synthetic tasks, for every estimator, m and reflection choice.
 
 For each configuration (benchmarks/synthetic.py: one softmax head, tasks with graded label overlap),
-the exact A, S_a, S_e and ρ of every task pair come from ``fisherhub.exact`` (Gram form; norms as
+the exact A, S_a, S_e and ρ of every task pair come from ``fisherhub.core.exact`` (Gram form; norms as
 U-statistics, ``exclude_self_pairs=True``, unbiased like the sketch's split-sample norm). Each variant
 (estimator × m × Householder reflection on/off, pilot mean = mean activation of a pilot sample) sketches
 every task with ``SketchState`` and compares with ``alignment_matrix``. Reported per variant, averaged over
@@ -62,8 +62,8 @@ from fisherhub.core.alignment import (
     sketch_means,
 )
 from fisherhub.core.spec import ESTIMATORS
-from fisherhub.errors import TooFewDocumentsError
-from fisherhub.exact import gram_inner_products
+from fisherhub.core.errors import TooFewDocumentsError
+from fisherhub.core.exact import gram_inner_products
 
 QUANTITIES = ("fisher", "activation", "error", "coupling")  # A, S_a, S_e, ρ
 SKETCH_OF = {"fisher": "joint", "activation": "activation", "error": "error"}  # StderrConstants field

@@ -5,7 +5,7 @@ count (1 and 2, ``torch.set_num_threads``):
 
 - sketch, per estimator: ``SketchState.update`` (batches of 256 tokens) + ``finalize`` for every task,
   then one ``alignment_matrix`` over the 20 signatures (all 190 pairs);
-- exact: ``fisherhub.exact.gram_inner_products`` (float64, chunked) for the 20 norms ‖F_k‖²
+- exact: ``fisherhub.core.exact.gram_inner_products`` (float64, chunked) for the 20 norms ‖F_k‖²
   (U-statistics) and the 190 cross products ⟨F_i, F_j⟩, each costing O(n² (K + d)). The whole set
   would take hours on 2 cores, so a measured subset (the norms and cross pairs of the first
   ``--exact-tasks`` tasks) is timed and the total is extrapolated linearly in the number of Gram
@@ -46,7 +46,7 @@ from synthetic import (
 
 from fisherhub import SketchSpec, alignment_matrix
 from fisherhub.core.spec import DEFAULT_ESTIMATOR, ESTIMATORS
-from fisherhub.exact import gram_inner_products
+from fisherhub.core.exact import gram_inner_products
 
 THREAD_COUNTS = (1, 2)
 

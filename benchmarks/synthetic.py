@@ -75,7 +75,7 @@ class SyntheticConfig:
 
 @dataclasses.dataclass
 class SyntheticTask:
-    """One task's scored tokens, ready for ``SketchState.update`` and ``fisherhub.exact``."""
+    """One task's scored tokens, ready for ``SketchState.update`` and ``fisherhub.core.exact``."""
 
     name: str
     activations: torch.Tensor  # (n, d) float32
@@ -251,7 +251,7 @@ def pilot_activations(head: SyntheticHead, tokens_per_task: int) -> torch.Tensor
 
 
 def _describe() -> None:
-    from fisherhub.exact import gram_inner_products
+    from fisherhub.core.exact import gram_inner_products
 
     config = SyntheticConfig(vocab_size=8192, d=256, num_tasks=14, tokens_per_task=400)
     _, tasks = make_tasks(config)

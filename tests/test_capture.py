@@ -32,8 +32,8 @@ from fisherhub.capture import (
     spec_for_model,
 )
 from fisherhub.core.hashing import uniforms
-from fisherhub.core.projectors import Stream
-from fisherhub.exact import materialized_fisher, sequence_gradients
+from fisherhub.core.hashing import Stream
+from fisherhub.core.exact import materialized_fisher, sequence_gradients
 from fisherhub.probe_text import PROBE_DOCUMENTS
 
 VOCAB_SIZE = 64

@@ -11,7 +11,7 @@ from tiny_models import tiny_causal_lm, tiny_tokenizer
 from fisherhub import Signature, alignment_matrix
 from fisherhub.cli import main
 from fisherhub.demo_domains import DEMO_DOMAINS
-from fisherhub.errors import InputError
+from fisherhub.core.errors import InputError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

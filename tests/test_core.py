@@ -13,8 +13,8 @@ from fisherhub.core import hashing
 from fisherhub.core.features import FeatureMap
 from fisherhub.core.hadamard import fwht
 from fisherhub.core.spec import ESTIMATORS, REFLECTION_TOLERANCE
-from fisherhub.errors import IncompatibleSignaturesError, InputError, TooFewDocumentsError
-from fisherhub.exact import exact_alignment, linear_cka
+from fisherhub.core.errors import IncompatibleSignaturesError, InputError, TooFewDocumentsError
+from fisherhub.core.exact import exact_alignment, linear_cka
 
 VARIANTS = [(estimator, reflect) for estimator in ESTIMATORS for reflect in (False, True)]
 

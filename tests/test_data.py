@@ -9,7 +9,7 @@ import pytest
 from tiny_models import tiny_tokenizer
 
 from fisherhub.data import IGNORE_INDEX, DataArgs, DocumentStream, check_has_documents
-from fisherhub.errors import InputError
+from fisherhub.core.errors import InputError
 
 TEXTS = [f"document {i}: " + "ab " * (i % 4) for i in range(11)] + ["", ""]  # the last two have < 2 tokens (only <bos>)
 

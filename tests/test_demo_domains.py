@@ -1,5 +1,6 @@
 import pytest
 
+from fisherhub.core.errors import InputError
 from fisherhub.demo_domains import DEMO_DOMAINS, demo_domain_path, load_demo_domain
 
 
@@ -17,5 +18,5 @@ def test_demo_files_are_small():
 
 
 def test_unknown_domain_names_the_available_ones():
-    with pytest.raises(ValueError, match="unknown demo domain 'klingon'.*english_prose"):
+    with pytest.raises(InputError, match="unknown demo domain 'klingon'.*english_prose"):
         load_demo_domain("klingon")

@@ -9,8 +9,8 @@ import torch
 from core_helpers import synthetic_task
 
 from fisherhub import SketchSpec, SketchState, alignment
-from fisherhub.errors import InputError
-from fisherhub.exact import (
+from fisherhub.core.errors import InputError
+from fisherhub.core.exact import (
     exact_alignment,
     exact_alignment_materialized,
     exact_sequence_alignment,

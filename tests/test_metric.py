@@ -16,7 +16,7 @@ import torch
 from core_helpers import synthetic_task
 
 from fisherhub import SketchSpec, SketchState, alignment
-from fisherhub.errors import IncompatibleSignaturesError, InputError
+from fisherhub.core.errors import IncompatibleSignaturesError, InputError
 from fisherhub.metric import METRIC_NAME, install_metric, metric_path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

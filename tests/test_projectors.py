@@ -10,7 +10,7 @@ from fisherhub.core.features import FeatureMap
 from fisherhub.core.hadamard import fwht
 from fisherhub.core.projectors import VOCABULARY_PROJECTORS, BlockSRHTProjector
 from fisherhub.core.spec import ESTIMATORS
-from fisherhub.errors import InputError
+from fisherhub.core.errors import InputError
 
 
 def _softmax_errors(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

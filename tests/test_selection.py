@@ -21,7 +21,7 @@ import torch
 from tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub import Signature
-from fisherhub.errors import InputError, TooFewDocumentsError
+from fisherhub.core.errors import InputError, TooFewDocumentsError
 from fisherhub.selection import (
     NoCompatibleCandidatesError,
     Selection,

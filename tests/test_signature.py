@@ -10,7 +10,7 @@ import torch
 from core_helpers import sketch, synthetic_task
 
 from fisherhub import Signature, SketchSpec, SketchState, alignment
-from fisherhub.errors import SignatureFileError
+from fisherhub.core.errors import SignatureFileError
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub import SketchState, alignment, capture
 from fisherhub.data import DataArgs
-from fisherhub.errors import InputError
+from fisherhub.core.errors import InputError
 from fisherhub.sketcher import CRASH_AFTER_BATCHES_ENV, SketchArgs, sketch, sketch_dataset, sketch_texts
 
 REPO = Path(__file__).resolve().parents[1]

@@ -22,8 +22,8 @@ from fisherhub.core.alignment import (
     stderr_constants,
 )
 from fisherhub.core.spec import ESTIMATORS
-from fisherhub.errors import InputError
-from fisherhub.exact import exact_alignment
+from fisherhub.core.errors import InputError
+from fisherhub.core.exact import exact_alignment
 
 VARIANTS = [(estimator, reflection) for estimator in ESTIMATORS for reflection in (False, True)]
 STDERR_FIELDS = ("stderr", "activation_stderr", "error_stderr")  # of AlignmentMatrix, in SKETCHES order
@@ -95,7 +95,7 @@ def test_every_estimator_has_positive_constants_per_sketch(estimator, reflection
 
 
 def test_unknown_estimator_raises_a_clear_error(monkeypatch):
-    with pytest.raises(InputError, match="no-such-estimator.*STDERR_CONSTANTS"):
+    with pytest.raises(InputError, match="no-such-estimator.*calibration.json"):
         stderr_constants("no-such-estimator", False)
     estimator = next(iter(ESTIMATORS))
     monkeypatch.delitem(STDERR_CONSTANTS, (estimator, False))

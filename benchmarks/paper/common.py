@@ -261,7 +261,7 @@ def gram_kernels(a_i: torch.Tensor, e_i: torch.Tensor, a_j: torch.Tensor, e_j: t
     """(a_t·a_s)² and (e_t·e_s)² for every token pair, float64 (n_i, n_j).
 
     e·e' is one float32 BLAS product over K (relative error ~1e-6; checked against the float64
-    ``fisherhub.exact.gram_inner_products`` by experiment 1), a·a' is float64.
+    ``fisherhub.core.exact.gram_inner_products`` by experiment 1), a·a' is float64.
     """
     activation = (a_i.double() @ a_j.double().T) ** 2
     error = (e_i @ e_j.T).double() ** 2

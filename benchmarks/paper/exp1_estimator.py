@@ -34,7 +34,7 @@ from benchmarks.paper.report import (
     write_json,
 )
 from fisherhub import SketchState, alignment_matrix
-from fisherhub.exact import gram_inner_products
+from fisherhub.core.exact import gram_inner_products
 
 QUANTITIES = ("fisher", "activation", "error", "coupling")
 LABELS = {"fisher": "A", "activation": "S_a", "error": "S_e", "coupling": "rho"}

@@ -32,7 +32,7 @@ from benchmarks.paper.report import heatmaps, matrix_rows, print_table, write_js
 from fisherhub import SketchState, alignment_matrix
 from fisherhub.capture import output_head
 from fisherhub.core.hashing import uniforms
-from fisherhub.exact import linear_cka
+from fisherhub.core.exact import linear_cka
 
 PROMPT_SETS = {"P1": (0, 1), "P2": (2, 3)}  # document indices taken from every domain
 BLOCKS = ("low", "high")

@@ -30,8 +30,8 @@ from benchmarks.paper import baselines, common
 from benchmarks.paper.report import heatmaps, matrix_rows, print_table, write_json
 from benchmarks.paper.scoring import combine, random_selection, selection_score
 from fisherhub import alignment_matrix
-from fisherhub.errors import InputError
-from fisherhub.exact import exact_alignment, linear_cka
+from fisherhub.core.errors import InputError
+from fisherhub.core.exact import exact_alignment, linear_cka
 
 VERBALIZERS = {
     "positive/negative": (" positive", " negative"),

@@ -4,8 +4,6 @@ Stream a dataset once through a causal LM, keep a 16 KiB random-feature signatur
 head gradients, and compare signatures: their cosine estimates the Fisher alignment of the tasks.
 """
 
-__version__ = "0.2.0"
-
 from fisherhub.core import (
     AlignmentMatrix,
     AlignmentResult,
@@ -16,14 +14,17 @@ from fisherhub.core import (
     alignment,
     alignment_matrix,
 )
+from fisherhub.core.signature import library_version
 from fisherhub.metric import install_metric, metric_path
-from fisherhub.errors import (
+from fisherhub.core.errors import (
     FisherHubError,
     IncompatibleSignaturesError,
     InputError,
     SignatureFileError,
     TooFewDocumentsError,
 )
+
+__version__ = library_version()
 
 __all__ = [
     "AlignmentMatrix",

@@ -29,7 +29,7 @@ from collections.abc import Iterator, Mapping
 import torch
 
 from fisherhub.core.hashing import uniforms
-from fisherhub.core.projectors import Stream
+from fisherhub.core.hashing import Stream
 from fisherhub.core.signature import Signature
 from fisherhub.core.spec import (
     DEFAULT_ESTIMATOR,
@@ -38,7 +38,7 @@ from fisherhub.core.spec import (
     tensor_checksum,
 )
 from fisherhub.core.state import IGNORE_INDEX, SketchState
-from fisherhub.errors import InputError
+from fisherhub.core.errors import InputError
 from fisherhub.probe_text import PROBE_DOCUMENTS
 
 #: the true-Fisher label of a token is drawn with the uniform of index doc_index · 2³² + position.

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from fisherhub.core.state import IGNORE_INDEX
-from fisherhub.errors import InputError
+from fisherhub.core.errors import InputError
 
 #: file suffix -> ``datasets`` builder, for local data files
 FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet", ".txt": "text", ".arrow": "arrow"}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from fisherhub.errors import InputError
+from fisherhub.core.errors import InputError
 
 #: what signatures record as the default's base model; the head checksum tells it from the fp16 Hub weights
 DEFAULT_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"

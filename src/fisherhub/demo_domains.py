@@ -11,7 +11,7 @@ from pathlib import Path
 
 from datasets import Dataset
 
-from fisherhub.errors import InputError
+from fisherhub.core.errors import InputError
 
 DEMO_DOMAINS: tuple[str, ...] = ("english_prose", "python_code", "smiles", "protein", "dna")
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from fisherhub.core.alignment import AlignmentResult, alignment
 from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
-from fisherhub.errors import FisherHubError, InputError, TooFewDocumentsError
+from fisherhub.core.errors import FisherHubError, InputError, TooFewDocumentsError
 
 if TYPE_CHECKING:
     from fisherhub.data import DataArgs

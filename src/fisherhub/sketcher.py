@@ -28,7 +28,7 @@ from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
 from fisherhub.core.state import SketchState
 from fisherhub.data import DataArgs, DocumentCounts, DocumentStream, check_has_documents
-from fisherhub.errors import InputError
+from fisherhub.core.errors import InputError
 
 #: test hook: a process kills itself (SIGKILL) after this many batches, to exercise ``resume``
 CRASH_AFTER_BATCHES_ENV = "FISHERSKETCH_CRASH_AFTER_BATCHES"

@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-from fisherhub.errors import FisherHubError
+from fisherhub.core.errors import FisherHubError
 
 COMMAND_MODULES = ("sketch", "demo", "compare", "push", "list", "pull", "install_metric", "select")
 

@@ -87,7 +87,7 @@ def _name(ref: str) -> str:
 
 
 def run(namespace: argparse.Namespace) -> int:
-    from fisherhub.errors import InputError
+    from fisherhub.core.errors import InputError
     from fisherhub.sketcher import load_signature_ref
 
     refs = namespace.refs

@@ -12,14 +12,16 @@ share their inputs and differ only in a few labels.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+from pathlib import Path
 from collections.abc import Sequence
 
 import torch
 
 from fisherhub.core.signature import Signature
 from fisherhub.core.state import SKETCHES
-from fisherhub.errors import IncompatibleSignaturesError, InputError
+from fisherhub.core.errors import IncompatibleSignaturesError, InputError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,27 +37,21 @@ class StderrConstants:
         return torch.tensor([getattr(self, name) for name in SKETCHES], dtype=torch.float64)
 
 
-#: c per sketch, keyed by (estimator, reflection used). c depends on the regime, S_a's most: ≈ 0.1–0.2 where
-#: every S_a ≈ 1, 0.4–1.1 where S_a is spread as on an LM. So each c is the largest fit (RMS of (sketch − exact)
-#: / √(R̂_i R̂_j / m)) over these sources, rounded up to one decimal:
-#: benchmarks/results/estimator_accuracy.json (K = 8,192 and 50,257, S_a ≈ 0.8–1); estimator_accuracy.py --quick
-#: (its "quick-spread" configuration spreads S_a over 0.07–0.96); SmolLM2-135M in
-#: benchmarks/results/paper_exp1_estimator.json (folded + reflection: A 1.13, S_a 0.70, S_e 1.01; the S_a fit
-#: holds for srht too, which has the same activation projector); the tasks of tests/test_stderr.py.
-#: The largest fits: A srht 2.37 (quick-spread), refl 1.21 (spread); folded 2.16 (K = 50,257), refl 1.28 (spread);
-#: hadamard 3.35 (quick), refl 1.15 (test tasks). S_a 1.13 (test tasks), refl 0.70 (SmolLM2); hadamard 0.77,
-#: refl 0.42 (test tasks, quick-spread). S_e srht 1.07 (K = 50,257), folded 1.05, hadamard 1.06 (test tasks).
-#: hadamard (the default) from the full run (largest A 2.18, refl 1.30; S_a 0.67, refl 0.22; S_e 1.07) and
-#: SmolLM2 with the reflection (exp1 rerun with it, split-sample exact norms, i.e. the random-feature error
-#: alone: A 1.24, S_a 0.47, S_e 0.90); without the reflection A stays at its quick-run 3.35.
-STDERR_CONSTANTS: dict[tuple[str, bool], StderrConstants] = {
-    ("maclaurin-srht", False): StderrConstants(joint=2.4, activation=1.2, error=1.1),
-    ("maclaurin-srht", True): StderrConstants(joint=1.4, activation=0.8, error=1.1),
-    ("maclaurin-folded", False): StderrConstants(joint=2.3, activation=1.2, error=1.1),
-    ("maclaurin-folded", True): StderrConstants(joint=1.3, activation=0.8, error=1.1),
-    ("maclaurin-hadamard", False): StderrConstants(joint=3.4, activation=0.8, error=1.2),
-    ("maclaurin-hadamard", True): StderrConstants(joint=1.3, activation=0.5, error=1.2),
-}
+#: c per sketch, keyed by (estimator, reflection used), read from ``calibration.json`` beside this file: each
+#: entry records the benchmark runs that fitted it.
+CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
+
+
+def _read_calibration() -> dict[tuple[str, bool], StderrConstants]:
+    entries = json.loads(CALIBRATION_FILE.read_text(encoding="utf-8"))["constants"]
+    return {
+        (entry["estimator"], entry["reflection"]): StderrConstants(*(entry[name] for name in SKETCHES))
+        for entry in entries
+    }
+
+
+STDERR_CONSTANTS = _read_calibration()
+
 #: ρ is reported only where S_a and S_e exceed this many standard errors.
 SIGNIFICANCE_Z = 2.0
 
@@ -69,7 +65,7 @@ def stderr_constants(estimator: str, reflection: bool) -> StderrConstants:
         raise InputError(
             f"no standard-error constants for estimator {estimator!r} {'with' if reflection else 'without'} the "
             f"reflection (calibrated: {calibrated}); fit them with benchmarks/estimator_accuracy.py and add them to "
-            "fisherhub.core.alignment.STDERR_CONSTANTS, or pass constants= to alignment_matrix"
+            "fisherhub/core/calibration.json, or pass constants= to alignment_matrix"
         ) from None
 
 

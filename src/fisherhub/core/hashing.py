@@ -55,3 +55,17 @@ def uniforms(seed: int, stream: int, index: np.ndarray) -> torch.Tensor:
     """Float64 uniforms in [0, 1) from the top 53 hash bits of each index."""
     bits = hash64(seed, stream, index) >> np.uint64(11)
     return torch.from_numpy(bits.astype(np.float64) * 2.0**-53)
+
+
+class Stream:
+    """Hash stream numbers: one per independent random object of a sketch."""
+
+    ACTIVATION_P = 1
+    ACTIVATION_Q = 2
+    VOCAB_SIGNS_P = 3
+    VOCAB_SIGNS_Q = 4
+    VOCAB_INDEX_P = 5
+    VOCAB_INDEX_Q = 6
+    TRUE_FISHER_LABELS = 7
+    ACTIVATION_INDEX_P = 8
+    ACTIVATION_INDEX_Q = 9

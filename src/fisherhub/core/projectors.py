@@ -35,6 +35,7 @@ import math
 import torch
 
 from fisherhub.core import hashing
+from fisherhub.core.hashing import Stream
 from fisherhub.core.hadamard import fwht, next_power_of_two
 
 #: Σ exp(z) below this (float32 normal range ends at 1.2e-38) is recomputed with the max logit subtracted.
@@ -43,19 +44,6 @@ LOG2_E = 1.0 / math.log(2.0)
 #: on the CPU, exp, sum and fold run over blocks of logits rows of about this size, so they stay in cache.
 CPU_BLOCK_BYTES = 4 * 2**20
 
-
-class Stream:
-    """Hash stream numbers: one per independent random object of a sketch."""
-
-    ACTIVATION_P = 1
-    ACTIVATION_Q = 2
-    VOCAB_SIGNS_P = 3
-    VOCAB_SIGNS_Q = 4
-    VOCAB_INDEX_P = 5
-    VOCAB_INDEX_Q = 6
-    TRUE_FISHER_LABELS = 7
-    ACTIVATION_INDEX_P = 8
-    ACTIVATION_INDEX_Q = 9
 
 
 class Projector(abc.ABC):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import hashlib
+import importlib.metadata
 import json
 import os
 from typing import Any
@@ -20,7 +21,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load
 
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
-from fisherhub.errors import SignatureFileError
+from fisherhub.core.errors import SignatureFileError
 
 #: provenance keys a signature's metadata may carry (SPEC §3); free-form extra keys are kept too.
 PROVENANCE_KEYS = (
@@ -54,10 +55,12 @@ _RESERVED_KEYS = (
 )
 
 
-def _library_version() -> str:
-    from fisherhub import __version__
-
-    return __version__
+def library_version() -> str:
+    """The installed fisherhub distribution's version (the one place it is defined is pyproject.toml)."""
+    try:
+        return importlib.metadata.version("fisherhub")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 _DTYPE_NAMES = {torch.float32: "F32", torch.float64: "F64"}
@@ -105,7 +108,7 @@ class Signature:
         if tuple(self.split_norms.shape) != (3,) or not (self.split_norms > 0).all():
             raise SignatureFileError(f"split_norms must be 3 positive numbers, got {self.split_norms.tolist()}")
         self.metadata = {str(k): str(v) for k, v in self.metadata.items()}
-        self.metadata.setdefault("library_version", _library_version())
+        self.metadata.setdefault("library_version", library_version())
         self.metadata.setdefault("created", datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
 
     @property

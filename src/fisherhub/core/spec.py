@@ -63,7 +63,7 @@ class SketchSpec:
     reflection: tuple[float, ...] | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        from fisherhub.errors import InputError
+        from fisherhub.core.errors import InputError
 
         for name in ("d", "vocab_size", "m"):
             value = getattr(self, name)
@@ -156,7 +156,7 @@ class SketchSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], reflection: torch.Tensor | None = None) -> SketchSpec:
-        from fisherhub.errors import SignatureFileError
+        from fisherhub.core.errors import SignatureFileError
 
         fields = {f.name for f in dataclasses.fields(cls)} - {"reflection"}
         unknown = set(data) - fields - {"reflection_checksum"}

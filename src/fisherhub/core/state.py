@@ -17,7 +17,7 @@ from safetensors.torch import load_file, save_file
 
 from fisherhub.core.features import SKETCHES, feature_map
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
-from fisherhub.errors import IncompatibleSignaturesError, InputError, SignatureFileError, TooFewDocumentsError
+from fisherhub.core.errors import IncompatibleSignaturesError, InputError, SignatureFileError, TooFewDocumentsError
 
 #: targets of rows that are not scored (the cross-entropy convention of PyTorch and Hugging Face).
 IGNORE_INDEX = -100

@@ -93,7 +93,7 @@ def read_card(text: str | None, where: str, *, repair: bool = False) -> RepoCard
         card = RepoCard(text)
         signature_entries(card.data, where)
         return card
-    except (yaml.YAMLError, ValueError) as exc:
+    except (yaml.YAMLError, ValueError, CardError) as exc:  # RepoCard raises ValueError on a bad header
         if not repair:
             reason = " ".join(str(exc).split())[:300]
             raise CardError(

@@ -14,7 +14,7 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
-from fisherhub.errors import FisherHubError
+from fisherhub.core.errors import FisherHubError
 
 
 class HubError(FisherHubError):

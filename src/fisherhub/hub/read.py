@@ -11,7 +11,7 @@ from huggingface_hub.errors import SafetensorsParsingError
 
 from fisherhub.core.signature import Signature
 from fisherhub.core.spec import FORMAT_VERSION
-from fisherhub.errors import InputError, SignatureFileError
+from fisherhub.core.errors import InputError, SignatureFileError
 from fisherhub.hub.cards import (
     download_card,
     entry_matches,

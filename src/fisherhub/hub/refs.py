@@ -13,7 +13,7 @@ import re
 from urllib.parse import quote, unquote
 
 from fisherhub.core.signature import Signature
-from fisherhub.errors import InputError
+from fisherhub.core.errors import InputError
 
 SIGNATURE_FOLDER = "fisher_signatures"
 REPO_TYPES = ("dataset", "model")

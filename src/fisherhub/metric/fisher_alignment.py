@@ -25,9 +25,9 @@ import torch
 from evaluate import logging
 
 from fisherhub import alignment
-from fisherhub.errors import FisherHubError
-from fisherhub.errors import IncompatibleSignaturesError
-from fisherhub.errors import InputError
+from fisherhub.core.errors import FisherHubError
+from fisherhub.core.errors import IncompatibleSignaturesError
+from fisherhub.core.errors import InputError
 from fisherhub.hub import load_signature
 
 

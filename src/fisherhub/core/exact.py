@@ -12,7 +12,7 @@ import dataclasses
 
 import torch
 
-from fisherhub.errors import InputError
+from fisherhub.core.errors import InputError
 
 
 @dataclasses.dataclass(frozen=True)

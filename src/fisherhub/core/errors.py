@@ -1,9 +1,10 @@
-"""Exception types. Every error the library raises on bad input is a ``FisherHubError``."""
+"""Exception types. Every error the library raises on bad input is a ``FisherHubError`` (not a ``ValueError``,
+so generic handlers of library or Python errors never catch it by accident)."""
 
 from __future__ import annotations
 
 
-class FisherHubError(ValueError):
+class FisherHubError(Exception):
     """Base class: bad input or an invalid operation, with a message that says what to do."""
 
 
