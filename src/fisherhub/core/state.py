@@ -18,7 +18,7 @@ from safetensors.torch import load_file, save_file
 from fisherhub.core.batch import HeadBatch
 from fisherhub.core.features import SKETCHES, feature_map
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
-from fisherhub.core.errors import IncompatibleSignaturesError, InputError, SignatureFileError, TooFewDocumentsError
+from fisherhub.core.errors import InputError, SignatureFileError, TooFewDocumentsError
 
 class SketchState:
     """Split-half sums of random features for one task."""
@@ -108,9 +108,7 @@ class SketchState:
     # -- merging --------------------------------------------------------------------------------
     def merge(self, other: SketchState) -> SketchState:
         """Add another state's sums and counts in place (exact up to float64 rounding)."""
-        differences = self.spec.differences(other.spec)
-        if differences:
-            raise IncompatibleSignaturesError(differences, what="sketch states")
+        self.spec.require_compatible(other.spec, what="sketch states")
         self.flush()
         other.flush()
         self.sums += other.sums.to(self.sums.device)
