@@ -61,7 +61,7 @@ from fisherhub.core.alignment import (
     feature_stderr,
     sketch_means,
 )
-from fisherhub.core.spec import ESTIMATORS
+from fisherhub.core.registry import ESTIMATORS
 from fisherhub.core.errors import TooFewDocumentsError
 from fisherhub.core.exact import gram_inner_products
 

@@ -45,7 +45,7 @@ from synthetic import (
 )
 
 from fisherhub import SketchSpec, alignment_matrix
-from fisherhub.core.spec import DEFAULT_ESTIMATOR, ESTIMATORS
+from fisherhub.core.registry import DEFAULT_ESTIMATOR, ESTIMATORS
 from fisherhub.core.exact import gram_inner_products
 
 THREAD_COUNTS = (1, 2)

@@ -3,9 +3,9 @@
 1. SmolLM2-135M-Instruct (the embedded default, K = 49,152, d = 576), 1 and 2 threads
    (``torch.set_num_threads``; run with OMP_WAIT_POLICY=PASSIVE, set below if unset): tokens/s of
    - ``forward``: ``model(input_ids, attention_mask)`` under ``no_grad`` (logits at every position),
-   - ``forward + e``: ``capture.head_gradient_chunks`` (forward, softmax, e = p − onehot(y) materialized:
+   - ``forward + e``: ``lm.capture.head_batches`` with ``materialize_errors`` (forward, softmax, e = p − onehot(y) materialized:
      the path of the true Fisher and of softcapped heads), no sketch,
-   - ``forward + sketch``: ``capture.sketch_batch`` per estimator (``fisherhub.core.spec.ESTIMATORS``):
+   - ``forward + sketch``: ``lm.capture.sketch_batch`` per estimator (``fisherhub.core.spec.ESTIMATORS``):
      the empirical Fisher's fast path, ``SketchState.update`` (a HeadBatch of logits) (e never formed),
    and where the default estimator's extra time goes (activation projections, softmax + vocabulary
    projections from the logits, the whole update), each timed alone on the batch's head outputs, and the
@@ -46,9 +46,14 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch
 
 from fisherhub.core.batch import HeadBatch
-from fisherhub import SketchState, allocator, capture
+from fisherhub import SketchState
+from fisherhub.cli import allocator
+from fisherhub.lm import HeadModel, head_batches, sketch_batch, spec_for_model
+from fisherhub.lm.capture import _forward_pass
+from fisherhub.lm.positions import scored_positions
 from fisherhub.core.features import feature_map
-from fisherhub.core.spec import DEFAULT_ESTIMATOR, ESTIMATORS, SketchSpec
+from fisherhub.core.spec import SketchSpec
+from fisherhub.core.registry import DEFAULT_ESTIMATOR, ESTIMATORS
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 QUICK_OUTPUT_DIR = Path(tempfile.gettempdir()) / "fisherhub-benchmarks"
@@ -78,7 +83,7 @@ def set_malloc_mode(measuring_memory: bool) -> None:
 
     Memory: serve every allocation ≥ 64 KiB by mmap and trim freed heap at once, so freed tensors leave
     the resident set and its peak measures the memory a call really holds. Time: the CLI's setting
-    (``fisherhub.allocator.keep_freed_memory``: blocks < 32 MiB reused from the heap); with the
+    (``fisherhub.cli.allocator.keep_freed_memory``: blocks < 32 MiB reused from the heap); with the
     memory setting every temporary tensor would pay page faults, which would inflate the sketch's time.
     """
     if measuring_memory:
@@ -168,11 +173,11 @@ def sketch_share_inside_pass(model, batch, spec: SketchSpec, repeats: int) -> di
     the pass. Both come from the same round, so the machine's drift between rounds cancels."""
     spent, ratios = [0.0], []
     with timing_calls_of(SketchState, "update", spent):
-        capture.sketch_batch(SketchState(spec), model, batch)  # warm-up
+        sketch_batch(SketchState(spec), model, batch)  # warm-up
         for _ in range(repeats):
             spent[0] = 0.0
             started = time.perf_counter()
-            capture.sketch_batch(SketchState(spec), model, batch)
+            sketch_batch(SketchState(spec), model, batch)
             ratios.append(spent[0] / (time.perf_counter() - started - spent[0]))
     return {"ratios": ratios, "median": statistics.median(ratios)}
 
@@ -193,7 +198,7 @@ def make_batch(input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
 
 def capture_count(batch: dict[str, torch.Tensor]) -> int:
     """Scored tokens of a batch."""
-    return len(capture.scored_positions(batch))
+    return len(scored_positions(batch))
 
 
 def model_calls(model, batch, specs: dict[str, SketchSpec]) -> dict[str, Callable[[], object]]:
@@ -202,19 +207,20 @@ def model_calls(model, batch, specs: dict[str, SketchSpec]) -> dict[str, Callabl
             return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False)
 
     def forward_and_errors():
-        for _ in capture.head_gradient_chunks(model, batch):
+        for _ in head_batches(model, batch, materialize_errors=True):
             pass
 
     calls = {"forward": forward, "forward + e": forward_and_errors}
     for estimator, spec in specs.items():
-        calls[f"forward + sketch ({estimator})"] = lambda spec=spec: capture.sketch_batch(SketchState(spec), model, batch)
+        calls[f"forward + sketch ({estimator})"] = lambda spec=spec: sketch_batch(SketchState(spec), model, batch)
     return calls
 
 
 def component_calls(model, batch, spec: SketchSpec) -> dict[str, Callable[[], object]]:
     """The fast path's parts (``SketchState.update`` (a HeadBatch of logits)) on one batch's head inputs and
     outputs, in chunks of 256 positions, to see where the sketch's time goes."""
-    flattened = capture._forward_pass(model, batch, "empirical").flattened()
+    forward = _forward_pass(HeadModel.of(model), batch, "empirical")
+    flattened = (forward.activations, forward.head_outputs, forward.targets, forward.doc_index)
     activations, logits, targets, documents = (tensor.split(256) for tensor in flattened)
     fmap = feature_map(spec)
     return {
@@ -229,7 +235,7 @@ def component_calls(model, batch, spec: SketchSpec) -> dict[str, Callable[[], ob
 
 
 def specs_for(model, tokenizer, m: int) -> dict[str, SketchSpec]:
-    base = capture.spec_for_model(model, tokenizer, m=m) if tokenizer is not None else capture.spec_for_model(
+    base = spec_for_model(model, tokenizer, m=m) if tokenizer is not None else spec_for_model(
         model, m=m, reflection=False
     )
     return {estimator: dataclasses.replace(base, estimator=estimator) for estimator in ESTIMATORS}
@@ -238,7 +244,7 @@ def specs_for(model, tokenizer, m: int) -> dict[str, SketchSpec]:
 # -- the three parts --------------------------------------------------------------------------------
 def smollm2_tokens(tokenizer, config: Config) -> torch.Tensor:
     """A (B, T) block of real text tokens (the demo domains, concatenated), no padding."""
-    from fisherhub.demo_domains import DEMO_DOMAINS, load_demo_domain
+    from fisherhub.data.demo import DEMO_DOMAINS, load_demo_domain
 
     text = "\n".join(t for name in DEMO_DOMAINS for t in load_demo_domain(name)["text"])
     ids = tokenizer(text, return_tensors="pt")["input_ids"][0]
@@ -263,7 +269,7 @@ def run_smollm2(config: Config, random_weights: bool) -> list[dict]:
         model, tokenizer = random_smollm2(), None
         input_ids = torch.randint(0, 49_152, (config.batch_size, config.length), generator=torch.Generator().manual_seed(0))
     else:
-        from fisherhub.defaults import load_model_and_tokenizer
+        from fisherhub.lm.loading import load_model_and_tokenizer
 
         model, tokenizer = load_model_and_tokenizer()
         input_ids = smollm2_tokens(tokenizer, config)

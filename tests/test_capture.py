@@ -21,21 +21,13 @@ from tiny_models import (
 
 from fisherhub.core.batch import HeadBatch
 from fisherhub import FisherHubError, InputError, SketchState, alignment
-from fisherhub.capture import (
-    LogitTransform,
-    check_tokenizer_matches,
-    head_gradient_chunks,
-    model_fingerprint,
-    output_head,
-    pilot_mean,
-    scored_positions,
-    sketch_batch,
-    spec_for_model,
-)
+from fisherhub.lm import HeadModel, head_batches, pilot_mean, sketch_batch, spec_for_model
+from fisherhub.lm.head import LogitTransform, output_head
+from fisherhub.lm.positions import scored_positions
 from fisherhub.core.hashing import uniforms
 from fisherhub.core.hashing import Stream
 from fisherhub.core.exact import materialized_fisher, sequence_gradients
-from fisherhub.probe_text import PROBE_DOCUMENTS
+from fisherhub.lm.probe_text import PROBE_DOCUMENTS
 
 VOCAB_SIZE = 64
 TOKENIZER = tiny_tokenizer(VOCAB_SIZE)
@@ -75,8 +67,8 @@ def assert_same_sums(state: SketchState, expected: SketchState) -> None:
 
 
 def captured(model, batch, **options) -> dict[str, torch.Tensor]:
-    """The concatenated chunks of ``head_gradient_chunks``."""
-    chunks = list(head_gradient_chunks(model, batch, **options))
+    """The concatenated chunks of ``head_batches`` with e materialized."""
+    chunks = list(head_batches(model, batch, materialize_errors=True, **options))
     return {name: torch.cat([getattr(c, name) for c in chunks]) for name in ("activations", "errors", "doc_index", "targets")}
 
 
@@ -301,22 +293,22 @@ def test_spec_for_model_sets_dimensions_fingerprint_and_pilot_mean():
     assert spec_for_model(model, TOKENIZER, m=128, reflection=False).reflection is None
     spec = spec_for_model(model, TOKENIZER, m=128, seed=3)  # the reflection is on by default
     assert (spec.d, spec.vocab_size, spec.m, spec.seed) == (32, VOCAB_SIZE, 128, 3)
-    assert spec.model_fingerprint == model_fingerprint(model, TOKENIZER)
+    assert spec.model_fingerprint == HeadModel.of(model).fingerprint(TOKENIZER)
     probe = [autograd_reference(model, encode([text]))["a"] for text in PROBE_DOCUMENTS]
     torch.testing.assert_close(torch.tensor(spec.reflection), torch.cat(probe).mean(0), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(pilot_mean(model, TOKENIZER), torch.cat(probe).mean(0), rtol=1e-5, atol=1e-6)
     assert spec_for_model(model, m=128, reflection=False).model_fingerprint.tokenizer_checksum is None
     with torch.no_grad():
         model.get_output_embeddings().weight[3, 0] += 1e-3
-    assert model_fingerprint(model).head_checksum != spec.model_fingerprint.head_checksum
+    assert HeadModel.of(model).head_checksum != spec.model_fingerprint.head_checksum
     padded_tokenizer = tiny_tokenizer(VOCAB_SIZE)
     padded_tokenizer.pad_token = padded_tokenizer.eos_token  # padding never matters
-    assert model_fingerprint(model, padded_tokenizer).tokenizer_checksum == spec.model_fingerprint.tokenizer_checksum
+    assert HeadModel.of(model).fingerprint(padded_tokenizer).tokenizer_checksum == spec.model_fingerprint.tokenizer_checksum
 
 
 def test_peft_wrapped_models_sketch_through_the_base_head():
     model = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=VOCAB_SIZE)
-    fingerprint = model_fingerprint(model, TOKENIZER)
+    fingerprint = HeadModel.of(model).fingerprint(TOKENIZER)
     head = model.get_output_embeddings()
     batch = encode(prose_documents(4, seed=6))
     spec = spec_for_model(model, TOKENIZER, m=256)
@@ -324,7 +316,7 @@ def test_peft_wrapped_models_sketch_through_the_base_head():
     sketch_batch(plain, model, batch)
     wrapped = peft.get_peft_model(model, peft.LoraConfig(r=2, target_modules=["q_proj", "lm_head"]))
     assert output_head(wrapped).base_layer is head
-    assert model_fingerprint(wrapped, TOKENIZER) == fingerprint
+    assert HeadModel.of(wrapped).fingerprint(TOKENIZER) == fingerprint
     lora = SketchState(spec)
     sketch_batch(lora, wrapped, batch)  # LoRA B starts at 0: the same function
     assert_same_sums(lora, plain)
@@ -343,9 +335,9 @@ def test_model_without_output_embeddings_is_refused():
 
 def test_tokenizer_that_does_not_match_the_head_is_refused():
     model = tiny_causal_lm("gpt2", tie_word_embeddings=False, vocab_size=VOCAB_SIZE)
-    check_tokenizer_matches(model, tiny_tokenizer(40))  # fewer ids than head rows is fine
+    HeadModel.of(model, tiny_tokenizer(40))  # fewer ids than head rows is fine
     with pytest.raises(InputError, match="ids up to 99 but the model's head has only K=64 rows"):
-        check_tokenizer_matches(model, tiny_tokenizer(100))
+        HeadModel.of(model, tiny_tokenizer(100))
     with pytest.raises(InputError, match="K=64 rows"):
         spec_for_model(model, tiny_tokenizer(100))
     batch = dict(tiny_tokenizer(100)(["XYZ! QQ"], return_tensors="pt"))  # ids ≥ 64

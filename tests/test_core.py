@@ -13,7 +13,8 @@ from fisherhub import SketchSpec, SketchState, alignment, alignment_matrix
 from fisherhub.core import hashing
 from fisherhub.core.features import FeatureMap
 from fisherhub.core.hadamard import fwht
-from fisherhub.core.spec import ESTIMATORS, REFLECTION_TOLERANCE
+from fisherhub.core.spec import REFLECTION_TOLERANCE
+from fisherhub.core.registry import ESTIMATORS
 from fisherhub.core.errors import IncompatibleSignaturesError, InputError, TooFewDocumentsError
 from fisherhub.core.exact import exact_alignment, linear_cka
 

@@ -8,7 +8,9 @@ import datasets
 import pytest
 from tiny_models import tiny_tokenizer
 
-from fisherhub.data import IGNORE_INDEX, DataArgs, DocumentStream, check_has_documents
+from fisherhub.core.batch import IGNORE_INDEX
+from fisherhub.data.documents import DocumentStream, check_has_documents
+from fisherhub.options import DataArgs
 from fisherhub.core.errors import InputError
 
 TEXTS = [f"document {i}: " + "ab " * (i % 4) for i in range(11)] + ["", ""]  # the last two have < 2 tokens (only <bos>)
@@ -124,7 +126,7 @@ def test_empty_dataset_and_all_short_documents(tokenizer):
 
 
 def test_invalid_arguments():
-    with pytest.raises(InputError, match="max_length"):
+    with pytest.raises(InputError, match="--max-length must be an int"):
         DataArgs("x", max_length=1)
-    with pytest.raises(InputError, match="max_tokens"):
+    with pytest.raises(InputError, match="--max-tokens must be a positive integer"):
         DataArgs("x", max_tokens=0)

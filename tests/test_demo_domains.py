@@ -1,7 +1,7 @@
 import pytest
 
 from fisherhub.core.errors import InputError
-from fisherhub.demo_domains import DEMO_DOMAINS, demo_domain_path, load_demo_domain
+from fisherhub.data.demo import DEMO_DOMAINS, demo_domain_path, load_demo_domain
 
 
 @pytest.mark.parametrize("name", DEMO_DOMAINS)

@@ -10,7 +10,7 @@ from fisherhub import SketchSpec, SketchState
 from fisherhub.core.features import FeatureMap
 from fisherhub.core.hadamard import fwht
 from fisherhub.core.projectors import VOCABULARY_PROJECTORS, BlockSRHTProjector
-from fisherhub.core.spec import ESTIMATORS
+from fisherhub.core.registry import ESTIMATORS
 from fisherhub.core.errors import InputError
 
 

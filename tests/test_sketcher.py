@@ -15,10 +15,12 @@ import pytest
 import torch
 from tiny_models import tiny_causal_lm, tiny_tokenizer
 
-from fisherhub import SketchState, alignment, capture
-from fisherhub.data import DataArgs
+from fisherhub import SketchState, alignment
+from fisherhub.options import DataArgs
 from fisherhub.core.errors import InputError
-from fisherhub.sketcher import CRASH_AFTER_BATCHES_ENV, SketchArgs, sketch, sketch_dataset, sketch_texts
+from fisherhub.lm import spec_for_model
+from fisherhub.options import SketchArgs
+from fisherhub.pipeline.sketch import CRASH_AFTER_BATCHES_ENV, sketch, sketch_dataset, sketch_texts
 
 REPO = Path(__file__).resolve().parents[1]
 TEXTS = [f"task {i}: " + ("the quick brown fox " if i % 3 else "lazy dogs sleep ") * (1 + i % 4) for i in range(24)]
@@ -124,7 +126,7 @@ def test_resume_refuses_a_checkpoint_of_another_run(tiny):
 
 def test_in_process_helpers_and_provenance(tiny):
     model, tokenizer, folder = tiny
-    spec = capture.spec_for_model(model, tokenizer, m=256)
+    spec = spec_for_model(model, tokenizer, m=256)
     from_texts = sketch_texts(TEXTS, model, tokenizer, spec, batch_size=5, metadata={"base_model": "tiny"})
     streamed = sketch_dataset(
         str(folder / "docs.jsonl"), model, tokenizer, from_texts, data=DataArgs(None, streaming=True), batch_size=5

@@ -21,7 +21,7 @@ from fisherhub.core.alignment import (
     sketch_means,
     stderr_constants,
 )
-from fisherhub.core.spec import ESTIMATORS
+from fisherhub.core.registry import ESTIMATORS
 from fisherhub.core.errors import InputError
 from fisherhub.core.exact import exact_alignment
 

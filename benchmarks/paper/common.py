@@ -25,13 +25,10 @@ from tqdm import tqdm
 
 from fisherhub.core.batch import HeadBatch
 from fisherhub import Signature, SketchSpec, SketchState
-from fisherhub.capture import (
-    IGNORE_INDEX,
-    head_gradient_chunks,
-    output_head,
-    spec_for_model,
-)
-from fisherhub.defaults import load_model_and_tokenizer
+from fisherhub.core.batch import IGNORE_INDEX
+from fisherhub.lm import head_batches, spec_for_model
+from fisherhub.lm.head import output_head
+from fisherhub.lm.loading import load_model_and_tokenizer
 
 BENCHMARKS_DIR = Path(__file__).resolve().parents[1]
 CACHE_DIR = BENCHMARKS_DIR / ".cache" / "paper"
@@ -206,8 +203,8 @@ def capture_task(model, spec: SketchSpec, examples: Sequence[Example], name: str
     else:
         state, parts = SketchState(spec), []
         for batch in tqdm(list(batches(examples, batch_size)), desc=f"capture {name}", leave=False):
-            for chunk in head_gradient_chunks(model, batch, fisher=spec.fisher, seed=spec.seed):
-                state.update(HeadBatch(activations=chunk.activations, doc_index=chunk.doc_index, errors=chunk.errors))
+            for chunk in head_batches(model, batch, fisher=spec.fisher, seed=spec.seed, materialize_errors=True):
+                state.update(chunk)
                 parts.append((chunk.activations, chunk.targets, chunk.doc_index))
             state.flush()
         inputs = HeadInputs(*(torch.cat(column) for column in zip(*parts)))

@@ -31,7 +31,7 @@ from benchmarks.paper.baselines import feature_cka_matrix
 from benchmarks.paper.report import heatmaps, matrix_rows, print_table, write_json
 from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchState, alignment_matrix
-from fisherhub.capture import output_head
+from fisherhub.lm.head import output_head
 from fisherhub.core.hashing import uniforms
 from fisherhub.core.exact import linear_cka
 

@@ -1,48 +1,46 @@
-"""fisherhub: head Fisher alignment at vocabulary scale.
+"""fisherhub: head Fisher alignment at vocabulary scale (FisherSketch).
 
-Stream a dataset once through a causal LM, keep a 16 KiB random-feature signature of its per-token
-head gradients, and compare signatures: their cosine estimates the Fisher alignment of the tasks.
+Stream a dataset once through a causal LM, keep a 16 KiB random-feature signature of its per-token head
+gradients, and compare signatures: their cosine estimates the Fisher alignment of the tasks. Names are
+imported on first use, so ``import fisherhub`` (and ``fisherhub --help``) does not load torch.
 """
 
-from fisherhub.core import (
-    AlignmentMatrix,
-    AlignmentResult,
-    HeadBatch,
-    ModelFingerprint,
-    Signature,
-    SketchSpec,
-    SketchState,
-    alignment,
-    alignment_matrix,
-)
-from fisherhub.core.signature import library_version
-from fisherhub.metric import install_metric, metric_path
-from fisherhub.core.errors import (
-    FisherHubError,
-    IncompatibleSignaturesError,
-    InputError,
-    SignatureFileError,
-    TooFewDocumentsError,
-)
+from fisherhub.core import lazy_attributes
+from fisherhub.core.version import library_version
 
 __version__ = library_version()
 
-__all__ = [
-    "AlignmentMatrix",
-    "AlignmentResult",
-    "HeadBatch",
-    "FisherHubError",
-    "IncompatibleSignaturesError",
-    "InputError",
-    "ModelFingerprint",
-    "Signature",
-    "SignatureFileError",
-    "SketchSpec",
-    "SketchState",
-    "TooFewDocumentsError",
-    "__version__",
-    "alignment",
-    "alignment_matrix",
-    "install_metric",
-    "metric_path",
-]
+_EXPORTS = {
+    **{
+        name: f"fisherhub.core.{module}"
+        for module, names in {
+            "alignment": ("AlignmentMatrix", "AlignmentResult", "alignment", "alignment_matrix"),
+            "batch": ("HeadBatch",),
+            "signature": ("Signature",),
+            "spec": ("ModelFingerprint", "SketchSpec"),
+            "state": ("SketchState",),
+            "errors": (
+                "FisherHubError", "IncompatibleSignaturesError", "InputError", "SignatureFileError",
+                "TooFewDocumentsError",
+            ),
+        }.items()
+        for name in names
+    },
+    "SpecOptions": "fisherhub.options",
+    "DataArgs": "fisherhub.options",
+    "SketchArgs": "fisherhub.options",
+    "HeadModel": "fisherhub.lm",
+    "spec_for_model": "fisherhub.lm",
+    "load_model_and_tokenizer": "fisherhub.lm",
+    "sketch": "fisherhub.pipeline",
+    "sketch_dataset": "fisherhub.pipeline",
+    "sketch_texts": "fisherhub.pipeline",
+    "select_adapter": "fisherhub.selection",
+    "Selection": "fisherhub.selection",
+    "load_signature": "fisherhub.hub",
+    "push_signature": "fisherhub.hub",
+    "install_metric": "fisherhub.metric",
+    "metric_path": "fisherhub.metric",
+}
+__all__ = sorted([*_EXPORTS, "__version__"])
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)

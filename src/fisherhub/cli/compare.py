@@ -14,9 +14,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from fisherhub.core.alignment import AlignmentMatrix, alignment_matrix
-from fisherhub.core.signature import Signature
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    from fisherhub.core.alignment import AlignmentMatrix
 
 def _cell(value: float, error: float) -> str:
     return "—" if math.isnan(value) else f"{value:.3f}±{error:.3f}"
@@ -65,6 +66,7 @@ def report(
     """Print the alignment and decomposition tables; write the heatmap PNG when a path is given."""
     from rich.console import Console
 
+    from fisherhub.core.alignment import alignment_matrix
     from fisherhub.plotting import alignment_heatmaps
 
     console = console or Console(width=None if sys.stdout.isatty() else 200)
@@ -88,7 +90,7 @@ def _name(ref: str) -> str:
 
 def run(namespace: argparse.Namespace) -> int:
     from fisherhub.core.errors import InputError
-    from fisherhub.sketcher import load_signature_ref
+    from fisherhub.pipeline.sketch import load_signature_ref
 
     refs = namespace.refs
     if len(refs) < 2:

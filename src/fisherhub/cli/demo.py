@@ -12,19 +12,19 @@ import sys
 import time
 from pathlib import Path
 
-from fisherhub.core.spec import ESTIMATORS
+from fisherhub.options import DemoOptions, HelpFormatter, RunOptions, SpecOptions, add_arguments
 
 
 def run(namespace: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from fisherhub import capture
-    from fisherhub.allocator import keep_freed_memory
+    from fisherhub.lm.specs import spec_for_model
+    from fisherhub.cli.allocator import keep_freed_memory
     from fisherhub.cli.compare import report
-    from fisherhub.data import DataArgs
-    from fisherhub.defaults import load_model_and_tokenizer, model_provenance
-    from fisherhub.demo_domains import DEMO_DOMAINS, load_demo_domain
-    from fisherhub.sketcher import sketch_dataset
+    from fisherhub.options import DataArgs
+    from fisherhub.lm.loading import load_model_and_tokenizer, model_provenance
+    from fisherhub.data.demo import DEMO_DOMAINS, load_demo_domain
+    from fisherhub.pipeline.sketch import sketch_dataset
 
     keep_freed_memory()
     console = Console(width=None if sys.stdout.isatty() else 200)
@@ -35,7 +35,7 @@ def run(namespace: argparse.Namespace) -> int:
     console.print(f"loading the base model ({namespace.model or 'embedded SmolLM2-135M-Instruct'})...")
     model, tokenizer = load_model_and_tokenizer(namespace.model)
     provenance = model_provenance(namespace.model, model).as_metadata()
-    spec = capture.spec_for_model(model, tokenizer, m=namespace.m, estimator=namespace.estimator)
+    spec = spec_for_model(model, tokenizer, m=namespace.m, estimator=namespace.estimator)
     signatures = []
     for name in domains:
         dataset = load_demo_domain(name)
@@ -57,14 +57,9 @@ def run(namespace: argparse.Namespace) -> int:
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "demo", help="sketch the built-in demo domains and show their alignment matrix",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__, formatter_class=HelpFormatter,
     )
-    parser.add_argument("--output-dir", default="fisherhub-demo", help="where signatures and the PNG go")
-    parser.add_argument("--model", default=None, help="another base model (id or folder) instead of the default")
-    parser.add_argument("--domains", nargs="+", default=None, help="a subset of the demo domains")
-    parser.add_argument("--max-documents", type=int, default=None, help="documents per domain (default: all 100)")
-    parser.add_argument("--max-length", type=int, default=128, help="tokens per document")
-    parser.add_argument("-m", "--m", type=int, default=4096, help="number of random features")
-    parser.add_argument("--estimator", default=None, choices=sorted(ESTIMATORS))
-    parser.add_argument("--batch-size", type=int, default=8)
+    add_arguments(parser, DemoOptions)
+    add_arguments(parser, SpecOptions, only=("m", "estimator"))
+    add_arguments(parser, RunOptions, only=("batch_size",))
     parser.set_defaults(func=run)

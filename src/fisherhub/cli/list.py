@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from fisherhub.hub import list_signatures
 from fisherhub.hub.refs import add_repo_arguments, repo_from_args
 
 COLUMNS = ("path", "base model", "sketch id", "dataset", "tokens", "card", "problem")
@@ -21,6 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fisherhub.hub import list_signatures
+
     repo = repo_from_args(args)
     infos = list_signatures(repo.repo_id, repo.repo_type, repo.revision)
     revision = infos[0].ref.revision[:7] if infos else repo.revision or "main"

@@ -6,7 +6,6 @@ import argparse
 import os
 import shutil
 
-from fisherhub.hub import download_signature
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,6 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fisherhub.hub import download_signature
+
     local = download_signature(args.ref, revision=args.revision, base_model=args.base_model, sketch_id=args.sketch_id)
     output = args.output or os.path.basename(local)
     if os.path.isdir(output):

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from fisherhub.core.signature import Signature
-from fisherhub.hub import push_signature
 from fisherhub.hub.refs import add_repo_arguments, repo_from_args
 
 
@@ -25,6 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fisherhub.core.signature import Signature
+    from fisherhub.hub import push_signature
+
     repo = repo_from_args(args)
     result = push_signature(
         Signature.load(args.signature),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fisherhub.selection import SCORES
+from fisherhub.options import SCORES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fisherhub.data import DataArgs
+    from fisherhub.options import DataArgs
     from fisherhub.selection import SketchOptions, select_adapter
 
     data = DataArgs(args.target, split=args.split, text_column=args.text_column, max_documents=args.max_documents)

@@ -13,7 +13,8 @@ import math
 import torch
 
 from fisherhub.core.projectors import ACTIVATION_PROJECTORS, VOCABULARY_PROJECTORS, Projector
-from fisherhub.core.spec import ESTIMATORS, SketchSpec
+from fisherhub.core.spec import SketchSpec
+from fisherhub.core.registry import ESTIMATORS
 
 #: the three sketches of a task, in the order of ``features_from_projections`` and of the state's sums.
 SKETCHES = ("joint", "activation", "error")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import hashlib
-import importlib.metadata
 import json
 import os
 from typing import Any
@@ -21,6 +20,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load
 
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
+from fisherhub.core.version import library_version
 from fisherhub.core.errors import SignatureFileError
 
 #: provenance keys a signature's metadata may carry (SPEC §3); free-form extra keys are kept too.
@@ -53,14 +53,6 @@ _RESERVED_KEYS = (
     "created",
     "checksum",
 )
-
-
-def library_version() -> str:
-    """The installed fisherhub distribution's version (the one place it is defined is pyproject.toml)."""
-    try:
-        return importlib.metadata.version("fisherhub")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 _DTYPE_NAMES = {torch.float32: "F32", torch.float64: "F64"}

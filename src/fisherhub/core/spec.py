@@ -10,23 +10,15 @@ from typing import Any
 
 import torch
 
+from fisherhub.core.registry import DEFAULT_ESTIMATOR, DEFAULT_M, DEFAULT_SEED, ESTIMATORS, FISHER_TYPES, GRANULARITIES
 from fisherhub.core.errors import IncompatibleSignaturesError, InputError, SignatureFileError
 
 FORMAT_VERSION = 1
 
-#: estimator name -> (activation-side projector, vocabulary-side projector), see core.projectors.
-ESTIMATORS = {
-    "maclaurin-srht": ("dense-sign", "srht"),
-    "maclaurin-folded": ("dense-sign", "folded"),
-    "maclaurin-hadamard": ("block-srht", "folded-slice-signs"),
-}
-DEFAULT_ESTIMATOR = "maclaurin-hadamard"
 #: two signatures compare when their reflections' pilot directions are this close (radians): the bias
 #: of comparing (R₁a·R₂a')² with (a·a')² is then ≲ 10⁻³ relative, while devices computing the same
 #: pilot in float32 differ by ~10⁻⁷.
 REFLECTION_TOLERANCE = 1e-4
-GRANULARITIES = ("token", "sequence")
-FISHER_TYPES = ("empirical", "true")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,10 +29,24 @@ class ModelFingerprint:
     tokenizer_checksum: str | None = None
 
 
-def tensor_checksum(tensor: torch.Tensor) -> str:
-    """sha256 (first 16 hex) of a tensor's float32 little-endian bytes and shape."""
-    data = tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes()
-    return hashlib.sha256(repr(tuple(tensor.shape)).encode() + data).hexdigest()[:16]
+#: rows of a matrix hashed at a time by ``tensor_checksum`` (about this many bytes in float32).
+CHECKSUM_BLOCK_BYTES = 16 * 2**20
+
+
+def tensor_checksum(tensor: torch.Tensor, column: torch.Tensor | None = None) -> str:
+    """sha256 (first 16 hex) of the float32 little-endian bytes and shape of ``tensor``, or of
+    ``[tensor | column]`` (a column appended, e.g. a head's bias). Streamed over blocks of rows, so no
+    float32 copy of the whole tensor is ever made."""
+    matrix = tensor.detach().reshape(tensor.shape[0], -1) if tensor.ndim > 1 else tensor.detach().reshape(-1, 1)
+    shape = tuple(tensor.shape) if column is None else (tensor.shape[0], tensor.shape[1] + 1)
+    digest = hashlib.sha256(repr(shape).encode())
+    rows = max(1, CHECKSUM_BLOCK_BYTES // (4 * (matrix.shape[1] + (column is not None))))
+    for start in range(0, matrix.shape[0], rows):
+        block = matrix[start : start + rows].to("cpu", torch.float32)
+        if column is not None:
+            block = torch.cat([block, column.detach()[start : start + rows, None].to("cpu", torch.float32)], dim=1)
+        digest.update(block.contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,11 +62,11 @@ class SketchSpec:
 
     d: int
     vocab_size: int
-    m: int = 4096
-    seed: int = 0
+    m: int = DEFAULT_M
+    seed: int = DEFAULT_SEED
     estimator: str = DEFAULT_ESTIMATOR
-    granularity: str = "token"
-    fisher: str = "empirical"
+    granularity: str = GRANULARITIES[0]
+    fisher: str = FISHER_TYPES[0]
     model_fingerprint: ModelFingerprint | None = None
     reflection: tuple[float, ...] | None = dataclasses.field(default=None, repr=False)
 

@@ -4,45 +4,30 @@
 describes and lists it in the card (one commit); ``list_signatures`` reads a repo's signatures from its card,
 file list and safetensors headers; ``load_signature`` / ``download_signature`` fetch one by reference (offline
 from the cache too); ``find_adapters`` / ``find_signed_datasets`` discover repos by base model.
+Names are imported on first use (the CLI's parsers load without torch).
 """
 
-from fisherhub.hub.cards import SIGNATURE_TAG
-from fisherhub.hub.discovery import find_adapters, find_signed_datasets
-from fisherhub.hub.errors import (
-    AmbiguousSignatureError,
-    CardError,
-    ConcurrentPushError,
-    HubError,
-    OfflineCacheError,
-    RepoNotFoundError,
-    SignatureNotFoundError,
-)
-from fisherhub.hub.push import PushResult, push_signature
-from fisherhub.hub.read import (
-    SignatureInfo,
-    download_signature,
-    list_signatures,
-    load_signature,
-)
-from fisherhub.hub.refs import SignatureRef, signature_path
+from fisherhub.core import lazy_attributes
 
-__all__ = [
-    "SIGNATURE_TAG",
-    "AmbiguousSignatureError",
-    "CardError",
-    "ConcurrentPushError",
-    "HubError",
-    "OfflineCacheError",
-    "PushResult",
-    "RepoNotFoundError",
-    "SignatureInfo",
-    "SignatureNotFoundError",
-    "SignatureRef",
-    "download_signature",
-    "find_adapters",
-    "find_signed_datasets",
-    "list_signatures",
-    "load_signature",
-    "push_signature",
-    "signature_path",
-]
+_EXPORTS = {
+    "SIGNATURE_TAG": "fisherhub.hub.cards",
+    "find_adapters": "fisherhub.hub.discovery",
+    "find_signed_datasets": "fisherhub.hub.discovery",
+    "AmbiguousSignatureError": "fisherhub.hub.errors",
+    "CardError": "fisherhub.hub.errors",
+    "ConcurrentPushError": "fisherhub.hub.errors",
+    "HubError": "fisherhub.hub.errors",
+    "OfflineCacheError": "fisherhub.hub.errors",
+    "RepoNotFoundError": "fisherhub.hub.errors",
+    "SignatureNotFoundError": "fisherhub.hub.errors",
+    "PushResult": "fisherhub.hub.push",
+    "push_signature": "fisherhub.hub.push",
+    "SignatureInfo": "fisherhub.hub.read",
+    "download_signature": "fisherhub.hub.read",
+    "list_signatures": "fisherhub.hub.read",
+    "load_signature": "fisherhub.hub.read",
+    "SignatureRef": "fisherhub.hub.refs",
+    "signature_path": "fisherhub.hub.refs",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)

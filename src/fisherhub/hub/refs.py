@@ -10,10 +10,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
+from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
 
-from fisherhub.core.signature import Signature
 from fisherhub.core.errors import InputError
+
+if TYPE_CHECKING:
+    from fisherhub.core.signature import Signature
 
 SIGNATURE_FOLDER = "fisher_signatures"
 REPO_TYPES = ("dataset", "model")

@@ -198,9 +198,9 @@ def _check_one_sketch_id(signatures):
 def _sketch_text_pairs(tasks, options):
     """Sketch every distinct text task once with one spec for ``options.model_id``; return signature pairs."""
     # imported here: signature mode needs neither transformers nor a model
-    from fisherhub.capture import spec_for_model
-    from fisherhub.defaults import load_model_and_tokenizer
-    from fisherhub.sketcher import sketch_texts
+    from fisherhub.lm.specs import spec_for_model
+    from fisherhub.lm.loading import load_model_and_tokenizer
+    from fisherhub.pipeline.sketch import sketch_texts
 
     model, tokenizer = load_model_and_tokenizer(options.model_id)
     model.to(options.device or torch.accelerator.current_accelerator() or "cpu")

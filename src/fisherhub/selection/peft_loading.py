@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 def load_base_model(base_model: str | None):
     """(model, tokenizer) of ``base_model`` (a Hub id or local folder)."""
-    from fisherhub.defaults import load_model_and_tokenizer
+    from fisherhub.lm.loading import load_model_and_tokenizer
 
     if base_model is None:
         raise InputError(

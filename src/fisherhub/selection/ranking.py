@@ -8,13 +8,13 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from fisherhub.core.errors import InputError
+from fisherhub.options import SCORES
 from fisherhub.core.spec import SketchSpec
 
 if TYPE_CHECKING:
     from fisherhub.selection.candidates import Candidate, SignatureOption
     from fisherhub.selection.results import RankedCandidate
 
-SCORES = ("fisher", "activation", "error")
 SCORE_LABELS = {"fisher": "A (Fisher)", "activation": "S_a (activation)", "error": "S_e (error)"}
 #: the ``AlignmentResult`` field holding each score's standard error
 STDERR_FIELDS = {"fisher": "stderr", "activation": "activation_stderr", "error": "error_stderr"}

@@ -15,7 +15,7 @@ from fisherhub.selection.peft_loading import load_base_model
 from fisherhub.selection.ranking import incompatibility
 
 if TYPE_CHECKING:
-    from fisherhub.data import DataArgs
+    from fisherhub.options import DataArgs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,13 +90,13 @@ class TargetSketcher:
         return self.model, self.tokenizer
 
     def __call__(self, like: Signature) -> Signature:
-        from fisherhub import capture
-        from fisherhub.data import DataArgs
-        from fisherhub.sketcher import sketch_dataset, sketch_texts
+        from fisherhub.lm.specs import spec_for_model
+        from fisherhub.options import DataArgs
+        from fisherhub.pipeline.sketch import sketch_dataset, sketch_texts
 
         model, tokenizer = self._model()
         try:
-            spec: SketchSpec = capture.spec_for_model(model, tokenizer, like=like)
+            spec: SketchSpec = spec_for_model(model, tokenizer, like=like)
         except InputError as exc:
             raise Skip(f"other base model: {exc}") from exc
         options = self.options

@@ -22,7 +22,7 @@ def demo_domain_path(name: str) -> Path:
         raise InputError(
             f"unknown demo domain {name!r}; available demo domains: {', '.join(DEMO_DOMAINS)}"
         )
-    return Path(str(resources.files("fisherhub") / "demo_data" / f"{name}.jsonl"))
+    return Path(str(resources.files("fisherhub.data") / "demo_data" / f"{name}.jsonl"))
 
 
 def load_demo_domain(name: str) -> Dataset:

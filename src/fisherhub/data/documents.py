@@ -19,64 +19,10 @@ import torch
 
 from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.core.errors import InputError
+from fisherhub.options import DataArgs
 
 #: file suffix -> ``datasets`` builder, for local data files
 FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet", ".txt": "text", ".arrow": "arrow"}
-
-
-@dataclasses.dataclass
-class DataArgs:
-    """Which documents to sketch.
-
-    ``dataset``: a Hub id, a local folder (``save_to_disk`` or a dataset script/folder), a data file or glob
-    (json/jsonl/csv/parquet/txt/arrow), or an in-memory ``datasets.Dataset`` / ``IterableDataset``.
-    ``messages_column``: a chat column (list of {role, content}) rendered with the tokenizer's chat template;
-    only assistant tokens are scored. Otherwise ``text_column`` is scored whole.
-    ``max_tokens`` stops once that many scored tokens are reached (the last document kept whole), counted
-    in global order, so the same documents are used whatever the number of processes.
-    """
-
-    dataset: Any
-    config: str | None = None
-    split: str = "train"
-    revision: str | None = None
-    text_column: str = "text"
-    messages_column: str | None = None
-    streaming: bool = False
-    max_documents: int | None = None
-    max_tokens: int | None = None
-    max_length: int = 512
-
-    def __post_init__(self) -> None:
-        for name in ("max_documents", "max_tokens"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise InputError(f"DataArgs.{name} must be a positive int or None, got {value!r}")
-        if not isinstance(self.max_length, int) or self.max_length < 2:
-            raise InputError(f"DataArgs.max_length must be an int ≥ 2 (a scored token needs a context), got {self.max_length!r}")
-
-    @property
-    def column(self) -> str:
-        return self.messages_column or self.text_column
-
-    def provenance(self) -> dict[str, str]:
-        """Signature metadata describing the data (SPEC §3)."""
-        if isinstance(self.dataset, (str, os.PathLike)):
-            name = os.fspath(self.dataset)
-        else:
-            info = getattr(self.dataset, "info", None)
-            name = getattr(info, "dataset_name", None) or "<in-memory dataset>"
-        metadata = {
-            "dataset": name,
-            "dataset_config": self.config or "",
-            "dataset_split": self.split,
-            "dataset_revision": self.revision or "",
-            "text_column": self.column,
-            "max_length": str(self.max_length),
-        }
-        if self.messages_column:
-            metadata["scored"] = "assistant tokens (chat template)"
-        return metadata
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,13 +189,14 @@ class DocumentTokenizer:
 
 # -- the documents of one process ------------------------------------------------------------------------
 class DocumentStream:
-    """The documents of process k of N (global indices i ≡ k mod N), in dataset order, tokenized."""
+    """The documents of process k of N (global indices i ≡ k mod N), in dataset order, tokenized.
+    ``source``: the loaded dataset when it was already checked (``load_source``), else it is loaded here."""
 
-    def __init__(self, args: DataArgs, tokenizer, process_index: int = 0, num_processes: int = 1):
+    def __init__(self, args: DataArgs, tokenizer, process_index: int = 0, num_processes: int = 1, source=None):
         if not 0 <= process_index < num_processes:
             raise InputError(f"process index {process_index} out of range for {num_processes} processes")
         self.args = args
-        self.source = load_source(args)
+        self.source = load_source(args) if source is None else source
         self.tokenize = DocumentTokenizer(tokenizer, args)
         self.pad_token_id = _pad_token_id(tokenizer)
         self.process_index = process_index

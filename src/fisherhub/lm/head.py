@@ -1,0 +1,182 @@
+"""``HeadModel``: a causal LM's output head, resolved once per model (SPEC §1).
+
+The head is ``model.get_output_embeddings()`` (PEFT wrappers unwrapped; a PEFT-wrapped head's base layer):
+its weight W (K, d) and optional bias, the map from its output z to the logits the loss sees (final-logit
+softcapping), the model's fingerprint (checksums of [W | b] in float32 and of the tokenizer) and the check
+that the tokenizer cannot produce ids ≥ K. ``HeadModel.of(model, tokenizer)`` computes all of it once and
+reuses it while the head's weights are unchanged (same storage, same in-place version counter).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import weakref
+
+import torch
+
+from fisherhub.core.errors import InputError
+from fisherhub.core.spec import ModelFingerprint, tensor_checksum
+
+
+def unwrapped(model: torch.nn.Module) -> torch.nn.Module:
+    """The transformers model inside a PEFT wrapper (the model itself otherwise)."""
+    get_base_model = getattr(model, "get_base_model", None)
+    return get_base_model() if callable(get_base_model) else model
+
+
+def output_head(model: torch.nn.Module) -> torch.nn.Module:
+    """The LM head ``model.get_output_embeddings()`` (PEFT wrappers unwrapped)."""
+    base = unwrapped(model)
+    get_output_embeddings = getattr(base, "get_output_embeddings", None)
+    head = get_output_embeddings() if callable(get_output_embeddings) else None
+    if not isinstance(head, torch.nn.Module):
+        raise InputError(
+            f"{type(base).__name__} has no output embeddings (get_output_embeddings() gave {head!r}): "
+            "fisherhub needs a causal LM with a linear head; load it with AutoModelForCausalLM, not AutoModel"
+        )
+    return head
+
+
+def tokenizer_checksum(tokenizer) -> str:
+    """sha256 (first 16 hex) of the vocabulary sorted by id and of the special tokens but padding.
+
+    The pad token is left out: it is never scored, and pipelines often set it (e.g. pad = eos).
+    """
+    try:
+        return _TOKENIZER_CHECKSUMS[tokenizer]
+    except (KeyError, TypeError):
+        pass
+    vocabulary = sorted(tokenizer.get_vocab().items(), key=lambda item: (item[1], item[0]))
+    special = sorted(
+        (name, json.dumps(value, default=str)) for name, value in tokenizer.special_tokens_map.items()
+        if name != "pad_token"
+    )
+    payload = json.dumps({"vocabulary": vocabulary, "special_tokens": special}, ensure_ascii=False)
+    checksum = hashlib.sha256(payload.encode()).hexdigest()[:16]
+    with contextlib.suppress(TypeError):  # a tokenizer that cannot be weakly referenced is hashed each time
+        _TOKENIZER_CHECKSUMS[tokenizer] = checksum
+    return checksum
+
+
+#: tokenizer -> its checksum (the vocabulary of a large tokenizer takes a while to hash)
+_TOKENIZER_CHECKSUMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+@dataclasses.dataclass(frozen=True)
+class LogitTransform:
+    """The map from head output z to the logits the loss sees: ẑ = c·tanh(z/c) when ``softcap`` = c, else ẑ = z."""
+
+    softcap: float | None = None
+
+    @classmethod
+    def of(cls, model: torch.nn.Module) -> LogitTransform:
+        config = getattr(unwrapped(model), "config", None)
+        if config is not None and hasattr(config, "get_text_config"):
+            config = config.get_text_config()
+        softcap = getattr(config, "final_logit_softcapping", None)
+        return cls(softcap=float(softcap) if softcap else None)
+
+    def apply(self, head_output: torch.Tensor) -> torch.Tensor:
+        if self.softcap is None:
+            return head_output
+        return self.softcap * torch.tanh(head_output / self.softcap)
+
+    def head_output_gradient(self, logits: torch.Tensor, logit_gradient: torch.Tensor) -> torch.Tensor:
+        """∂ℓ/∂z from ∂ℓ/∂ẑ (in place): multiply by dẑ/dz = 1 − (ẑ/c)²."""
+        if self.softcap is None:
+            return logit_gradient
+        return logit_gradient.mul_(1.0 - (logits / self.softcap) ** 2)
+
+    def check(self, head_output: torch.Tensor, model_logits: torch.Tensor) -> None:
+        """Refuse models whose returned logits (one token's row) are not ``apply(head output)``."""
+        expected = self.apply(head_output.float())
+        if not (torch.isfinite(expected).all() and torch.isfinite(model_logits.float()).all()):
+            raise InputError(
+                "the model computes NaN or inf logits: its weights or inputs hold NaN/inf, or its dtype overflows; "
+                "load it in float32 (--dtype float32) and check the checkpoint"
+            )
+        tolerance = 0.02 * float(expected.abs().max()) + 1e-6
+        if not torch.allclose(model_logits.float(), expected, rtol=0.0, atol=tolerance):
+            raise InputError(
+                "the model changes its logits after the output head in a way fisherhub does not model "
+                f"(max difference {float((model_logits.float() - expected).abs().max()):.4g}); supported are plain "
+                "heads and final_logit_softcapping. The head gradient would not be e aᵀ for this model."
+            )
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class HeadModel:
+    """A causal LM with its head resolved: ``model`` (as given, maybe PEFT-wrapped), ``head`` (the module
+    whose input is a and output z), W (K, d), bias, logit transform and the checksum of [W | b] in float32."""
+
+    model: torch.nn.Module
+    head: torch.nn.Module
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    transform: LogitTransform
+    head_checksum: str
+
+    def fingerprint(self, tokenizer=None) -> ModelFingerprint:
+        """The head checksum and, with ``tokenizer``, its checksum (both enter the sketch id)."""
+        return ModelFingerprint(self.head_checksum, None if tokenizer is None else tokenizer_checksum(tokenizer))
+
+    @property
+    def vocab_size(self) -> int:
+        return self.weight.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.weight.shape[1]
+
+    @property
+    def base(self) -> torch.nn.Module:
+        return unwrapped(self.model)
+
+    @property
+    def device(self) -> torch.device:
+        return self.weight.device
+
+    @classmethod
+    def of(cls, model: torch.nn.Module | HeadModel, tokenizer=None) -> HeadModel:
+        """The resolved head of ``model`` (checked against ``tokenizer`` when given), computed once while the
+        head's weights are unchanged."""
+        if isinstance(model, HeadModel):
+            return model
+        head = output_head(model)
+        layer = getattr(head, "base_layer", head)
+        weight = getattr(layer, "weight", None)
+        if not isinstance(weight, torch.Tensor) or weight.ndim != 2:
+            raise InputError(
+                f"the output head {type(layer).__name__} has no 2-D weight (K, d); fisherhub needs a linear head"
+            )
+        bias = getattr(layer, "bias", None)
+        bias = bias if isinstance(bias, torch.Tensor) else None
+        if tokenizer is not None:
+            _check_tokenizer(weight.shape[0], tokenizer)
+        key = (weight.data_ptr(), weight._version, None if bias is None else (bias.data_ptr(), bias._version))
+        cached = _RESOLVED.get(model)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        resolved = cls(model, head, weight, bias, LogitTransform.of(model), tensor_checksum(weight, bias))
+        _RESOLVED[model] = (key, resolved)
+        return resolved
+
+
+#: model -> (key, HeadModel): resolved once per model while its head's storage and version counters stay.
+_RESOLVED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _check_tokenizer(rows: int, tokenizer) -> None:
+    """Refuse a tokenizer that can produce ids ≥ K (the head's rows); fewer ids than K is fine."""
+    vocabulary = tokenizer.get_vocab()
+    too_large = sorted((index, token) for token, index in vocabulary.items() if index >= rows)
+    if too_large:
+        examples = ", ".join(f"{token!r}={index}" for index, token in too_large[:3])
+        raise InputError(
+            f"the tokenizer ({len(vocabulary)} tokens) produces ids up to {too_large[-1][0]} but the model's head "
+            f"has only K={rows} rows ({len(too_large)} tokens out of range, e.g. {examples}): "
+            "use the tokenizer that belongs to the base model"
+        )

@@ -1,0 +1,96 @@
+"""The sketch spec for a model: d, K and the fingerprint from its head, and the Householder reflection on the
+mean head input over the embedded probe documents (the pilot mean)."""
+
+from __future__ import annotations
+
+import torch
+
+from fisherhub.core.errors import InputError
+from fisherhub.core.signature import Signature
+from fisherhub.core.spec import SketchSpec
+from fisherhub.lm.capture import forward
+from fisherhub.lm.head import HeadModel
+from fisherhub.lm.positions import scored_positions
+from fisherhub.lm.probe_text import PROBE_DOCUMENTS
+from fisherhub.options import SpecOptions
+
+#: probe documents are truncated to this many tokens for the pilot mean.
+PROBE_MAX_TOKENS = 256
+
+
+def pilot_mean(model: torch.nn.Module | HeadModel, tokenizer) -> torch.Tensor:
+    """Mean head input a over the scored tokens of the embedded probe documents, float32 (d,). The forward
+    passes stop at the head's input, so the head (K × d, the largest GEMM of a big-vocabulary model) never runs."""
+    head = HeadModel.of(model, tokenizer)
+    total, count = torch.zeros(head.d, dtype=torch.float64), 0
+    for text in PROBE_DOCUMENTS:
+        input_ids = tokenizer(text, return_tensors="pt", truncation=True, max_length=PROBE_MAX_TOKENS)["input_ids"]
+        scored = scored_positions({"input_ids": input_ids})
+        if len(scored):
+            activations = forward(head, input_ids, torch.ones_like(input_ids), inputs_only=True)[0]
+            total += activations[scored.rows, scored.positions].double().sum(dim=0).cpu()
+            count += len(scored)
+    if count == 0:
+        raise InputError("the tokenizer turned every probe document into fewer than 2 tokens")
+    return (total / count).float()
+
+
+def check_same_base_model(like: Signature, head: HeadModel, tokenizer=None) -> None:
+    """Refuse sketching ``like`` a signature of another head (checksum, K × d) or tokenizer."""
+    spec, named = like.spec, like.metadata.get("base_model", "unknown")
+    fingerprint = head.fingerprint(tokenizer)
+    theirs = spec.model_fingerprint
+    if (spec.vocab_size, spec.d) != (head.vocab_size, head.d) or (theirs and theirs.head_checksum != fingerprint.head_checksum):
+        raise InputError(
+            f"signature made with another base model (head checksum {theirs.head_checksum if theirs else None} "
+            f"vs {fingerprint.head_checksum}; head K×d {spec.vocab_size}×{spec.d} vs {head.vocab_size}×{head.d}): "
+            f"sketch with its base model ({named}) to compare with it"
+        )
+    if theirs and theirs.tokenizer_checksum and fingerprint.tokenizer_checksum not in (None, theirs.tokenizer_checksum):
+        raise InputError(
+            f"signature made with another tokenizer (tokenizer checksum {theirs.tokenizer_checksum} vs "
+            f"{fingerprint.tokenizer_checksum}): use the tokenizer of its base model ({named})"
+        )
+
+
+def spec_for_model(
+    model: torch.nn.Module | HeadModel,
+    tokenizer=None,
+    options: SpecOptions | None = None,
+    *,
+    like: Signature | None = None,
+    **spec_options,
+) -> SketchSpec:
+    """The sketch spec for ``model``: d, K and the fingerprint from its head, the ``options`` (m, seed,
+    estimator, granularity, Fisher type, reflection: a ``SpecOptions``, or its fields as keywords; defaults in
+    ``fisherhub.options.SpecOptions``), and the Householder
+    reflection on ``pilot_mean`` (computed on the embedded probe documents, so it needs the tokenizer).
+
+    ``options.reflection``: None uses it whenever the tokenizer is given; True requires it; False goes
+    without. The reflection cuts the standard error of A by about half (benchmarks/README.md). Only its use
+    enters the sketch id: signatures whose pilot directions agree within ``core.spec.REFLECTION_TOLERANCE``
+    compare (``SketchSpec.compatible_with``), so pilots computed on other devices in float32 are fine; a pilot
+    from a bfloat16 run may not be: sketch ``like=``.
+
+    With ``like``, the signature's own spec is returned (``options`` are ignored) once the model's head
+    checksum (and tokenizer checksum, when both are known) match the signature's.
+    """
+    head = HeadModel.of(model, tokenizer)
+    if like is not None:
+        if not isinstance(like, Signature):
+            raise InputError(f"like= takes a Signature, got {type(like).__name__}; load it with Signature.load(path)")
+        check_same_base_model(like, head, tokenizer)
+        return like.spec
+    if options is not None and spec_options:
+        raise InputError("pass either options= (a SpecOptions) or its fields as keywords, not both")
+    options = options or SpecOptions(**spec_options)
+    spec = SketchSpec(
+        d=head.d, vocab_size=head.vocab_size, m=options.m, seed=options.seed, estimator=options.estimator,
+        granularity=options.granularity, fisher=options.fisher, model_fingerprint=head.fingerprint(tokenizer),
+    )
+    reflection = tokenizer is not None if options.reflection is None else options.reflection
+    if not reflection:
+        return spec
+    if tokenizer is None:
+        raise InputError("reflection=True computes the pilot mean on a probe text: pass the tokenizer, or reflection=False")
+    return spec.with_reflection(pilot_mean(head, tokenizer))

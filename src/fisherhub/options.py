@@ -1,0 +1,228 @@
+"""Every option of sketching, with its default and help, once.
+
+Argument dataclasses whose fields carry ``metadata={"help": ...}`` (and, where the flag is not simply
+``--field-name``, its ``flags``); the command line's arguments are built from them (``add_arguments``), so
+``--help`` shows the same defaults the Python API uses. This module imports neither torch nor transformers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from typing import Any
+
+from fisherhub.core.errors import InputError
+from fisherhub.core.registry import DEFAULT_ESTIMATOR, DEFAULT_M, DEFAULT_SEED, ESTIMATORS, FISHER_TYPES, GRANULARITIES
+
+DTYPES = ("float32", "bfloat16", "float16")
+#: what selection ranks candidates by: Fisher alignment A, or one factor alone (S_a, S_e)
+SCORES = ("fisher", "activation", "error")
+
+
+def option(default: Any, help: str, **argparse_options: Any) -> Any:
+    """A dataclass field with its default and its command-line help (and ``flags``, ``choices``, ...)."""
+    return dataclasses.field(default=default, metadata={"help": help, **argparse_options})
+
+
+def flag(name: str) -> str:
+    """The command-line flag of field ``name`` (``max_documents`` -> ``--max-documents``)."""
+    return "--" + name.replace("_", "-")
+
+
+def check_positive(owner: object, names: tuple[str, ...], *, optional: bool = False) -> None:
+    """Refuse fields that are not positive ints, naming the flag the user typed."""
+    for name in names:
+        value = getattr(owner, name)
+        if optional and value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InputError(f"{flag(name)} must be a positive integer{' (or unset)' if optional else ''}, got {value!r}")
+
+
+@dataclasses.dataclass(kw_only=True)
+class SpecOptions:
+    """How a new sketch is made (ignored when sketching ``--like`` an existing signature)."""
+
+    m: int = option(DEFAULT_M, "random features per sketch (the joint signature is m float32: 16 KiB at 4096)",
+                    flags=("-m", "--m"))
+    seed: int = option(DEFAULT_SEED, "seed of the random projections (signatures compare only with the same seed)")
+    estimator: str = option(DEFAULT_ESTIMATOR, "random-feature estimator (part of the sketch id)", choices=sorted(ESTIMATORS))
+    granularity: str = option(GRANULARITIES[0], "token: every scored token is an example; sequence: every document",
+                              choices=GRANULARITIES)
+    fisher: str = option(FISHER_TYPES[0], "empirical: labels from the data; true: labels sampled from the model",
+                         choices=FISHER_TYPES)
+    reflection: bool | None = option(
+        None,
+        "Householder reflection on the pilot activation mean (on whenever a tokenizer is given): about half the "
+        "standard error; signatures compare when their pilot directions agree within 1e-4 rad (float32 on any "
+        "device does; a bfloat16 run may not: then sketch --like the other)",
+        action=argparse.BooleanOptionalAction,
+    )
+
+    def __post_init__(self) -> None:
+        check_positive(self, ("m",))
+        for name, allowed in (("estimator", ESTIMATORS), ("granularity", GRANULARITIES), ("fisher", FISHER_TYPES)):
+            if getattr(self, name) not in allowed:
+                raise InputError(f"{flag(name)} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+
+    def spec_options(self) -> SpecOptions:
+        """These options alone (for a ``SketchArgs``, which holds more)."""
+        return SpecOptions(**{field.name: getattr(self, field.name) for field in dataclasses.fields(SpecOptions)})
+
+
+@dataclasses.dataclass
+class DataArgs:
+    """Which documents to sketch.
+
+    ``dataset``: a Hub id, a local folder (``save_to_disk`` or a dataset script/folder), a data file or glob
+    (json/jsonl/csv/parquet/txt/arrow), or an in-memory ``datasets.Dataset`` / ``IterableDataset``.
+    ``messages_column``: a chat column (list of {role, content}) rendered with the tokenizer's chat template;
+    only assistant tokens are scored. Otherwise ``text_column`` is scored whole.
+    ``max_tokens`` stops once that many scored tokens are reached (the last document kept whole), counted
+    in global order, so the same documents are used whatever the number of processes.
+    """
+
+    dataset: Any = option(dataclasses.MISSING, "Hub dataset id, local folder (save_to_disk), or data file/glob",
+                          required=True)
+    config: str | None = option(None, "dataset configuration name")
+    split: str = option("train", "dataset split")
+    revision: str | None = option(None, "dataset revision (branch, tag or commit)")
+    text_column: str = option("text", "column holding the documents' text")
+    messages_column: str | None = option(None, "chat column (list of {role, content}): only assistant tokens are scored")
+    streaming: bool = option(False, "stream the dataset instead of loading it")
+    max_documents: int | None = option(None, "sketch at most this many documents (default: all)")
+    max_tokens: int | None = option(None, "stop after this many scored tokens (default: no limit)")
+    max_length: int = option(512, "truncate documents to this many tokens")
+
+    def __post_init__(self) -> None:
+        check_positive(self, ("max_documents", "max_tokens"), optional=True)
+        if not isinstance(self.max_length, int) or self.max_length < 2:
+            raise InputError(f"--max-length must be an int ≥ 2 (a scored token needs a context), got {self.max_length!r}")
+
+    @property
+    def column(self) -> str:
+        return self.messages_column or self.text_column
+
+    def provenance(self) -> dict[str, str]:
+        """Signature metadata describing the data (SPEC §3)."""
+        if isinstance(self.dataset, (str, os.PathLike)):
+            name = os.fspath(self.dataset)
+        else:
+            info = getattr(self.dataset, "info", None)
+            name = getattr(info, "dataset_name", None) or "<in-memory dataset>"
+        metadata = {
+            "dataset": name,
+            "dataset_config": self.config or "",
+            "dataset_split": self.split,
+            "dataset_revision": self.revision or "",
+            "text_column": self.column,
+            "max_length": str(self.max_length),
+        }
+        if self.messages_column:
+            metadata["scored"] = "assistant tokens (chat template)"
+        return metadata
+
+
+@dataclasses.dataclass(kw_only=True)
+class ModelOptions:
+    """Which base model, and how it is loaded."""
+
+    model: str | None = option(None, "model id or folder (default: the embedded SmolLM2-135M-Instruct)")
+    model_revision: str | None = option(None, "model revision (branch, tag or commit) of a Hub model id")
+    dtype: str = option("float32", "dtype the model is loaded in (the softmax is float32 whatever it is)", choices=DTYPES)
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise InputError(f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+
+
+@dataclasses.dataclass(kw_only=True)
+class RunOptions:
+    """How the documents go through the model."""
+
+    batch_size: int = option(8, "documents per forward pass")
+    token_chunk_size: int = option(256, "scored tokens per softmax chunk (memory: about this many rows of K floats)")
+    checkpoint: str | None = option(None, "folder for per-process checkpoints (default: none)")
+    checkpoint_every: int = option(100, "batches between checkpoints")
+    resume: bool = option(False, "continue from --checkpoint after an interruption")
+    cpu: bool | None = option(None, "run on the CPU even if a GPU is present (default: the GPU when there is one)",
+                              action="store_true")
+    progress: bool = option(True, "show a progress bar", action=argparse.BooleanOptionalAction)
+
+    def __post_init__(self) -> None:
+        check_positive(self, ("batch_size", "token_chunk_size", "checkpoint_every"))
+        if self.resume and not self.checkpoint:
+            raise InputError("--resume needs the checkpoint folder of the interrupted run (--checkpoint DIR)")
+
+
+@dataclasses.dataclass(kw_only=True)
+class SketchArgs(ModelOptions, SpecOptions, RunOptions):
+    """Everything ``fisherhub.pipeline.sketch`` needs, and where the CLI puts the result.
+
+    ``like``: a signature file or Hub ref whose exact spec is reused, so the new signature is comparable with
+    it; the spec options are then ignored, and without ``model`` the signature's base model is loaded.
+    """
+
+    data: DataArgs = dataclasses.field(metadata={"cli": False})
+    like: str | None = option(None, "reuse the exact spec (and base model) of this signature: file or Hub ref")
+    output: str | None = option("signature.safetensors", "where the signature is written", flags=("-o", "--output"))
+    push_to_hub: str | None = option(None, "also push the signature to this Hub repo", metavar="REPO")
+    push_repo_type: str = option("dataset", "type of the --push-to-hub repo", choices=("dataset", "model"),
+                                 flags=("--repo-type",))
+
+    def __post_init__(self) -> None:
+        for base in (ModelOptions, SpecOptions, RunOptions):
+            base.__post_init__(self)
+        if not isinstance(self.data, DataArgs):
+            raise InputError(f"SketchArgs.data must be DataArgs (the --dataset options), got {type(self.data).__name__}")
+
+
+@dataclasses.dataclass(kw_only=True)
+class DemoOptions:
+    """``fisherhub demo``: the shipped demo domains under the embedded default model."""
+
+    output_dir: str = option("fisherhub-demo", "folder the signatures and the heatmap PNG are written to")
+    model: str | None = option(None, "another base model (id or folder) instead of the embedded default")
+    domains: list[str] | None = option(None, "a subset of the demo domains (default: all five)", nargs="+")
+    max_documents: int | None = option(None, "documents per domain (default: all 100)")
+    max_length: int = option(128, "tokens per document")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Module docstrings as written, and each option's default after its help (unless the help already says it;
+    on/off flags say theirs through ``--x`` / ``--no-x``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "default" in text or default is None or default is argparse.SUPPRESS or isinstance(default, bool):
+            return text
+        return f"{text} (default: {default})"
+
+
+def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, options: type, *,
+                  exclude: tuple[str, ...] = (), only: tuple[str, ...] | None = None) -> None:
+    """One argument per field of the ``options`` dataclass (fields with ``cli=False`` or in ``exclude``, or not in
+    ``only`` when given, are left out)."""
+    for field in dataclasses.fields(options):
+        meta = dict(field.metadata)
+        if meta.pop("cli", True) is False or field.name in exclude or (only is not None and field.name not in only):
+            continue
+        help_text = meta.pop("help")
+        flags = meta.pop("flags", (flag(field.name),))
+        default = field.default
+        if default is dataclasses.MISSING:
+            default = argparse.SUPPRESS
+        elif "action" not in meta:
+            if isinstance(field.default, bool):
+                meta["action"] = argparse.BooleanOptionalAction if field.default else "store_true"
+            elif field.type in ("int", "int | None"):
+                meta["type"] = int
+        parser.add_argument(*flags, dest=field.name, default=default, help=help_text, **meta)
+
+
+def from_namespace(options: type, namespace: argparse.Namespace, **values: Any) -> Any:
+    """An ``options`` dataclass from parsed arguments (fields the namespace lacks keep their defaults)."""
+    given = {field.name: getattr(namespace, field.name) for field in dataclasses.fields(options) if hasattr(namespace, field.name)}
+    return options(**{**given, **values})

@@ -1,0 +1,82 @@
+"""Checkpoints of a sketching run: per process, its state and the global document index it reached, written so
+that a kill at any point leaves a consistent pair, and checked on resume against the run they belong to."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fisherhub.core.errors import InputError
+from fisherhub.core.spec import SketchSpec
+from fisherhub.core.state import SketchState
+from fisherhub.data.documents import DocumentCounts
+
+
+@dataclasses.dataclass
+class Progress:
+    """Where a process stands: its global position and the documents it looked at."""
+
+    next_index: int = 0
+    batches: int = 0
+    counts: DocumentCounts = dataclasses.field(default_factory=DocumentCounts)
+
+
+class Checkpointer:
+    """Per-process checkpoints in a folder: ``rank{k}-of{N}.json`` names the state file it goes with.
+
+    The state is written first (atomically, under a new name), then the JSON (atomically), then the
+    previous state file is removed; a kill at any point leaves a consistent (state, position) pair.
+    """
+
+    def __init__(self, folder: str | os.PathLike, rank: int, world: int, run_key: dict[str, Any], every: int):
+        self.folder = Path(folder)
+        self.prefix = f"rank{rank}-of{world}"
+        self.run_key = run_key
+        self.every = every
+
+    @property
+    def _index_file(self) -> Path:
+        return self.folder / f"{self.prefix}.json"
+
+    def save(self, state: SketchState, progress: Progress) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        previous = self._read_index()
+        state_file = f"{self.prefix}-batch{progress.batches}.safetensors"
+        state.save(self.folder / state_file)
+        record = {
+            "run": self.run_key,
+            "state_file": state_file,
+            "next_index": progress.next_index,
+            "batches": progress.batches,
+            "counts": dataclasses.asdict(progress.counts),
+        }
+        tmp = self._index_file.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(record, sort_keys=True))
+        os.replace(tmp, self._index_file)
+        if previous and previous["state_file"] != state_file:
+            (self.folder / previous["state_file"]).unlink(missing_ok=True)
+
+    def _read_index(self) -> dict[str, Any] | None:
+        if not self._index_file.is_file():
+            return None
+        return json.loads(self._index_file.read_text())
+
+    def load(self, spec: SketchSpec, device: torch.device) -> tuple[SketchState, Progress]:
+        """The saved state and position; a fresh start when this process had not checkpointed yet."""
+        record = self._read_index()
+        if record is None:
+            return SketchState(spec, device=device), Progress()
+        if record["run"] != self.run_key:
+            differing = sorted(k for k in set(record["run"]) | set(self.run_key) if record["run"].get(k) != self.run_key.get(k))
+            raise InputError(
+                f"the checkpoint in {self.folder} is from a different run (differs in {differing}); resume with the "
+                "same model, data, sketch options and number of processes, or use a new --checkpoint folder"
+            )
+        state = SketchState.load(self.folder / record["state_file"], device=device)
+        progress = Progress(record["next_index"], record["batches"], DocumentCounts(**record["counts"]))
+        return state, progress

@@ -1,0 +1,257 @@
+"""The sketching loop: stream documents through a causal LM once and return the task's ``Signature``.
+
+``sketch(args)`` runs under ``accelerate`` (plain ``python`` is one process): process k of N sketches the
+documents with global index i ≡ k (mod N) into its own ``SketchState``; at the end a single all-reduce
+adds the sums and counts of all processes (no sample is padded or repeated, unlike accelerate's
+even-batches data loaders) and every process returns the signature. Every ``checkpoint_every`` batches
+each process saves its state and the global index it reached, so ``resume`` after a kill continues where
+the checkpoint left off and yields the same sums as an uninterrupted run. Nothing is written but
+checkpoints: the CLI writes and pushes the signature.
+
+``sketch_texts`` / ``sketch_dataset`` are the in-process versions for an already loaded model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+from fisherhub.core.errors import InputError
+from fisherhub.core.signature import Signature
+from fisherhub.core.spec import SketchSpec
+from fisherhub.core.state import SketchState
+from fisherhub.data.documents import DocumentCounts, DocumentStream, check_has_documents, load_source
+from fisherhub.lm.capture import sketch_batch
+from fisherhub.lm.head import HeadModel
+from fisherhub.lm.specs import spec_for_model
+from fisherhub.options import DataArgs, RunOptions, SketchArgs
+from fisherhub.pipeline.checkpoints import Checkpointer, Progress
+
+#: test hook: a process kills itself (SIGKILL) after this many batches, to exercise ``resume``
+CRASH_AFTER_BATCHES_ENV = "FISHERHUB_CRASH_AFTER_BATCHES"
+
+
+def load_signature_ref(ref: str | os.PathLike) -> Signature:
+    """A signature from a local file or a Hub ref (``fisherhub.hub.load_signature``)."""
+    from fisherhub.hub import load_signature
+
+    return load_signature(os.fspath(ref))
+
+
+def _crash_after() -> int | None:
+    value = os.environ.get(CRASH_AFTER_BATCHES_ENV)
+    return int(value) if value else None
+
+
+def _run_batches(
+    stream: DocumentStream,
+    state: SketchState,
+    head: HeadModel,
+    progress: Progress,
+    *,
+    token_chunk_size: int,
+    batch_size: int,
+    checkpointer: Checkpointer | None = None,
+    show_progress: bool = True,
+    description: str = "sketching",
+) -> None:
+    """Sketch the stream's batches from ``progress.next_index`` on, updating ``state`` and ``progress``."""
+    from tqdm.auto import tqdm
+
+    crash_after = _crash_after()
+    stream.counts = progress.counts  # the stream counts into the progress record (restored on resume)
+    total = stream.estimated_documents()
+    bar = tqdm(total=total, initial=progress.counts.seen, unit="doc", desc=description, disable=not show_progress)
+    tokens, started = 0, time.perf_counter()
+    with bar:
+        for batch in stream.batches(batch_size, start_index=progress.next_index):
+            tokens += sketch_batch(state, head, batch.as_model_inputs(), token_chunk_size=token_chunk_size)
+            progress.next_index, progress.batches = batch.next_index, progress.batches + 1
+            rate = tokens / (time.perf_counter() - started)
+            bar.set_postfix(tokens=state.num_tokens, tok_per_s=f"{rate:.0f}", refresh=False)
+            bar.update(stream.counts.seen - bar.n)
+            if checkpointer is not None and progress.batches % checkpointer.every == 0:
+                checkpointer.save(state, progress)
+            if crash_after is not None and progress.batches >= crash_after:
+                os.kill(os.getpid(), signal.SIGKILL)
+        progress.next_index = max(progress.next_index, stream.position)
+        bar.update(stream.counts.seen - bar.n)
+
+
+def _metadata(data: DataArgs, model_metadata: dict[str, str] | None) -> dict[str, str]:
+    return {**data.provenance(), **(model_metadata or {})}
+
+
+# -- in-process entry points ---------------------------------------------------------------------------
+def resolve_spec(head: HeadModel, tokenizer, spec: SketchSpec | Signature | None = None, **spec_options) -> SketchSpec:
+    """The spec to sketch with: a given spec (checked against the head), the spec of a signature to be
+    comparable with (``like``), or a new one from ``spec_options`` (``SpecOptions`` fields)."""
+    if isinstance(spec, Signature):
+        return spec_for_model(head, tokenizer, like=spec)
+    if spec is None:
+        return spec_for_model(head, tokenizer, **spec_options)
+    if not isinstance(spec, SketchSpec):
+        raise InputError(f"spec must be a SketchSpec, a Signature (like) or None, got {type(spec).__name__}")
+    if spec.model_fingerprint is not None and spec.model_fingerprint.head_checksum != head.head_checksum:
+        raise InputError(
+            f"the spec is for another base model (head checksum {spec.model_fingerprint.head_checksum} vs "
+            f"{head.head_checksum}); make it with fisherhub.spec_for_model(model)"
+        )
+    return spec
+
+
+def sketch_dataset(
+    dataset,
+    model: torch.nn.Module | HeadModel,
+    tokenizer,
+    spec: SketchSpec | Signature | None = None,
+    *,
+    data: DataArgs | None = None,
+    batch_size: int = RunOptions.batch_size,
+    token_chunk_size: int = RunOptions.token_chunk_size,
+    metadata: dict[str, str] | None = None,
+    progress: bool = False,
+    description: str = "sketching",
+    **spec_options,
+) -> Signature:
+    """Signature of ``dataset`` (a ``datasets`` object, path or Hub id) under ``model``, in this process.
+
+    ``spec``: a ``SketchSpec``, a ``Signature`` to be comparable with, or None (``spec_options``: the fields
+    of ``SpecOptions``: m, seed, estimator, granularity, fisher, reflection). ``data``: column and limit options
+    (``DataArgs``; its ``dataset`` is replaced by ``dataset``). The dataset is checked before the model runs.
+    """
+    data = dataclasses.replace(data, dataset=dataset) if data is not None else DataArgs(dataset)
+    source = load_source(data)
+    head = HeadModel.of(model, tokenizer)
+    stream = DocumentStream(data, tokenizer, source=source)
+    sketch_spec = resolve_spec(head, tokenizer, spec, **spec_options)
+    state, state_progress = SketchState(sketch_spec, device=head.device), Progress()
+    _run_batches(
+        stream, state, head, state_progress, batch_size=batch_size, token_chunk_size=token_chunk_size,
+        show_progress=progress, description=description,
+    )
+    check_has_documents(state_progress.counts.seen, state_progress.counts.too_short, data)
+    return state.finalize(_metadata(data, metadata))
+
+
+def sketch_texts(
+    texts: Iterable[str],
+    model: torch.nn.Module | HeadModel,
+    tokenizer,
+    spec: SketchSpec | Signature | None = None,
+    *,
+    max_length: int = DataArgs.max_length,
+    **options,
+) -> Signature:
+    """Signature of a list of texts (each a document, in order); options as for ``sketch_dataset``."""
+    import datasets
+
+    texts = list(texts)
+    if not texts or not all(isinstance(text, str) for text in texts):
+        raise InputError("sketch_texts takes a non-empty iterable of strings (one document each)")
+    dataset = datasets.Dataset.from_dict({"text": texts})
+    return sketch_dataset(dataset, model, tokenizer, spec, data=DataArgs(dataset, max_length=max_length), **options)
+
+
+# -- the accelerate entry point ------------------------------------------------------------------------
+def make_accelerator(cpu: bool | None = None):
+    """An ``Accelerator``; ``cpu=None`` uses the CPU when no accelerator device is available."""
+    from accelerate import Accelerator
+
+    if cpu is None:
+        cpu = os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes") or not torch.accelerator.is_available()
+    return Accelerator(cpu=cpu)
+
+
+def _reduce_totals(accelerator, state: SketchState, counts: DocumentCounts) -> DocumentCounts:
+    """One all-reduce (sum) of the state's sums and counts and the document counts; updates ``state``.
+
+    Everything travels as one float64 vector (counts are exact below 2⁵³).
+    """
+    packed = torch.cat(
+        [
+            state.sums.flatten(),
+            state.token_counts.double(),
+            state.document_counts.double(),
+            torch.tensor([counts.seen, counts.too_short], dtype=torch.float64, device=state.sums.device),
+        ]
+    )
+    total = accelerator.reduce(packed, reduction="sum")
+    size = state.sums.numel()
+    state.sums.copy_(total[:size].view_as(state.sums))
+    state.token_counts.copy_(total[size : size + 2].round().long())
+    state.document_counts.copy_(total[size + 2 : size + 4].round().long())
+    seen, too_short = total[size + 4 :].round().long().tolist()
+    return DocumentCounts(seen=seen, too_short=too_short)
+
+
+def _main_process_reflection(accelerator, spec: SketchSpec) -> SketchSpec:
+    """Every process sketches with the main process's pilot mean (each device computes its own, which
+    may differ in the last bits; the sums of one signature must come from one set of projections)."""
+    if accelerator.num_processes == 1 or spec.reflection is None:
+        return spec
+    from accelerate.utils import broadcast
+
+    pilot = broadcast(spec.reflection_tensor.to(accelerator.device), from_process=0)
+    return spec.with_reflection(pilot.cpu())
+
+
+def _run_key(args: SketchArgs, spec: SketchSpec, world: int) -> dict[str, Any]:
+    data = args.data
+    return {
+        "sketch_id": spec.sketch_id,
+        "num_processes": world,
+        **data.provenance(),
+        "max_documents": data.max_documents,
+        "max_tokens": data.max_tokens,
+    }
+
+
+def sketch(args: SketchArgs, accelerator=None) -> Signature:
+    """Sketch ``args.data`` under ``args.model`` with every process of ``accelerator``; see the module doc.
+
+    The data source and a ``like`` signature are checked before the model is loaded. Returns the signature
+    on every process and writes nothing but checkpoints.
+    """
+    from fisherhub.lm.loading import DEFAULT_MODEL_REVISION, load_model_and_tokenizer, model_provenance
+
+    source = load_source(args.data)
+    like = load_signature_ref(args.like) if args.like else None
+    accelerator = accelerator or make_accelerator(args.cpu)
+    model_ref, revision = args.model, args.model_revision
+    if like is not None and model_ref is None and like.metadata.get("base_model_revision") != DEFAULT_MODEL_REVISION:
+        model_ref = like.metadata.get("base_model") or None
+        revision = revision or like.metadata.get("base_model_revision") or None
+    with accelerator.main_process_first():  # the first load may convert the default model into the cache
+        model, tokenizer = load_model_and_tokenizer(model_ref, dtype=args.dtype, revision=revision)
+    model.to(accelerator.device)
+    head = HeadModel.of(model, tokenizer)
+    stream = DocumentStream(args.data, tokenizer, accelerator.process_index, accelerator.num_processes, source=source)
+    spec = _main_process_reflection(accelerator, spec_for_model(head, tokenizer, args.spec_options(), like=like))
+    checkpointer = None
+    if args.checkpoint:
+        key = _run_key(args, spec, accelerator.num_processes)
+        checkpointer = Checkpointer(
+            args.checkpoint, accelerator.process_index, accelerator.num_processes, key, args.checkpoint_every
+        )
+    if args.resume:
+        state, progress = checkpointer.load(spec, accelerator.device)
+    else:
+        state, progress = SketchState(spec, device=accelerator.device), Progress()
+    _run_batches(
+        stream, state, head, progress, batch_size=args.batch_size, token_chunk_size=args.token_chunk_size,
+        checkpointer=checkpointer, show_progress=args.progress and accelerator.is_main_process,
+        description=f"sketching ({accelerator.num_processes} process{'es' if accelerator.num_processes > 1 else ''})",
+    )
+    if checkpointer is not None:
+        checkpointer.save(state, progress)
+    totals = _reduce_totals(accelerator, state, progress.counts)
+    check_has_documents(totals.seen, totals.too_short, args.data)
+    metadata = _metadata(args.data, model_provenance(model_ref, model, revision).as_metadata())
+    return state.finalize(metadata)
