@@ -26,9 +26,11 @@ from evaluate import logging
 
 from fisherhub import alignment
 from fisherhub.core.errors import FisherHubError
-from fisherhub.core.errors import IncompatibleSignaturesError
 from fisherhub.core.errors import InputError
 from fisherhub.hub import load_signature
+from fisherhub.options import DataArgs
+from fisherhub.options import RunOptions
+from fisherhub.options import SpecOptions
 
 
 _CITATION = """\
@@ -125,10 +127,10 @@ class TextSketchOptions:
     """How texts mode sketches each task (the spec comes from the model, m and seed)."""
 
     model_id: str
-    m: int = 4096
-    seed: int = 0
-    batch_size: int = 8
-    max_length: int = 512
+    m: int = SpecOptions.m
+    seed: int = SpecOptions.seed
+    batch_size: int = RunOptions.batch_size
+    max_length: int = DataArgs.max_length
     device: str | None = None
 
 
@@ -151,8 +153,8 @@ class FisherAlignment(evaluate.Metric):
             raise InputError("no pairs given: pass at least one source in `predictions` and one target in `references`")
         return super().compute(predictions=predictions, references=references, **kwargs)
 
-    def _compute(self, predictions, references, model_id=None, m=4096, seed=0, batch_size=8, max_length=512,
-                 device=None):
+    def _compute(self, predictions, references, model_id=None, m=SpecOptions.m, seed=SpecOptions.seed,
+                 batch_size=RunOptions.batch_size, max_length=DataArgs.max_length, device=None):
         nested = not isinstance(predictions[0], str)
         if model_id is None:
             if nested:
@@ -190,9 +192,7 @@ def _check_one_sketch_id(signatures):
     """Raise ``IncompatibleSignaturesError`` naming both references and the differing spec fields."""
     (first_ref, first), *others = signatures.items()
     for ref, signature in others:
-        differences = first.spec.differences(signature.spec)
-        if differences:
-            raise IncompatibleSignaturesError(differences, what=f"signatures {first_ref!r} and {ref!r}")
+        first.spec.require_compatible(signature.spec, what=f"signatures {first_ref!r} and {ref!r}")
 
 
 def _sketch_text_pairs(tasks, options):

@@ -50,9 +50,9 @@ def choose_options(
 def incompatibility(target: SketchSpec, candidate: SketchSpec) -> str | None:
     """Why a candidate's signature cannot be compared with the target's (None when it can): the spec fields
     that differ, or, under the same sketch id, the pilot directions of their reflections."""
-    differences = target.differences(candidate)
-    if not differences:
+    if target.compatible_with(candidate):
         return None
+    differences = target.differences(candidate)
     fields = ", ".join(f"{k}: target {mine!r} vs {theirs!r}" for k, (mine, theirs) in differences.items())
     if candidate.sketch_id == target.sketch_id:
         return f"other pilot direction ({fields})"

@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING, Any
 from fisherhub.core.errors import InputError, TooFewDocumentsError
 from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
+from fisherhub.options import DataArgs, RunOptions
 from fisherhub.selection.candidates import Skip, hub_options
 from fisherhub.selection.peft_loading import load_base_model
 from fisherhub.selection.ranking import incompatibility
 
-if TYPE_CHECKING:
-    from fisherhub.options import DataArgs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,8 +22,8 @@ class SketchOptions:
     """How a target given as texts or a dataset is sketched (with each candidate's spec, ``like=``)."""
 
     data: DataArgs | None = None  # columns, split, limits of a dataset target (its ``dataset`` is replaced)
-    batch_size: int = 8
-    max_length: int = 512
+    batch_size: int = RunOptions.batch_size
+    max_length: int = DataArgs.max_length
     progress: bool = True
 
 
@@ -91,7 +90,6 @@ class TargetSketcher:
 
     def __call__(self, like: Signature) -> Signature:
         from fisherhub.lm.specs import spec_for_model
-        from fisherhub.options import DataArgs
         from fisherhub.pipeline.sketch import sketch_dataset, sketch_texts
 
         model, tokenizer = self._model()
