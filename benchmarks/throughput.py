@@ -278,7 +278,7 @@ def run_smollm2(config: Config, random_weights: bool) -> list[dict]:
     for threads in THREAD_COUNTS:
         torch.set_num_threads(threads)
         timings = best_times(model_calls(model, batch, specs), config.repeats)
-        calls = {f"{name} [{estimator}]": call for estimator in TIMED_IN_PARTS
+        calls = {f"{name}, {estimator}": call for estimator in TIMED_IN_PARTS
                  for name, call in component_calls(model, batch, specs[estimator]).items()}
         parts = best_times(calls, config.repeats)  # interleaved, so both estimators see the same machine
         inside = sketch_share_inside_pass(model, batch, [specs[e] for e in TIMED_IN_PARTS], config.repeats)
@@ -359,7 +359,7 @@ def print_tables(results: dict) -> None:
             for name, timing in part["estimator_parts"].items():
                 parts.add_row(name, f"{timing['seconds']:.3f}", f"{100 * timing['seconds'] / forward:.1f}")
             for estimator, inside in part["sketch_inside_pass"].items():
-                parts.add_row(f"inside forward + sketch [{estimator}]: update from logits / rest of the pass (median "
+                parts.add_row(f"inside forward + sketch, {estimator}: update from logits / rest of the pass (median "
                               f"of rounds; range {100 * min(inside['ratios']):.1f}–{100 * max(inside['ratios']):.1f})",
                               "", f"{100 * inside['median']:.1f}")
             console.print(parts)
