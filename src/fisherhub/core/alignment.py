@@ -12,7 +12,8 @@ A signature whose split-sample norm was not resolved (``SketchState.finalize`` c
 ``state.CLAMPED_NORMS_KEY``) gives alignments shrunk toward 0 with wide error bars, flagged ``norm_clamped``.
 Optionally (``shrink_coupling=True``) ρ is shrunk toward the separable value 1 by empirical Bayes over the
 pairs of the matrix: ρ̃ = 1 + w (ρ̂ − 1), w = τ² / (τ² + se²), τ² = max(0, mean (ρ̂ − 1)² − mean se²) over the
-pairs where ρ is reported, with the posterior standard error √w · se.
+pairs where ρ is reported. Its standard error stays the unshrunk se: the posterior √w · se would claim ρ = 1
+exactly wherever τ² is estimated as 0.
 """
 
 from __future__ import annotations
@@ -183,18 +184,18 @@ def _same_data(a: Signature, b: Signature) -> bool:
     )
 
 
-def shrink_toward_separable(coupling: torch.Tensor, stderr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def shrink_toward_separable(coupling: torch.Tensor, stderr: torch.Tensor) -> torch.Tensor:
     """Empirical-Bayes shrinkage of ρ toward 1 (normal prior N(1, τ²), τ² by the method of moments over the
-    finite entries of the off-diagonal pairs): (ρ̃, posterior standard error), NaN where ρ is NaN."""
+    finite entries of the off-diagonal pairs): ρ̃, NaN where ρ is NaN."""
     off_diagonal = ~torch.eye(coupling.shape[0], dtype=torch.bool)
     reported = off_diagonal & coupling.isfinite() & stderr.isfinite()
     if not reported.any():
-        return coupling, stderr
+        return coupling
     spread = (coupling[reported] - 1.0).square().mean() - stderr[reported].square().mean()
     prior_variance = spread.clamp_min(0.0)
     weight = prior_variance / (prior_variance + stderr.square()).clamp_min(1e-300)
     weight = torch.where(off_diagonal, weight, torch.ones_like(weight))  # a signature with itself: ρ = 1 exactly
-    return 1.0 + weight * (coupling - 1.0), weight.sqrt() * stderr
+    return 1.0 + weight * (coupling - 1.0)
 
 
 def alignment_matrix(
@@ -235,7 +236,7 @@ def alignment_matrix(
     )
     coupling_stderr = torch.where(defined, coupling.abs() * relative, nan)
     if shrink_coupling:
-        coupling, coupling_stderr = shrink_toward_separable(coupling, coupling_stderr)
+        coupling = shrink_toward_separable(coupling, coupling_stderr)
     clamped = torch.tensor([bool(s.metadata.get(CLAMPED_NORMS_KEY)) for s in signatures])
     return AlignmentMatrix(
         names=list(names) if names is not None else [s.metadata.get("dataset", f"#{i}") for i, s in enumerate(signatures)],
