@@ -20,8 +20,16 @@ and fixed before the data, can be expected to reach on these tasks.
 
     python benchmarks/estimator_accuracy.py            # full run (≈ 16 min on 2 shared cores)
     python benchmarks/estimator_accuracy.py --quick    # small smoke run (writes to the temp dir)
+    python benchmarks/estimator_accuracy.py --structured [--seeds 3]   # the structured-vocabulary design
 
-Writes benchmarks/results/estimator_accuracy.{json,png}.
+Writes benchmarks/results/estimator_accuracy.{json,png}; ``--structured`` writes
+benchmarks/results/estimator_accuracy_structured.{json,png}: tasks sharing one softmax head whose label blocks
+are contiguous ranges of ``STRUCTURED.block`` tokens at offsets from identical to disjoint, several of them
+multiples of the fold width Q = m, heavy-tailed activation norms (log-normal), 10-token documents and strong
+coupling (the token's context picks which half of the block is boosted and shifts the activation). Every
+estimator (reflection on) and the paper author's package (``fishersketch`` 0.2.1, run in its own
+interpreter on the same (a, e) streams) are scored per seed against the exact Gram form with split-sample
+norms: Spearman of A and S_e, MAE of S_e, refusals, clamped norms, and ρ with and without shrinkage.
 """
 
 from __future__ import annotations
@@ -55,13 +63,14 @@ from synthetic import (
 
 from fisherhub import Signature, SketchSpec, alignment_matrix
 from fisherhub.core.alignment import (
+    AlignmentMatrix,
     SIGNIFICANCE_Z,
     STDERR_CONSTANTS,
     StderrConstants,
     feature_stderr,
     sketch_means,
 )
-from fisherhub.core.registry import ESTIMATORS
+from fisherhub.core.registry import DEFAULT_ESTIMATOR, ESTIMATORS, PREVIOUS_DEFAULT_ESTIMATOR
 from fisherhub.core.errors import TooFewDocumentsError
 from fisherhub.core.exact import gram_inner_products
 
@@ -511,13 +520,224 @@ def plot(configs: list[dict], constants: dict[tuple[str, bool], StderrConstants]
     figure.savefig(path, dpi=120)
 
 
+@dataclasses.dataclass(frozen=True)
+class StructuredDesign:
+    """Tasks k with label block [offset_k, offset_k + block) of one shared head (see the module docstring)."""
+
+    vocab_size: int = 8192
+    d: int = 64
+    m: int = 4096
+    block: int = 1024
+    offsets: tuple[int, ...] = (0, 0, 256, 512, 1024, 2048, 3072, 4096, 4096, 4352, 6144, 7168)
+    tokens_per_task: int = 600
+    document_length: int = 10
+    boost: float = 5.0
+    norm_sigma: float = 0.75  # log-normal spread of the activation norms (heavy tail)
+    seed: int = 11
+
+
+STRUCTURED = StructuredDesign()
+OFFICIAL_PYTHON = Path("/work/venv-official/bin/python")
+
+
+def structured_tasks(design: StructuredDesign) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """(activations, errors, doc_index) per task: a = r (μ + o_k + c v + noise) with log-normal r, context
+    c = ±1 per token; y ~ softmax(W a + boost on the half of the block picked by c); e = softmax − onehot(y)."""
+    generator = torch.Generator().manual_seed(design.seed)
+    head = torch.randn(design.vocab_size, design.d, generator=generator) / design.d**0.5
+    shared, context_direction = torch.randn(2, design.d, generator=generator)
+    tasks = []
+    for offset in design.offsets:
+        n = design.tokens_per_task
+        context = torch.where(torch.rand(n, generator=generator) < 0.5, -1.0, 1.0)
+        task_offset = torch.randn(design.d, generator=generator)
+        noise = torch.randn(n, design.d, generator=generator)
+        scale = torch.exp(design.norm_sigma * torch.randn(n, 1, generator=generator))
+        activations = scale * (shared + task_offset + context[:, None] * context_direction + noise) / 2.0
+        logits = activations @ head.T
+        half = design.block // 2
+        starts = offset + torch.where(context > 0, 0, half).long()
+        columns = starts[:, None] + torch.arange(half)
+        logits.scatter_add_(1, columns, torch.full((n, half), design.boost))
+        probabilities = torch.softmax(logits.double(), dim=1)
+        labels = torch.multinomial(probabilities.float(), 1, generator=generator).squeeze(1)
+        errors = probabilities
+        errors[torch.arange(n), labels] -= 1.0
+        tasks.append((activations, errors.float(), torch.arange(n) // design.document_length))
+    return tasks
+
+
+def structured_exact(tasks) -> dict[str, torch.Tensor]:
+    """Exact A, S_e, ρ (n × n) by the Gram form, norms as the exact split-sample inner products (documents of
+    even index against documents of odd index), like the sketch's."""
+    norms, dominance = [], []
+    for a, e, docs in tqdm(tasks, desc="exact split norms", leave=False):
+        even, odd = docs % 2 == 0, docs % 2 == 1
+        norms.append(gram_inner_products(a[even], e[even], a[odd], e[odd]))
+        dominance.append(gram_inner_products(a, e, a, e)[0] / norms[-1][0])  # R = ‖F̂‖² / split norm
+    norms = torch.stack(norms)
+    n = len(tasks)
+    cosine = torch.ones(3, n, n, dtype=torch.float64)
+    for i, j in tqdm([(i, j) for i in range(n) for j in range(i + 1, n)], desc="exact pairs", leave=False):
+        cross = gram_inner_products(tasks[i][0], tasks[i][1], tasks[j][0], tasks[j][1])
+        cosine[:, i, j] = cosine[:, j, i] = cross / torch.sqrt(norms[i] * norms[j])
+    fisher, activation, error = cosine
+    return {"fisher": fisher, "activation": activation, "error": error, "coupling": fisher / (activation * error),
+            "self_dominance": torch.stack(dominance)}
+
+
+def structured_scores(fisher: torch.Tensor, error: torch.Tensor, exact: dict[str, torch.Tensor]) -> dict[str, float]:
+    exact_a, exact_e = upper_pairs(exact["fisher"]), upper_pairs(exact["error"])
+    sketch_a, sketch_e = upper_pairs(fisher), upper_pairs(error)
+    return {"spearman_A": spearman(sketch_a, exact_a), "spearman_S_e": spearman(sketch_e, exact_e),
+            "mae_S_e": float((sketch_e - exact_e).abs().mean()), "max_error_S_e": float((sketch_e - exact_e).abs().max())}
+
+
+def run_structured_variant(tasks, exact, estimator: str, reflection: bool, seeds: list[int], design: StructuredDesign) -> dict:
+    pilot = torch.cat([a[:64] for a, _, _ in tasks]).mean(dim=0)
+    per_seed = []
+    for seed in seeds:
+        spec = SketchSpec(d=design.d, vocab_size=design.vocab_size, m=design.m, seed=seed, estimator=estimator)
+        spec = spec.with_reflection(pilot if reflection else None)
+        signatures, refused = [], 0
+        for a, e, docs in tasks:
+            try:
+                task = SyntheticTask("structured", a, e, torch.empty(0, dtype=torch.long), docs)  # labels unused here
+                signatures.append(sketch_task(task, spec))
+            except TooFewDocumentsError:
+                refused += 1
+        if refused:
+            per_seed.append({"seed": seed, "refusals": refused})
+            continue
+        matrix = alignment_matrix(signatures)
+        shrunk = alignment_matrix(signatures, shrink_coupling=True)
+        scores = structured_scores(matrix.fisher, matrix.error, exact)
+        z = (upper_pairs(matrix.error) - upper_pairs(exact["error"])) / upper_pairs(matrix.error_stderr)
+        scores.update(seed=seed, refusals=0, clamped=int(upper_pairs(matrix.norm_clamped.double()).sum()),
+                      max_abs_z_S_e=float(z.abs().max()),
+                      **coupling_errors(matrix, exact, "rho"), **coupling_errors(shrunk, exact, "rho_shrunk"))
+        per_seed.append(scores)
+    return {"estimator": estimator, "reflection": reflection, "per_seed": per_seed}
+
+
+def coupling_errors(matrix: AlignmentMatrix, exact: dict[str, torch.Tensor], name: str) -> dict[str, float]:
+    """MAE of ρ and the ±2 se coverage of the exact ρ, over the pairs where ρ is reported."""
+    rho, se, truth = (upper_pairs(t) for t in (matrix.coupling, matrix.coupling_stderr, exact["coupling"]))
+    keep = rho.isfinite()
+    if not keep.any():
+        return {f"mae_{name}": math.nan, f"coverage2_{name}": math.nan, f"reported_{name}": 0}
+    errors = (rho - truth)[keep]
+    return {f"mae_{name}": float(errors.abs().mean()), f"coverage2_{name}": float((errors.abs() <= 2 * se[keep]).double().mean()),
+            f"reported_{name}": int(keep.sum())}
+
+
+def run_official(tasks, exact, seeds: list[int], design: StructuredDesign, workdir: Path) -> dict | None:
+    """The paper author's package on the same (a, e) streams, in its own interpreter (None if not installed)."""
+    import json
+    import subprocess
+
+    import numpy as np
+
+    if not OFFICIAL_PYTHON.exists():
+        return None
+    streams = workdir / "structured_streams.npz"
+    arrays = {"m": np.array(design.m)}
+    for k, (a, e, docs) in enumerate(tasks):
+        arrays.update({f"a_{k}": a.numpy(), f"e_{k}": e.numpy(), f"half_{k}": (docs % 2).numpy()})
+    np.savez(streams, **arrays)
+    out = workdir / "structured_official.json"
+    runner = Path(__file__).resolve().parent / "official_fishersketch_runner.py"
+    subprocess.run([str(OFFICIAL_PYTHON), str(runner), str(streams), str(out), *map(str, seeds)], check=True)
+    results = json.loads(out.read_text())
+    per_seed = []
+    for seed in seeds:
+        values = {k: torch.tensor(v, dtype=torch.float64) for k, v in results[str(seed)].items()}
+        scores = structured_scores(values["fisher"], values["error"], exact)
+        scores.update(seed=seed, refusals=0, spearman_A_unshrunk=structured_scores(values["fisher_unshrunk"], values["error"], exact)["spearman_A"])
+        per_seed.append(scores)
+    return {"estimator": "fishersketch 0.2.1 (paper author's; SRHT, shrunk ρ)", "reflection": False, "per_seed": per_seed}
+
+
+def summarize_structured(variant: dict) -> dict[str, float | str]:
+    done = [s for s in variant["per_seed"] if not s["refusals"]]
+    row = {"variant": variant["estimator"] + (" + reflection" if variant["reflection"] else ""),
+           "refusals": sum(s["refusals"] for s in variant["per_seed"]), "seeds": len(variant["per_seed"])}
+    for key in done[0] if done else ():
+        if key in ("seed", "refusals"):
+            continue
+        values = [s[key] for s in done]
+        row[key] = sum(values) / len(values)
+        row[f"{key}_per_seed"] = values
+    return row
+
+
+def print_structured(rows: list[dict], reference: dict[str, float]) -> None:
+    print(f"\nstructured design (K = {STRUCTURED.vocab_size}, blocks of {STRUCTURED.block}, m = {STRUCTURED.m}); "
+          f"Gaussian projection of exact F: Spearman A {reference['spearman_A']:.3f} "
+          f"[{reference['spearman_A_p10']:.3f}-{reference['spearman_A_p90']:.3f}]")
+    print("| estimator | Spearman A (all) | Spearman S_e (per seed) | MAE S_e | max |z| S_e | refusals | clamped pairs | MAE ρ / shrunk | ±2se cov ρ / shrunk |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        if "spearman_A" not in row:
+            print(f"| {row['variant']} | | | | | {row['refusals']} of {row['seeds']} seeds | | | |")
+            continue
+        per_seed = ", ".join(f"{v:.3f}" for v in row["spearman_S_e_per_seed"])
+        rho = f"{row.get('mae_rho', math.nan):.3f} / {row.get('mae_rho_shrunk', math.nan):.3f}"
+        cov = f"{row.get('coverage2_rho', math.nan):.2f} / {row.get('coverage2_rho_shrunk', math.nan):.2f}"
+        print(f"| {row['variant']} | {row['spearman_A']:.3f} | {row['spearman_S_e']:.3f} ({per_seed}) | {row['mae_S_e']:.3f} | "
+              f"{row.get('max_abs_z_S_e', math.nan):.1f} | {row['refusals']} | {row.get('clamped', 0):.0f} | {rho} | {cov} |")
+
+
+def plot_structured(rows: list[dict], path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(9, 4), constrained_layout=True)
+    axes = figure.subplots(1, 2)
+    scored = [r for r in rows if "spearman_S_e" in r]
+    for axis, key, title in ((axes[0], "spearman_S_e_per_seed", "Spearman S_e per seed"), (axes[1], "mae_S_e_per_seed", "MAE S_e per seed")):
+        for x, row in enumerate(scored):
+            axis.plot([x] * len(row[key]), row[key], "o")
+        axis.set_xticks(range(len(scored)), [r["variant"] for r in scored], rotation=25, ha="right", fontsize=7)
+        axis.set_title(title)
+    figure.savefig(path, dpi=110)
+
+
+def run_structured(args) -> None:
+    design = STRUCTURED
+    seeds = list(range(args.seeds))
+    started = time.perf_counter()
+    tasks = structured_tasks(design)
+    exact = structured_exact(tasks)
+    variants = [run_structured_variant(tasks, exact, estimator, True, seeds, design) for estimator in tqdm(ESTIMATORS, desc="estimators")]
+    variants += [run_structured_variant(tasks, exact, e, False, seeds, design) for e in (PREVIOUS_DEFAULT_ESTIMATOR, DEFAULT_ESTIMATOR)]
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as workdir:
+        official = run_official(tasks, exact, seeds, design, Path(workdir))
+    if official is not None:
+        variants.append(official)
+    rows = [summarize_structured(v) for v in variants]
+    reference = random_projection_reference(exact, design.m)
+    print_structured(rows, reference)
+    result = {"benchmark": "estimator_accuracy --structured", "design": dataclasses.asdict(design), "seeds": seeds,
+              "machine": machine_info(), "total_seconds": time.perf_counter() - started,
+              "exact_S_e_pairs": upper_pairs(exact["error"]).tolist(), "gaussian_projection_reference": reference,
+              "rows": rows, "variants": variants}
+    write_results("estimator_accuracy_structured", result, lambda path: plot_structured(rows, path), args)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="run only the configuration of this name")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    parser.add_argument("--structured", action="store_true", help="run the structured-vocabulary design instead")
+    parser.add_argument("--seeds", type=int, default=3, help="sketch seeds of --structured (default 3)")
     add_output_arguments(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.structured:
+        run_structured(args)
+        return
     started = time.perf_counter()
     selected = [c for c in (QUICK_CONFIGS if args.quick else FULL_CONFIGS) if args.only in (None, c.name)]
     configs = [run_config(config) for config in selected]

@@ -7,9 +7,10 @@
      the path of the true Fisher and of softcapped heads), no sketch,
    - ``forward + sketch``: ``lm.capture.sketch_batch`` per estimator (``fisherhub.core.spec.ESTIMATORS``):
      the empirical Fisher's fast path, ``SketchState.update`` (a HeadBatch of logits) (e never formed),
-   and where the default estimator's extra time goes (activation projections, softmax + vocabulary
-   projections from the logits, the whole update), each timed alone on the batch's head outputs, and the
-   update's share inside ``forward + sketch``: per round, time in ``SketchState.update`` / the rest.
+   and where the extra time of the default estimator and of the previous default goes (activation
+   projections, softmax + vocabulary projections from the logits, the whole update), each timed alone on
+   the batch's head outputs, and the update's share inside ``forward + sketch``: per round, time in
+   ``SketchState.update`` / the rest, for both estimators side by side.
 2. A random-weight model with Llama-3's head (K = 128,256, d = 4096, 2 small layers): the same
    timings at the current thread count, and the peak extra resident memory of each call.
 3. ``SketchState.update`` alone on random (a, e) for growing K: peak extra memory is linear in K
@@ -53,11 +54,13 @@ from fisherhub.lm.capture import _forward_pass
 from fisherhub.lm.positions import scored_positions
 from fisherhub.core.features import feature_map
 from fisherhub.core.spec import SketchSpec
-from fisherhub.core.registry import DEFAULT_ESTIMATOR, ESTIMATORS
+from fisherhub.core.registry import DEFAULT_ESTIMATOR, ESTIMATORS, PREVIOUS_DEFAULT_ESTIMATOR
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 QUICK_OUTPUT_DIR = Path(tempfile.gettempdir()) / "fisherhub-benchmarks"
 THREAD_COUNTS = (1, 2)
+#: estimators whose parts and share of the pass are timed, side by side
+TIMED_IN_PARTS = (DEFAULT_ESTIMATOR, PREVIOUS_DEFAULT_ESTIMATOR)
 LLAMA3_VOCAB, LLAMA3_HIDDEN = 128_256, 4096
 
 
@@ -168,18 +171,21 @@ def timing_calls_of(owner: type, name: str, spent: list[float]):
         setattr(owner, name, original)
 
 
-def sketch_share_inside_pass(model, batch, spec: SketchSpec, repeats: int) -> dict:
-    """Per round of ``forward + sketch``: the time inside ``SketchState.update`` (a HeadBatch of logits) over the rest of
-    the pass. Both come from the same round, so the machine's drift between rounds cancels."""
-    spent, ratios = [0.0], []
+def sketch_share_inside_pass(model, batch, specs: list[SketchSpec], repeats: int) -> dict[str, dict]:
+    """Per round of ``forward + sketch`` and estimator: the time inside ``SketchState.update`` (a HeadBatch of logits) over
+    the rest of the pass. Both come from the same round, so the machine's drift between rounds cancels; the
+    estimators alternate within each round."""
+    spent, ratios = [0.0], {spec.estimator: [] for spec in specs}
     with timing_calls_of(SketchState, "update", spent):
-        sketch_batch(SketchState(spec), model, batch)  # warm-up
+        for spec in specs:
+            sketch_batch(SketchState(spec), model, batch)  # warm-up
         for _ in range(repeats):
-            spent[0] = 0.0
-            started = time.perf_counter()
-            sketch_batch(SketchState(spec), model, batch)
-            ratios.append(spent[0] / (time.perf_counter() - started - spent[0]))
-    return {"ratios": ratios, "median": statistics.median(ratios)}
+            for spec in specs:
+                spent[0] = 0.0
+                started = time.perf_counter()
+                sketch_batch(SketchState(spec), model, batch)
+                ratios[spec.estimator].append(spent[0] / (time.perf_counter() - started - spent[0]))
+    return {estimator: {"ratios": r, "median": statistics.median(r)} for estimator, r in ratios.items()}
 
 
 def paired_overhead(timings: dict, name: str, baseline: str = "forward") -> float:
@@ -279,11 +285,13 @@ def run_smollm2(config: Config, random_weights: bool) -> list[dict]:
     for threads in THREAD_COUNTS:
         torch.set_num_threads(threads)
         timings = best_times(model_calls(model, batch, specs), config.repeats)
-        parts = best_times(component_calls(model, batch, specs[DEFAULT_ESTIMATOR]), config.repeats)
-        inside = sketch_share_inside_pass(model, batch, specs[DEFAULT_ESTIMATOR], config.repeats)
+        calls = {f"{name}, {estimator}": call for estimator in TIMED_IN_PARTS
+                 for name, call in component_calls(model, batch, specs[estimator]).items()}
+        parts = best_times(calls, config.repeats)  # interleaved, so both estimators see the same machine
+        inside = sketch_share_inside_pass(model, batch, [specs[e] for e in TIMED_IN_PARTS], config.repeats)
         name = "SmolLM2-135M architecture, random weights" if random_weights else "SmolLM2-135M-Instruct"
         rows.append({"model": name, "threads": threads, "tokens": capture_count(batch),
-                     "timings": timings, "default_estimator_parts": parts, "sketch_inside_pass": inside})
+                     "timings": timings, "estimator_parts": parts, "sketch_inside_pass": inside})
     return rows
 
 
@@ -351,16 +359,16 @@ def print_tables(results: dict) -> None:
             table.add_row(name, f"{timing['seconds']:.3f}", f"{tokens / timing['seconds']:.0f}", best, paired,
                           f"{timing['peak_extra_bytes'] / 2**20:.0f}")
         console.print(table)
-        if "default_estimator_parts" in part:
-            parts = Table(title=f"where the sketch time goes ({DEFAULT_ESTIMATOR}, {part['threads']} thread(s))")
+        if "estimator_parts" in part:
+            parts = Table(title=f"where the sketch time goes ({part['threads']} thread(s))")
             for column in ("part", "seconds", "% of forward"):
                 parts.add_column(column, justify="left" if column == "part" else "right")
-            for name, timing in part["default_estimator_parts"].items():
+            for name, timing in part["estimator_parts"].items():
                 parts.add_row(name, f"{timing['seconds']:.3f}", f"{100 * timing['seconds'] / forward:.1f}")
-            inside = part["sketch_inside_pass"]
-            parts.add_row("inside forward + sketch: update from logits / rest of the pass (median of rounds; "
-                          f"range {100 * min(inside['ratios']):.1f}–{100 * max(inside['ratios']):.1f})", "",
-                          f"{100 * inside['median']:.1f}")
+            for estimator, inside in part["sketch_inside_pass"].items():
+                parts.add_row(f"inside forward + sketch, {estimator}: update from logits / rest of the pass (median "
+                              f"of rounds; range {100 * min(inside['ratios']):.1f}–{100 * max(inside['ratios']):.1f})",
+                              "", f"{100 * inside['median']:.1f}")
             console.print(parts)
     scaling = Table(title="SketchState.update alone: peak extra memory vs K (linear in K, not K²)")
     for column in ("K", "estimator", "tokens", "seconds", "peak extra (MiB)", "÷ size of e (N·K floats)", "K² floats would be (GiB)"):

@@ -9,7 +9,12 @@ from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchSpec, SketchState
 from fisherhub.core.features import FeatureMap
 from fisherhub.core.hadamard import fwht
-from fisherhub.core.projectors import VOCABULARY_PROJECTORS, BlockSRHTProjector
+from fisherhub.core.projectors import (
+    PERMUTATION_CHUNK,
+    VOCABULARY_PROJECTORS,
+    BlockSRHTProjector,
+    ChunkPermutedFoldedSRHTProjector,
+)
 from fisherhub.core.registry import ESTIMATORS
 from fisherhub.core.errors import InputError
 
@@ -21,17 +26,34 @@ def _softmax_errors(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
 
 
 @pytest.mark.parametrize("kind", sorted(VOCABULARY_PROJECTORS))
-@pytest.mark.parametrize("vocab_size", [64, 50])  # a multiple of the fold width, and one with a tail
+@pytest.mark.parametrize("vocab_size", [64, 50, 200])  # multiples of the fold width, and with tails
 def test_vocabulary_rows_are_signed_walsh_functions_of_the_bin(kind, vocab_size):
-    """Row r of side s is H_T[row_s(r), j mod T] · D[s, j]: the fold and the transform as documented."""
-    projector = VOCABULARY_PROJECTORS[kind](vocab_size, 16, seed=4)
+    """Row r of side s is H_T[row_s(r), bin(j)] · D[s, j]: the fold and the transform as documented."""
+    projector = VOCABULARY_PROJECTORS[kind](vocab_size, 32, seed=4)  # fold width 32: two chunks per bin range
     dense = projector.dense_rows()
     walsh = fwht(torch.eye(projector.transform_size))
-    bins = torch.arange(vocab_size) % projector.transform_size
+    bins = projector.bins
     for side in range(2):
         expected = walsh[projector.rows[side]][:, bins] * projector.signs[side][None, :]
         torch.testing.assert_close(dense[side], expected, rtol=0, atol=0)
     assert not torch.equal(projector.signs[0], projector.signs[1])
+
+
+def test_chunk_permutation_moves_whole_chunks_and_breaks_the_vocabulary_order():
+    """pos(j) permutes the full chunks of 16 (the tail stays last); bin(j) = pos(j) mod Q, so coordinates Q apart
+    no longer share a bin the way the plain fold makes them."""
+    vocab_size, q = 4 * 256 + 5, 256
+    projector = ChunkPermutedFoldedSRHTProjector(vocab_size, q, seed=0)
+    positions = torch.empty_like(projector.coordinate_at)
+    positions[projector.coordinate_at] = torch.arange(vocab_size)
+    assert sorted(positions.tolist()) == list(range(vocab_size))
+    chunked = positions[: 64 * PERMUTATION_CHUNK].view(64, PERMUTATION_CHUNK)
+    assert torch.equal(chunked - chunked[:, :1], torch.arange(PERMUTATION_CHUNK).expand(64, -1))
+    assert not torch.equal(chunked[:, 0], torch.arange(64) * PERMUTATION_CHUNK)
+    assert torch.equal(positions[-5:], torch.arange(vocab_size - 5, vocab_size))
+    assert torch.equal(projector.bins, positions % q)
+    same_bin_q_apart = (projector.bins[: 3 * q] == projector.bins[q : 4 * q]).float().mean()
+    assert same_bin_q_apart < 0.05  # the plain fold: 1.0; random bins: 1/Q
 
 
 @pytest.mark.parametrize("kind", sorted(VOCABULARY_PROJECTORS))

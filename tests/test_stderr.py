@@ -193,3 +193,18 @@ def test_tasks_sharing_their_inputs_get_wide_enough_error_bars():
     rms_formula = torch.cat(formula_only).square().mean().sqrt()
     assert rms_formula > 1.5, rms_formula  # the failure the floor is there for
     assert 0.2 < rms_with_floor < 1.2, rms_with_floor
+
+
+def test_coupling_shrinkage_pulls_toward_one_by_the_noise_share():
+    """ρ̃ − 1 = w (ρ̂ − 1), w = τ²/(τ² + se²) with τ² = mean (ρ̂ − 1)² − mean se²; a signature with itself stays 1."""
+    from fisherhub.core.alignment import shrink_toward_separable
+
+    coupling = torch.tensor([[1.0, 1.5, 0.4], [1.5, 1.0, math.nan], [0.4, math.nan, 1.0]], dtype=torch.float64)
+    stderr = torch.tensor([[0.0, 0.2, 0.4], [0.2, 0.0, math.nan], [0.4, math.nan, 0.0]], dtype=torch.float64)
+    prior = ((0.5**2 + 0.6**2) / 2) - (0.2**2 + 0.4**2) / 2
+    shrunk = shrink_toward_separable(coupling, stderr)
+    assert float(shrunk[0, 1]) == pytest.approx(1 + 0.5 * prior / (prior + 0.04))
+    assert float(shrunk[0, 2]) == pytest.approx(1 - 0.6 * prior / (prior + 0.16))
+    assert math.isnan(float(shrunk[1, 2])) and torch.equal(shrunk.diagonal(), torch.ones(3, dtype=torch.float64))
+    noise_only = shrink_toward_separable(coupling, stderr * 10)  # all spread explained by noise: τ² = 0, ρ̃ = 1
+    assert float(noise_only[0, 1]) == float(noise_only[0, 2]) == 1.0

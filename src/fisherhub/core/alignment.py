@@ -7,6 +7,13 @@ of that sketch and c its own constant (``STDERR_CONSTANTS``, per estimator, refl
 A 1.3 / 2.3, S_a 0.8 / 1.2, S_e 1.1. It is never below the pair's own feature-level standard error
 (``feature_stderr``), which catches feature products heavier-tailed than the calibration's, e.g. tasks that
 share their inputs and differ only in a few labels.
+
+A signature whose split-sample norm was not resolved (``SketchState.finalize`` clamped it, see
+``state.CLAMPED_NORMS_KEY``) gives alignments shrunk toward 0 with wide error bars, flagged ``norm_clamped``.
+Optionally (``shrink_coupling=True``) ρ is shrunk toward the separable value 1 by empirical Bayes over the
+pairs of the matrix: ρ̃ = 1 + w (ρ̂ − 1), w = τ² / (τ² + se²), τ² = max(0, mean (ρ̂ − 1)² − mean se²) over the
+pairs where ρ is reported. Its standard error stays the unshrunk se: the posterior √w · se would claim ρ = 1
+exactly wherever τ² is estimated as 0.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from collections.abc import Sequence
 import torch
 
 from fisherhub.core.signature import Signature
-from fisherhub.core.state import SKETCHES
+from fisherhub.core.state import CLAMPED_NORMS_KEY, SKETCHES
 from fisherhub.core.errors import InputError
 
 
@@ -83,6 +90,8 @@ class AlignmentResult:
     coupling_stderr: float | None
     coupling_significant: bool
     sketch_id: str
+    #: a split-sample norm of either signature was not resolved: the values are shrunk toward 0, trust the stderr
+    norm_clamped: bool = False
 
     def as_dict(self) -> dict[str, float | bool | str | None]:
         return dataclasses.asdict(self)
@@ -102,6 +111,8 @@ class AlignmentMatrix:
     error_stderr: torch.Tensor
     coupling_stderr: torch.Tensor
     sketch_id: str
+    #: (n, n) bool: either signature of the pair has a clamped split-sample norm
+    norm_clamped: torch.Tensor
 
     def pair(self, i: int, j: int) -> AlignmentResult:
         coupling = float(self.coupling[i, j])
@@ -118,6 +129,7 @@ class AlignmentMatrix:
             coupling_stderr=coupling_se if defined else None,
             coupling_significant=defined and abs(coupling - 1.0) > SIGNIFICANCE_Z * coupling_se,
             sketch_id=self.sketch_id,
+            norm_clamped=bool(self.norm_clamped[i, j]),
         )
 
 
@@ -169,15 +181,31 @@ def _same_data(a: Signature, b: Signature) -> bool:
     )
 
 
+def shrink_toward_separable(coupling: torch.Tensor, stderr: torch.Tensor) -> torch.Tensor:
+    """Empirical-Bayes shrinkage of ρ toward 1 (normal prior N(1, τ²), τ² by the method of moments over the
+    finite entries of the off-diagonal pairs): ρ̃, NaN where ρ is NaN."""
+    off_diagonal = ~torch.eye(coupling.shape[0], dtype=torch.bool)
+    reported = off_diagonal & coupling.isfinite() & stderr.isfinite()
+    if not reported.any():
+        return coupling
+    spread = (coupling[reported] - 1.0).square().mean() - stderr[reported].square().mean()
+    prior_variance = spread.clamp_min(0.0)
+    weight = prior_variance / (prior_variance + stderr.square()).clamp_min(1e-300)
+    weight = torch.where(off_diagonal, weight, torch.ones_like(weight))  # a signature with itself: ρ = 1 exactly
+    return 1.0 + weight * (coupling - 1.0)
+
+
 def alignment_matrix(
-    signatures: Sequence[Signature], names: Sequence[str] | None = None, *, constants: StderrConstants | None = None
+    signatures: Sequence[Signature], names: Sequence[str] | None = None, *, constants: StderrConstants | None = None,
+    shrink_coupling: bool = False,
 ) -> AlignmentMatrix:
     """Pairwise alignments of compatible signatures.
 
     A pair of identical signatures uses the unbiased self inner product ⟨μ̂^A, μ̂^B⟩, so it is 1 with
     stderr 0. ρ is NaN where S_a or S_e is within ``SIGNIFICANCE_Z`` standard errors of 0. ``constants``
     replaces the calibrated c of the signatures' estimator (all ones: the stderr fields are
-    max(√(R̂_i R̂_j / m), ``feature_stderr``)).
+    max(√(R̂_i R̂_j / m), ``feature_stderr``)). ``shrink_coupling`` shrinks ρ toward 1
+    (``shrink_toward_separable``).
     """
     signatures = list(signatures)
     check_compatible(signatures)
@@ -204,6 +232,9 @@ def alignment_matrix(
         + (stderr[2] / error.abs().clamp_min(1e-300)) ** 2
     )
     coupling_stderr = torch.where(defined, coupling.abs() * relative, nan)
+    if shrink_coupling:
+        coupling = shrink_toward_separable(coupling, coupling_stderr)
+    clamped = torch.tensor([bool(s.metadata.get(CLAMPED_NORMS_KEY)) for s in signatures])
     return AlignmentMatrix(
         names=list(names) if names is not None else [s.metadata.get("dataset", f"#{i}") for i, s in enumerate(signatures)],
         fisher=fisher,
@@ -215,6 +246,7 @@ def alignment_matrix(
         error_stderr=stderr[2],
         coupling_stderr=coupling_stderr,
         sketch_id=signatures[0].sketch_id,
+        norm_clamped=clamped[:, None] | clamped[None, :],
     )
 
 

@@ -18,10 +18,16 @@ x = onehot(y) folds to D[y] in bin y mod T):
   Walsh–Hadamard transform, keep m sampled coordinates. O(P log P) per token.
 - ``FoldedSRHTProjector`` (ours): T = Q = 2^⌈log2 m⌉ bins; rows ``p_r[j] = H_Q[r, j mod Q] D[j]`` stay
   ±1 and mutually orthogonal; O(K + Q log Q).
-- ``SliceSignFoldedSRHTProjector`` (ours): the same fold with signs D[bQ + q] = α_b β_q (one sign per
-  width-Q slice b times one per bin q), so folding is one small GEMM, ``β ∘ (αᵀ X)`` with X the
-  (K/Q, Q) slices, instead of K/Q passes. Pairwise independence of the entries of each row, all that
-  unbiasedness needs, holds as before.
+- ``SliceSignFoldedSRHTProjector`` (ours, the default before ``maclaurin-hadamard-permuted``): the same
+  fold with signs D[bQ + q] = α_b β_q (one sign per width-Q slice b times one per bin q), so folding is
+  one small GEMM, ``β ∘ (αᵀ X)`` with X the (K/Q, Q) slices, instead of K/Q passes. Unbiased over seeds,
+  but every pair (j, j + Q) shares one sign product α_0 α_1: label structure Q apart adds up instead of
+  cancelling, and one seed's S_e is off by ±0.4 (issue 14).
+- ``ChunkPermutedFoldedSRHTProjector`` (ours, the default's): i.i.d. signs per coordinate, and before the
+  fold the vocabulary is permuted at random in chunks of ``PERMUTATION_CHUNK`` coordinates, so which
+  coordinates share a bin does not follow the vocabulary's order: two contiguous label blocks collide in
+  as many bins as two random sets do (in expectation), whatever their offsets, and each colliding pair
+  has its own random sign product.
 
 Each projector keeps its own random order of rows, so the two sides of a feature pair different
 Walsh functions. Signs and indices come from ``hashing`` streams, never from torch generators.
@@ -43,6 +49,9 @@ SMALLEST_SAFE_NORMALIZER = 1e-30
 LOG2_E = 1.0 / math.log(2.0)
 #: on the CPU, exp, sum and fold run over blocks of logits rows of about this size, so they stay in cache.
 CPU_BLOCK_BYTES = 4 * 2**20
+#: coordinates moved together by ``ChunkPermutedFoldedSRHTProjector``: 16 float32 = one 64-byte cache line,
+#: so the permutation is one gather of lines (measured 4.5× faster than a gather of single coordinates).
+PERMUTATION_CHUNK = 16
 
 
 
@@ -152,9 +161,10 @@ class BlockSRHTProjector(Projector):
 
 
 class _VocabularyProjector(Projector):
-    """Vocabulary side: fold ``Σ_j D[j] x_j`` into bin j mod T (per side), size-T transform, keep m rows.
+    """Vocabulary side: fold ``Σ_j D[j] x_j`` into bin(j) (per side), size-T transform, keep m rows.
 
-    ``signs`` (2, K) is D for the two sides; subclasses fold x with them (possibly faster than
+    ``signs`` (2, K) is D for the two sides, ``bins`` (K,) the bin of each coordinate (j mod T unless a
+    subclass permutes the vocabulary first); subclasses fold x with them (possibly faster than
     elementwise). Because the fold is linear and one-hot vectors fold to a single signed bin,
     ``project_softmax_errors`` gets the projections of e = softmax(z) − onehot(y) without forming e.
     """
@@ -165,16 +175,17 @@ class _VocabularyProjector(Projector):
             raise ValueError(f"m={m} exceeds the transform size {transform_size}")
         self.transform_size = transform_size
         self.signs = signs  # D, (2, K) float32 ±1: the sign of coordinate j on each side
-        self._scratch_buffers: dict[torch.device, torch.Tensor] = {}
+        self.bins = torch.arange(vocab_size) % transform_size  # the bin coordinate j folds into
+        self._scratch_buffers: dict[tuple[str, torch.device], torch.Tensor] = {}
         streams = (Stream.VOCAB_INDEX_P, Stream.VOCAB_INDEX_Q)
         self.rows, self._flat_rows = kept_rows(seed, streams, transform_size, m)
 
-    def _exp_scratch(self, rows: int, device: torch.device) -> torch.Tensor:
-        """A float32 (rows, K) buffer for exp(z), kept between calls: a fresh one each block would cost as
-        much in page faults as the exp itself."""
-        buffer = self._scratch_buffers.get(device)
+    def _scratch(self, name: str, rows: int, device: torch.device) -> torch.Tensor:
+        """A float32 (rows, K) buffer (for exp(z), or a permuted copy), kept between calls: a fresh one each
+        block would cost as much in page faults as the exp itself."""
+        buffer = self._scratch_buffers.get((name, device))
         if buffer is None or buffer.shape[0] < rows:
-            buffer = self._scratch_buffers[device] = torch.empty(rows, self.in_features, device=device)
+            buffer = self._scratch_buffers[(name, device)] = torch.empty(rows, self.in_features, device=device)
         return buffer[:rows]
 
     def fold(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -200,7 +211,7 @@ class _VocabularyProjector(Projector):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Projections of e = softmax(z) − onehot(y) for the logits rows ``rows`` (all if None).
 
-        fold(e) = fold(exp(z − c)) / Σ exp(z − c) − D[y] in bin y mod T for any shift c: exp, sum and fold
+        fold(e) = fold(exp(z − c)) / Σ exp(z − c) − D[y] in y's bin for any shift c: exp, sum and fold
         over blocks of rows that stay in cache, no (N, K) temporary. c = 0, unless Σ exp(z) overflows or
         underflows for a row: then c = max z for that row. ``targets`` are the rows' y.
         """
@@ -211,7 +222,7 @@ class _VocabularyProjector(Projector):
         for start in range(0, count, block_rows):
             block = slice(start, min(start + block_rows, count))
             block_logits = logits[block] if rows is None else logits.index_select(0, rows[block])
-            exps = self._exp_scratch(len(block_logits), logits.device)
+            exps = self._scratch("exp", len(block_logits), logits.device)
             if block_logits.dtype == torch.float32:  # exp(z) = 2^(z log2 e): exp2 is the faster kernel
                 torch.mul(block_logits, LOG2_E, out=exps).exp2_()
             else:  # bf16 / fp16 logits: in float32
@@ -220,10 +231,10 @@ class _VocabularyProjector(Projector):
             _shift_unsafe_rows(block_logits, exps, normalizers[block])
             self.fold(exps, out=folded[block])
         folded /= normalizers[:, None, None]
-        (signs,) = self._on(folded, self.signs)
+        signs, bins = self._on(folded, self.signs, self.bins)
         tokens = torch.arange(len(targets), device=folded.device)
-        folded[tokens, 0, targets % self.transform_size] -= signs[0, targets]
-        folded[tokens, 1, targets % self.transform_size] -= signs[1, targets]
+        folded[tokens, 0, bins[targets]] -= signs[0, targets]
+        folded[tokens, 1, bins[targets]] -= signs[1, targets]
         return self._transform(folded)
 
 
@@ -268,13 +279,45 @@ class FoldedSRHTProjector(_VocabularyProjector):
         super().__init__(vocab_size, m, seed, next_power_of_two(m), _iid_signs(vocab_size, seed))
 
     def _fold_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
-        """Σ_b D_b x_b over the K/Q slices x_b of width Q, accumulated slice by slice in order."""
         (signs,) = self._on(x, self.signs)
-        q = self.transform_size
-        out.zero_()
-        for start in range(0, self.in_features, q):
-            stop = min(start + q, self.in_features)
-            out[:, :, : stop - start].addcmul_(x[:, None, start:stop], signs[None, :, start:stop])
+        _accumulate_slices(x, signs, out)
+
+
+def _accumulate_slices(x: torch.Tensor, signs: torch.Tensor, out: torch.Tensor) -> None:
+    """out (N, 2, Q) = Σ_b D_b x_b over the slices x_b of width Q of x (N, K), slice by slice in order."""
+    q, width = out.shape[2], x.shape[1]
+    out.zero_()
+    for start in range(0, width, q):
+        stop = min(start + q, width)
+        out[:, :, : stop - start].addcmul_(x[:, None, start:stop], signs[None, :, start:stop])
+
+
+class ChunkPermutedFoldedSRHTProjector(_VocabularyProjector):
+    """``FoldedSRHTProjector``'s fold and transform after a random permutation of the vocabulary in chunks
+    of ``PERMUTATION_CHUNK`` coordinates (the < ``PERMUTATION_CHUNK`` coordinates of a partial last chunk
+    stay last): coordinate j goes to position pos(j), bin(j) = pos(j) mod Q, sign D[j] i.i.d."""
+
+    def __init__(self, vocab_size: int, m: int, seed: int):
+        super().__init__(vocab_size, m, seed, next_power_of_two(m), _iid_signs(vocab_size, seed))
+        self.chunks = vocab_size // PERMUTATION_CHUNK
+        self.chunk_order = hashing.random_arrangement(seed, Stream.VOCAB_CHUNK_ORDER, self.chunks, self.chunks)
+        within = torch.arange(PERMUTATION_CHUNK)
+        permuted = (self.chunk_order[:, None] * PERMUTATION_CHUNK + within).flatten()  # coordinate at each position
+        self.coordinate_at = torch.cat([permuted, torch.arange(len(permuted), vocab_size)])
+        self.bins = torch.empty_like(self.coordinate_at)
+        self.bins[self.coordinate_at] = torch.arange(vocab_size) % self.transform_size
+        self._position_signs = self.signs[:, self.coordinate_at].contiguous()
+
+    def _fold_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
+        order, signs = self._on(x, self.chunk_order, self._position_signs)
+        permuted = self._scratch("permuted", x.shape[0], x.device)
+        full = self.chunks * PERMUTATION_CHUNK
+        torch.index_select(
+            x[:, :full].unflatten(1, (self.chunks, PERMUTATION_CHUNK)), 1, order,
+            out=permuted[:, :full].unflatten(1, (self.chunks, PERMUTATION_CHUNK)),
+        )
+        permuted[:, full:] = x[:, full:]
+        _accumulate_slices(permuted, signs, out)
 
 
 class SliceSignFoldedSRHTProjector(_VocabularyProjector):
@@ -308,4 +351,5 @@ VOCABULARY_PROJECTORS: dict[str, type[_VocabularyProjector]] = {
     "srht": SRHTProjector,
     "folded": FoldedSRHTProjector,
     "folded-slice-signs": SliceSignFoldedSRHTProjector,
+    "folded-chunk-permuted": ChunkPermutedFoldedSRHTProjector,
 }

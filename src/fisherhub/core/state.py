@@ -20,6 +20,16 @@ from fisherhub.core.features import SKETCHES, feature_map
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
 from fisherhub.core.errors import InputError, SignatureFileError, TooFewDocumentsError
 
+#: a split-sample norm within this many of its standard errors of zero is not resolved: it is clamped to that
+#: bound and the signature says so (``CLAMPED_NORMS_KEY``).
+SPLIT_NORM_Z = 2.0
+#: below this many documents an unresolved split-sample norm is refused (``TooFewDocumentsError``): the
+#: split-half estimate's own sampling noise, which its standard error does not see, dominates there.
+MIN_DOCUMENTS = 20
+#: signature metadata key: the sketches (comma-separated names) whose split-sample norm was clamped.
+CLAMPED_NORMS_KEY = "clamped_split_norms"
+
+
 class SketchState:
     """Split-half sums of random features for one task."""
 
@@ -177,6 +187,11 @@ class SketchState:
     # -- finishing ------------------------------------------------------------------------------
     def split_norms(self) -> torch.Tensor:
         """⟨μ̂^A, μ̂^B⟩ for the joint, activation and error sketches (float64, unbiased)."""
+        return self.split_norms_and_stderrs()[0]
+
+    def split_norms_and_stderrs(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The split norms D = Σ_r x_r, x_r = μ̂^A_r μ̂^B_r, and their feature-level standard errors
+        √(m/(m−1) Σ_r (x_r − D/m)²) (the m features treated as independent), (3,) float64 each."""
         self.flush()
         joint_counts = self.token_counts if self.spec.granularity == "token" else self.document_counts
         counts = torch.stack([joint_counts, self.token_counts, self.token_counts]).double()
@@ -187,20 +202,37 @@ class SketchState:
                 "and odd global indices. Sketch at least 2 documents (in practice 20 or more)."
             )
         means = self.sums / counts[:, :, None]
-        return (means[:, 0] * means[:, 1]).sum(dim=1)
+        products = means[:, 0] * means[:, 1]
+        norms = products.sum(dim=1)
+        spread = (products - norms[:, None] / self.spec.m).square().sum(dim=1)
+        return norms, torch.sqrt(spread * self.spec.m / max(self.spec.m - 1, 1))
 
     def finalize(self, metadata: dict[str, str] | None = None):
-        """The ``Signature`` of this task: means μ̂ (float32) and split-sample norms (float64)."""
+        """The ``Signature`` of this task: means μ̂ (float32) and split-sample norms (float64).
+
+        A split norm D within ``SPLIT_NORM_Z`` standard errors σ of zero is not resolved: it becomes
+        ``SPLIT_NORM_Z`` σ (so the task's alignments shrink toward 0 and their error bars widen) and the
+        signature's metadata ``CLAMPED_NORMS_KEY`` names the sketch; with fewer than ``MIN_DOCUMENTS``
+        documents that is refused instead (``TooFewDocumentsError``, saying how many would be needed).
+        """
         from fisherhub.core.signature import Signature
 
-        norms = self.split_norms()
-        if (norms <= 0).any():
-            bad = [name for name, value in zip(SKETCHES, norms.tolist()) if value <= 0]
-            raise TooFewDocumentsError(
-                f"split-sample norm not positive for {bad} with {self.num_documents} documents and "
-                f"{self.num_tokens} tokens: the halves' means are too noisy to estimate ‖μ‖². "
-                "Sketch more documents (a few hundred scored tokens per half at least)."
-            )
+        norms, stderrs = self.split_norms_and_stderrs()
+        floors = SPLIT_NORM_Z * stderrs
+        unresolved = norms <= floors
+        metadata = dict(metadata or {})
+        if unresolved.any():
+            names = [name for name, flag in zip(SKETCHES, unresolved.tolist()) if flag]
+            z = norms[unresolved] / stderrs[unresolved].clamp_min(1e-300)
+            if self.num_documents < MIN_DOCUMENTS or not (floors[unresolved] > 0).all():
+                raise TooFewDocumentsError(
+                    f"split-sample norm of {names} not resolved (within {SPLIT_NORM_Z:g} standard errors of zero: "
+                    f"z = {', '.join(f'{v:.2f}' for v in z.tolist())}) with {self.num_documents} documents and "
+                    f"{self.num_tokens} tokens: sketch at least {documents_needed(self.num_documents, z)} documents "
+                    f"(tasks of {MIN_DOCUMENTS} or more documents are returned with the norm clamped and flagged)."
+                )
+            norms = torch.where(unresolved, floors, norms)
+            metadata[CLAMPED_NORMS_KEY] = ",".join(names)
         joint_total = self.token_counts.sum() if self.spec.granularity == "token" else self.document_counts.sum()
         totals = torch.stack([joint_total, self.token_counts.sum(), self.token_counts.sum()]).double()
         means = (self.sums.sum(dim=1) / totals[:, None]).float().cpu()
@@ -212,6 +244,15 @@ class SketchState:
             split_norms=norms.cpu(),
             num_tokens=self.num_tokens,
             num_documents=self.num_documents,
-            metadata=dict(metadata or {}),
+            metadata=metadata,
         )
+
+
+def documents_needed(documents: int, z: torch.Tensor) -> int:
+    """Documents at which split norms now at ``z`` standard errors reach ``SPLIT_NORM_Z``: z grows about
+    linearly with the number of documents while the self-pair noise dominates (σ ∝ 1/n), so n · Z / z;
+    twice as many where z ≤ 0, and never fewer than ``MIN_DOCUMENTS``."""
+    worst = float(z.min())
+    scaled = documents * SPLIT_NORM_Z / worst if worst > 0 else 2 * documents
+    return max(MIN_DOCUMENTS, math.ceil(scaled))
 
