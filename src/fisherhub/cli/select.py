@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fisherhub.options import SCORES
+from fisherhub.options import SCORES, DataArgs, HelpFormatter, add_arguments
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "select", help="rank candidate LoRA adapters for a target dataset by Fisher alignment",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__, formatter_class=HelpFormatter,
     )
     parser.add_argument("target", metavar="TARGET", help="signature file or Hub reference, or a dataset to sketch")
     parser.add_argument("candidates", metavar="CANDIDATES", nargs="*", help="adapter repos or folders, dataset repos")
@@ -25,15 +25,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--score", default="fisher", choices=SCORES, help="rank by A (fisher), S_a or S_e only")
     parser.add_argument("--top-k", type=int, default=None, help="show the k best candidates only")
     parser.add_argument("--plot", default=None, metavar="PNG", help="write a bar chart of the scores with error bars")
-    data = parser.add_argument_group("a dataset TARGET")
-    data.add_argument("--split", default="train")
-    data.add_argument("--text-column", default="text")
-    data.add_argument("--max-documents", type=int, default=None)
+    add_arguments(parser.add_argument_group("a dataset TARGET"), DataArgs, only=("split", "text_column", "max_documents"))
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from fisherhub.options import DataArgs
     from fisherhub.selection import SketchOptions, select_adapter
 
     data = DataArgs(args.target, split=args.split, text_column=args.text_column, max_documents=args.max_documents)
