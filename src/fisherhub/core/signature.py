@@ -221,8 +221,6 @@ class Signature:
                 metadata={k: v for k, v in header.items() if k not in _RESERVED_KEYS or k in ("library_version", "created")},
             )
         except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, SignatureFileError):
-                raise
             raise SignatureFileError(f"{source}: malformed signature ({exc!r})") from exc
         if spec.sketch_id != header.get("sketch_id"):
             raise SignatureFileError(

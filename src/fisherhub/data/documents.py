@@ -111,8 +111,6 @@ def _load_path_or_id(args: DataArgs):
             name, name=args.config, split=args.split, revision=args.revision, streaming=args.streaming
         )
     except (OSError, ValueError, ConnectionError) as exc:
-        if isinstance(exc, InputError):
-            raise
         raise InputError(
             f"cannot load dataset {name!r} (config {args.config!r}, split {args.split!r}): {exc}. Pass a local "
             "folder/file, or a Hub id available offline in the datasets cache."
