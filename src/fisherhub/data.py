@@ -292,7 +292,7 @@ class DocumentStream:
             stop = len(rows) if self.args.max_documents is None else min(len(rows), self.args.max_documents)
             first = start_index + (self.process_index - start_index) % self.num_processes
             indices = range(first, stop, self.num_processes)
-            return zip(indices, rows.select(indices))
+            return zip(indices, rows.select(indices)) if indices else iter(())
         return enumerate(rows.skip(start_index), start=start_index)
 
     def batches(self, batch_size: int, start_index: int = 0) -> Iterator[Batch]:
