@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,11 @@ from fisherhub.core.errors import InputError
 from fisherhub.data import DataArgs
 from fisherhub.sketcher import SketchArgs, sketch
 
+REPO = Path(__file__).resolve().parents[1]
+LAUNCH_TWO_CPU_PROCESSES = [
+    "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+    "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
+]
 TEXTS = [f"doc {i}: " + ("the quick brown fox " if i % 3 else "lazy dogs sleep ") * (1 + i % 4) for i in range(40)]
 
 
@@ -43,6 +51,14 @@ def run_args(folder: Path, name: str, **overrides) -> SketchArgs:
     return SketchArgs(**{**options, **overrides})
 
 
+def cli_options(args: SketchArgs) -> list[str]:
+    return [
+        "--dataset", args.data.dataset, "--model", args.model, "-m", str(args.m), "--batch-size",
+        str(args.batch_size), "--output", args.output, "--checkpoint", args.checkpoint, "--checkpoint-every",
+        str(args.checkpoint_every), "--no-progress", "--cpu",
+    ]
+
+
 def assert_same_signature(a, b) -> None:
     for name in ("joint", "activation", "error", "split_norms"):
         assert torch.equal(getattr(a, name), getattr(b, name)), name
@@ -60,3 +76,37 @@ def test_case1_resume_after_the_final_checkpoint_gives_the_same_signature(tiny):
     resumed = sketch(dataclasses.replace(args, resume=True))
     assert_same_signature(resumed, complete)
     assert Path(args.output).is_file()
+
+
+# -- 2: resume checks what it resumes --------------------------------------------------------------------
+def test_case2_resume_refuses_a_replaced_data_file(tiny, tmp_path):
+    """The data file is replaced between the kill and ``--resume``: refused, naming the dataset fingerprint."""
+    data = write_jsonl(tmp_path / "replaced.jsonl", TEXTS)
+    args = run_args(tmp_path, "replaced", data=DataArgs(str(data)), model=str(tiny / "model"))
+    sketch(args)
+    write_jsonl(data, [text.upper() for text in TEXTS] * 2)
+    with pytest.raises(InputError, match=r"different run \(differs in \['dataset_fingerprint'\]\): dataset_fingerprint "
+                       r"'\w+' in the checkpoint, '\w+' now"):
+        sketch(dataclasses.replace(args, resume=True))
+
+
+def test_case2_resume_refuses_another_model_dtype(tiny):
+    args = run_args(tiny, "dtype")
+    sketch(args)
+    with pytest.raises(InputError, match=r"differs in \['model_dtype', 'sketch_id'\]\): model_dtype 'float32' in the checkpoint, "
+                       r"'bfloat16' now"):
+        sketch(dataclasses.replace(args, resume=True, dtype="bfloat16"))
+
+
+def test_case2_resume_of_a_two_process_checkpoint_with_one_process_is_refused(tiny):
+    """A checkpoint written by 2 processes (``accelerate launch``) resumed by 1 process does not restart from 0."""
+    args = run_args(tiny, "two")
+    command = [sys.executable, *LAUNCH_TWO_CPU_PROCESSES, str(REPO / "scripts" / "sketch.py"), *cli_options(args)]
+    result = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(path.name for path in Path(args.checkpoint).glob("*.json")) == ["rank0-of2.json", "rank1-of2.json"]
+    Path(args.output).unlink()
+    with pytest.raises(InputError, match=r"was written by 2 processes \(rank0-of2.json, rank1-of2.json\); resume it "
+                       r"with 2 processes \(accelerate launch --num_processes 2\), or start over in a new --checkpoint folder"):
+        sketch(dataclasses.replace(args, resume=True))
+    assert not Path(args.output).exists()

@@ -143,10 +143,44 @@ def load_source(args: DataArgs):
     return source
 
 
+def dataset_fingerprint(source, args: DataArgs) -> str | None:
+    """What identifies the rows (a resume refuses other rows): ``datasets``' fingerprint of a map-style
+    dataset; for a stream of files or a Hub dataset, the builder's config id (it hashes the data files with
+    their modification times, or the Hub commit); None for an iterable dataset given in memory."""
+    import datasets
+
+    if isinstance(source, datasets.Dataset):
+        return source._fingerprint
+    if isinstance(args.dataset, datasets.Dataset):
+        return args.dataset._fingerprint
+    if not isinstance(args.dataset, (str, os.PathLike)):
+        return None
+    name = os.fspath(args.dataset)
+    path = Path(name)
+    if _is_saved_dataset(path):
+        return _load_saved_dataset(name, args.split)._fingerprint
+    builder = FILE_BUILDERS.get(path.suffix.lower())
+    if builder is not None:
+        return datasets.load_dataset_builder(builder, data_files={args.split: name}).config_id
+    return datasets.load_dataset_builder(name, name=args.config, revision=args.revision).config_id
+
+
 def _pick_split(dataset_dict, split: str):
     if split not in dataset_dict:
         raise InputError(f"split {split!r} not found; available splits: {sorted(dataset_dict)}")
     return dataset_dict[split]
+
+
+def _is_saved_dataset(path: Path) -> bool:
+    return path.is_dir() and ((path / "state.json").is_file() or (path / "dataset_dict.json").is_file())
+
+
+def _load_saved_dataset(name: str, split: str):
+    """A ``save_to_disk`` folder (memory-mapped), its ``split`` when it holds a DatasetDict."""
+    import datasets
+
+    loaded = datasets.load_from_disk(name)
+    return _pick_split(loaded, split) if isinstance(loaded, datasets.DatasetDict) else loaded
 
 
 def _load_path_or_id(args: DataArgs):
@@ -155,9 +189,8 @@ def _load_path_or_id(args: DataArgs):
     name = os.fspath(args.dataset)
     path = Path(name)
     try:
-        if path.is_dir() and ((path / "state.json").is_file() or (path / "dataset_dict.json").is_file()):
-            loaded = datasets.load_from_disk(name)
-            return _pick_split(loaded, args.split) if isinstance(loaded, datasets.DatasetDict) else loaded
+        if _is_saved_dataset(path):
+            return _load_saved_dataset(name, args.split)
         builder = FILE_BUILDERS.get(path.suffix.lower())
         if builder is not None:
             return datasets.load_dataset(builder, data_files={args.split: name}, split=args.split, streaming=args.streaming)
@@ -250,6 +283,7 @@ class DocumentStream:
             raise InputError(f"process index {process_index} out of range for {num_processes} processes")
         self.args = args
         self.source = load_source(args)
+        self.fingerprint = dataset_fingerprint(self.source, args)
         self.tokenize = DocumentTokenizer(tokenizer, args)
         self.pad_token_id = _pad_token_id(tokenizer)
         self.process_index = process_index

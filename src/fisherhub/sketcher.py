@@ -113,6 +113,7 @@ class Checkpointer:
 
     def __init__(self, folder: str | os.PathLike, rank: int, world: int, run_key: dict[str, Any], every: int):
         self.folder = Path(folder)
+        self.world = world
         self.prefix = f"rank{rank}-of{world}"
         self.run_key = run_key
         self.every = every
@@ -139,21 +140,35 @@ class Checkpointer:
         if previous and previous["state_file"] != state_file:
             (self.folder / previous["state_file"]).unlink(missing_ok=True)
 
+    def _check_no_other_process_count(self) -> None:
+        others = sorted(path.name for path in self.folder.glob("rank*-of*.json") if not path.name.endswith(f"-of{self.world}.json"))
+        if others:
+            world = others[0].removesuffix(".json").rpartition("-of")[2]
+            raise InputError(
+                f"the checkpoint in {self.folder} was written by {world} processes ({', '.join(others)}); resume it with "
+                f"{world} processes (accelerate launch --num_processes {world}), or start over in a new --checkpoint folder"
+            )
+
     def _read_index(self) -> dict[str, Any] | None:
         if not self._index_file.is_file():
             return None
         return json.loads(self._index_file.read_text())
 
     def load(self, spec: SketchSpec, device: torch.device) -> tuple[SketchState, Progress]:
-        """The saved state and position; a fresh start when this process had not checkpointed yet."""
+        """The saved state and position; a fresh start when this process had not checkpointed yet.
+
+        Refused: a checkpoint of another run (``run_key`` differs), or one written by another number of
+        processes (their shards of the documents differ, so their positions cannot be continued)."""
         record = self._read_index()
         if record is None:
+            self._check_no_other_process_count()
             return SketchState(spec, device=device), Progress()
         if record["run"] != self.run_key:
             differing = sorted(k for k in set(record["run"]) | set(self.run_key) if record["run"].get(k) != self.run_key.get(k))
+            values = "; ".join(f"{k} {record['run'].get(k)!r} in the checkpoint, {self.run_key.get(k)!r} now" for k in differing)
             raise InputError(
-                f"the checkpoint in {self.folder} is from a different run (differs in {differing}); resume with the "
-                "same model, data, sketch options and number of processes, or use a new --checkpoint folder"
+                f"the checkpoint in {self.folder} is from a different run (differs in {differing}): {values}. Resume "
+                "with the same model, data, sketch options and number of processes, or use a new --checkpoint folder"
             )
         state = SketchState.load(self.folder / record["state_file"], device=device)
         progress = Progress(record["next_index"], record["batches"], DocumentCounts(**record["counts"]))
@@ -322,11 +337,16 @@ def _reduce_totals(accelerator, state: SketchState, counts: DocumentCounts) -> D
     return DocumentCounts(seen=seen, too_short=too_short)
 
 
-def _run_key(args: SketchArgs, spec: SketchSpec, world: int) -> dict[str, Any]:
+def _run_key(args: SketchArgs, spec: SketchSpec, world: int, dataset_fingerprint: str | None) -> dict[str, Any]:
+    """What a resumed run must share with the checkpointed one (the batch size may change)."""
     data = args.data
     return {
         "sketch_id": spec.sketch_id,
         "num_processes": world,
+        "model": args.model,
+        "model_revision": args.model_revision,
+        "model_dtype": args.dtype,
+        "dataset_fingerprint": dataset_fingerprint,
         **data.provenance(),
         "max_documents": data.max_documents,
         "max_tokens": data.max_tokens,
@@ -355,7 +375,7 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
     spec = _main_process_reflection(accelerator, capture.spec_for_model(model, tokenizer, like=like, **args.spec_options()))
     checkpointer = None
     if args.checkpoint:
-        key = _run_key(args, spec, accelerator.num_processes)
+        key = _run_key(args, spec, accelerator.num_processes, stream.fingerprint)
         checkpointer = Checkpointer(
             args.checkpoint, accelerator.process_index, accelerator.num_processes, key, args.checkpoint_every
         )
