@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +15,10 @@ import pytest
 import torch
 from tiny_models import tiny_causal_lm, tiny_tokenizer
 
+from fisherhub.cli import main
 from fisherhub.core.errors import InputError
 from fisherhub.data import DataArgs
-from fisherhub.sketcher import SketchArgs, sketch
+from fisherhub.sketcher import SketchArgs, sketch, sketch_texts
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH_TWO_CPU_PROCESSES = [
@@ -110,3 +112,36 @@ def test_case2_resume_of_a_two_process_checkpoint_with_one_process_is_refused(ti
                        r"with 2 processes \(accelerate launch --num_processes 2\), or start over in a new --checkpoint folder"):
         sketch(dataclasses.replace(args, resume=True))
     assert not Path(args.output).exists()
+
+
+# -- 7: NaN / inf in the model -----------------------------------------------------------------------------
+def nan_model(where: str):
+    model = tiny_causal_lm("qwen2", tie_word_embeddings=False, vocab_size=64)
+    with torch.no_grad():
+        if where == "head":
+            model.lm_head.weight[3, 2] = float("nan")
+        else:
+            model.model.layers[0].mlp.down_proj.weight[0, 0] = float("inf")
+    return model
+
+
+NON_FINITE = r"the model computes NaN or inf {} \(float32 weights\): check its weights \(torch.isfinite over model.parameters\(\)\)"
+
+
+@pytest.mark.parametrize(("where", "reflection", "found"), [
+    ("head", False, "logits"), ("head", True, "logits"), ("layer", False, "logits"), ("layer", True, "head inputs"),
+])
+def test_case7_nan_or_inf_in_the_model_is_named(where, reflection, found):
+    with pytest.raises(InputError, match=NON_FINITE.format(found)):
+        sketch_texts(TEXTS[:6], nan_model(where), tiny_tokenizer(64), m=64, reflection=reflection)
+
+
+def test_case7_cli_reports_a_nan_model_without_traceback(tmp_path, capsys):
+    nan_model("head").save_pretrained(tmp_path / "model")
+    tiny_tokenizer(64).save_pretrained(tmp_path / "model")
+    data = write_jsonl(tmp_path / "docs.jsonl", TEXTS[:6])
+    code = main(["sketch", "--dataset", str(data), "--model", str(tmp_path / "model"), "-m", "64", "--no-progress",
+                 "--cpu", "--output", str(tmp_path / "sig.safetensors")])
+    error = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in error
+    assert re.search("error: " + NON_FINITE.format("logits"), error), error

@@ -119,6 +119,13 @@ def check_tokenizer_matches(model: torch.nn.Module, tokenizer) -> None:
         )
 
 
+def non_finite_model_error(what: str, dtype: torch.dtype) -> InputError:
+    return InputError(
+        f"the model computes NaN or inf {what} ({str(dtype).removeprefix('torch.')} weights): check its weights "
+        "(torch.isfinite over model.parameters()), or load the model in float32 if a lower precision overflows"
+    )
+
+
 # -- what the model does after its head -------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class LogitTransform:
@@ -148,6 +155,8 @@ class LogitTransform:
     def check(self, head_output: torch.Tensor, model_logits: torch.Tensor) -> None:
         """Refuse models whose returned logits (one token's row) are not ``apply(head output)``."""
         expected = self.apply(head_output.float())
+        if not torch.isfinite(expected).all():
+            raise non_finite_model_error("logits", head_output.dtype)
         tolerance = 0.02 * float(expected.abs().max()) + 1e-6
         if not torch.allclose(model_logits.float(), expected, rtol=0.0, atol=tolerance):
             raise InputError(
@@ -472,6 +481,8 @@ def pilot_mean(model: torch.nn.Module, tokenizer) -> torch.Tensor:
             count += len(scored)
     if count == 0:
         raise InputError("the tokenizer turned every probe document into fewer than 2 tokens")
+    if not torch.isfinite(total).all():
+        raise non_finite_model_error("head inputs", _head_parameters(model)[0].dtype)
     return (total / count).float()
 
 
