@@ -145,3 +145,80 @@ def test_case7_cli_reports_a_nan_model_without_traceback(tmp_path, capsys):
     error = capsys.readouterr().err
     assert code == 1 and "Traceback" not in error
     assert re.search("error: " + NON_FINITE.format("logits"), error), error
+
+
+# -- 8: clear errors (what is wrong, what to do) from the CLI, without a traceback ---------------------------
+def run_cli(argv: list[str], capsys) -> tuple[int, str]:
+    code = main(argv)
+    error = capsys.readouterr().err
+    assert "Traceback" not in error
+    return code, error
+
+
+def sketch_cli(tiny: Path, data: Path | str, *extra: str) -> list[str]:
+    return ["sketch", "--dataset", str(data), "--model", str(tiny / "model"), "-m", "64", "--no-progress", "--cpu",
+            "--batch-size", "4", "--output", str(Path(data).with_suffix(".safetensors")), *extra]
+
+
+def test_case8_empty_data_file(tiny, tmp_path, capsys):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    code, error = run_cli(sketch_cli(tiny, empty), capsys)
+    assert code == 1
+    assert f"error: the data file {str(empty)!r} is empty (0 bytes): nothing to sketch; pass a file with one document" in error
+
+
+@pytest.mark.parametrize(("name", "content"), [
+    ("latin1.jsonl", '{"text": "caf\xe9 cr\xe8me"}\n'.encode("latin-1") * 4),
+    ("latin1.txt", "caf\xe9 cr\xe8me\n".encode("latin-1") * 4),
+])
+@pytest.mark.parametrize("streaming", [False, True])
+def test_case8_non_utf8_data_file(tiny, tmp_path, capsys, name, content, streaming):
+    path = tmp_path / name
+    path.write_bytes(content)
+    code, error = run_cli(sketch_cli(tiny, path, *(["--streaming"] if streaming else [])), capsys)
+    assert code == 1
+    assert re.search(rf"error: cannot read {re.escape(repr(str(path)))}: it is not UTF-8 text \('utf-8' codec can't "
+                     r"decode byte 0xe9 in position \d+: invalid continuation byte\); convert it to UTF-8 \(e\.g\. iconv "
+                     r"-f latin1 -t utf-8\)", error), error
+
+
+def test_case8_corrupted_checkpoint_record(tiny, capsys):
+    args = run_args(tiny, "corrupt")
+    sketch(args)
+    record = Path(args.checkpoint) / "rank0-of1.json"
+    record.write_text(record.read_text()[:20])
+    argv = sketch_cli(tiny, tiny / "docs.jsonl", "--checkpoint", args.checkpoint, "--resume")
+    code, error = run_cli(argv, capsys)
+    assert code == 1
+    assert re.search(rf"error: {re.escape(str(record))} is not a readable checkpoint record \(.+\): the checkpoint is "
+                     rf"damaged; delete the folder {re.escape(args.checkpoint)} to start over", error), error
+
+
+@pytest.mark.parametrize("ref", ["../sig.safetensors", "../../x/y", "datasets/../sig.safetensors", "org/..:sig.safetensors"])
+def test_case8_dot_dot_in_a_signature_reference(tiny, capsys, ref):
+    signature = tiny / "final.safetensors"
+    if not signature.exists():
+        sketch(run_args(tiny, "final", checkpoint=None))
+    code, error = run_cli(["compare", ref, str(signature), "--heatmap", ""], capsys)
+    assert code == 1
+    assert f"error: {ref}: no such signature file, and not a Hub reference (a Hub repo id has no '..' or '.' part" in error
+
+
+def test_case8_metric_arguments(tiny):
+    import evaluate
+
+    from fisherhub.metric import metric_path
+
+    signature = tiny / "metric.safetensors"
+    sketch(run_args(tiny, "metric", checkpoint=None))
+    metric = evaluate.load(metric_path(), keep_in_memory=True)
+    with pytest.raises(InputError, match=r"fisher_alignment needs predictions= \(the source tasks\) and references= "
+                       r"\(the target tasks\), one pair per index"):
+        metric.compute()
+    with pytest.raises(InputError, match=r"`references` is missing: pass predictions= and references= of equal length"):
+        metric.compute(predictions=[str(signature)])
+    with pytest.raises(InputError, match=r"2 predictions but 1 references: pair i is \(predictions\[i\], "
+                       r"references\[i\]\); pass one reference per prediction"):
+        metric.compute(predictions=[str(signature)] * 2, references=[str(signature)])
+    assert metric.compute(predictions=[str(signature)], references=[str(signature)])["fisher_alignment"] == [1.0]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -193,23 +193,48 @@ def _load_path_or_id(args: DataArgs):
             return _load_saved_dataset(name, args.split)
         builder = FILE_BUILDERS.get(path.suffix.lower())
         if builder is not None:
+            if path.is_file() and path.stat().st_size == 0:
+                raise InputError(
+                    f"the data file {name!r} is empty (0 bytes): nothing to sketch; pass a file with one document "
+                    "per row (or line, for .txt)"
+                )
             return datasets.load_dataset(builder, data_files={args.split: name}, split=args.split, streaming=args.streaming)
         return datasets.load_dataset(
             name, name=args.config, split=args.split, revision=args.revision, streaming=args.streaming
         )
+    except datasets.exceptions.DatasetGenerationError as exc:
+        raise _unreadable(name, exc.__cause__ or exc) from exc
     except (OSError, ValueError, ConnectionError) as exc:
-        if isinstance(exc, InputError):
-            raise
+        if isinstance(exc, UnicodeDecodeError):
+            raise _unreadable(name, exc) from exc
         raise InputError(
             f"cannot load dataset {name!r} (config {args.config!r}, split {args.split!r}): {exc}. Pass a local "
             "folder/file, or a Hub id available offline in the datasets cache."
         ) from exc
 
 
+def _unreadable(name: str, cause: BaseException) -> InputError:
+    """The error for a data file ``datasets`` cannot read (a text encoding other than UTF-8, most often)."""
+    if isinstance(cause, UnicodeDecodeError):
+        return InputError(f"cannot read {name!r}: it is not UTF-8 text ({cause}); convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+    return InputError(f"cannot read {name!r}: {type(cause).__name__}: {cause}. Check the file's format and encoding (UTF-8)")
+
+
+def _decoded(rows: Iterable, args: DataArgs) -> Iterator:
+    """``rows``, with the errors of undecodable data (read lazily, row by row) as ``InputError``."""
+    import datasets
+
+    try:
+        yield from rows
+    except (UnicodeDecodeError, datasets.exceptions.DatasetGenerationError) as exc:
+        cause = exc if isinstance(exc, UnicodeDecodeError) else exc.__cause__ or exc
+        raise _unreadable(args.provenance()["dataset"], cause) from exc
+
+
 def _check_column(source, args: DataArgs) -> None:
     columns = source.column_names
     if columns is None:  # streaming without known features: look at the first row
-        first = next(iter(source), None)
+        first = next(_decoded(source, args), None)
         if first is None:
             raise InputError(f"the dataset {args.provenance()['dataset']!r} is empty: nothing to sketch")
         columns = list(first)
@@ -296,7 +321,7 @@ class DocumentStream:
         args = self.args
         tokens_so_far = 0
         self.position = start_index
-        for index, row in self._indexed_rows(start_index):
+        for index, row in _decoded(self._indexed_rows(start_index), args):
             if args.max_documents is not None and index >= args.max_documents:
                 return
             if args.max_tokens is not None and tokens_so_far >= args.max_tokens:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Iterable
@@ -28,7 +29,7 @@ from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
 from fisherhub.core.state import SketchState
 from fisherhub.data import DataArgs, DocumentCounts, DocumentStream, check_has_documents
-from fisherhub.core.errors import InputError
+from fisherhub.core.errors import InputError, SignatureFileError
 
 #: test hook: a process kills itself (SIGKILL) after this many batches, to exercise ``resume``
 CRASH_AFTER_BATCHES_ENV = "FISHERSKETCH_CRASH_AFTER_BATCHES"
@@ -88,10 +89,17 @@ class SketchArgs:
 
 # -- references to signatures ---------------------------------------------------------------------
 def load_signature_ref(ref: str | os.PathLike) -> Signature:
-    """A signature from a local file or a Hub ref (``fisherhub.hub.load_signature``)."""
+    """A signature from a local file or a Hub ref (``fisherhub.hub.load_signature``). A reference with a
+    ``.`` or ``..`` part, or starting with ``/`` or ``~``, can only be a local path."""
     from fisherhub.hub import load_signature
 
-    return load_signature(os.fspath(ref))
+    text = os.fspath(ref)
+    if not os.path.isfile(text) and (text.startswith(("/", "~")) or {".", ".."} & set(re.split(r"[/\\:]", text))):
+        raise SignatureFileError(
+            f"{text}: no such signature file, and not a Hub reference (a Hub repo id has no '..' or '.' part); as a "
+            f"local path it is {os.path.abspath(os.path.expanduser(text))}"
+        )
+    return load_signature(text)
 
 
 # -- the loop shared by every entry point -------------------------------------------------------------
@@ -102,6 +110,10 @@ class Progress:
     next_index: int = 0
     batches: int = 0
     counts: DocumentCounts = dataclasses.field(default_factory=DocumentCounts)
+
+
+#: what a checkpoint record (``rank{k}-of{N}.json``) holds
+_RECORD_KEYS = frozenset({"run", "state_file", "next_index", "batches", "counts"})
 
 
 class Checkpointer:
@@ -127,7 +139,7 @@ class Checkpointer:
         previous = self._read_index()
         state_file = f"{self.prefix}-batch{progress.batches}.safetensors"
         state.save(self.folder / state_file)
-        record = {
+        record = {  # the keys of _RECORD_KEYS
             "run": self.run_key,
             "state_file": state_file,
             "next_index": progress.next_index,
@@ -152,7 +164,16 @@ class Checkpointer:
     def _read_index(self) -> dict[str, Any] | None:
         if not self._index_file.is_file():
             return None
-        return json.loads(self._index_file.read_text())
+        try:
+            record = json.loads(self._index_file.read_text())
+            if not isinstance(record, dict) or not _RECORD_KEYS <= set(record):
+                raise ValueError(f"it holds no {sorted(_RECORD_KEYS)}")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InputError(
+                f"{self._index_file} is not a readable checkpoint record ({exc}): the checkpoint is damaged; delete "
+                f"the folder {self.folder} to start over"
+            ) from exc
+        return record
 
     def load(self, spec: SketchSpec, device: torch.device) -> tuple[SketchState, Progress]:
         """The saved state and position; a fresh start when this process had not checkpointed yet.
