@@ -222,3 +222,36 @@ def test_case8_metric_arguments(tiny):
                        r"references\[i\]\); pass one reference per prediction"):
         metric.compute(predictions=[str(signature)] * 2, references=[str(signature)])
     assert metric.compute(predictions=[str(signature)], references=[str(signature)])["fisher_alignment"] == [1.0]
+
+
+# -- 9: a malformed adapter_config.json or adapter card skips that candidate ----------------------------------
+def test_case9_malformed_adapter_config_or_card_skips_the_candidate(tmp_path):
+    from fisherhub.selection import select_adapter
+
+    model, tokenizer = tiny_causal_lm("qwen2", tie_word_embeddings=False, vocab_size=64), tiny_tokenizer(64)
+    metadata = {"base_model": "tester/tiny"}
+    target = sketch_texts(TEXTS[:20], model, tokenizer, m=64, metadata=metadata)
+    candidate = sketch_texts(TEXTS[20:], model, tokenizer, target, metadata=metadata)
+    folders = {}
+    for name, config, card in [
+        ("good", json.dumps({"base_model_name_or_path": "tester/tiny"}), None),
+        ("broken-config", '{"base_model_name_or_path": "tester/tiny"', None),
+        ("list-config", "[1, 2]", None),
+        ("broken-card", json.dumps({"base_model_name_or_path": "tester/tiny"}), "---\ndatasets: [unclosed\n---\n# card\n"),
+    ]:
+        folder = folders[name] = tmp_path / name
+        (folder / "fisher_signatures").mkdir(parents=True)
+        candidate.save(folder / "fisher_signatures" / "training-data.safetensors")
+        (folder / "adapter_config.json").write_text(config)
+        if card is not None:
+            (folder / "README.md").write_text(card)
+    selection = select_adapter(target, list(folders.values()))
+    assert [row.candidate for row in selection.ranking] == [str(folders["good"])]
+    reasons = {skipped.candidate: skipped.reason for skipped in selection.skipped}
+    assert set(reasons) == {str(folders[name]) for name in ("broken-config", "list-config", "broken-card")}
+    assert re.fullmatch(r"malformed adapter_config\.json \(Expecting ',' delimiter: line 1 column \d+ \(char \d+\)\): "
+                        r"save the adapter again with PeftModel\.save_pretrained", reasons[str(folders["broken-config"])])
+    assert reasons[str(folders["list-config"])] == ("malformed adapter_config.json (not a JSON object): save the "
+                                                   "adapter again with PeftModel.save_pretrained")
+    assert re.fullmatch(r"malformed adapter card README\.md \(.+\): fix its YAML block between the '---' lines",
+                        reasons[str(folders["broken-card"])], re.S), reasons[str(folders["broken-card"])]
