@@ -255,3 +255,29 @@ def test_case9_malformed_adapter_config_or_card_skips_the_candidate(tmp_path):
                                                    "adapter again with PeftModel.save_pretrained")
     assert re.fullmatch(r"malformed adapter card README\.md \(.+\): fix its YAML block between the '---' lines",
                         reasons[str(folders["broken-card"])], re.S), reasons[str(folders["broken-card"])]
+
+
+# -- 10: every odd row empty; --split on a single data file -----------------------------------------------------
+def test_case10_every_odd_row_empty_is_named(tiny, tmp_path, capsys):
+    """wikitext-like data: a blank line after every paragraph."""
+    texts = [text if index % 2 == 0 else "" for index, text in enumerate(TEXTS[:20])]
+    expected = ("half B got no scored tokens because every odd-indexed row is empty or shorter than 2 tokens (10 of "
+                "the 20 documents given); the split-sample norm needs scored documents at even and at odd positions. "
+                "Drop the empty rows first")
+    code, error = run_cli(sketch_cli(tiny, write_jsonl(tmp_path / "blank-lines.jsonl", texts)), capsys)
+    assert code == 1 and f"error: {expected}" in error, error
+    with pytest.raises(InputError, match=re.escape(expected)):
+        sketch_texts(texts, *tiny_causal_lm_and_tokenizer(), m=64)
+    with pytest.raises(InputError, match=re.escape(expected.replace("B", "A").replace("odd-indexed", "even-indexed"))):
+        sketch_texts(texts[1:] + ["  "], *tiny_causal_lm_and_tokenizer(), m=64)
+
+
+def tiny_causal_lm_and_tokenizer():
+    return tiny_causal_lm("qwen2", tie_word_embeddings=False, vocab_size=64), tiny_tokenizer(64)
+
+
+def test_case10_split_on_a_single_data_file_is_refused(tiny, capsys):
+    code, error = run_cli(sketch_cli(tiny, tiny / "docs.jsonl", "--split", "test"), capsys)
+    assert code == 1
+    assert (f"error: --split 'test' names a split of a Hub dataset or a saved DatasetDict, but {str(tiny / 'docs.jsonl')!r} "
+            "is a data file: it is one split ('train'). Leave --split out, or pass the file that holds that split") in error

@@ -23,6 +23,9 @@ from fisherhub.core.errors import InputError
 #: file suffix -> ``datasets`` builder, for local data files
 FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet", ".txt": "text", ".arrow": "arrow"}
 
+#: the one split a local data file (or glob) is: ``datasets`` loads ``data_files={split: path}``
+DATA_FILE_SPLIT = "train"
+
 
 @dataclasses.dataclass
 class DataArgs:
@@ -30,6 +33,8 @@ class DataArgs:
 
     ``dataset``: a Hub id, a local folder (``save_to_disk`` or a dataset script/folder), a data file or glob
     (json/jsonl/csv/parquet/txt/arrow), or an in-memory ``datasets.Dataset`` / ``IterableDataset``.
+    ``split``: of a Hub dataset or a saved DatasetDict; a data file is one split (``DATA_FILE_SPLIT``), so
+    another name is refused for it.
     ``messages_column``: a chat column (list of {role, content}) rendered with the tokenizer's chat template;
     only assistant tokens are scored. Otherwise ``text_column`` is scored whole.
     ``max_tokens`` stops once that many scored tokens are reached (the last document kept whole), counted
@@ -38,7 +43,7 @@ class DataArgs:
 
     dataset: Any
     config: str | None = None
-    split: str = "train"
+    split: str = DATA_FILE_SPLIT
     revision: str | None = None
     text_column: str = "text"
     messages_column: str | None = None
@@ -193,6 +198,11 @@ def _load_path_or_id(args: DataArgs):
             return _load_saved_dataset(name, args.split)
         builder = FILE_BUILDERS.get(path.suffix.lower())
         if builder is not None:
+            if args.split != DATA_FILE_SPLIT:
+                raise InputError(
+                    f"--split {args.split!r} names a split of a Hub dataset or a saved DatasetDict, but {name!r} is a "
+                    f"data file: it is one split ({DATA_FILE_SPLIT!r}). Leave --split out, or pass the file that holds that split"
+                )
             if path.is_file() and path.stat().st_size == 0:
                 raise InputError(
                     f"the data file {name!r} is empty (0 bytes): nothing to sketch; pass a file with one document "
@@ -407,8 +417,9 @@ def collate(documents: list[Document], pad_token_id: int, next_index: int) -> Ba
     )
 
 
-def check_has_documents(seen: int, too_short: int, args: DataArgs) -> None:
-    """Raise a clear error when no document had a scored token (totals over all processes)."""
+def check_has_documents(seen: int, too_short: int, args: DataArgs, scored_per_half: list[int] | None = None) -> None:
+    """Raise a clear error when no document had a scored token (totals over all processes), or, given the
+    scored documents of each split half (i mod 2), when every row of a half had none although it has rows."""
     name = args.provenance()["dataset"]
     if seen == 0:
         raise InputError(f"the dataset {name!r} (split {args.split!r}) has no documents to sketch (empty or max_* = 0)")
@@ -418,3 +429,12 @@ def check_has_documents(seen: int, too_short: int, args: DataArgs) -> None:
             f"(column {args.column!r}{', assistant turns only' if args.messages_column else ''}): "
             "nothing to score. Check the column, or the max_length."
         )
+    rows_per_half = ((seen + 1) // 2, seen // 2)  # the rows seen are the global indices 0 .. seen-1
+    for half, (rows, scored) in enumerate(zip(rows_per_half, scored_per_half or rows_per_half)):
+        if rows and not scored:
+            raise InputError(
+                f"half {'AB'[half]} got no scored tokens because every {('even', 'odd')[half]}-indexed row is empty or "
+                f"shorter than 2 tokens ({rows} of the {seen} documents given); the split-sample norm needs scored "
+                "documents at even and at odd positions. Drop the empty rows first (e.g. "
+                f"dataset.filter(lambda row: bool(row[{args.column!r}].strip())))"
+            )

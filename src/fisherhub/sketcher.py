@@ -303,7 +303,7 @@ def sketch_dataset(
         stream, state, model, state_progress, batch_size=batch_size, token_chunk_size=token_chunk_size,
         show_progress=progress, description=description,
     )
-    check_has_documents(state_progress.counts.seen, state_progress.counts.too_short, data)
+    check_has_documents(state_progress.counts.seen, state_progress.counts.too_short, data, state.document_counts.tolist())
     return state.finalize(_metadata(data, metadata))
 
 
@@ -412,7 +412,7 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
     if checkpointer is not None:
         checkpointer.save(state, progress)
     totals = _reduce_totals(accelerator, state, progress.counts)
-    check_has_documents(totals.seen, totals.too_short, args.data)
+    check_has_documents(totals.seen, totals.too_short, args.data, state.document_counts.tolist())
     metadata = _metadata(args.data, model_provenance(model_ref, model, revision).as_metadata())
     signature = state.finalize(metadata)
     if accelerator.is_main_process:
