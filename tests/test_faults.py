@@ -281,3 +281,43 @@ def test_case10_split_on_a_single_data_file_is_refused(tiny, capsys):
     assert code == 1
     assert (f"error: --split 'test' names a split of a Hub dataset or a saved DatasetDict, but {str(tiny / 'docs.jsonl')!r} "
             "is a data file: it is one split ('train'). Leave --split out, or pass the file that holds that split") in error
+
+
+# -- 4: bf16 and fp32 signatures of one model ----------------------------------------------------------------
+def test_case4_bfloat16_like_a_float32_signature(tiny, capsys):
+    """The head checksum is of the weights as stored: a model stored in float32 and loaded in bfloat16 has the
+    checksum of its float32 signature, and ``--like`` reuses that signature's pilot, so the two compare."""
+    from fisherhub import Signature, alignment
+
+    fp32 = sketch(run_args(tiny, "fp32", checkpoint=None))
+    argv = sketch_cli(tiny, tiny / "docs.jsonl", "--dtype", "bfloat16", "--like", str(tiny / "fp32.safetensors"),
+                      "--output", str(tiny / "bf16-like.safetensors"))
+    code, error = run_cli(argv, capsys)
+    assert code == 0, error
+    bf16 = Signature.load(tiny / "bf16-like.safetensors")
+    assert bf16.sketch_id == fp32.sketch_id and bf16.num_tokens == fp32.num_tokens
+    result = alignment(fp32, bf16)
+    assert abs(result.fisher - 1) < 3 * result.stderr
+    assert float((bf16.joint - fp32.joint).norm() / fp32.joint.norm()) < 0.05
+
+
+def test_case4_independent_bfloat16_and_float32_signatures_differ_only_in_the_pilot(tiny):
+    from fisherhub import alignment
+    from fisherhub.core.errors import IncompatibleSignaturesError
+
+    fp32 = sketch(run_args(tiny, "fp32-own", checkpoint=None))
+    bf16 = sketch(run_args(tiny, "bf16-own", checkpoint=None, dtype="bfloat16"))
+    assert bf16.spec.model_fingerprint == fp32.spec.model_fingerprint
+    with pytest.raises(IncompatibleSignaturesError, match=r"differing fields: reflection: 'pilot mean \w+' vs 'pilot mean "
+                       r"\w+, [\d.e-]+ rad apart \(> 0.0001\): sketch one --like the other'\."):
+        alignment(fp32, bf16)
+
+
+def test_case4_bfloat16_model_without_files_is_refused_with_what_to_do():
+    model, tokenizer = tiny_causal_lm_and_tokenizer()
+    fp32 = sketch_texts(TEXTS, model, tokenizer, m=64)
+    with pytest.raises(InputError, match=r"signature made with another base model .*: sketch with its base model "
+                       r"\(unknown\) to compare with it\. This model's head is bfloat16 and its stored weights could not "
+                       r"be read \(from safetensors files it was loaded from\) to compare them as stored: if it is the same "
+                       r"model, sketch with --dtype float32 \(dtype=torch.float32\), or load it from its files"):
+        sketch_texts(TEXTS, model.to(torch.bfloat16), tokenizer, fp32)

@@ -24,6 +24,7 @@ import dataclasses
 import hashlib
 import inspect
 import json
+import os
 from collections.abc import Iterator, Mapping
 
 import torch
@@ -95,9 +96,61 @@ def tokenizer_checksum(tokenizer) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def model_fingerprint(model: torch.nn.Module, tokenizer=None) -> ModelFingerprint:
-    """Checksum of the head [W | b] in float32 (``core.spec.tensor_checksum``) and of the tokenizer."""
+def _stored_tensor(model: torch.nn.Module, parameter: torch.Tensor) -> torch.Tensor | None:
+    """``parameter`` as stored in the safetensors files the model was loaded from (a local folder, or the Hub
+    cache at the loaded commit), when the loaded values are exactly its rounding to the parameter's dtype;
+    None when there are no such files or they hold other values."""
+    from huggingface_hub import try_to_load_from_cache
+    from safetensors import safe_open
+
+    base = _unwrapped(model)
+    source, config = str(getattr(base, "name_or_path", "") or ""), getattr(base, "config", None)
+    names = [name for name, value in base.named_parameters(remove_duplicate=False) if value is parameter]
+    prefix = f"{getattr(base, 'base_model_prefix', '')}."
+    names += [name.removeprefix(prefix) for name in names if name.startswith(prefix)]
+
+    def local(filename: str) -> str | None:
+        if os.path.isdir(source):
+            path = os.path.join(source, filename)
+            return path if os.path.isfile(path) else None
+        try:
+            found = try_to_load_from_cache(source, filename, revision=getattr(config, "_commit_hash", None))
+        except ValueError:  # not a repo id
+            return None
+        return found if isinstance(found, str) else None
+
+    index = local("model.safetensors.index.json")
+    weight_map = json.loads(open(index).read())["weight_map"] if index else {}
+    for name in names:
+        path = local(weight_map[name]) if name in weight_map else None if index else local("model.safetensors")
+        if path is None:
+            continue
+        with safe_open(path, framework="pt") as handle:
+            if name not in handle.keys():
+                continue
+            stored = handle.get_tensor(name)
+        if stored.shape == parameter.shape and torch.equal(stored.to(parameter.dtype), parameter.detach().cpu()):
+            return stored
+    return None
+
+
+def _head_as_stored(model: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The head (W, b) in the precision it is stored in: a model loaded in bfloat16 / float16 from float32
+    files has rounded weights, and its head checksum is that of the stored ones (so a signature of the
+    model in float32 is comparable with it); as loaded when the stored head cannot be read."""
     weight, bias = _head_parameters(model)
+    if weight.dtype in (torch.float32, torch.float64):
+        return weight, bias
+    stored = [None if p is None else _stored_tensor(model, p) for p in (weight, bias)]
+    if stored[0] is None or (bias is not None and stored[1] is None):
+        return weight, bias
+    return stored[0], stored[1]
+
+
+def model_fingerprint(model: torch.nn.Module, tokenizer=None) -> ModelFingerprint:
+    """Checksum of the head [W | b] as stored, in float32 (``core.spec.tensor_checksum``; see
+    ``_head_as_stored``), and of the tokenizer."""
+    weight, bias = _head_as_stored(model)
     head = weight if bias is None else torch.cat([weight, bias[:, None].to(weight.dtype)], dim=1)
     return ModelFingerprint(
         head_checksum=tensor_checksum(head),
@@ -491,10 +544,18 @@ def _check_same_base_model(like: Signature, model: torch.nn.Module, fingerprint:
     head_shape = tuple(_head_parameters(model)[0].shape)
     theirs = spec.model_fingerprint
     if (spec.vocab_size, spec.d) != head_shape or (theirs and theirs.head_checksum != fingerprint.head_checksum):
+        weight = _head_parameters(model)[0]
+        dtype, precision = weight.dtype, ""
+        if _head_as_stored(model)[0] is weight and dtype not in (torch.float32, torch.float64):
+            precision = (
+                f". This model's head is {str(dtype).removeprefix('torch.')} and its stored weights could not be read "
+                "(from safetensors files it was loaded from) to compare them as stored: if it is the same model, "
+                "sketch with --dtype float32 (dtype=torch.float32), or load it from its files"
+            )
         raise InputError(
             f"signature made with another base model (head checksum {theirs.head_checksum if theirs else None} "
             f"vs {fingerprint.head_checksum}; head K×d {spec.vocab_size}×{spec.d} vs {head_shape[0]}×{head_shape[1]}): "
-            f"sketch with its base model ({named}) to compare with it"
+            f"sketch with its base model ({named}) to compare with it{precision}"
         )
     if theirs and theirs.tokenizer_checksum and fingerprint.tokenizer_checksum not in (None, theirs.tokenizer_checksum):
         raise InputError(
