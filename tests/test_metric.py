@@ -163,11 +163,6 @@ def test_hub_refs(metric, signature_files, hub, hf_api, hf_hub_cache):
         metric.compute(predictions=["datasets/tester/absent"], references=["datasets/tester/first"])
 
 
-def test_mismatched_lengths_raise(metric, signature_files):
-    with pytest.raises(ValueError, match=r"Mismatch in the number of predictions \(2\) and references \(1\)"):
-        metric.compute(predictions=[signature_files["first"]] * 2, references=[signature_files["second"]])
-
-
 def test_incompatible_signatures_name_refs_and_fields(metric, signature_files):
     with pytest.raises(IncompatibleSignaturesError, match=r"other_seed\.safetensors.*differing fields: seed: 0 vs 1"):
         metric.compute(

@@ -77,6 +77,8 @@ class DataArgs:
 
     ``dataset``: a Hub id, a local folder (``save_to_disk`` or a dataset script/folder), a data file or glob
     (json/jsonl/csv/parquet/txt/arrow), or an in-memory ``datasets.Dataset`` / ``IterableDataset``.
+    ``split``: of a Hub dataset or a saved DatasetDict; a data file is one split (the default), so another
+    name is refused for it.
     ``messages_column``: a chat column (list of {role, content}) rendered with the tokenizer's chat template;
     only assistant tokens are scored. Otherwise ``text_column`` is scored whole.
     ``max_tokens`` stops once that many scored tokens are reached (the last document kept whole), counted
@@ -86,7 +88,7 @@ class DataArgs:
     dataset: Any = option(dataclasses.MISSING, "Hub dataset id, local folder (save_to_disk), or data file/glob",
                           required=True)
     config: str | None = option(None, "dataset configuration name")
-    split: str = option("train", "dataset split")
+    split: str = option("train", "dataset split (a data file is the one split 'train')")
     revision: str | None = option(None, "dataset revision (branch, tag or commit)")
     text_column: str = option("text", "column holding the documents' text")
     messages_column: str | None = option(None, "chat column (list of {role, content}): only assistant tokens are scored")

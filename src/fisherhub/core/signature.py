@@ -2,8 +2,9 @@
 
 Tensors: ``joint``, ``activation``, ``error`` (float32 [m], the means μ̂), ``split_norms`` (float64 [3],
 ⟨μ̂^A, μ̂^B⟩ of each), and ``reflection`` (float32 [d]) when the spec has one. ``__metadata__`` holds
-the spec, the sketch id, counts, provenance and a checksum over all of it, so a truncated or edited
-file is refused on load.
+the spec, the sketch id, counts, provenance and a checksum over all of it, so a truncated or damaged
+file is refused on load. The checksum is no protection against forgery (it can be recomputed): the loader
+checks dtypes, shapes, finite values and counts itself (``Signature.from_bytes``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from safetensors.torch import load
 
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
 from fisherhub.core.version import library_version
-from fisherhub.core.errors import SignatureFileError
+from fisherhub.core.errors import FisherHubError, SignatureFileError
 
 #: provenance keys a signature's metadata may carry (SPEC §3); free-form extra keys are kept too.
 PROVENANCE_KEYS = (
@@ -77,6 +78,31 @@ def _serialize(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> by
     return len(encoded).to_bytes(8, "little") + encoded + b"".join(buffers)
 
 
+def _check_stored_tensors(tensors: dict[str, torch.Tensor], spec: SketchSpec) -> None:
+    """The file holds exactly the tensors a signature of ``spec`` stores, each of its dtype and shape."""
+    expected = {name: (torch.float32, (spec.m,)) for name in ("joint", "activation", "error")}
+    expected["split_norms"] = (torch.float64, (3,))
+    if spec.reflection is not None:
+        expected["reflection"] = (torch.float32, (spec.d,))
+    unexpected, missing = sorted(set(tensors) - set(expected)), sorted(set(expected) - set(tensors))
+    if unexpected or missing:
+        raise SignatureFileError(f"unexpected tensor(s) {unexpected} / missing tensor(s) {missing}")
+    for name, (dtype, shape) in expected.items():
+        tensor = tensors[name]
+        if tensor.dtype != dtype or tuple(tensor.shape) != shape:
+            raise SignatureFileError(
+                f"tensor {name!r} is {str(tensor.dtype).removeprefix('torch.')} of shape {tuple(tensor.shape)}; a "
+                f"signature stores it as {str(dtype).removeprefix('torch.')} of shape {shape}"
+            )
+
+
+def _count(header: dict[str, str], key: str) -> int:
+    value = header[key]
+    if not (isinstance(value, str) and value.lstrip("-").isdecimal() and value.isascii()):
+        raise SignatureFileError(f"{key} {value!r} is not an integer")
+    return int(value)
+
+
 @dataclasses.dataclass
 class Signature:
     """A task's FisherSketch signature: μ̂ of the joint, activation and error features."""
@@ -96,9 +122,10 @@ class Signature:
             if tuple(tensor.shape) != (self.spec.m,):
                 raise SignatureFileError(f"{name} has shape {tuple(tensor.shape)}, expected ({self.spec.m},)")
             if not torch.isfinite(tensor).all():
-                raise SignatureFileError(f"{name} contains NaN or inf")
-        if tuple(self.split_norms.shape) != (3,) or not (self.split_norms > 0).all():
-            raise SignatureFileError(f"split_norms must be 3 positive numbers, got {self.split_norms.tolist()}")
+                raise SignatureFileError(f"tensor {name!r} contains NaN or inf")
+        norms = self.split_norms
+        if tuple(norms.shape) != (3,) or not (torch.isfinite(norms).all() and (norms > 0).all()):
+            raise SignatureFileError(f"split_norms must be 3 positive finite numbers, got {norms.tolist()}")
         self.metadata = {str(k): str(v) for k, v in self.metadata.items()}
         self.metadata.setdefault("library_version", library_version())
         self.metadata.setdefault("created", datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
@@ -192,11 +219,16 @@ class Signature:
 
     @classmethod
     def from_bytes(cls, data: bytes, source: str = "<bytes>") -> Signature:
+        """The signature in ``data``; ``SignatureFileError`` (message starting with ``source``) for anything else.
+
+        The checksum detects damage, not forgery (anyone can recompute it), so the loader also checks what
+        ``alignment`` relies on: the tensors' names, dtypes and shapes, finite values, positive split norms,
+        and counts of at least 2 documents with at least one scored token each."""
         try:
             tensors = load(data)
             header_length = int.from_bytes(data[:8], "little")
             header = json.loads(data[8 : 8 + header_length]).get("__metadata__") or {}
-        except (SafetensorError, ValueError, OSError, json.JSONDecodeError) as exc:
+        except (SafetensorError, ValueError, OSError, AttributeError) as exc:
             raise SignatureFileError(f"{source}: not a readable safetensors signature ({exc})") from exc
         if header.get("kind") != "fishersketch-signature":
             raise SignatureFileError(f"{source}: not a fisherhub signature (metadata kind={header.get('kind')!r})")
@@ -210,17 +242,26 @@ class Signature:
             raise SignatureFileError(f"{source}: checksum mismatch: the file was edited or corrupted")
         try:
             spec = SketchSpec.from_dict(json.loads(header["spec"]), tensors.get("reflection"))
+            _check_stored_tensors(tensors, spec)
+            num_tokens, num_documents = _count(header, "num_tokens"), _count(header, "num_documents")
+            if not 2 <= num_documents <= num_tokens < 2**63:
+                raise SignatureFileError(
+                    f"num_tokens = {num_tokens} and num_documents = {num_documents}: a signature has at least 2 "
+                    "documents, each with at least one scored token"
+                )
             signature = cls(
                 spec=spec,
                 joint=tensors["joint"],
                 activation=tensors["activation"],
                 error=tensors["error"],
                 split_norms=tensors["split_norms"],
-                num_tokens=int(header["num_tokens"]),
-                num_documents=int(header["num_documents"]),
+                num_tokens=num_tokens,
+                num_documents=num_documents,
                 metadata={k: v for k, v in header.items() if k not in _RESERVED_KEYS or k in ("library_version", "created")},
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except FisherHubError as exc:
+            raise SignatureFileError(f"{source}: {exc}") from exc
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise SignatureFileError(f"{source}: malformed signature ({exc!r})") from exc
         if spec.sketch_id != header.get("sketch_id"):
             raise SignatureFileError(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,9 @@ from fisherhub.options import DataArgs
 
 #: file suffix -> ``datasets`` builder, for local data files
 FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet", ".txt": "text", ".arrow": "arrow"}
+
+#: the one split a local data file (or glob) is: ``datasets`` loads ``data_files={split: path}``
+DATA_FILE_SPLIT = DataArgs.split
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,10 +92,44 @@ def load_source(args: DataArgs):
     return source
 
 
+def dataset_fingerprint(source, args: DataArgs) -> str | None:
+    """What identifies the rows (a resume refuses other rows): ``datasets``' fingerprint of a map-style
+    dataset; for a stream of files or a Hub dataset, the builder's config id (it hashes the data files with
+    their modification times, or the Hub commit); None for an iterable dataset given in memory."""
+    import datasets
+
+    if isinstance(source, datasets.Dataset):
+        return source._fingerprint
+    if isinstance(args.dataset, datasets.Dataset):
+        return args.dataset._fingerprint
+    if not isinstance(args.dataset, (str, os.PathLike)):
+        return None
+    name = os.fspath(args.dataset)
+    path = Path(name)
+    if _is_saved_dataset(path):
+        return _load_saved_dataset(name, args.split)._fingerprint
+    builder = FILE_BUILDERS.get(path.suffix.lower())
+    if builder is not None:
+        return datasets.load_dataset_builder(builder, data_files={args.split: name}).config_id
+    return datasets.load_dataset_builder(name, name=args.config, revision=args.revision).config_id
+
+
 def _pick_split(dataset_dict, split: str):
     if split not in dataset_dict:
         raise InputError(f"split {split!r} not found; available splits: {sorted(dataset_dict)}")
     return dataset_dict[split]
+
+
+def _is_saved_dataset(path: Path) -> bool:
+    return path.is_dir() and ((path / "state.json").is_file() or (path / "dataset_dict.json").is_file())
+
+
+def _load_saved_dataset(name: str, split: str):
+    """A ``save_to_disk`` folder (memory-mapped), its ``split`` when it holds a DatasetDict."""
+    import datasets
+
+    loaded = datasets.load_from_disk(name)
+    return _pick_split(loaded, split) if isinstance(loaded, datasets.DatasetDict) else loaded
 
 
 def _load_path_or_id(args: DataArgs):
@@ -101,26 +138,57 @@ def _load_path_or_id(args: DataArgs):
     name = os.fspath(args.dataset)
     path = Path(name)
     try:
-        if path.is_dir() and ((path / "state.json").is_file() or (path / "dataset_dict.json").is_file()):
-            loaded = datasets.load_from_disk(name)
-            return _pick_split(loaded, args.split) if isinstance(loaded, datasets.DatasetDict) else loaded
+        if _is_saved_dataset(path):
+            return _load_saved_dataset(name, args.split)
         builder = FILE_BUILDERS.get(path.suffix.lower())
         if builder is not None:
+            if args.split != DATA_FILE_SPLIT:
+                raise InputError(
+                    f"--split {args.split!r} names a split of a Hub dataset or a saved DatasetDict, but {name!r} is a "
+                    f"data file: it is one split ({DATA_FILE_SPLIT!r}). Leave --split out, or pass the file that holds that split"
+                )
+            if path.is_file() and path.stat().st_size == 0:
+                raise InputError(
+                    f"the data file {name!r} is empty (0 bytes): nothing to sketch; pass a file with one document "
+                    "per row (or line, for .txt)"
+                )
             return datasets.load_dataset(builder, data_files={args.split: name}, split=args.split, streaming=args.streaming)
         return datasets.load_dataset(
             name, name=args.config, split=args.split, revision=args.revision, streaming=args.streaming
         )
+    except datasets.exceptions.DatasetGenerationError as exc:
+        raise _unreadable(name, exc.__cause__ or exc) from exc
     except (OSError, ValueError, ConnectionError) as exc:
+        if isinstance(exc, UnicodeDecodeError):
+            raise _unreadable(name, exc) from exc
         raise InputError(
             f"cannot load dataset {name!r} (config {args.config!r}, split {args.split!r}): {exc}. Pass a local "
             "folder/file, or a Hub id available offline in the datasets cache."
         ) from exc
 
 
+def _unreadable(name: str, cause: BaseException) -> InputError:
+    """The error for a data file ``datasets`` cannot read (a text encoding other than UTF-8, most often)."""
+    if isinstance(cause, UnicodeDecodeError):
+        return InputError(f"cannot read {name!r}: it is not UTF-8 text ({cause}); convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+    return InputError(f"cannot read {name!r}: {type(cause).__name__}: {cause}. Check the file's format and encoding (UTF-8)")
+
+
+def _decoded(rows: Iterable, args: DataArgs) -> Iterator:
+    """``rows``, with the errors of undecodable data (read lazily, row by row) as ``InputError``."""
+    import datasets
+
+    try:
+        yield from rows
+    except (UnicodeDecodeError, datasets.exceptions.DatasetGenerationError) as exc:
+        cause = exc if isinstance(exc, UnicodeDecodeError) else exc.__cause__ or exc
+        raise _unreadable(args.provenance()["dataset"], cause) from exc
+
+
 def _check_column(source, args: DataArgs) -> None:
     columns = source.column_names
     if columns is None:  # streaming without known features: look at the first row
-        first = next(iter(source), None)
+        first = next(_decoded(source, args), None)
         if first is None:
             raise InputError(f"the dataset {args.provenance()['dataset']!r} is empty: nothing to sketch")
         columns = list(first)
@@ -195,6 +263,7 @@ class DocumentStream:
             raise InputError(f"process index {process_index} out of range for {num_processes} processes")
         self.args = args
         self.source = load_source(args) if source is None else source
+        self.fingerprint = dataset_fingerprint(self.source, args)
         self.tokenize = DocumentTokenizer(tokenizer, args)
         self.pad_token_id = _pad_token_id(tokenizer)
         self.process_index = process_index
@@ -207,7 +276,7 @@ class DocumentStream:
         args = self.args
         tokens_so_far = 0
         self.position = start_index
-        for index, row in self._indexed_rows(start_index):
+        for index, row in _decoded(self._indexed_rows(start_index), args):
             if args.max_documents is not None and index >= args.max_documents:
                 return
             if args.max_tokens is not None and tokens_so_far >= args.max_tokens:
@@ -237,7 +306,7 @@ class DocumentStream:
             stop = len(rows) if self.args.max_documents is None else min(len(rows), self.args.max_documents)
             first = start_index + (self.process_index - start_index) % self.num_processes
             indices = range(first, stop, self.num_processes)
-            return zip(indices, rows.select(indices))
+            return zip(indices, rows.select(indices)) if indices else iter(())
         return enumerate(rows.skip(start_index), start=start_index)
 
     def batches(self, batch_size: int, start_index: int = 0) -> Iterator[Batch]:
@@ -293,8 +362,9 @@ def collate(documents: list[Document], pad_token_id: int, next_index: int) -> Ba
     )
 
 
-def check_has_documents(seen: int, too_short: int, args: DataArgs) -> None:
-    """Raise a clear error when no document had a scored token (totals over all processes)."""
+def check_has_documents(seen: int, too_short: int, args: DataArgs, scored_per_half: list[int] | None = None) -> None:
+    """Raise a clear error when no document had a scored token (totals over all processes), or, given the
+    scored documents of each split half (i mod 2), when every row of a half had none although it has rows."""
     name = args.provenance()["dataset"]
     if seen == 0:
         raise InputError(f"the dataset {name!r} (split {args.split!r}) has no documents to sketch (empty or max_* = 0)")
@@ -304,3 +374,12 @@ def check_has_documents(seen: int, too_short: int, args: DataArgs) -> None:
             f"(column {args.column!r}{', assistant turns only' if args.messages_column else ''}): "
             "nothing to score. Check the column, or the max_length."
         )
+    rows_per_half = ((seen + 1) // 2, seen // 2)  # the rows seen are the global indices 0 .. seen-1
+    for half, (rows, scored) in enumerate(zip(rows_per_half, scored_per_half or rows_per_half)):
+        if rows and not scored:
+            raise InputError(
+                f"half {'AB'[half]} got no scored tokens because every {('even', 'odd')[half]}-indexed row is empty or "
+                f"shorter than 2 tokens ({rows} of the {seen} documents given); the split-sample norm needs scored "
+                "documents at even and at odd positions. Drop the empty rows first (e.g. "
+                f"dataset.filter(lambda row: bool(row[{args.column!r}].strip())))"
+            )

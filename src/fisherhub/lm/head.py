@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import os
 import weakref
 
 import torch
@@ -65,6 +66,64 @@ def tokenizer_checksum(tokenizer) -> str:
 _TOKENIZER_CHECKSUMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def non_finite_model_error(what: str, dtype: torch.dtype) -> InputError:
+    return InputError(
+        f"the model computes NaN or inf {what} ({str(dtype).removeprefix('torch.')} weights): check its weights "
+        "(torch.isfinite over model.parameters()), or load the model in float32 if a lower precision overflows"
+    )
+
+
+def _stored_tensor(model: torch.nn.Module, parameter: torch.Tensor) -> torch.Tensor | None:
+    """``parameter`` as stored in the safetensors files the model was loaded from (a local folder, or the Hub
+    cache at the loaded commit), when the loaded values are exactly its rounding to the parameter's dtype;
+    None when there are no such files or they hold other values."""
+    from huggingface_hub import try_to_load_from_cache
+    from safetensors import safe_open
+
+    base = unwrapped(model)
+    source, config = str(getattr(base, "name_or_path", "") or ""), getattr(base, "config", None)
+    names = [name for name, value in base.named_parameters(remove_duplicate=False) if value is parameter]
+    prefix = f"{getattr(base, 'base_model_prefix', '')}."
+    names += [name.removeprefix(prefix) for name in names if name.startswith(prefix)]
+
+    def local(filename: str) -> str | None:
+        if os.path.isdir(source):
+            path = os.path.join(source, filename)
+            return path if os.path.isfile(path) else None
+        try:
+            found = try_to_load_from_cache(source, filename, revision=getattr(config, "_commit_hash", None))
+        except ValueError:  # not a repo id
+            return None
+        return found if isinstance(found, str) else None
+
+    index = local("model.safetensors.index.json")
+    with open(index) if index else contextlib.nullcontext() as handle:
+        weight_map = json.load(handle)["weight_map"] if index else {}
+    for name in names:
+        path = local(weight_map[name]) if name in weight_map else None if index else local("model.safetensors")
+        if path is None:
+            continue
+        with safe_open(path, framework="pt") as handle:
+            if name not in handle.keys():
+                continue
+            stored = handle.get_tensor(name)
+        if stored.shape == parameter.shape and torch.equal(stored.to(parameter.dtype), parameter.detach().cpu()):
+            return stored
+    return None
+
+
+def _head_as_stored(model: torch.nn.Module, weight: torch.Tensor, bias: torch.Tensor | None):
+    """(W, b, as_stored): the head in the precision it is stored in. A model loaded in bfloat16 / float16 from
+    float32 files has rounded weights, and its head checksum is that of the stored ones (so a signature of the
+    model in float32 is comparable with it); ``as_stored`` is False when the stored head cannot be read."""
+    if weight.dtype in (torch.float32, torch.float64):
+        return weight, bias, True
+    stored = [None if p is None else _stored_tensor(model, p) for p in (weight, bias)]
+    if stored[0] is None or (bias is not None and stored[1] is None):
+        return weight, bias, False
+    return stored[0], stored[1], True
+
+
 @dataclasses.dataclass(frozen=True)
 class LogitTransform:
     """The map from head output z to the logits the loss sees: ẑ = c·tanh(z/c) when ``softcap`` = c, else ẑ = z."""
@@ -93,11 +152,8 @@ class LogitTransform:
     def check(self, head_output: torch.Tensor, model_logits: torch.Tensor) -> None:
         """Refuse models whose returned logits (one token's row) are not ``apply(head output)``."""
         expected = self.apply(head_output.float())
-        if not (torch.isfinite(expected).all() and torch.isfinite(model_logits.float()).all()):
-            raise InputError(
-                "the model computes NaN or inf logits: its weights or inputs hold NaN/inf, or its dtype overflows; "
-                "load it in float32 (--dtype float32) and check the checkpoint"
-            )
+        if not torch.isfinite(expected).all():
+            raise non_finite_model_error("logits", head_output.dtype)
         tolerance = 0.02 * float(expected.abs().max()) + 1e-6
         if not torch.allclose(model_logits.float(), expected, rtol=0.0, atol=tolerance):
             raise InputError(
@@ -110,7 +166,9 @@ class LogitTransform:
 @dataclasses.dataclass(frozen=True, eq=False)
 class HeadModel:
     """A causal LM with its head resolved: ``model`` (as given, maybe PEFT-wrapped), ``head`` (the module
-    whose input is a and output z), W (K, d), bias, logit transform and the checksum of [W | b] in float32."""
+    whose input is a and output z), W (K, d), bias, logit transform and the checksum of [W | b] as stored, in
+    float32 (``checksum_as_stored`` is False for a low-precision head whose stored weights could not be read:
+    its checksum is then of the rounded weights, and a float32 signature of the same model will not match)."""
 
     model: torch.nn.Module
     head: torch.nn.Module
@@ -118,6 +176,7 @@ class HeadModel:
     bias: torch.Tensor | None
     transform: LogitTransform
     head_checksum: str
+    checksum_as_stored: bool = True
 
     def fingerprint(self, tokenizer=None) -> ModelFingerprint:
         """The head checksum and, with ``tokenizer``, its checksum (both enter the sketch id)."""
@@ -160,7 +219,10 @@ class HeadModel:
         cached = _RESOLVED.get(model)
         if cached is not None and cached[0] == key:
             return cached[1]
-        resolved = cls(model, head, weight, bias, LogitTransform.of(model), tensor_checksum(weight, bias))
+        stored_weight, stored_bias, as_stored = _head_as_stored(model, weight, bias)
+        resolved = cls(
+            model, head, weight, bias, LogitTransform.of(model), tensor_checksum(stored_weight, stored_bias), as_stored
+        )
         _RESOLVED[model] = (key, resolved)
         return resolved
 

@@ -9,7 +9,7 @@ from fisherhub.core.errors import InputError
 from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
 from fisherhub.lm.capture import forward
-from fisherhub.lm.head import HeadModel
+from fisherhub.lm.head import HeadModel, non_finite_model_error
 from fisherhub.lm.positions import scored_positions
 from fisherhub.lm.probe_text import PROBE_DOCUMENTS
 from fisherhub.options import SpecOptions
@@ -32,6 +32,8 @@ def pilot_mean(model: torch.nn.Module | HeadModel, tokenizer) -> torch.Tensor:
             count += len(scored)
     if count == 0:
         raise InputError("the tokenizer turned every probe document into fewer than 2 tokens")
+    if not torch.isfinite(total).all():
+        raise non_finite_model_error("head inputs", head.weight.dtype)
     return (total / count).float()
 
 
@@ -41,10 +43,17 @@ def check_same_base_model(like: Signature, head: HeadModel, tokenizer=None) -> N
     fingerprint = head.fingerprint(tokenizer)
     theirs = spec.model_fingerprint
     if (spec.vocab_size, spec.d) != (head.vocab_size, head.d) or (theirs and theirs.head_checksum != fingerprint.head_checksum):
+        precision = ""
+        if not head.checksum_as_stored:
+            precision = (
+                f". This model's head is {str(head.weight.dtype).removeprefix('torch.')} and its stored weights could "
+                "not be read (from safetensors files it was loaded from) to compare them as stored: if it is the same "
+                "model, sketch with --dtype float32 (dtype=torch.float32), or load it from its files"
+            )
         raise InputError(
             f"signature made with another base model (head checksum {theirs.head_checksum if theirs else None} "
             f"vs {fingerprint.head_checksum}; head K×d {spec.vocab_size}×{spec.d} vs {head.vocab_size}×{head.d}): "
-            f"sketch with its base model ({named}) to compare with it"
+            f"sketch with its base model ({named}) to compare with it{precision}"
         )
     if theirs and theirs.tokenizer_checksum and fingerprint.tokenizer_checksum not in (None, theirs.tokenizer_checksum):
         raise InputError(

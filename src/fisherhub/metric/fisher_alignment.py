@@ -148,7 +148,22 @@ class FisherAlignment(evaluate.Metric):
         )
 
     def compute(self, *, predictions=None, references=None, **kwargs):
-        """As ``evaluate.Metric.compute``; empty inputs raise ``InputError`` (evaluate would fail on them obscurely)."""
+        """As ``evaluate.Metric.compute``; missing, empty or unpaired inputs raise ``InputError`` (evaluate would
+        fail on them obscurely)."""
+        if predictions is None and references is None:
+            if self.writer is None and self.buf_writer is None:  # nothing added with add() / add_batch()
+                raise InputError(
+                    "fisher_alignment needs predictions= (the source tasks) and references= (the target tasks), one "
+                    "pair per index: signature references, or lists of texts with model_id="
+                )
+        elif predictions is None or references is None:
+            missing = "predictions" if predictions is None else "references"
+            raise InputError(f"`{missing}` is missing: pass predictions= and references= of equal length (one pair per index)")
+        elif len(predictions) != len(references):
+            raise InputError(
+                f"{len(predictions)} predictions but {len(references)} references: pair i is (predictions[i], "
+                "references[i]); pass one reference per prediction"
+            )
         if predictions is not None and len(predictions) == 0:
             raise InputError("no pairs given: pass at least one source in `predictions` and one target in `references`")
         return super().compute(predictions=predictions, references=references, **kwargs)

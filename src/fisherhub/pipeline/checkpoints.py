@@ -26,6 +26,10 @@ class Progress:
     counts: DocumentCounts = dataclasses.field(default_factory=DocumentCounts)
 
 
+#: what a checkpoint record (``rank{k}-of{N}.json``) holds
+_RECORD_KEYS = frozenset({"run", "state_file", "next_index", "batches", "counts"})
+
+
 class Checkpointer:
     """Per-process checkpoints in a folder: ``rank{k}-of{N}.json`` names the state file it goes with.
 
@@ -35,6 +39,7 @@ class Checkpointer:
 
     def __init__(self, folder: str | os.PathLike, rank: int, world: int, run_key: dict[str, Any], every: int):
         self.folder = Path(folder)
+        self.world = world
         self.prefix = f"rank{rank}-of{world}"
         self.run_key = run_key
         self.every = every
@@ -48,7 +53,7 @@ class Checkpointer:
         previous = self._read_index()
         state_file = f"{self.prefix}-batch{progress.batches}.safetensors"
         state.save(self.folder / state_file)
-        record = {
+        record = {  # the keys of _RECORD_KEYS
             "run": self.run_key,
             "state_file": state_file,
             "next_index": progress.next_index,
@@ -61,21 +66,44 @@ class Checkpointer:
         if previous and previous["state_file"] != state_file:
             (self.folder / previous["state_file"]).unlink(missing_ok=True)
 
+    def _check_no_other_process_count(self) -> None:
+        others = sorted(path.name for path in self.folder.glob("rank*-of*.json") if not path.name.endswith(f"-of{self.world}.json"))
+        if others:
+            world = others[0].removesuffix(".json").rpartition("-of")[2]
+            raise InputError(
+                f"the checkpoint in {self.folder} was written by {world} processes ({', '.join(others)}); resume it with "
+                f"{world} processes (accelerate launch --num_processes {world}), or start over in a new --checkpoint folder"
+            )
+
     def _read_index(self) -> dict[str, Any] | None:
         if not self._index_file.is_file():
             return None
-        return json.loads(self._index_file.read_text())
+        try:
+            record = json.loads(self._index_file.read_text())
+            if not isinstance(record, dict) or not _RECORD_KEYS <= set(record):
+                raise ValueError(f"it holds no {sorted(_RECORD_KEYS)}")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InputError(
+                f"{self._index_file} is not a readable checkpoint record ({exc}): the checkpoint is damaged; delete "
+                f"the folder {self.folder} to start over"
+            ) from exc
+        return record
 
     def load(self, spec: SketchSpec, device: torch.device) -> tuple[SketchState, Progress]:
-        """The saved state and position; a fresh start when this process had not checkpointed yet."""
+        """The saved state and position; a fresh start when this process had not checkpointed yet.
+
+        Refused: a checkpoint of another run (``run_key`` differs), or one written by another number of
+        processes (their shards of the documents differ, so their positions cannot be continued)."""
         record = self._read_index()
         if record is None:
+            self._check_no_other_process_count()
             return SketchState(spec, device=device), Progress()
         if record["run"] != self.run_key:
             differing = sorted(k for k in set(record["run"]) | set(self.run_key) if record["run"].get(k) != self.run_key.get(k))
+            values = "; ".join(f"{k} {record['run'].get(k)!r} in the checkpoint, {self.run_key.get(k)!r} now" for k in differing)
             raise InputError(
-                f"the checkpoint in {self.folder} is from a different run (differs in {differing}); resume with the "
-                "same model, data, sketch options and number of processes, or use a new --checkpoint folder"
+                f"the checkpoint in {self.folder} is from a different run (differs in {differing}): {values}. Resume "
+                "with the same model, data, sketch options and number of processes, or use a new --checkpoint folder"
             )
         state = SketchState.load(self.folder / record["state_file"], device=device)
         progress = Progress(record["next_index"], record["batches"], DocumentCounts(**record["counts"]))

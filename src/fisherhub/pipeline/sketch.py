@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import signal
 import time
 from collections.abc import Iterable
@@ -22,7 +23,7 @@ from typing import Any
 
 import torch
 
-from fisherhub.core.errors import InputError
+from fisherhub.core.errors import InputError, SignatureFileError
 from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
 from fisherhub.core.state import SketchState
@@ -38,10 +39,17 @@ CRASH_AFTER_BATCHES_ENV = "FISHERHUB_CRASH_AFTER_BATCHES"
 
 
 def load_signature_ref(ref: str | os.PathLike) -> Signature:
-    """A signature from a local file or a Hub ref (``fisherhub.hub.load_signature``)."""
+    """A signature from a local file or a Hub ref (``fisherhub.hub.load_signature``). A reference with a
+    ``.`` or ``..`` part, or starting with ``/`` or ``~``, can only be a local path."""
     from fisherhub.hub import load_signature
 
-    return load_signature(os.fspath(ref))
+    text = os.fspath(ref)
+    if not os.path.isfile(text) and (text.startswith(("/", "~")) or {".", ".."} & set(re.split(r"[/\\:]", text))):
+        raise SignatureFileError(
+            f"{text}: no such signature file, and not a Hub reference (a Hub repo id has no '..' or '.' part); as a "
+            f"local path it is {os.path.abspath(os.path.expanduser(text))}"
+        )
+    return load_signature(text)
 
 
 def _crash_after() -> int | None:
@@ -136,7 +144,7 @@ def sketch_dataset(
         stream, state, head, state_progress, batch_size=batch_size, token_chunk_size=token_chunk_size,
         show_progress=progress, description=description,
     )
-    check_has_documents(state_progress.counts.seen, state_progress.counts.too_short, data)
+    check_has_documents(state_progress.counts.seen, state_progress.counts.too_short, data, state.document_counts.tolist())
     return state.finalize(_metadata(data, metadata))
 
 
@@ -202,11 +210,16 @@ def _main_process_reflection(accelerator, spec: SketchSpec) -> SketchSpec:
     return spec.with_reflection(pilot.cpu())
 
 
-def _run_key(args: SketchArgs, spec: SketchSpec, world: int) -> dict[str, Any]:
+def _run_key(args: SketchArgs, spec: SketchSpec, world: int, dataset_fingerprint: str | None) -> dict[str, Any]:
+    """What a resumed run must share with the checkpointed one (the batch size may change)."""
     data = args.data
     return {
         "sketch_id": spec.sketch_id,
         "num_processes": world,
+        "model": args.model,
+        "model_revision": args.model_revision,
+        "model_dtype": args.dtype,
+        "dataset_fingerprint": dataset_fingerprint,
         **data.provenance(),
         "max_documents": data.max_documents,
         "max_tokens": data.max_tokens,
@@ -236,7 +249,7 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
     spec = _main_process_reflection(accelerator, spec_for_model(head, tokenizer, args.spec_options(), like=like))
     checkpointer = None
     if args.checkpoint:
-        key = _run_key(args, spec, accelerator.num_processes)
+        key = _run_key(args, spec, accelerator.num_processes, stream.fingerprint)
         checkpointer = Checkpointer(
             args.checkpoint, accelerator.process_index, accelerator.num_processes, key, args.checkpoint_every
         )
@@ -252,6 +265,6 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
     if checkpointer is not None:
         checkpointer.save(state, progress)
     totals = _reduce_totals(accelerator, state, progress.counts)
-    check_has_documents(totals.seen, totals.too_short, args.data)
+    check_has_documents(totals.seen, totals.too_short, args.data, state.document_counts.tolist())
     metadata = _metadata(args.data, model_provenance(model_ref, model, revision).as_metadata())
     return state.finalize(metadata)

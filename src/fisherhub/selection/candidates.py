@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.core.signature import Signature
 from fisherhub.selection.results import AdapterLocation
@@ -106,10 +108,19 @@ def _local_candidate(folder: Path, base_model: str | None) -> Candidate:
     config = folder / ADAPTER_CONFIG
     if not config.is_file():
         raise Skip(f"not an adapter: the folder has no {ADAPTER_CONFIG} (save it with PeftModel.save_pretrained)")
-    _check_adapter_base(json.loads(config.read_text()).get("base_model_name_or_path"), base_model)
+    try:
+        adapter_config = json.loads(config.read_text())
+        if not isinstance(adapter_config, dict):
+            raise ValueError("not a JSON object")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Skip(f"malformed {ADAPTER_CONFIG} ({exc}): save the adapter again with PeftModel.save_pretrained") from exc
+    _check_adapter_base(adapter_config.get("base_model_name_or_path"), base_model)
     options = [_local_option(path) for path in sorted((folder / SIGNATURE_FOLDER).glob("*.safetensors"))]
     card = folder / "README.md"
-    datasets = RepoCard.load(card).data.get("datasets") if card.is_file() else None
+    try:
+        datasets = RepoCard.load(card).data.get("datasets") if card.is_file() else None
+    except (ValueError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise Skip(f"malformed adapter card README.md ({exc}): fix its YAML block between the '---' lines") from exc
     options = _with_training_data(options, datasets, base_model)
     return Candidate(str(folder), AdapterLocation(str(folder)), options)
 
