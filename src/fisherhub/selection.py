@@ -245,7 +245,7 @@ class Selection:
                 "load for them. Pass adapter repos (or local adapter folders) as candidates, or a smaller top_k"
             )
         if model is None:
-            model = _load_base_model(self.base_model)[0]
+            model = _load_base_model(self.base_model, next(iter(self.targets.values()), None))[0]
         names = adapter_names([row.candidate for row in rows])
         first = rows[0].adapter
         peft_model = PeftModel.from_pretrained(model, first.path, adapter_name=names[0], revision=first.revision)
@@ -306,8 +306,15 @@ def _hub_options(repo_id: str, repo_type: str, revision: str | None = None) -> l
     return options
 
 
+def _same_base_model(name: str | None, other: str | None) -> bool:
+    """Whether two recorded base models are one (the embedded default's id, cache folder and GGUF revision are)."""
+    from fisherhub.defaults import canonical_model_id
+
+    return canonical_model_id(name) == canonical_model_id(other)
+
+
 def _matches_base(option: _SignatureOption, base_model: str | None) -> bool:
-    return base_model is None or option.base_model in (None, base_model)
+    return base_model is None or option.base_model is None or _same_base_model(option.base_model, base_model)
 
 
 def _with_training_data(
@@ -331,7 +338,7 @@ def _with_training_data(
 def _check_adapter_base(adapter_base: str | list[str] | None, base_model: str | None) -> None:
     """``adapter_base``: what the adapter config or card names (a card may list several)."""
     bases = [adapter_base] if isinstance(adapter_base, str) else list(adapter_base or [])
-    if base_model and bases and base_model not in bases:
+    if base_model and bases and not any(_same_base_model(base, base_model) for base in bases):
         raise _Skip(f"other base model: the adapter is for {', '.join(map(repr, bases))}, not {base_model!r}")
 
 
@@ -422,14 +429,26 @@ class _Target:
         return self.signatures[candidate.sketch_id]
 
 
-def _load_base_model(base_model: str | None):
-    from fisherhub.defaults import load_model_and_tokenizer
+def _load_base_model(base_model: str | None, signature: Signature | None = None):
+    """``base_model`` at the revision ``signature`` (one sketched under it) records: the embedded default when
+    that is its GGUF revision, so nothing is downloaded for it."""
+    from fisherhub.defaults import is_embedded_model, load_model_and_tokenizer
 
     if base_model is None:
         raise InputError(
             "the base model is unknown: pass base_model= (a Hub id or local folder) or model= and tokenizer="
         )
-    return load_model_and_tokenizer(base_model)
+    revision = signature.metadata.get("base_model_revision") if signature is not None else None
+    return load_model_and_tokenizer(None if is_embedded_model(base_model, revision) else base_model)
+
+
+def _base_model_metadata(base_model: str | None, model, like: Signature) -> dict[str, str]:
+    """What the target's signature records about its base model (the embedded default by its one id)."""
+    from fisherhub.defaults import model_provenance
+
+    if not base_model:
+        return {}
+    return model_provenance(base_model, model, like.metadata.get("base_model_revision") or None).as_metadata()
 
 
 class _TargetSketcher:
@@ -439,9 +458,9 @@ class _TargetSketcher:
         self.target, self.model, self.tokenizer = target, model, tokenizer
         self.base_model, self.options = base_model, options
 
-    def _model(self):
+    def _model(self, like: Signature):
         if self.model is None or self.tokenizer is None:
-            loaded_model, loaded_tokenizer = _load_base_model(self.base_model)
+            loaded_model, loaded_tokenizer = _load_base_model(self.base_model, like)
             self.model = self.model if self.model is not None else loaded_model
             self.tokenizer = self.tokenizer if self.tokenizer is not None else loaded_tokenizer
         return self.model, self.tokenizer
@@ -451,7 +470,7 @@ class _TargetSketcher:
         from fisherhub.data import DataArgs
         from fisherhub.sketcher import sketch_dataset, sketch_texts
 
-        model, tokenizer = self._model()
+        model, tokenizer = self._model(like)
         try:
             spec: SketchSpec = capture.spec_for_model(model, tokenizer, like=like)
         except InputError as exc:
@@ -460,7 +479,7 @@ class _TargetSketcher:
         common = {
             "batch_size": options.batch_size,
             "progress": options.progress,
-            "metadata": {"base_model": self.base_model or like.metadata.get("base_model", "")},
+            "metadata": _base_model_metadata(self.base_model or like.metadata.get("base_model"), model, like),
         }
         try:
             if isinstance(self.target, list):
