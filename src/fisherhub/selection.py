@@ -171,7 +171,7 @@ class Selection:
 
         header, rows = self._table_rows(limit)
         table = Table(
-            *header, title=f"candidates ranked by {SCORE_LABELS[self.score]}", caption=self._skipped_text() or None,
+            *header, title=f"candidates ranked by {SCORE_LABELS[self.score]}", caption=self._caption(limit) or None,
             caption_justify="left",
         )
         for row in rows:
@@ -180,16 +180,25 @@ class Selection:
 
     def table(self, limit: int | None = None) -> str:
         """The ranking as plain text: rank, candidate, score ± stderr, A, S_a, S_e, ρ, signature source; then
-        the skipped candidates with their reasons."""
+        the legend lines that apply (scores above 1, blank ρ) and the skipped candidates with their reasons."""
         header, rows = self._table_rows(limit)
         widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
         lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in [header, *rows]]
         lines.insert(1, "  ".join("-" * width for width in widths))
-        skipped = self._skipped_text()
-        return "\n".join(lines) + (f"\n{skipped}" if skipped else "")
+        caption = self._caption(limit)
+        return "\n".join(lines) + (f"\n{caption}" if caption else "")
 
-    def _skipped_text(self) -> str:
-        return "\n".join(["skipped:", *(f"  {s.candidate}: {s.reason}" for s in self.skipped)]) if self.skipped else ""
+    def _caption(self, limit: int | None) -> str:
+        """The legend lines that apply to the shown rows, then the skipped candidates with their reasons."""
+        from fisherhub.legend import ABOVE_ONE, BLANK_COUPLING
+
+        rows = self.ranking[:limit]
+        legend = [
+            *([f"note: {ABOVE_ONE}"] if any(max(row.fisher, row.activation, row.error) > 1.0 for row in rows) else []),
+            *([f"note: {BLANK_COUPLING}"] if any(row.coupling is None for row in rows) else []),
+        ]
+        skipped = ["skipped:", *(f"  {s.candidate}: {s.reason}" for s in self.skipped)] if self.skipped else []
+        return "\n".join([*legend, *skipped])
 
     def __str__(self) -> str:
         return self.table()

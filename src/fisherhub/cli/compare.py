@@ -62,15 +62,19 @@ def decomposition_table(matrix: AlignmentMatrix):
 def report(
     signatures: Sequence[Signature], names: Sequence[str], heatmap: str | os.PathLike | None, console=None
 ) -> AlignmentMatrix:
-    """Print the alignment and decomposition tables; write the heatmap PNG when a path is given."""
+    """Print the alignment and decomposition tables and the legend lines that apply to them; write the heatmap
+    PNG when a path is given."""
     from rich.console import Console
 
+    from fisherhub.legend import matrix_legend
     from fisherhub.plotting import alignment_heatmaps
 
     console = console or Console(width=None if sys.stdout.isatty() else 200)
     matrix = alignment_matrix(signatures, names=names)
     console.print(alignment_table(matrix))
     console.print(decomposition_table(matrix))
+    for line in matrix_legend(matrix):
+        console.print(f"note: {line}", highlight=False)
     if heatmap:
         console.print(f"heatmap: {alignment_heatmaps(matrix, heatmap)}")
     return matrix
