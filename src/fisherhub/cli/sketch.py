@@ -7,8 +7,13 @@ One process: ``fisherhub sketch --dataset DATA --output sig.safetensors``. N pro
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 
 from fisherhub.core.spec import ESTIMATORS, FISHER_TYPES, GRANULARITIES
+
+#: exit status after Ctrl-C (128 + SIGINT, as shells report it)
+INTERRUPTED_EXIT_CODE = 130
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--checkpoint", default=None, help="folder for per-process checkpoints")
     run.add_argument("--checkpoint-every", type=int, default=100, help="batches between checkpoints")
     run.add_argument("--resume", action="store_true", help="continue from --checkpoint after an interruption")
+    run.add_argument("--keep-checkpoint", action="store_true",
+                     help="keep the --checkpoint files after a complete run (default: removed)")
     run.add_argument("-o", "--output", default="signature.safetensors")
     run.add_argument("--push-to-hub", default=None, metavar="REPO", help="also push the signature to this Hub repo")
     run.add_argument("--repo-type", default="dataset", choices=("dataset", "model"), help="type of --push-to-hub repo")
@@ -69,6 +76,7 @@ def sketch_args(namespace: argparse.Namespace):
         fisher=namespace.fisher, reflection=namespace.reflection, like=namespace.like,
         batch_size=namespace.batch_size, token_chunk_size=namespace.token_chunk_size,
         checkpoint=namespace.checkpoint, checkpoint_every=namespace.checkpoint_every, resume=namespace.resume,
+        keep_checkpoint=namespace.keep_checkpoint,
         output=namespace.output, push_to_hub=namespace.push_to_hub, push_repo_type=namespace.repo_type,
         cpu=namespace.cpu, progress=namespace.progress,
     )
@@ -79,13 +87,58 @@ def run(namespace: argparse.Namespace) -> int:
     from fisherhub.sketcher import sketch
 
     keep_freed_memory()
-    signature = sketch(sketch_args(namespace))
+    try:
+        signature = sketch(sketch_args(namespace))
+    except KeyboardInterrupt:
+        if _is_main_process():
+            print(f"\ninterrupted: {_how_to_resume(namespace)}", file=sys.stderr)
+        return INTERRUPTED_EXIT_CODE
     if namespace.output and _is_main_process():
         print(
             f"wrote {namespace.output}: sketch id {signature.sketch_id}, {signature.num_documents} documents, "
             f"{signature.num_tokens} scored tokens"
         )
     return 0
+
+
+def _command_line(namespace: argparse.Namespace) -> list[str]:
+    """The options of ``namespace`` that differ from their defaults, as command-line words."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    words = []
+    for action in parser._actions:
+        value = getattr(namespace, action.dest, action.default)
+        if not action.option_strings or value == action.default:
+            continue
+        flag = max(action.option_strings, key=len)
+        if isinstance(action, argparse.BooleanOptionalAction):  # option_strings: --name, --no-name
+            words.append(action.option_strings[0 if value else 1])
+        elif action.nargs == 0:  # store_true / store_false
+            words.append(flag)
+        else:
+            words += [flag, str(value)]
+    return words
+
+
+def _how_to_resume(namespace: argparse.Namespace) -> str:
+    """One line: the command that continues from the last checkpoint, or how to make the next run resumable."""
+    words = [word for word in _command_line(namespace) if word != "--resume"]
+    launcher = "accelerate launch [your launch options] scripts/sketch.py" if _num_processes() > 1 else "fisherhub sketch"
+    if namespace.checkpoint:
+        return (
+            f"continue from the last checkpoint in {namespace.checkpoint} (the start, if none was written yet) with: "
+            f"{launcher} {shlex.join(words)} --resume"
+        )
+    return (
+        f"no --checkpoint was given, so nothing was kept; to make a run resumable: {launcher} {shlex.join(words)} "
+        "--checkpoint DIR (then add --resume after an interruption)"
+    )
+
+
+def _num_processes() -> int:
+    from accelerate import PartialState
+
+    return PartialState().num_processes
 
 
 def _is_main_process() -> bool:
