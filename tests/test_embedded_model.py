@@ -128,6 +128,12 @@ def test_readme_selection_example_runs_offline_as_written(embedded_model, hub, t
     assert isinstance(namespace["peft_model"], PeftModel)
     assert namespace["peft_model"].peft_config["my_adapter"].base_model_name_or_path == DEFAULT_MODEL_ID
 
+    # discovery on the Hub by any name of the embedded model finds the adapters PEFT tagged with its id
+    from fisherhub.selection import select_adapter
+
+    discovered = select_adapter(namespace["target_texts"], None, base_model=str(embedded_model))
+    assert sorted(row.candidate for row in discovered.ranking) == ["org/lora-a", "org/lora-b"]
+
 
 def test_cli_select_offline_with_the_embedded_model_and_an_adapter_naming_its_folder(embedded_model, tmp_path, capsys):
     code_a, code_b = DOMAINS["code"][:20], DOMAINS["code"][20:]

@@ -546,11 +546,12 @@ def _make_target(target: Any, model, tokenizer, base_model: str | None, options:
 
 # -- the selection ------------------------------------------------------------------------------------
 def _discover(base_model: str | None) -> list[str]:
+    from fisherhub.defaults import canonical_model_id
     from fisherhub.hub import find_adapters
 
     if base_model is None:
         raise InputError("no candidates given: pass adapter repo ids or folders, or base_model= to discover adapters")
-    found = find_adapters(base_model)
+    found = find_adapters(canonical_model_id(base_model))
     if not found:
         raise InputError(
             f"no candidates: the Hub lists no adapters of {base_model!r} (tag base_model:adapter:{base_model}). "
