@@ -117,7 +117,8 @@ def register(subparsers) -> None:
     )
     parser.add_argument("refs", nargs="+", metavar="REF", help="signature file or Hub reference")
     parser.add_argument("--names", nargs="+", default=None, help="labels for the signatures (default: file stems)")
-    parser.add_argument("--heatmap", default="alignment.png", help="PNG path for the heatmaps ('' to skip)")
+    parser.add_argument("--heatmap", default="alignment.png",
+                        help="PNG path for the heatmaps ('' to skip; an existing file is kept unless --overwrite)")
     parser.add_argument("--json", default=None, help="also write the matrices as JSON to this path")
     parser.add_argument("--overwrite", action="store_true", help="replace the --heatmap / --json files if they exist")
     parser.set_defaults(func=run)
