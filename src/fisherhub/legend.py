@@ -22,8 +22,8 @@ BLANK_COUPLING = (
     "would divide by noise"
 )
 NOT_SIGNIFICANT = (
-    f"hatched grey: not significant (A, S_a, S_e within {SIGNIFICANCE_Z:g} standard errors of 0; ρ within "
-    f"{SIGNIFICANCE_Z:g} of 1); the number is shown, the colour is not"
+    f"hatched grey: not significant, within {SIGNIFICANCE_Z:g} standard errors of 0 (A, S_a, S_e) or of 1 (ρ, the "
+    "value for independent activations and errors); the number is shown, the colour is not"
 )
 
 
