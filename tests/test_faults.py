@@ -18,8 +18,8 @@ from tiny_models import tiny_causal_lm, tiny_tokenizer
 from fisherhub.cli import main
 from fisherhub.core.errors import InputError
 from fisherhub.options import DataArgs, SketchArgs
-from fisherhub.pipeline.sketch import sketch as sketch_run
-from fisherhub.pipeline.sketch import sketch_texts
+from fisherhub.pipeline.loop import sketch as sketch_run
+from fisherhub.pipeline.loop import sketch_texts
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH_TWO_CPU_PROCESSES = [
@@ -49,7 +49,7 @@ def run_args(folder: Path, name: str, **overrides) -> SketchArgs:
     options = {
         "data": DataArgs(str(folder / "docs.jsonl")), "model": str(folder / "model"), "m": 64, "batch_size": 4,
         "output": str(folder / f"{name}.safetensors"), "checkpoint": str(folder / f"{name}-checkpoint"),
-        "checkpoint_every": 2, "progress": False, "cpu": True,
+        "checkpoint_every": 2, "keep_checkpoint": True, "progress": False, "cpu": True,  # the tests read them
     }
     return SketchArgs(**{**options, **overrides})
 
@@ -65,7 +65,7 @@ def cli_options(args: SketchArgs) -> list[str]:
     return [
         "--dataset", args.data.dataset, "--model", args.model, "-m", str(args.m), "--batch-size",
         str(args.batch_size), "--output", args.output, "--checkpoint", args.checkpoint, "--checkpoint-every",
-        str(args.checkpoint_every), "--no-progress", "--cpu",
+        str(args.checkpoint_every), "--keep-checkpoint", "--no-progress", "--cpu",
     ]
 
 

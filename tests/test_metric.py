@@ -188,7 +188,7 @@ ARITHMETIC = [f"{a}+{b}={a + b}; {a}*{b}={a * b}" for a in range(6) for b in ran
 def test_texts_mode_sketches_both_sides_with_the_library(metric, tiny_model_folder):
     from fisherhub.lm.specs import spec_for_model
     from fisherhub.lm.loading import load_model_and_tokenizer
-    from fisherhub.pipeline.sketch import sketch_texts
+    from fisherhub.pipeline.loop import sketch_texts
 
     options = {"model_id": tiny_model_folder, "m": 256, "seed": 3, "batch_size": 8, "max_length": 64, "device": "cpu"}
     flat = metric.compute(predictions=PROSE, references=ARITHMETIC, **options)

@@ -28,7 +28,7 @@ from fisherhub.selection import (
     Selection,
     select_adapter,
 )
-from fisherhub.pipeline.sketch import sketch_texts
+from fisherhub.pipeline.loop import sketch_texts
 
 VOCAB_SIZE = 96
 INPUTS = "abcdefghijklmnop"

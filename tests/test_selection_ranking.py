@@ -85,7 +85,8 @@ def test_order_and_report():
     assert lines[0].split()[:3] == ["#", "candidate", "score:"] and set(lines[1]) == {"-", " "}
     assert lines[2].split()[:4] == ["1", "org/high", "0.800", "±"] and lines[2].endswith("org/high@bbbbbbb")
     assert lines[-2:] == ["skipped:", "  org/other: other base model"]
-    assert len(chosen.table(limit=1).splitlines()) == 5
+    shown = chosen.table(limit=1).splitlines()  # header, rule, one row, the blank-ρ note, the skipped candidate
+    assert len(shown) == 6 and shown[3].startswith("note: ρ — (blank)")
     assert chosen.rich_table().row_count == 2 and "org/other" in chosen.rich_table().caption
     assert adapter_names(["org/lora-a", "local/lora-a/", "x/--"]) == ["lora_a", "lora_a_2", "adapter"]
 

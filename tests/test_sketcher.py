@@ -20,7 +20,7 @@ from fisherhub.options import DataArgs
 from fisherhub.core.errors import InputError
 from fisherhub.lm import spec_for_model
 from fisherhub.options import SketchArgs
-from fisherhub.pipeline.sketch import CRASH_AFTER_BATCHES_ENV, sketch, sketch_dataset, sketch_texts
+from fisherhub.pipeline.loop import CRASH_AFTER_BATCHES_ENV, sketch, sketch_dataset, sketch_texts
 
 REPO = Path(__file__).resolve().parents[1]
 TEXTS = [f"task {i}: " + ("the quick brown fox " if i % 3 else "lazy dogs sleep ") * (1 + i % 4) for i in range(24)]
@@ -57,7 +57,7 @@ def run_args(folder: Path, name: str, **overrides) -> SketchArgs:
     options = {
         "data": DataArgs(str(folder / "docs.jsonl")), "model": str(folder / "model"), "m": 256, "batch_size": 1,
         "output": str(folder / f"{name}.safetensors"), "checkpoint": str(folder / f"{name}-checkpoint"),
-        "checkpoint_every": 2, "progress": False, "cpu": True,
+        "checkpoint_every": 2, "keep_checkpoint": True, "progress": False, "cpu": True,  # tests read the checkpoints
     }
     return SketchArgs(**{**options, **overrides})
 
@@ -66,7 +66,7 @@ def cli_options(args: SketchArgs) -> list[str]:
     return [
         "--dataset", args.data.dataset, "--model", args.model, "-m", str(args.m), "--batch-size", str(args.batch_size),
         "--output", args.output, "--checkpoint", args.checkpoint, "--checkpoint-every", str(args.checkpoint_every),
-        "--no-progress", "--cpu",
+        "--keep-checkpoint", "--no-progress", "--cpu",
     ]
 
 

@@ -148,6 +148,7 @@ class RunOptions:
     checkpoint: str | None = option(None, "folder for per-process checkpoints (default: none)")
     checkpoint_every: int = option(100, "batches between checkpoints")
     resume: bool = option(False, "continue from --checkpoint after an interruption")
+    keep_checkpoint: bool = option(False, "keep the --checkpoint files after a complete run (default: removed)")
     cpu: bool | None = option(None, "run on the CPU even if a GPU is present (default: the GPU when there is one)",
                               action="store_true")
     progress: bool = option(True, "show a progress bar", action=argparse.BooleanOptionalAction)
@@ -160,7 +161,7 @@ class RunOptions:
 
 @dataclasses.dataclass(kw_only=True)
 class SketchArgs(ModelOptions, SpecOptions, RunOptions):
-    """Everything ``fisherhub.pipeline.sketch`` needs, and where the CLI puts the result.
+    """Everything ``fisherhub.pipeline.loop`` needs, and where the CLI puts the result.
 
     ``like``: a signature file or Hub ref whose exact spec is reused, so the new signature is comparable with
     it; the spec options are then ignored, and without ``model`` the signature's base model is loaded.
@@ -184,7 +185,8 @@ class SketchArgs(ModelOptions, SpecOptions, RunOptions):
 class DemoOptions:
     """``fisherhub demo``: the shipped demo domains under the embedded default model."""
 
-    output_dir: str = option("fisherhub-demo", "folder the signatures and the heatmap PNG are written to")
+    output_dir: str = option("fisherhub-demo", "folder the signatures and the heatmap PNG are written to "
+                             "(default: fisherhub-demo/ in the current folder)")
     model: str | None = option(None, "another base model (id or folder) instead of the embedded default")
     domains: list[str] | None = option(None, "a subset of the demo domains (default: all five)", nargs="+")
     max_documents: int | None = option(None, "documents per domain (default: all 100)")

@@ -1,9 +1,11 @@
-"""Figures (matplotlib, Agg backend): alignment heatmaps with error bars."""
+"""Figures (matplotlib, drawn without pyplot, so the user's backend is left alone): alignment heatmaps with
+error bars and a legend saying what the numbers mean."""
 
 from __future__ import annotations
 
 import math
 import os
+import textwrap
 from pathlib import Path
 
 from fisherhub.core.alignment import AlignmentMatrix
@@ -15,52 +17,72 @@ PANELS = (
     ("error", "error_stderr", "error-only S_e"),
     ("coupling", "coupling_stderr", "coupling ρ = A / (S_a S_e)"),
 )
+#: the ``gid`` of the patch drawn over each non-significant cell
+NOT_SIGNIFICANT_GID = "not-significant"
 
 
-def _pyplot():
-    import matplotlib
+def alignment_figure(matrix: AlignmentMatrix, title: str | None = None):
+    """A, S_a, S_e and ρ as annotated heatmaps (value ± standard error), as a ``matplotlib.figure.Figure``.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def alignment_heatmaps(matrix: AlignmentMatrix, path: str | os.PathLike, title: str | None = None) -> Path:
-    """Write A, S_a, S_e and ρ as annotated heatmaps (value ± standard error) to ``path``; return it.
-
-    A, S_a and S_e share the scale [0, 1]; ρ is centred on 1 (independence of a and e) and blank where
-    undefined (S_a or S_e not significantly above 0).
+    A, S_a and S_e share the scale [0, 1]; ρ is centred on 1 (independence of a and e), its scale spanning the
+    significant cells only, and blank (—) where undefined (S_a or S_e not significantly above 0). Cells that are
+    not significant (``fisherhub.legend``) are hatched grey instead of coloured; the legend lines that apply are
+    printed under the panels.
     """
-    plt = _pyplot()
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
+    from fisherhub.legend import matrix_legend, matrix_significance
+
     n = len(matrix.names)
     size = max(4.0, 0.9 * n + 2.0)
-    figure, axes = plt.subplots(2, 2, figsize=(2 * size, 2 * size * 0.9), constrained_layout=True)
+    legend = matrix_legend(matrix, hatched=True)
+    figure = Figure(figsize=(2 * size, 2 * size * 0.9 + 0.35 * len(legend)), layout="constrained")
+    axes = figure.subplots(2, 2)
+    significance = matrix_significance(matrix)
     for axis, (field, stderr_field, panel_title) in zip(axes.flat, PANELS):
         values = getattr(matrix, field).double()
         errors = getattr(matrix, stderr_field).double()
+        shown = significance[field]
+        coloured = values.masked_fill(~shown, math.nan)
         spread = 1.0
         if field == "coupling":
-            finite = values[~values.isnan()]
+            finite = coloured[~coloured.isnan()]
             spread = max(0.1, float((finite - 1).abs().max())) if finite.numel() else 1.0
-            image = axis.imshow(values.numpy(), cmap="RdBu_r", vmin=1 - spread, vmax=1 + spread)
+            image = axis.imshow(coloured.numpy(), cmap="RdBu_r", vmin=1 - spread, vmax=1 + spread)
         else:
-            image = axis.imshow(values.numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
+            image = axis.imshow(coloured.numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
         for i in range(n):
             for j in range(n):
                 value, error = float(values[i, j]), float(errors[i, j])
                 if math.isnan(value):
+                    axis.text(j, i, "—", ha="center", va="center", fontsize=9, color="dimgray")
                     continue
-                dark = abs(value - 1) > 0.6 * spread if field == "coupling" else value < 0.6
-                shade = "white" if dark else "black"
+                if not shown[i, j]:
+                    axis.add_patch(Rectangle(
+                        (j - 0.5, i - 0.5), 1.0, 1.0, facecolor="lightgray", edgecolor="gray", hatch="///",
+                        linewidth=0.0, gid=NOT_SIGNIFICANT_GID,
+                    ))
+                    shade = "black"
+                else:
+                    dark = abs(value - 1) > 0.6 * spread if field == "coupling" else value < 0.6
+                    shade = "white" if dark else "black"
                 axis.text(j, i, f"{value:.2f}\n±{error:.2f}", ha="center", va="center", fontsize=8, color=shade)
         axis.set_title(panel_title)
         axis.set_xticks(range(n), matrix.names, rotation=45, ha="right")
         axis.set_yticks(range(n), matrix.names)
         figure.colorbar(image, ax=axis, shrink=0.8)
     figure.suptitle(title or f"FisherSketch alignments (sketch id {matrix.sketch_id})")
+    if legend:
+        width = int(2 * size * 13)  # characters per line at fontsize 8
+        text = "\n".join(textwrap.fill(line, width) for line in legend)
+        figure.supxlabel(text, fontsize=8, ha="left", x=0.01, multialignment="left")
+    return figure
+
+
+def alignment_heatmaps(matrix: AlignmentMatrix, path: str | os.PathLike, title: str | None = None) -> Path:
+    """Write ``alignment_figure(matrix, title)`` to ``path`` (PNG, or what the suffix says); return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    alignment_figure(matrix, title).savefig(path, dpi=120)
     return path

@@ -63,16 +63,20 @@ def decomposition_table(matrix: AlignmentMatrix):
 def report(
     signatures: Sequence[Signature], names: Sequence[str], heatmap: str | os.PathLike | None, console=None
 ) -> AlignmentMatrix:
-    """Print the alignment and decomposition tables; write the heatmap PNG when a path is given."""
+    """Print the alignment and decomposition tables and the legend lines that apply to them; write the heatmap
+    PNG when a path is given."""
     from rich.console import Console
 
     from fisherhub.core.alignment import alignment_matrix
+    from fisherhub.legend import matrix_legend
     from fisherhub.plotting import alignment_heatmaps
 
     console = console or Console(width=None if sys.stdout.isatty() else 200)
     matrix = alignment_matrix(signatures, names=names)
     console.print(alignment_table(matrix))
     console.print(decomposition_table(matrix))
+    for line in matrix_legend(matrix):
+        console.print(f"note: {line}", highlight=False)
     if heatmap:
         console.print(f"heatmap: {alignment_heatmaps(matrix, heatmap)}")
     return matrix
@@ -90,11 +94,14 @@ def _name(ref: str) -> str:
 
 def run(namespace: argparse.Namespace) -> int:
     from fisherhub.core.errors import InputError
-    from fisherhub.pipeline.sketch import load_signature_ref
+    from fisherhub.pipeline.loop import load_signature_ref
 
     refs = namespace.refs
     if len(refs) < 2:
         raise InputError("compare needs at least two signatures")
+    for flag, path in (("--heatmap", namespace.heatmap), ("--json", namespace.json)):
+        if path and os.path.exists(path) and not namespace.overwrite:
+            raise InputError(f"{path} exists (from an earlier compare?): pass --overwrite to replace it, or {flag} NEW_PATH")
     names = namespace.names or [_name(ref) for ref in refs]
     if len(names) != len(refs):
         raise InputError(f"--names has {len(names)} names for {len(refs)} signatures")
@@ -112,6 +119,8 @@ def register(subparsers) -> None:
     )
     parser.add_argument("refs", nargs="+", metavar="REF", help="signature file or Hub reference")
     parser.add_argument("--names", nargs="+", default=None, help="labels for the signatures (default: file stems)")
-    parser.add_argument("--heatmap", default="alignment.png", help="PNG path for the heatmaps ('' to skip)")
+    parser.add_argument("--heatmap", default="alignment.png",
+                        help="PNG path for the heatmaps ('' to skip; an existing file is kept unless --overwrite)")
     parser.add_argument("--json", default=None, help="also write the matrices as JSON to this path")
+    parser.add_argument("--overwrite", action="store_true", help="replace the --heatmap / --json files if they exist")
     parser.set_defaults(func=run)

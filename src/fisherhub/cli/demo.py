@@ -24,7 +24,7 @@ def run(namespace: argparse.Namespace) -> int:
     from fisherhub.options import DataArgs
     from fisherhub.lm.loading import load_model_and_tokenizer, model_provenance
     from fisherhub.data.demo import DEMO_DOMAINS, load_demo_domain
-    from fisherhub.pipeline.sketch import sketch_dataset
+    from fisherhub.pipeline.loop import sketch_dataset
 
     keep_freed_memory()
     console = Console(width=None if sys.stdout.isatty() else 200)
@@ -32,6 +32,7 @@ def run(namespace: argparse.Namespace) -> int:
     output = Path(namespace.output_dir)
     output.mkdir(parents=True, exist_ok=True)
     domains = namespace.domains or list(DEMO_DOMAINS)
+    console.print(f"output: {output.resolve()}/ (a signature per domain and alignment.png; --output-dir to change)")
     console.print(f"loading the base model ({namespace.model or 'embedded SmolLM2-135M-Instruct'})...")
     model, tokenizer = load_model_and_tokenizer(namespace.model)
     provenance = model_provenance(namespace.model, model).as_metadata()

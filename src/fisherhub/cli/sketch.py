@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import shlex
+import sys
 from pathlib import Path
 
 from fisherhub.options import (
@@ -16,6 +18,9 @@ from fisherhub.options import (
 
 #: argument groups of ``fisherhub sketch``, in --help order: (title, options dataclass)
 GROUPS = (("data", DataArgs), ("model", ModelOptions), ("sketch", SpecOptions), ("run", RunOptions))
+
+#: exit status after Ctrl-C (128 + SIGINT, as shells report it)
+INTERRUPTED_EXIT_CODE = 130
 
 
 def add_sketch_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,13 +35,22 @@ def sketch_args(namespace: argparse.Namespace) -> SketchArgs:
 
 
 def run(namespace: argparse.Namespace) -> int:
+    from accelerate import PartialState
+
     from fisherhub.cli.allocator import keep_freed_memory
-    from fisherhub.pipeline.sketch import sketch
+    from fisherhub.pipeline.checkpoints import remove_checkpoints, remove_if_empty
+    from fisherhub.pipeline.loop import sketch
 
     args = sketch_args(namespace)  # bad options are refused before anything heavy is imported or loaded
     keep_freed_memory()
-    signature = sketch(args)
-    if _is_main_process():
+    try:
+        signature = sketch(args)
+    except KeyboardInterrupt:
+        if _is_main_process():
+            print(f"\ninterrupted: {_how_to_resume(namespace)}", file=sys.stderr)
+        return INTERRUPTED_EXIT_CODE
+    state = PartialState()
+    if state.is_main_process:
         if args.output:
             Path(args.output).parent.mkdir(parents=True, exist_ok=True)
             signature.save(args.output)
@@ -49,7 +63,93 @@ def run(namespace: argparse.Namespace) -> int:
 
             result = push_signature(signature, args.push_to_hub, repo_type=args.push_repo_type, create_repo=True)
             print(f"pushed: {result.ref}")
+    if args.checkpoint and not args.keep_checkpoint:  # the result is safe: the checkpoints have served
+        state.wait_for_everyone()
+        remove_checkpoints(args.checkpoint, state.process_index, state.num_processes)
+        state.wait_for_everyone()
+        if state.is_main_process:
+            remove_if_empty(args.checkpoint)
     return 0
+
+
+def _command_line(namespace: argparse.Namespace) -> list[str]:
+    """The options of ``namespace`` that differ from their defaults, as command-line words."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    words = []
+    for action in parser._actions:
+        value = getattr(namespace, action.dest, action.default)
+        if not action.option_strings or value == action.default:
+            continue
+        flag = max(action.option_strings, key=len)
+        if isinstance(action, argparse.BooleanOptionalAction):  # option_strings: --name, --no-name
+            words.append(action.option_strings[0 if value else 1])
+        elif action.nargs == 0:  # store_true / store_false
+            words.append(flag)
+        else:
+            words += [flag, str(value)]
+    return words
+
+
+def _how_to_resume(namespace: argparse.Namespace) -> str:
+    """One line: the command that continues from the last checkpoint, or how to make the next run resumable."""
+    words = [word for word in _command_line(namespace) if word != "--resume"]
+    launcher = "accelerate launch [your launch options] scripts/sketch.py" if _num_processes() > 1 else "fisherhub sketch"
+    if namespace.checkpoint:
+        return (
+            f"continue from the last checkpoint in {namespace.checkpoint} (the start, if none was written yet) with: "
+            f"{launcher} {shlex.join(words)} --resume"
+        )
+    return (
+        f"no --checkpoint was given, so nothing was kept; to make a run resumable: {launcher} {shlex.join(words)} "
+        "--checkpoint DIR (then add --resume after an interruption)"
+    )
+
+
+def _num_processes() -> int:
+    from accelerate import PartialState
+
+    return PartialState().num_processes
+
+
+def _command_line(namespace: argparse.Namespace) -> list[str]:
+    """The options of ``namespace`` that differ from their defaults, as command-line words."""
+    parser = argparse.ArgumentParser()
+    add_sketch_arguments(parser)
+    words = []
+    for action in parser._actions:
+        value = getattr(namespace, action.dest, action.default)
+        if not action.option_strings or value == action.default:
+            continue
+        flag = max(action.option_strings, key=len)
+        if isinstance(action, argparse.BooleanOptionalAction):  # option_strings: --name, --no-name
+            words.append(action.option_strings[0 if value else 1])
+        elif action.nargs == 0:  # store_true / store_false
+            words.append(flag)
+        else:
+            words += [flag, str(value)]
+    return words
+
+
+def _how_to_resume(namespace: argparse.Namespace) -> str:
+    """One line: the command that continues from the last checkpoint, or how to make the next run resumable."""
+    words = [word for word in _command_line(namespace) if word != "--resume"]
+    launcher = "accelerate launch [your launch options] scripts/sketch.py" if _num_processes() > 1 else "fisherhub sketch"
+    if namespace.checkpoint:
+        return (
+            f"continue from the last checkpoint in {namespace.checkpoint} (the start, if none was written yet) with: "
+            f"{launcher} {shlex.join(words)} --resume"
+        )
+    return (
+        f"no --checkpoint was given, so nothing was kept; to make a run resumable: {launcher} {shlex.join(words)} "
+        "--checkpoint DIR (then add --resume after an interruption)"
+    )
+
+
+def _num_processes() -> int:
+    from accelerate import PartialState
+
+    return PartialState().num_processes
 
 
 def _is_main_process() -> bool:

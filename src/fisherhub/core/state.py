@@ -210,10 +210,11 @@ class SketchState:
     def finalize(self, metadata: dict[str, str] | None = None):
         """The ``Signature`` of this task: means μ̂ (float32) and split-sample norms (float64).
 
-        A split norm D within ``SPLIT_NORM_Z`` standard errors σ of zero is not resolved: it becomes
-        ``SPLIT_NORM_Z`` σ (so the task's alignments shrink toward 0 and their error bars widen) and the
-        signature's metadata ``CLAMPED_NORMS_KEY`` names the sketch; with fewer than ``MIN_DOCUMENTS``
-        documents that is refused instead (``TooFewDocumentsError``, saying how many would be needed).
+        A split norm D within ``SPLIT_NORM_Z`` standard errors σ of zero is not resolved, and the signature's
+        metadata ``CLAMPED_NORMS_KEY`` names the sketch (its alignments carry wide error bars: R̂ = ‖μ̂‖²/D is
+        large). A positive D is kept as it is (it is unbiased); a non-positive one, for which no cosine exists,
+        becomes ``SPLIT_NORM_Z`` σ, so the task's alignments shrink toward 0. With fewer than ``MIN_DOCUMENTS``
+        documents a non-positive D is refused instead (``TooFewDocumentsError``, saying how many would be needed).
         """
         from fisherhub.core.signature import Signature
 
@@ -223,15 +224,16 @@ class SketchState:
         metadata = dict(metadata or {})
         if unresolved.any():
             names = [name for name, flag in zip(SKETCHES, unresolved.tolist()) if flag]
-            z = norms[unresolved] / stderrs[unresolved].clamp_min(1e-300)
-            if self.num_documents < MIN_DOCUMENTS or not (floors[unresolved] > 0).all():
+            undefined = norms <= 0
+            if undefined.any() and (self.num_documents < MIN_DOCUMENTS or not (floors[undefined] > 0).all()):
+                z = norms[unresolved] / stderrs[unresolved].clamp_min(1e-300)
                 raise TooFewDocumentsError(
                     f"split-sample norm of {names} not resolved (within {SPLIT_NORM_Z:g} standard errors of zero: "
                     f"z = {', '.join(f'{v:.2f}' for v in z.tolist())}) with {self.num_documents} documents and "
                     f"{self.num_tokens} tokens: sketch at least {documents_needed(self.num_documents, z)} documents "
-                    f"(tasks of {MIN_DOCUMENTS} or more documents are returned with the norm clamped and flagged)."
+                    f"(tasks of {MIN_DOCUMENTS} or more documents are returned flagged, with wide error bars)."
                 )
-            norms = torch.where(unresolved, floors, norms)
+            norms = torch.where(undefined, floors, norms)
             metadata[CLAMPED_NORMS_KEY] = ",".join(names)
         joint_total = self.token_counts.sum() if self.spec.granularity == "token" else self.document_counts.sum()
         totals = torch.stack([joint_total, self.token_counts.sum(), self.token_counts.sum()]).double()

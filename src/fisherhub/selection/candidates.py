@@ -28,6 +28,13 @@ class Skip(Exception):
         self.reason = reason
 
 
+def same_base_model(name: str | None, other: str | None) -> bool:
+    """Whether two recorded base models are one (the embedded default's id, cache folder and GGUF revision are)."""
+    from fisherhub.lm.loading import canonical_model_id
+
+    return canonical_model_id(name) == canonical_model_id(other)
+
+
 @dataclasses.dataclass(frozen=True)
 class SignatureOption:
     """A signature a candidate could be compared with; ``load`` fetches it (Hub signatures lazily)."""
@@ -39,7 +46,7 @@ class SignatureOption:
 
     def is_for(self, base_model: str | None) -> bool:
         """Usable under ``base_model`` (None: any; a signature that names no base model: any)."""
-        return base_model is None or self.base_model in (None, base_model)
+        return base_model is None or self.base_model is None or same_base_model(self.base_model, base_model)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +105,7 @@ def _with_training_data(options: list[SignatureOption], datasets: Any, base_mode
 def _check_adapter_base(adapter_base: str | list[str] | None, base_model: str | None) -> None:
     """``adapter_base``: what the adapter config or card names (a card may list several)."""
     bases = [adapter_base] if isinstance(adapter_base, str) else list(adapter_base or [])
-    if base_model and bases and base_model not in bases:
+    if base_model and bases and not any(same_base_model(base, base_model) for base in bases):
         raise Skip(f"other base model: the adapter is for {', '.join(map(repr, bases))}, not {base_model!r}")
 
 
@@ -161,10 +168,11 @@ def resolve_candidate(name: str | os.PathLike, base_model: str | None) -> Candid
 def discover(base_model: str | None) -> list[str]:
     """The adapters of ``base_model`` that the Hub lists."""
     from fisherhub.hub import find_adapters
+    from fisherhub.lm.loading import canonical_model_id
 
     if base_model is None:
         raise InputError("no candidates given: pass adapter repo ids or folders, or base_model= to discover adapters")
-    found = find_adapters(base_model)
+    found = find_adapters(canonical_model_id(base_model))
     if not found:
         raise InputError(
             f"no candidates: the Hub lists no adapters of {base_model!r} (tag base_model:adapter:{base_model}). "

@@ -10,18 +10,21 @@ from typing import TYPE_CHECKING
 from fisherhub.core.errors import InputError
 
 if TYPE_CHECKING:
+    from fisherhub.core.signature import Signature
     from fisherhub.selection.results import RankedCandidate
 
 
-def load_base_model(base_model: str | None):
-    """(model, tokenizer) of ``base_model`` (a Hub id or local folder)."""
-    from fisherhub.lm.loading import load_model_and_tokenizer
+def load_base_model(base_model: str | None, signature: Signature | None = None):
+    """(model, tokenizer) of ``base_model`` (a Hub id or local folder) at the revision ``signature`` (one sketched
+    under it) records: the embedded default when that is its GGUF revision, so nothing is downloaded for it."""
+    from fisherhub.lm.loading import is_embedded_model, load_model_and_tokenizer
 
     if base_model is None:
         raise InputError(
             "the base model is unknown: pass base_model= (a Hub id or local folder) or model= and tokenizer="
         )
-    return load_model_and_tokenizer(base_model)
+    revision = signature.metadata.get("base_model_revision") if signature is not None else None
+    return load_model_and_tokenizer(None if is_embedded_model(base_model, revision) else base_model)
 
 
 def adapter_names(candidates: Sequence[str]) -> list[str]:
@@ -37,9 +40,12 @@ def adapter_names(candidates: Sequence[str]) -> list[str]:
     return names
 
 
-def load_adapters(ranking: Sequence[RankedCandidate], model, base_model: str | None, top_k: int | None):
-    """A ``peft.PeftModel`` on ``model`` (None: ``base_model`` loaded) with the ``top_k`` (default 1) best rows'
-    adapters under ``adapter_names``, the best one active."""
+def load_adapters(
+    ranking: Sequence[RankedCandidate], model, base_model: str | None, top_k: int | None,
+    signature: Signature | None = None,
+):
+    """A ``peft.PeftModel`` on ``model`` (None: ``base_model`` loaded, at what ``signature`` records) with the
+    ``top_k`` (default 1) best rows' adapters under ``adapter_names``, the best one active."""
     from peft import PeftModel
 
     count = 1 if top_k is None else top_k
@@ -53,7 +59,7 @@ def load_adapters(ranking: Sequence[RankedCandidate], model, base_model: str | N
             "load for them. Pass adapter repos (or local adapter folders) as candidates, or a smaller top_k"
         )
     if model is None:
-        model = load_base_model(base_model)[0]
+        model = load_base_model(base_model, signature)[0]
     names = adapter_names([row.candidate for row in rows])
     first = rows[0].adapter
     peft_model = PeftModel.from_pretrained(model, first.path, adapter_name=names[0], revision=first.revision)

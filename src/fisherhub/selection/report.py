@@ -41,20 +41,28 @@ def _table_rows(selection: Selection, limit: int | None) -> tuple[list[str], lis
     return header, rows
 
 
-def _skipped_text(selection: Selection) -> str:
-    if not selection.skipped:
-        return ""
-    return "\n".join(["skipped:", *(f"  {s.candidate}: {s.reason}" for s in selection.skipped)])
+def _caption(selection: Selection, limit: int | None) -> str:
+    """The legend lines that apply to the shown rows (scores above 1, blank ρ), then the skipped candidates
+    with their reasons."""
+    from fisherhub.legend import ABOVE_ONE, BLANK_COUPLING
+
+    rows = selection.ranking[:limit]
+    legend = [
+        *([f"note: {ABOVE_ONE}"] if any(max(row.fisher, row.activation, row.error) > 1.0 for row in rows) else []),
+        *([f"note: {BLANK_COUPLING}"] if any(row.coupling is None for row in rows) else []),
+    ]
+    skipped = ["skipped:", *(f"  {s.candidate}: {s.reason}" for s in selection.skipped)] if selection.skipped else []
+    return "\n".join([*legend, *skipped])
 
 
 def plain_table(selection: Selection, limit: int | None = None) -> str:
-    """Aligned columns, a rule under the header, then the skipped candidates with their reasons."""
+    """Aligned columns, a rule under the header, then the legend lines that apply and the skipped candidates."""
     header, rows = _table_rows(selection, limit)
     widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in [header, *rows]]
     lines.insert(1, "  ".join("-" * width for width in widths))
-    skipped = _skipped_text(selection)
-    return "\n".join(lines) + (f"\n{skipped}" if skipped else "")
+    caption = _caption(selection, limit)
+    return "\n".join(lines) + (f"\n{caption}" if caption else "")
 
 
 def rich_table(selection: Selection, limit: int | None = None) -> Table:
@@ -64,7 +72,7 @@ def rich_table(selection: Selection, limit: int | None = None) -> Table:
     header, rows = _table_rows(selection, limit)
     table = Table(
         *header, title=f"candidates ranked by {SCORE_LABELS[selection.score]}",
-        caption=_skipped_text(selection) or None, caption_justify="left",
+        caption=_caption(selection, limit) or None, caption_justify="left",
     )
     for row in rows:
         table.add_row(*row)

@@ -135,4 +135,6 @@ class Selection:
         """A ``peft.PeftModel`` on ``model`` (the base model; None loads ``base_model``) with the best adapter
         active; with ``top_k`` the k best are loaded as named adapters (``set_adapter(name)`` switches;
         ``peft_config`` lists them by name). The base model is modified in place, as ``peft`` does."""
-        return peft_loading.load_adapters(self.ranking, model, self.base_model, top_k)
+        return peft_loading.load_adapters(
+            self.ranking, model, self.base_model, top_k, next(iter(self.targets.values()), None)
+        )

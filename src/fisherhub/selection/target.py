@@ -74,6 +74,15 @@ def data_to_sketch(target: Any) -> Any:
     return target
 
 
+def _base_model_metadata(base_model: str | None, model, like: Signature) -> dict[str, str]:
+    """What the target's signature records about its base model (the embedded default by its one id)."""
+    from fisherhub.lm.loading import model_provenance
+
+    if not base_model:
+        return {}
+    return model_provenance(base_model, model, like.metadata.get("base_model_revision") or None).as_metadata()
+
+
 class TargetSketcher:
     """Sketches a texts / dataset target with a candidate's spec, loading the base model on first use."""
 
@@ -81,18 +90,18 @@ class TargetSketcher:
         self.data, self.model, self.tokenizer = data, model, tokenizer
         self.base_model, self.options = base_model, options
 
-    def _model(self):
+    def _model(self, like: Signature):
         if self.model is None or self.tokenizer is None:
-            loaded_model, loaded_tokenizer = load_base_model(self.base_model)
+            loaded_model, loaded_tokenizer = load_base_model(self.base_model, like)
             self.model = self.model if self.model is not None else loaded_model
             self.tokenizer = self.tokenizer if self.tokenizer is not None else loaded_tokenizer
         return self.model, self.tokenizer
 
     def __call__(self, like: Signature) -> Signature:
         from fisherhub.lm.specs import spec_for_model
-        from fisherhub.pipeline.sketch import sketch_dataset, sketch_texts
+        from fisherhub.pipeline.loop import sketch_dataset, sketch_texts
 
-        model, tokenizer = self._model()
+        model, tokenizer = self._model(like)
         try:
             spec: SketchSpec = spec_for_model(model, tokenizer, like=like)
         except InputError as exc:
@@ -101,7 +110,7 @@ class TargetSketcher:
         common = {
             "batch_size": options.batch_size,
             "progress": options.progress,
-            "metadata": {"base_model": self.base_model or like.metadata.get("base_model", "")},
+            "metadata": _base_model_metadata(self.base_model or like.metadata.get("base_model"), model, like),
         }
         try:
             if isinstance(self.data, list):
