@@ -294,14 +294,16 @@ def _local_option(path: Path) -> _SignatureOption:
     return _SignatureOption(signature.sketch_id, signature.metadata.get("base_model"), str(path), lambda: signature)
 
 
-def _hub_options(repo_id: str, repo_type: str, revision: str | None = None) -> list[_SignatureOption]:
-    """The loadable signatures of a Hub repo (headers only; tensors are fetched when chosen)."""
-    from fisherhub.hub import list_signatures, load_signature
+def _hub_options(repo_id: str, repo_type: str, revision: str | None = None, snapshot=None) -> list[_SignatureOption]:
+    """The loadable signatures of a Hub repo (``snapshot``: as a listing described it) from its index or card,
+    without a request per file; tensors are fetched when chosen."""
+    from fisherhub.hub import SignatureRef, load_signature, repo_snapshot, snapshot_signatures
 
+    snapshot = snapshot or repo_snapshot(SignatureRef(repo_id, repo_type, revision))
     options = []
-    for info in list_signatures(repo_id, repo_type, revision):
+    for info in snapshot_signatures(snapshot, read_headers=False, prefer_card=True):
         if info.problem is None and info.sketch_id:
-            ref = info.ref.short()
+            ref = info.location
             options.append(_SignatureOption(info.sketch_id, info.base_model, ref, lambda ref=ref: load_signature(ref)))
     return options
 
@@ -349,32 +351,31 @@ def _local_candidate(folder: Path, base_model: str | None) -> _Candidate:
     return _Candidate(str(folder), AdapterLocation(str(folder)), options)
 
 
-def _hub_candidate(name: str, base_model: str | None) -> _Candidate:
-    from huggingface_hub import HfApi
+def _hub_candidate(name: str, base_model: str | None, listing=None) -> _Candidate:
+    from fisherhub.hub import HubError, SignatureRef, repo_snapshot
 
-    from fisherhub.hub import HubError, SignatureRef
-    from fisherhub.hub.errors import hub_errors
-
-    ref = SignatureRef.parse(name)
+    ref = SignatureRef.parse(name) if listing is None else listing.ref
     if ref is None or ref.path is not None:
         raise _Skip("not a local adapter folder, nor a Hub repo id (org/name, datasets/org/name, with @revision)")
     try:
         if ref.repo_type == "dataset":
             return _Candidate(name, None, _hub_options(ref.repo_id, "dataset", ref.revision))
-        with hub_errors(str(ref)):
-            info = HfApi().model_info(ref.repo_id, revision=ref.revision)
-        files = {sibling.rfilename for sibling in info.siblings or []}
-        if ADAPTER_CONFIG not in files:
+        snapshot = listing or repo_snapshot(ref)  # offline: from the cache
+        if snapshot.complete and ADAPTER_CONFIG not in snapshot.files:
             raise _Skip(f"not an adapter: the model repo has no {ADAPTER_CONFIG} (a full model, not a PEFT adapter)")
-        card = info.card_data or {}
+        card = snapshot.card_data or {}
         _check_adapter_base(card.get("base_model"), base_model)
-        options = _with_training_data(_hub_options(ref.repo_id, "model", info.sha), card.get("datasets"), base_model)
+        options = _with_training_data(_hub_options(ref.repo_id, "model", snapshot=snapshot), card.get("datasets"), base_model)
     except HubError as exc:
         raise _Skip(str(exc)) from exc
-    return _Candidate(name, AdapterLocation(ref.repo_id, ref.revision), options)
+    return _Candidate(name, AdapterLocation(ref.repo_id, snapshot.ref.revision), options)
 
 
-def _resolve_candidate(name: str | os.PathLike, base_model: str | None) -> _Candidate:
+def _resolve_candidate(name, base_model: str | None) -> _Candidate:
+    from fisherhub.hub import RepoSnapshot
+
+    if isinstance(name, RepoSnapshot):  # found by discovery
+        return _hub_candidate(name.ref.repo_id, base_model, name)
     text = os.fspath(name)
     if os.path.isdir(text):
         return _local_candidate(Path(text), base_model)
@@ -517,7 +518,7 @@ def _make_target(target: Any, model, tokenizer, base_model: str | None, options:
 
 
 # -- the selection ------------------------------------------------------------------------------------
-def _discover(base_model: str | None) -> list[str]:
+def _discover(base_model: str | None) -> list:
     from fisherhub.hub import find_adapters
 
     if base_model is None:
@@ -586,7 +587,7 @@ def select_adapter(
         try:
             resolved.append(_resolve_candidate(name, base_model))
         except _Skip as skip:
-            skipped.append(Skipped(os.fspath(name), skip.reason))
+            skipped.append(Skipped(name.ref.repo_id if hasattr(name, "ref") else os.fspath(name), skip.reason))
     if base_model is None:
         bases = [o.base_model for c in resolved for o in c.options if o.base_model]
         base_model = bases[0] if bases else None
