@@ -16,9 +16,7 @@ from fisherhub.hub.index import INDEX_PATH, entry_matches
 from fisherhub.hub.snapshot import RepoSnapshot
 
 #: what a listing returns per repo (``expand=``): enough to pin, list and choose without a repo_info call
-LISTING_FIELDS = ("sha", "siblings", "cardData", "tags")
-#: the fallback listing (every adapter of the base model) asks for less: its hits have no card block anyway
-FALLBACK_FIELDS = ("sha", "siblings")
+LISTING_FIELDS = ("sha", "siblings", "cardData")
 
 
 def adapter_tag(base_model: str) -> str:
@@ -26,25 +24,27 @@ def adapter_tag(base_model: str) -> str:
     return f"base_model:adapter:{base_model}"
 
 
-def _is_signed(snapshot: RepoSnapshot) -> bool:
-    return INDEX_PATH in snapshot.files or bool(snapshot.signature_files)
+def _may_be_signed(snapshot: RepoSnapshot) -> bool:
+    """Signature files in the repo, or training datasets named in its card (whose repos may carry them)."""
+    return INDEX_PATH in snapshot.files or bool(snapshot.signature_files) or bool((snapshot.card_data or {}).get("datasets"))
 
 
 def find_adapters(base_model: str, *, token: str | None = None, untagged: bool = True) -> list[RepoSnapshot]:
     """Adapter repos of ``base_model`` that carry signatures, as the listing describes them (pinned to the
     commit listed). First the Hub's own filter on both tags (``fisher-signatures`` and
-    ``base_model:adapter:<id>``); with ``untagged``, then every adapter of ``base_model`` whose file list has
-    signatures although its card lost the tag (a later ``push_to_hub`` rewrote the card). Two listing calls
-    in all (each paginated by the client), none per repo."""
+    ``base_model:adapter:<id>``); with ``untagged``, then every other adapter of ``base_model`` whose file
+    list has signatures although its card lost the tag (a later ``push_to_hub`` rewrote the card), or whose
+    card names training datasets (their repos may carry the signature). Two listing calls in all (each
+    paginated by the client), none per repo."""
     api = HfApi(token=token)
     found: dict[str, RepoSnapshot] = {}
     with hub_errors(f"the adapters of {base_model}"):
         for info in api.list_models(filter=[SIGNATURE_TAG, adapter_tag(base_model)], expand=list(LISTING_FIELDS)):
             found[info.id] = RepoSnapshot.from_info(info, "model")
         if untagged:
-            for info in api.list_models(filter=adapter_tag(base_model), expand=list(FALLBACK_FIELDS)):
+            for info in api.list_models(filter=adapter_tag(base_model), expand=list(LISTING_FIELDS)):
                 snapshot = RepoSnapshot.from_info(info, "model")
-                if info.id not in found and _is_signed(snapshot):
+                if info.id not in found and _may_be_signed(snapshot):
                     found[info.id] = snapshot
     return list(found.values())
 
