@@ -408,10 +408,21 @@ def test_bad_arguments(hub, dataset_repo, tmp_path):
     ("datasets/org/name", SignatureRef("org/name", "dataset")),
     ("org/adapter@v1:fisher_signatures/a.safetensors", SignatureRef("org/adapter", "model", "v1", "fisher_signatures/a.safetensors")),
     ("models/org/adapter", SignatureRef("org/adapter", "model")),
+    ("org/name", SignatureRef("org/name", "model")),  # bare: a model repo, as in hf:// URIs
     ("datasets/org/name@refs/pr/1:x.safetensors", SignatureRef("org/name", "dataset", "refs/pr/1", "x.safetensors")),
     ("hf://datasets/org/name@refs%2Fpr%2F1/fisher_signatures/a.safetensors",
      SignatureRef("org/name", "dataset", "refs/pr/1", "fisher_signatures/a.safetensors")),
+    ("hf://datasets/org/name@refs/pr/1/fisher_signatures/a.safetensors",  # unquoted refs/pr/N
+     SignatureRef("org/name", "dataset", "refs/pr/1", "fisher_signatures/a.safetensors")),
+    ("hf://org/adapter@feature%2Fx/a.safetensors", SignatureRef("org/adapter", "model", "feature/x", "a.safetensors")),
+    ("hf://spaces/org/demo/fisher_signatures/a.safetensors", SignatureRef("org/demo", "space", None, "fisher_signatures/a.safetensors")),
+    ("spaces/org/demo@main", SignatureRef("org/demo", "space", "main")),
     ("hf://org/adapter/a.safetensors", SignatureRef("org/adapter", "model", None, "a.safetensors")),
+    ("https://huggingface.co/datasets/org/name/blob/main/fisher_signatures/a.safetensors",
+     SignatureRef("org/name", "dataset", "main", "fisher_signatures/a.safetensors")),
+    ("https://huggingface.co/org/adapter/resolve/refs%2Fpr%2F2/fisher_signatures/a.safetensors",
+     SignatureRef("org/adapter", "model", "refs/pr/2", "fisher_signatures/a.safetensors")),
+    ("https://huggingface.co/datasets/org/name", SignatureRef("org/name", "dataset")),
     ("just-a-name", None),
     ("a/b/c.safetensors", None),
 ])
@@ -420,3 +431,27 @@ def test_reference_forms(text, expected):
     assert ref == expected
     if ref is not None:
         assert SignatureRef.parse(str(ref)) == ref and SignatureRef.parse(ref.short()) == ref
+
+
+@pytest.mark.parametrize("text, message", [
+    ("hf://datasets/org/name/../../etc/passwd", "without '..'"),
+    ("datasets/org/name:fisher_signatures/../README.md", "without '..'"),
+    ("org/adapter@main:/abs.safetensors", "must be relative"),
+    ("hf://buckets/org/bucket/a.safetensors", "not in a bucket"),
+    ("https://huggingface.co/org/adapter/discussions/1", "not a signature reference"),
+    ("hf://model/org/x", "not a signature reference"),  # singular prefix: the client's own message
+])
+def test_bad_references_are_refused_with_the_reason(text, message):
+    with pytest.raises(InputError, match=message):
+        SignatureRef.parse(text)
+    with pytest.raises(InputError, match=message):
+        load_signature(text)
+
+
+def test_web_url_of_the_local_endpoint_and_pr_ref_load(hub, hf_api, dataset_repo):
+    signature = make_signature()
+    result = push_signature(signature, DATA, create_pr=True)
+    path = result.ref.path
+    for ref in (f"{hub.endpoint}/datasets/org/data/blob/refs%2Fpr%2F1/{path}", f"hf://datasets/org/data@refs/pr/1/{path}",
+                f"datasets/org/data@refs/pr/1:{path}"):
+        assert load_signature(ref).to_bytes() == signature.to_bytes(), ref
