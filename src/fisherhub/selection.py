@@ -301,7 +301,7 @@ def _hub_options(repo_id: str, repo_type: str, revision: str | None = None, snap
 
     snapshot = snapshot or repo_snapshot(SignatureRef(repo_id, repo_type, revision))
     options = []
-    for info in snapshot_signatures(snapshot, read_headers=False, prefer_card=True):
+    for info in snapshot_signatures(snapshot, read_headers=False):
         if info.problem is None and info.sketch_id:
             ref = info.location
             options.append(_SignatureOption(info.sketch_id, info.base_model, ref, lambda ref=ref: load_signature(ref)))

@@ -40,10 +40,10 @@ def find_adapters(base_model: str, *, token: str | None = None, untagged: bool =
     found: dict[str, RepoSnapshot] = {}
     with hub_errors(f"the adapters of {base_model}"):
         for info in api.list_models(filter=[SIGNATURE_TAG, adapter_tag(base_model)], expand=list(LISTING_FIELDS)):
-            found[info.id] = RepoSnapshot.from_info(info, "model")
+            found[info.id] = RepoSnapshot.from_info(info, "model", listed=True)
         if untagged:
             for info in api.list_models(filter=adapter_tag(base_model), expand=list(LISTING_FIELDS)):
-                snapshot = RepoSnapshot.from_info(info, "model")
+                snapshot = RepoSnapshot.from_info(info, "model", listed=True)
                 if info.id not in found and _may_be_signed(snapshot):
                     found[info.id] = snapshot
     return list(found.values())

@@ -124,12 +124,9 @@ def _infos(
     return infos
 
 
-def snapshot_signatures(
-    snapshot: RepoSnapshot, token: str | None = None, *, read_headers: bool = True, prefer_card: bool = False
-) -> list[SignatureInfo]:
+def snapshot_signatures(snapshot: RepoSnapshot, token: str | None = None, *, read_headers: bool = True) -> list[SignatureInfo]:
     """The signatures of a repo snapshot (see ``list_signatures``). Without ``read_headers`` the files the
-    index lists are described by their entries (no request per file); ``prefer_card`` as in
-    ``RepoSnapshot.entries``."""
+    index lists are described by their entries (no request per file)."""
     api = HfApi(token=token)
 
     def header(path: str):
@@ -138,7 +135,7 @@ def snapshot_signatures(
         return _local_header(snapshot.cached_file(path))
 
     try:
-        entries = snapshot.entries(token, prefer_card=prefer_card)
+        entries = snapshot.entries(token)
     except CardError as exc:
         logger.warning("%s; reading the signature files without it", exc)
         entries = []

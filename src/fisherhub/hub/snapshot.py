@@ -13,7 +13,7 @@ from typing import Any
 from huggingface_hub import HfApi, RepoCard, constants, hf_hub_download
 from huggingface_hub.file_download import repo_folder_name
 
-from fisherhub.hub.cards import CARD_NAME, signature_entries
+from fisherhub.hub.cards import CARD_NAME, read_card, signature_entries
 from fisherhub.hub.errors import OfflineCacheError, hub_errors
 from fisherhub.hub.index import INDEX_PATH, parse_index
 from fisherhub.hub.refs import SignatureRef, is_signature_file
@@ -26,21 +26,23 @@ _COMMIT = 40  # hex digits of a commit id
 class RepoSnapshot:
     """A repo at one commit: ``ref.revision`` is the commit id, ``asked`` the revision asked for (None: the
     default branch). ``complete`` is False for a snapshot read from the cache, whose ``files`` are only the
-    ones fetched before."""
+    ones fetched before; ``listed`` is True for one from a listing (discovery)."""
 
     ref: SignatureRef
     files: dict[str, int | None]  # path -> size in bytes (None: not known)
     card_data: dict[str, Any] | None
     asked: str | None = None
     complete: bool = True
+    listed: bool = False
 
     @classmethod
-    def from_info(cls, info: Any, repo_type: str, asked: str | None = None) -> RepoSnapshot:
-        """From a ``ModelInfo`` / ``DatasetInfo`` (``repo_info``, or a listing with sha, siblings, cardData)."""
+    def from_info(cls, info: Any, repo_type: str, asked: str | None = None, *, listed: bool = False) -> RepoSnapshot:
+        """From a ``ModelInfo`` / ``DatasetInfo`` (``repo_info``, or with ``listed`` a listing's entry with
+        sha, siblings, cardData)."""
         card = info.card_data
         card_data = card.to_dict() if hasattr(card, "to_dict") else card
         files = {sibling.rfilename: sibling.size for sibling in info.siblings or []}
-        return cls(SignatureRef(info.id, repo_type, info.sha), files, card_data, asked)
+        return cls(SignatureRef(info.id, repo_type, info.sha), files, card_data, asked, listed=listed)
 
     @property
     def signature_files(self) -> dict[str, int | None]:
@@ -50,34 +52,38 @@ class RepoSnapshot:
         """Where the cache keeps ``path`` of this commit (present when it was fetched)."""
         return Path(cache_folder(self.ref)) / "snapshots" / str(self.ref.revision) / path
 
-    def entries(self, token: str | None = None, *, prefer_card: bool = False) -> list[dict[str, Any]]:
-        """The signatures this commit lists: its index (fetched through the cache) and then the card block's
-        entries for files the index does not list (a push by an older fisherhub, which wrote only the card).
-        ``prefer_card``: the card block alone when it has entries (it is the index's rendering, pushed in the
-        same commit, so a listing's card data saves the index download). ``CardError`` when the index or the
-        block is malformed."""
+    def entries(self, token: str | None = None) -> list[dict[str, Any]]:
+        """The signatures this commit lists: its index, then the card block's entries for files the index does
+        not list (pushed by an older fisherhub, which wrote only the card). Files are fetched through the cache
+        at the revision asked for, so that the cache can answer the same question offline. A snapshot from a
+        listing (``listed``) takes the card block it carries when there is one: the index's rendering, from
+        the same commit, so no download. ``CardError`` when the index or the block is malformed."""
         card = signature_entries(self.card_data, str(self.ref))
-        if (prefer_card and card) or (self.complete and INDEX_PATH not in self.files):
+        if self.listed and card:
             return card
-        data = self._index(token) if self.complete else self._cached_index()
+        if not self.complete:
+            index = self.cached_file(INDEX_PATH)
+            data = index.read_bytes() if index.is_file() else None
+        elif INDEX_PATH in self.files:
+            data = self.download(INDEX_PATH, token).read_bytes()
+        else:
+            if CARD_NAME in self.files and not self.listed:  # cached for offline use, read as the Hub did
+                card = signature_entries(read_card(self.download(CARD_NAME, token).read_text("utf-8-sig"), str(self.ref)).data, str(self.ref))
+            return card
         indexed = parse_index(data, str(self.ref)) if data is not None else []
         paths = {entry["path"] for entry in indexed}
         return indexed + [entry for entry in card if entry["path"] not in paths]
 
-    def _index(self, token: str | None) -> bytes:
-        """The index at this commit, downloaded at the revision asked for so the cache learns which commit that
-        revision is (for offline use); at the commit itself when the branch moved since the snapshot."""
-        commit = self.ref.revision
+    def download(self, path: str, token: str | None = None) -> Path:
+        """``path`` of this commit through the cache, downloaded at the revision asked for so the cache learns
+        which commit that revision is (for offline use); at the commit itself when the branch has moved."""
+        commit = str(self.ref.revision)
         for revision in dict.fromkeys([self.asked or constants.DEFAULT_REVISION, commit]):
-            with hub_errors(str(self.ref), INDEX_PATH):
-                local = hf_hub_download(self.ref.repo_id, INDEX_PATH, repo_type=self.ref.repo_type, revision=revision, token=token)
-            if Path(local).parent.parent.name == commit or revision == commit:
-                return Path(local).read_bytes()
+            with hub_errors(str(self.ref), path):
+                local = Path(hf_hub_download(self.ref.repo_id, path, repo_type=self.ref.repo_type, revision=revision, token=token))
+            if local.parents[len(Path(path).parts) - 1].name == commit:  # snapshots/<commit>/<path>
+                return local
         raise AssertionError("unreachable: the last revision tried is the commit itself")
-
-    def _cached_index(self) -> bytes | None:
-        path = self.cached_file(INDEX_PATH)
-        return path.read_bytes() if path.is_file() else None
 
 
 def cache_folder(repo: SignatureRef) -> str:
