@@ -33,6 +33,7 @@ and ``base_model:<relation>:<id>`` (``base_model_relation``, else ``adapter`` wh
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import json
 import re
@@ -66,7 +67,7 @@ def card_metadata(text: str) -> dict | None:
     match = YAML_BLOCK.search(text)
     if match is None:
         return None
-    data = yaml.safe_load(match.group(2))
+    data = yaml.load(match.group(2), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # C parser when built
     if data is not None and not isinstance(data, dict):
         raise ValueError("repo card metadata must be a YAML mapping")
     return data or {}
@@ -106,6 +107,7 @@ class Repo:
         self.gated: str | bool = False  # "auto" / "manual": file contents need a granted token (``granted``)
         self.granted: set[str] = set()
         self.commits: dict[str, Commit] = {}
+        self.cards: dict[str, dict | None] = {}  # commit id -> parsed card metadata
         self.refs = {"refs/heads/main": self.add_commit(None, {".gitattributes": GITATTRIBUTES}, "initial commit")}
 
     def add_commit(self, parent: str | None, files: dict[str, bytes], title: str, message: str = "") -> str:
@@ -133,10 +135,12 @@ class Repo:
         return out
 
     def card(self, commit: Commit) -> dict | None:
-        try:
-            return card_metadata(commit.files["README.md"].decode("utf-8")) if "README.md" in commit.files else None
-        except Exception:  # on the Hub a repo with a broken card just has no cardData
-            return None
+        if commit.oid not in self.cards:  # commits never change: parse each card once
+            try:
+                self.cards[commit.oid] = card_metadata(commit.files["README.md"].decode("utf-8")) if "README.md" in commit.files else None
+            except Exception:  # on the Hub a repo with a broken card just has no cardData
+                self.cards[commit.oid] = None
+        return copy.deepcopy(self.cards[commit.oid])
 
     def tags(self, commit: Commit) -> list[str]:
         card = self.card(commit) or {}
