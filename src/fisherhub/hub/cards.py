@@ -32,7 +32,7 @@ SECTION_END = "<!-- fisherhub:signatures:end -->"
 _MARKERS = re.compile(r"<!-- fisherhub:signatures:(?:begin|end)\b[^>]*-->\n?")
 _SECTION = re.compile(r"<!-- fisherhub:signatures:begin\b[^>]*-->.*?<!-- fisherhub:signatures:end -->\n*", re.S)
 SECTION_TEMPLATES = {"dataset": "dataset_section.md", "model": "adapter_section.md"}
-_MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+!|~-])")
+_MARKDOWN_SPECIALS = re.compile(r"([\\`*_\[\]()|~])")  # what forms emphasis, code, links, cells mid-line
 _FILE_PATH = re.compile(r"[\w.-]+(?:/[\w.-]+)*")
 
 
