@@ -226,7 +226,7 @@ def _fetch(
         return local, Signature.load(local)
     target = SignatureRef.parse(text)
     if target is None:
-        raise SignatureFileError(f"{text}: no such file or folder, and not a Hub reference ({REFERENCE_FORMS})")
+        raise SignatureFileError(f"{text}: no such file, and not a Hub reference ({REFERENCE_FORMS})")
     target = target.at(revision)
     if target.path is None:
         target = choose_signature(target, base_model, sketch_id, token)
