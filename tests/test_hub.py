@@ -455,3 +455,17 @@ def test_web_url_of_the_local_endpoint_and_pr_ref_load(hub, hf_api, dataset_repo
     for ref in (f"{hub.endpoint}/datasets/org/data/blob/refs%2Fpr%2F1/{path}", f"hf://datasets/org/data@refs/pr/1/{path}",
                 f"datasets/org/data@refs/pr/1:{path}"):
         assert load_signature(ref).to_bytes() == signature.to_bytes(), ref
+
+
+def test_signatures_in_a_space_are_read_by_reference(hub, hf_api, hf_hub_cache):
+    signature = make_signature()
+    hf_api.create_repo("org/demo", repo_type="space", space_sdk="static")
+    hf_api.upload_file(path_or_fileobj=signature.to_bytes(), path_in_repo="fisher_signatures/a.safetensors",
+                       repo_id="org/demo", repo_type="space")
+    for ref in ("hf://spaces/org/demo/fisher_signatures/a.safetensors", "spaces/org/demo:fisher_signatures/a.safetensors",
+                f"{hub.endpoint}/spaces/org/demo/blob/main/fisher_signatures/a.safetensors"):
+        assert load_signature(ref).to_bytes() == signature.to_bytes(), ref
+    [info] = list_signatures("hf://spaces/org/demo")
+    assert (info.path, info.listed, info.sketch_id) == ("fisher_signatures/a.safetensors", False, signature.sketch_id)
+    with pytest.raises(InputError, match="repo_type must be one of"):
+        push_signature(signature, "spaces/org/demo")
