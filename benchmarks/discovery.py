@@ -116,7 +116,8 @@ def request_kind(method: str, path: str) -> str:
         return "listing"
     if "/resolve/" in path:
         file = path.split("/resolve/", 1)[1].split("/", 1)[1]
-        return f"{method} {'index' if file == INDEX_PATH else 'signature file' if file.startswith('fisher_signatures/') else file}"
+        kind = "index" if file == INDEX_PATH else "signature file" if file.startswith("fisher_signatures/") else file
+        return f"{method} {kind}"
     return f"{method} {path}"
 
 

@@ -151,7 +151,8 @@ def read_card(text: str | None, where: str, *, repair: bool = False) -> RepoCard
 
 def render_section(entries: list[dict[str, Any]], repo_type: str, name: str) -> str:
     """The human section for ``entries`` from ``repo_type``'s template in ``hub_cards/``; every value that
-    comes from metadata goes through the escaping filters (``md``, ``code``, ``count``, ``hub_link``, ``dataset_link``, ``file_link``, ``py``)."""
+    comes from metadata goes through the escaping filters (``md``, ``code``, ``count``, ``hub_link``,
+    ``dataset_link``, ``file_link``, ``py``)."""
     rows = [{**dict.fromkeys(ENTRY_KEYS), **entry} for entry in entries]
     base_models = [row["base_model"] for row in rows if _is_repo_id(row["base_model"])]
     return _TEMPLATES.get_template(SECTION_TEMPLATES[repo_type]).render(

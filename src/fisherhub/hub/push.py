@@ -122,7 +122,9 @@ def push_signature(
     signature = published(signature)
     if not isinstance(repo, SignatureRef) and is_local_folder(repo):
         if revision is not None or create_pr or parent_commit is not None or create_repo:
-            raise InputError(f"{os.fspath(repo)} is a local folder: revision, create_pr, parent_commit and create_repo apply to Hub repos")
+            raise InputError(
+                f"{os.fspath(repo)} is a local folder: revision, create_pr, parent_commit and create_repo apply to Hub repos"
+            )
         return _push_to_folder(signature, Path(repo), repair_card)
     target = repo.at(revision) if isinstance(repo, SignatureRef) else repo_ref(os.fspath(repo), repo_type, revision)
     check_repo_type(target.repo_type, PUSH_REPO_TYPES)
@@ -171,7 +173,8 @@ def push_signature(
             f"{(parent_commit or info.sha)[:7]}; nothing was written. Push again: it re-reads the card and keeps "
             "their changes"
         ) from exc
-    return PushResult(SignatureRef(target.repo_id, target.repo_type, commit.oid, update.path), True, commit.commit_url, commit.pr_url)
+    pushed = SignatureRef(target.repo_id, target.repo_type, commit.oid, update.path)
+    return PushResult(pushed, True, commit.commit_url, commit.pr_url)
 
 
 def _push_to_folder(signature: Signature, folder: Path, repair_card: bool) -> PushResult:

@@ -68,7 +68,8 @@ class RepoSnapshot:
             data = self.download(INDEX_PATH, token).read_bytes()
         else:
             if CARD_NAME in self.files and not self.listed:  # cached for offline use, read as the Hub did
-                card = signature_entries(read_card(self.download(CARD_NAME, token).read_text("utf-8-sig"), str(self.ref)).data, str(self.ref))
+                text = self.download(CARD_NAME, token).read_text("utf-8-sig")
+                card = signature_entries(read_card(text, str(self.ref)).data, str(self.ref))
             return card
         indexed = parse_index(data, str(self.ref)) if data is not None else []
         paths = {entry["path"] for entry in indexed}
@@ -80,7 +81,8 @@ class RepoSnapshot:
         commit = str(self.ref.revision)
         for revision in dict.fromkeys([self.asked or constants.DEFAULT_REVISION, commit]):
             with hub_errors(str(self.ref), path):
-                local = Path(hf_hub_download(self.ref.repo_id, path, repo_type=self.ref.repo_type, revision=revision, token=token))
+                local = hf_hub_download(self.ref.repo_id, path, repo_type=self.ref.repo_type, revision=revision, token=token)
+            local = Path(local)
             if local.parents[len(Path(path).parts) - 1].name == commit:  # snapshots/<commit>/<path>
                 return local
         raise AssertionError("unreachable: the last revision tried is the commit itself")
