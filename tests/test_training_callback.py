@@ -91,3 +91,26 @@ def test_callback_refuses_bad_data():
         FisherSignatureCallback([1, 2, 3])
     with pytest.raises(InputError, match="list of texts"):
         FisherSignatureCallback([])
+
+
+def test_callback_sketches_a_dataset_column_into_output_dir(tmp_path):
+    import datasets
+    from transformers import TrainerState
+
+    from fisherhub.data import DataArgs
+    from fisherhub.sketcher import sketch_dataset
+
+    tokenizer = tiny_tokenizer(64)
+    model = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64)
+    rows = datasets.Dataset.from_dict({"body": TEXTS, "id": list(range(len(TEXTS)))})
+    callback = FisherSignatureCallback(rows, text_column="body", max_documents=30, base_model=BASE, m=M, progress=False)
+    args = type("Args", (), {"output_dir": str(tmp_path / "out")})()
+    model.train()
+    callback.on_train_begin(args, TrainerState(), None, model=model, processing_class=tokenizer)
+    assert model.training  # restored
+    model.eval()
+    expected = sketch_dataset(rows, model, tokenizer, data=DataArgs(rows, text_column="body", max_documents=30), m=M,
+                              metadata={"base_model": BASE})
+    assert torch.equal(callback.signature.joint, expected.joint) and callback.signature.num_documents == 30
+    [info] = list_signatures(tmp_path / "out")
+    assert (info.sketch_id, info.base_model, info.listed) == (expected.sketch_id, BASE, True)
