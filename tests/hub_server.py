@@ -22,7 +22,8 @@ refs/pr/<n> or a commit id (40 hex, or a unique prefix of 7+).
   HEAD|GET /[datasets/|spaces/]{id}/resolve/{rev}/{path}   X-Repo-Commit, ETag, Content-Length; Range -> 206
 
 Errors: 404 with X-Error-Code RepoNotFound / RevisionNotFound / EntryNotFound (the client maps them to its
-exceptions), 401 on writes without a Bearer token, 400 with a message for anything unsupported or failing
+exceptions); a gated repo (``Repo.gated``) lists its info and tree but answers file reads with 401 (no token)
+or 403 (a token not in ``Repo.granted``) and X-Error-Code GatedRepo, as the Hub does; 401 on writes without a Bearer token, 400 with a message for anything unsupported or failing
 here: never 5xx/408/429, which the client retries with a long backoff. Tags come from the card as on the
 Hub: ``tags``, ``library_name``, ``license:``, ``language:``, ``dataset:`` and, for models, ``base_model:<id>``
 and ``base_model:<relation>:<id>`` (``base_model_relation``, else ``adapter`` when the repo has
@@ -32,6 +33,7 @@ and ``base_model:<relation>:<id>`` (``base_model_relation``, else ``adapter`` wh
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import json
 import re
@@ -65,7 +67,7 @@ def card_metadata(text: str) -> dict | None:
     match = YAML_BLOCK.search(text)
     if match is None:
         return None
-    data = yaml.safe_load(match.group(2))
+    data = yaml.load(match.group(2), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # C parser when built
     if data is not None and not isinstance(data, dict):
         raise ValueError("repo card metadata must be a YAML mapping")
     return data or {}
@@ -102,7 +104,10 @@ class Repo:
 
     def __init__(self, repo_type: str, repo_id: str, private: bool = False, sdk: str | None = None):
         self.type, self.id, self.private, self.sdk, self.created, self.prs = repo_type, repo_id, private, sdk, now(), 0
+        self.gated: str | bool = False  # "auto" / "manual": file contents need a granted token (``granted``)
+        self.granted: set[str] = set()
         self.commits: dict[str, Commit] = {}
+        self.cards: dict[str, dict | None] = {}  # commit id -> parsed card metadata
         self.refs = {"refs/heads/main": self.add_commit(None, {".gitattributes": GITATTRIBUTES}, "initial commit")}
 
     def add_commit(self, parent: str | None, files: dict[str, bytes], title: str, message: str = "") -> str:
@@ -130,10 +135,12 @@ class Repo:
         return out
 
     def card(self, commit: Commit) -> dict | None:
-        try:
-            return card_metadata(commit.files["README.md"].decode("utf-8")) if "README.md" in commit.files else None
-        except Exception:  # on the Hub a repo with a broken card just has no cardData
-            return None
+        if commit.oid not in self.cards:  # commits never change: parse each card once
+            try:
+                self.cards[commit.oid] = card_metadata(commit.files["README.md"].decode("utf-8")) if "README.md" in commit.files else None
+            except Exception:  # on the Hub a repo with a broken card just has no cardData
+                self.cards[commit.oid] = None
+        return copy.deepcopy(self.cards[commit.oid])
 
     def tags(self, commit: Commit) -> list[str]:
         card = self.card(commit) or {}
@@ -153,7 +160,7 @@ class Repo:
                     for p, b in sorted(commit.files.items())]
         out = {"_id": hashlib.md5(self.id.encode()).hexdigest()[:24], "id": self.id, "author": self.id.split("/")[0],
                "sha": commit.oid, "lastModified": commit.date, "createdAt": self.created, "private": self.private,
-               "gated": False, "disabled": False, "downloads": 0, "likes": 0, "tags": self.tags(commit),
+               "gated": self.gated, "disabled": False, "downloads": 0, "likes": 0, "tags": self.tags(commit),
                "siblings": siblings, **({"modelId": self.id} if self.type == "model" else {}),
                **({"sdk": self.sdk} if self.type == "space" else {})}
         if (card := self.card(commit)) is not None:
@@ -359,7 +366,12 @@ class HubServer:
     def resolve_file(self, h, body, prefix, repo_id, rev, path):
         repo_type = {p: t for t, p in PREFIX.items()}[prefix]
         with self.lock:
-            commit = self.repo(repo_id, repo_type).resolve(rev)
+            repo = self.repo(repo_id, repo_type)
+            token = h.headers.get("Authorization", "").removeprefix("Bearer ")
+            if repo.gated and token not in repo.granted:  # as the Hub: 401 without a token, 403 with one
+                raise HubError(401 if not token else 403, f"Access to {repo_type} {repo_id} is restricted and you are "
+                               f"not in the authorized list. Visit {self.url(repo)} to ask for access.", "GatedRepo")
+            commit = repo.resolve(rev)
         headers = {"X-Repo-Commit": commit.oid}
         if path not in commit.files:  # X-Repo-Commit lets the client cache the absence (.no_exist)
             raise HubError(404, f"Entry not found: {path}", "EntryNotFound", headers)

@@ -46,6 +46,8 @@ from fisherhub.hub import (
 )
 from fisherhub.hub.cards import CARD_KEY, SECTION_BEGIN, SECTION_END
 
+DATA = "datasets/org/data"  # the dataset_repo fixture's repo, as a reference
+
 # offline pulls in a fresh process (HF_HUB_OFFLINE is read at import): argv = ref, output, ref, output, ...;
 # prints {ref: "ok" or "<error type>: <message>"}
 OFFLINE_PULLS = """
@@ -116,7 +118,7 @@ def dataset_repo(hub, hf_api, hf_hub_cache) -> str:
 def test_push_to_dataset_repo_list_and_pull_byte_identical(hub, hf_api, dataset_repo, tmp_path):
     signature = make_signature(dataset_config="default", dataset_split="train")
     commits = hub.commit_count(dataset_repo, "dataset")
-    result = push_signature(signature, dataset_repo)
+    result = push_signature(signature, DATA)
     path = f"fisher_signatures/org--base__org--data-default-train__{signature.sketch_id}.safetensors"
     assert result.committed and result.ref == SignatureRef(dataset_repo, "dataset", result.ref.revision, path)
     assert hub.commit_count(dataset_repo, "dataset") == commits + 1  # file and card in one commit
@@ -132,15 +134,15 @@ def test_push_to_dataset_repo_list_and_pull_byte_identical(hub, hf_api, dataset_
     assert card.text.startswith("# Org data\n\nWhat this dataset is.\n")
     section = card.text[card.text.index(SECTION_BEGIN) : card.text.index(SECTION_END)]
     assert "## Fisher signatures" in section and "This dataset carries 1 FisherSketch signature\n" in section
-    row = f"| [`{path.split('/')[-1]}`]({path}) | [org/base](/org/base) | `{signature.sketch_id}` | org/data (default, train) | 200 | 200 |"
+    row = f"| [`{path.split('/')[-1]}`]({path}) | [org/base](/org/base) | `{signature.sketch_id}` | [org/data](/datasets/org/data) (default, train) | 200 | 200 |"
     assert row in section.splitlines()
     assert 'load_signature("datasets/org/data", base_model="org/base")' in section
     card.validate(repo_type="dataset")  # the server's YAML check
 
     hub.requests.clear()
-    [info] = list_signatures(dataset_repo)
+    [info] = list_signatures(DATA)
     assert (info.path, info.sketch_id, info.base_model, info.dataset) == (path, signature.sketch_id, "org/base", "org/data")
-    assert (info.num_tokens, info.num_documents, info.listed_in_card, info.problem) == (200, 200, True, None)
+    assert (info.num_tokens, info.num_documents, info.listed, info.problem) == (200, 200, True, None)
     assert info.size == len(signature.to_bytes()) and info.ref.revision == result.ref.revision
     file_reads = [r for r in hub.requests if r[1].endswith(path)]
     assert file_reads and all(r[2] and r[2].startswith("bytes=") for r in file_reads)  # header only
@@ -174,12 +176,12 @@ def test_push_to_adapter_repo_and_discovery(hub, hf_api, hf_hub_cache):
     assert 'load_signature("org/adapter", base_model="org/base")' in card.text
     assert load_signature("org/adapter").to_bytes() == signature.to_bytes()
     assert [i.path for i in list_signatures("org/adapter", "model")] == [result.ref.path]
-    assert find_adapters("org/base") == ["org/adapter"] and find_adapters("org/nothing") == []
+    assert [a.ref.repo_id for a in find_adapters("org/base")] == ["org/adapter"] and find_adapters("org/nothing") == []
 
     for repo_id, base_model in (("org/d1", "org/base"), ("org/d2", "org/other"), ("org/unsigned", None)):
         hf_api.create_repo(repo_id, repo_type="dataset")
         if base_model:
-            push_signature(make_signature(base_model, repo_id), repo_id)
+            push_signature(make_signature(base_model, repo_id), repo_id, "dataset")
     hf_api.create_repo("org/tagged-by-hand", repo_type="dataset")  # the tag without a matching block
     DatasetCard(f"---\ntags: [{SIGNATURE_TAG}]\n---\n").push_to_hub("org/tagged-by-hand", repo_type="dataset")
     assert find_signed_datasets("org/base") == ["org/d1"]
@@ -192,11 +194,11 @@ def test_push_to_adapter_repo_and_discovery(hub, hf_api, hf_hub_cache):
 def test_two_base_models_coexist_and_a_repush_replaces_only_its_entry(hub, dataset_repo):
     first, second = make_signature("org/base"), make_signature("org/other-base", seed=1)
     assert first.sketch_id != second.sketch_id
-    path_first = push_signature(first, dataset_repo).ref.path
-    path_second = push_signature(second, dataset_repo).ref.path
+    path_first = push_signature(first, DATA).ref.path
+    path_second = push_signature(second, DATA).ref.path
     entries = card_of(hub, dataset_repo).data[CARD_KEY]
     assert [e["path"] for e in entries] == [path_first, path_second]
-    assert sorted(i.base_model for i in list_signatures(dataset_repo)) == ["org/base", "org/other-base"]
+    assert sorted(i.base_model for i in list_signatures(DATA)) == ["org/base", "org/other-base"]
     assert card_of(hub, dataset_repo).text.count("| [`") == 2  # both rows in the section
 
     with pytest.raises(AmbiguousSignatureError, match="2 signatures match") as exc:
@@ -206,7 +208,7 @@ def test_two_base_models_coexist_and_a_repush_replaces_only_its_entry(hub, datas
     assert load_signature("datasets/org/data", sketch_id=first.sketch_id).to_bytes() == first.to_bytes()
 
     updated = make_signature("org/base", n=300, seed=2)  # same base model, data and sketch id: same file
-    assert push_signature(updated, dataset_repo).ref.path == path_first
+    assert push_signature(updated, DATA).ref.path == path_first
     entries = card_of(hub, dataset_repo).data[CARD_KEY]
     assert [(e["path"], e["tokens"]) for e in entries] == [(path_first, 300), (path_second, 200)]
     assert hub.files(dataset_repo, "dataset")[path_second] == second.to_bytes()
@@ -215,19 +217,19 @@ def test_two_base_models_coexist_and_a_repush_replaces_only_its_entry(hub, datas
 
 def test_repush_makes_no_commit(hub, dataset_repo):
     signature = make_signature()
-    first = push_signature(signature, dataset_repo)
+    first = push_signature(signature, DATA)
     commits = hub.commit_count(dataset_repo, "dataset")
     hub.requests.clear()
-    again = push_signature(signature, dataset_repo)
+    again = push_signature(signature, DATA)
     assert not again.committed and again.ref == first.ref and again.commit_url is None
     assert hub.commit_count(dataset_repo, "dataset") == commits
     assert not [r for r in hub.requests if r[0] == "POST"]  # decided before calling create_commit
-    as_pr = push_signature(signature, dataset_repo, create_pr=True)
+    as_pr = push_signature(signature, DATA, create_pr=True)
     assert not as_pr.committed and as_pr.pr_url is None and hub.repo(dataset_repo, "dataset").prs == 0
     # the same file with a card that lost its entry is not "already there": the card is fixed
     hub_card = hub.files(dataset_repo, "dataset")["README.md"].decode()
     set_files(hub, dataset_repo, "dataset", {"README.md": hub_card.replace(f"{CARD_KEY}:", "old_block:").encode()})
-    assert push_signature(signature, dataset_repo).committed
+    assert push_signature(signature, DATA).committed
     assert card_of(hub, dataset_repo).data[CARD_KEY][0]["path"] == first.ref.path
 
 
@@ -242,22 +244,22 @@ def test_concurrent_push_is_detected(hub, hf_api, dataset_repo, monkeypatch):
     monkeypatch.setattr(hub_push, "download_card", read_then_someone_pushes)
     signature = make_signature()
     with pytest.raises(ConcurrentPushError, match="someone pushed .* Push again"):
-        push_signature(signature, dataset_repo)
+        push_signature(signature, DATA)
     files = hub.files(dataset_repo, "dataset")
     assert "theirs.txt" in files and not any(p.startswith("fisher_signatures/") for p in files)
     monkeypatch.setattr(hub_push, "download_card", read_card)
-    assert push_signature(signature, dataset_repo).committed
+    assert push_signature(signature, DATA).committed
     assert {"theirs.txt", "README.md"} <= set(hub.files(dataset_repo, "dataset"))
 
     stale = hub.repo(dataset_repo, "dataset").history(hf_api.dataset_info(dataset_repo).sha)[1].oid
     with pytest.raises(ConcurrentPushError):
-        push_signature(make_signature(seed=3, n=150), dataset_repo, parent_commit=stale)
+        push_signature(make_signature(seed=3, n=150), DATA, parent_commit=stale)
 
 
 def test_create_pr_opens_a_pull_request(hub, hf_api, dataset_repo):
     main = hf_api.dataset_info(dataset_repo).sha
     signature = make_signature()
-    result = push_signature(signature, dataset_repo, create_pr=True)
+    result = push_signature(signature, DATA, create_pr=True)
     assert result.committed and result.pr_url.endswith("/datasets/org/data/discussions/1")
     assert hf_api.dataset_info(dataset_repo).sha == main  # main unchanged
     assert result.ref.path in hub.files(dataset_repo, "dataset", "refs/pr/1")
@@ -270,7 +272,7 @@ def test_create_pr_opens_a_pull_request(hub, hf_api, dataset_repo):
 
 def test_offline_pull_from_the_cache(hub, dataset_repo, hf_hub_cache, tmp_path):
     signature = make_signature()
-    result = push_signature(signature, dataset_repo)
+    result = push_signature(signature, DATA)
     load_signature(str(result.ref))  # cached: pinned
     load_signature("datasets/org/data")  # cached: the card and refs/main
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9",
@@ -291,15 +293,15 @@ def test_offline_pull_from_the_cache(hub, dataset_repo, hf_hub_cache, tmp_path):
 def test_cli_push_and_list(hub, dataset_repo, tmp_path, capsys):
     signature = make_signature()
     signature.save(tmp_path / "sig.safetensors")
-    assert cli("push", str(tmp_path / "sig.safetensors"), "org/data") == 0
+    assert cli("push", str(tmp_path / "sig.safetensors"), "org/data", "--repo-type", "dataset") == 0
     assert "pushed datasets/org/data@" in capsys.readouterr().out
     assert cli("push", str(tmp_path / "sig.safetensors"), "datasets/org/data") == 0
     assert "nothing to commit" in capsys.readouterr().out
-    assert cli("list", "org/data") == 0
+    assert cli("list", "hf://datasets/org/data") == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("datasets/org/data@") and lines[0].endswith(": 1 signature file")
-    assert lines[1].split() == ["path", "base", "model", "sketch", "id", "dataset", "tokens", "card", "problem"]
-    assert lines[2].split() == [list_signatures(dataset_repo)[0].path, "org/base", signature.sketch_id, "org/data", "200", "yes"]
+    assert lines[1].split() == ["path", "base", "model", "sketch", "id", "dataset", "tokens", "listed", "problem"]
+    assert lines[2].split() == [list_signatures(DATA)[0].path, "org/base", signature.sketch_id, "org/data", "200", "yes"]
     with pytest.raises(InputError, match="not a repo reference"):
         cli("list", "datasets/org/data:fisher_signatures/x.safetensors")
 
@@ -309,18 +311,18 @@ def test_missing_repo_revision_and_file(hub, hf_api, dataset_repo):
     with pytest.raises(RepoNotFoundError, match="repository not found.*create_repo"):
         push_signature(signature, "org/missing")
     with pytest.raises(RepoNotFoundError, match="datasets/"):
-        list_signatures(dataset_repo, "model")  # exists only as a dataset
+        list_signatures("org/data")  # a bare id is a model repo; this one exists only as a dataset
     with pytest.raises(RepoNotFoundError):
         load_signature("datasets/org/missing")
     with pytest.raises(RepoNotFoundError, match="revision not found"):
         load_signature("datasets/org/data@no-such-branch")
-    push_signature(signature, dataset_repo)
+    push_signature(signature, DATA)
     with pytest.raises(SignatureNotFoundError, match="no file 'fisher_signatures/nope.safetensors'"):
         load_signature("datasets/org/data:fisher_signatures/nope.safetensors")
     with pytest.raises(SignatureNotFoundError, match="lists no signature with base_model=org/else.*org--base__"):
         load_signature("datasets/org/data", base_model="org/else")
     hf_api.create_repo("org/no-card", repo_type="dataset")
-    with pytest.raises(SignatureNotFoundError, match="has no README.md card"):
+    with pytest.raises(SignatureNotFoundError, match="lists no signatures .no fisher_signatures/index.json and no card block"):
         load_signature("datasets/org/no-card")
 
 
@@ -340,16 +342,16 @@ def test_remote_files_that_are_not_valid_signatures(hub, hf_api, dataset_repo):
         with pytest.raises(SignatureFileError, match=message) as exc:
             load_signature(f"datasets/org/data:{path}")
         assert str(exc.value).startswith(f"hf://datasets/org/data/{path}:")  # names the repo and the file
-    problems = {info.path.split("/")[-1]: info.problem for info in list_signatures(dataset_repo)}
+    problems = {info.path.split("/")[-1]: info.problem for info in list_signatures(DATA)}
     assert problems["future.safetensors"].startswith("format version '99'")
     assert problems["other.safetensors"] == "not a fisherhub signature"
     assert problems["edited.safetensors"] is None  # a header read cannot check the checksum; loading does
-    assert not any(info.listed_in_card for info in list_signatures(dataset_repo))
+    assert not any(info.listed for info in list_signatures(DATA))
 
-    gone = push_signature(make_signature(), dataset_repo).ref.path  # listed in the card, then its file deleted
+    gone = push_signature(make_signature(), DATA).ref.path  # listed in the card, then its file deleted
     hf_api.delete_file(gone, dataset_repo, repo_type="dataset")
-    [missing] = [info for info in list_signatures(dataset_repo) if info.listed_in_card]
-    assert (missing.path, missing.problem) == (gone, "listed in the card but the file is missing")
+    [missing] = [info for info in list_signatures(DATA) if info.listed]
+    assert (missing.path, missing.problem) == (gone, "listed in the index but the file is missing")
     with pytest.raises(SignatureNotFoundError, match=f"no file '{gone}'"):
         load_signature("datasets/org/data")
 
@@ -360,13 +362,13 @@ def test_malformed_card_is_refused_or_repaired_never_destroyed(hub, hf_api, data
     commits = hub.commit_count(dataset_repo, "dataset")
     signature = make_signature()
     with pytest.raises(CardError, match="malformed YAML header.*repair_card=True"):
-        push_signature(signature, dataset_repo)
+        push_signature(signature, DATA)
     assert hub.files(dataset_repo, "dataset")["README.md"].decode() == broken
     assert hub.commit_count(dataset_repo, "dataset") == commits
     with pytest.raises(CardError):
         load_signature("datasets/org/data")  # cannot choose from a card it cannot read
 
-    result = push_signature(signature, dataset_repo, repair_card=True)
+    result = push_signature(signature, DATA, repair_card=True)
     repaired = hub.files(dataset_repo, "dataset")["README.md"].decode()
     card = RepoCard(repaired)
     assert card.data[CARD_KEY][0]["path"] == result.ref.path
@@ -378,8 +380,8 @@ def test_malformed_card_is_refused_or_repaired_never_destroyed(hub, hf_api, data
     hf_api.create_commit(dataset_repo, [CommitOperationAdd("README.md", f"---\nlicense: mit\n{CARD_KEY}: oops\n---\nBody\n".encode())],
                          commit_message="hand edit", repo_type="dataset")
     with pytest.raises(CardError, match="must be a list of mappings"):
-        push_signature(signature, dataset_repo)
-    push_signature(signature, dataset_repo, repair_card=True)
+        push_signature(signature, DATA)
+    push_signature(signature, DATA, repair_card=True)
     card = card_of(hub, dataset_repo)
     assert card.data.license == "mit" and len(card.data[CARD_KEY]) == 1
     assert f"{CARD_KEY}: oops" in card.text and "Body\n" in card.text
@@ -388,9 +390,9 @@ def test_malformed_card_is_refused_or_repaired_never_destroyed(hub, hf_api, data
 
 def test_bad_arguments(hub, dataset_repo, tmp_path):
     with pytest.raises(InputError, match="base_model"):
-        push_signature(make_signature(base_model=""), dataset_repo)
+        push_signature(make_signature(base_model=""), DATA)
     with pytest.raises(InputError, match="repo_type"):
-        push_signature(make_signature(), dataset_repo, repo_type="space")
+        push_signature(make_signature(), "spaces/org/data")
     with pytest.raises(SignatureFileError, match="not a Hub reference"):
         load_signature(str(tmp_path / "missing.safetensors"))
     with pytest.raises(InputError, match="revision"):
@@ -407,10 +409,21 @@ def test_bad_arguments(hub, dataset_repo, tmp_path):
     ("datasets/org/name", SignatureRef("org/name", "dataset")),
     ("org/adapter@v1:fisher_signatures/a.safetensors", SignatureRef("org/adapter", "model", "v1", "fisher_signatures/a.safetensors")),
     ("models/org/adapter", SignatureRef("org/adapter", "model")),
+    ("org/name", SignatureRef("org/name", "model")),  # bare: a model repo, as in hf:// URIs
     ("datasets/org/name@refs/pr/1:x.safetensors", SignatureRef("org/name", "dataset", "refs/pr/1", "x.safetensors")),
     ("hf://datasets/org/name@refs%2Fpr%2F1/fisher_signatures/a.safetensors",
      SignatureRef("org/name", "dataset", "refs/pr/1", "fisher_signatures/a.safetensors")),
+    ("hf://datasets/org/name@refs/pr/1/fisher_signatures/a.safetensors",  # unquoted refs/pr/N
+     SignatureRef("org/name", "dataset", "refs/pr/1", "fisher_signatures/a.safetensors")),
+    ("hf://org/adapter@feature%2Fx/a.safetensors", SignatureRef("org/adapter", "model", "feature/x", "a.safetensors")),
+    ("hf://spaces/org/demo/fisher_signatures/a.safetensors", SignatureRef("org/demo", "space", None, "fisher_signatures/a.safetensors")),
+    ("spaces/org/demo@main", SignatureRef("org/demo", "space", "main")),
     ("hf://org/adapter/a.safetensors", SignatureRef("org/adapter", "model", None, "a.safetensors")),
+    ("https://huggingface.co/datasets/org/name/blob/main/fisher_signatures/a.safetensors",
+     SignatureRef("org/name", "dataset", "main", "fisher_signatures/a.safetensors")),
+    ("https://huggingface.co/org/adapter/resolve/refs%2Fpr%2F2/fisher_signatures/a.safetensors",
+     SignatureRef("org/adapter", "model", "refs/pr/2", "fisher_signatures/a.safetensors")),
+    ("https://huggingface.co/datasets/org/name", SignatureRef("org/name", "dataset")),
     ("just-a-name", None),
     ("a/b/c.safetensors", None),
 ])
@@ -419,3 +432,41 @@ def test_reference_forms(text, expected):
     assert ref == expected
     if ref is not None:
         assert SignatureRef.parse(str(ref)) == ref and SignatureRef.parse(ref.short()) == ref
+
+
+@pytest.mark.parametrize("text, message", [
+    ("hf://datasets/org/name/../../etc/passwd", "without '..'"),
+    ("datasets/org/name:fisher_signatures/../README.md", "without '..'"),
+    ("org/adapter@main:/abs.safetensors", "must be relative"),
+    ("hf://buckets/org/bucket/a.safetensors", "not in a bucket"),
+    ("https://huggingface.co/org/adapter/discussions/1", "not a signature reference"),
+    ("hf://model/org/x", "not a signature reference"),  # singular prefix: the client's own message
+])
+def test_bad_references_are_refused_with_the_reason(text, message):
+    with pytest.raises(InputError, match=message):
+        SignatureRef.parse(text)
+    with pytest.raises(InputError, match=message):
+        load_signature(text)
+
+
+def test_web_url_of_the_local_endpoint_and_pr_ref_load(hub, hf_api, dataset_repo):
+    signature = make_signature()
+    result = push_signature(signature, DATA, create_pr=True)
+    path = result.ref.path
+    for ref in (f"{hub.endpoint}/datasets/org/data/blob/refs%2Fpr%2F1/{path}", f"hf://datasets/org/data@refs/pr/1/{path}",
+                f"datasets/org/data@refs/pr/1:{path}"):
+        assert load_signature(ref).to_bytes() == signature.to_bytes(), ref
+
+
+def test_signatures_in_a_space_are_read_by_reference(hub, hf_api, hf_hub_cache):
+    signature = make_signature()
+    hf_api.create_repo("org/demo", repo_type="space", space_sdk="static")
+    hf_api.upload_file(path_or_fileobj=signature.to_bytes(), path_in_repo="fisher_signatures/a.safetensors",
+                       repo_id="org/demo", repo_type="space")
+    for ref in ("hf://spaces/org/demo/fisher_signatures/a.safetensors", "spaces/org/demo:fisher_signatures/a.safetensors",
+                f"{hub.endpoint}/spaces/org/demo/blob/main/fisher_signatures/a.safetensors"):
+        assert load_signature(ref).to_bytes() == signature.to_bytes(), ref
+    [info] = list_signatures("hf://spaces/org/demo")
+    assert (info.path, info.listed, info.sketch_id) == ("fisher_signatures/a.safetensors", False, signature.sketch_id)
+    with pytest.raises(InputError, match="repo_type must be one of"):
+        push_signature(signature, "spaces/org/demo")

@@ -156,7 +156,7 @@ def test_hub_refs(metric, signature_files, hub, hf_api, hf_hub_cache):
 
     for name in ("first", "second"):
         hf_api.create_repo(f"tester/{name}", repo_type="dataset")
-        push_signature(Signature.load(signature_files[name]), f"tester/{name}")
+        push_signature(Signature.load(signature_files[name]), f"datasets/tester/{name}")
     results = metric.compute(predictions=["datasets/tester/first"], references=["datasets/tester/second"])
     _assert_matches_library(results, [(signature_files["first"], signature_files["second"])])
     with pytest.raises(InputError, match=r"datasets/tester/absent.*`predictions`"):

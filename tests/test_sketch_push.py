@@ -9,6 +9,7 @@ from tiny_models import tiny_causal_lm, tiny_tokenizer
 from fisherhub import Signature
 from fisherhub.cli import main
 from fisherhub.hub import list_signatures, load_signature
+from fisherhub.hub.index import published
 
 
 def test_sketch_cli_pushes_to_a_dataset_repo(tmp_path, hub):
@@ -20,12 +21,13 @@ def test_sketch_cli_pushes_to_a_dataset_repo(tmp_path, hub):
     output = tmp_path / "sig.safetensors"
     status = main([
         "sketch", "--model", str(tmp_path / "model"), "--dataset", str(data), "--m", "256", "--cpu",
-        "--output", str(output), "--push-to-hub", "tester/cats", "--no-progress",
+        "--output", str(output), "--push-to-hub", "datasets/tester/cats", "--no-progress",
     ])
     assert status == 0
     (info,) = list_signatures("tester/cats", repo_type="dataset")
     assert info.num_tokens == Signature.load(output).num_tokens > 0
-    assert load_signature("datasets/tester/cats").to_bytes() == output.read_bytes()
+    # what is published names the model folder and data file, not their local paths
+    assert load_signature("datasets/tester/cats").to_bytes() == published(Signature.load(output)).to_bytes()
 
 
 def test_push_cli_refuses_a_missing_repo_unless_asked_to_create_it(tmp_path, hub, capsys):

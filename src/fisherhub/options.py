@@ -16,6 +16,11 @@ from fisherhub.core.errors import InputError
 from fisherhub.core.registry import DEFAULT_ESTIMATOR, DEFAULT_M, DEFAULT_SEED, ESTIMATORS, FISHER_TYPES, GRANULARITIES
 
 DTYPES = ("float32", "bfloat16", "float16")
+#: repo types signatures are read from; pushes go to the first two (a Space has no card section for them)
+REPO_TYPES = ("model", "dataset", "space")
+PUSH_REPO_TYPES = REPO_TYPES[:2]
+#: the type of a bare ``org/name``: a model (adapter) repo, as in ``hf://`` URIs and ``huggingface_hub``
+DEFAULT_REPO_TYPE = "model"
 #: what selection ranks candidates by: Fisher alignment A, or one factor alone (S_a, S_e)
 SCORES = ("fisher", "activation", "error")
 
@@ -171,8 +176,8 @@ class SketchArgs(ModelOptions, SpecOptions, RunOptions):
     like: str | None = option(None, "reuse the exact spec (and base model) of this signature: file or Hub ref")
     output: str | None = option("signature.safetensors", "where the signature is written", flags=("-o", "--output"))
     push_to_hub: str | None = option(None, "also push the signature to this Hub repo", metavar="REPO")
-    push_repo_type: str = option("dataset", "type of the --push-to-hub repo", choices=("dataset", "model"),
-                                 flags=("--repo-type",))
+    push_repo_type: str = option(DEFAULT_REPO_TYPE, "type of a bare org/name given to --push-to-hub (datasets/org/name "
+                                 "names a dataset repo)", choices=PUSH_REPO_TYPES, flags=("--repo-type",))
 
     def __post_init__(self) -> None:
         for base in (ModelOptions, SpecOptions, RunOptions):

@@ -13,9 +13,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "pull",
         help="download a signature from a dataset or adapter repo",
         description=(
-            "Download the signature REF names (datasets/org/name[@rev][:path], org/adapter[@rev][:path] or "
-            "hf://[datasets/]org/name[@rev]/path), check it, and copy it byte for byte to PATH. Works offline "
-            "(HF_HUB_OFFLINE=1) for what was fetched before."
+            "Download the signature REF names (org/adapter[@rev][:path] — a bare org/name is a model repo —, "
+            "datasets/org/name[@rev][:path], hf://[datasets/|spaces/]org/name[@rev]/path or a Hub web URL), "
+            "check it, and copy it byte for byte to PATH. Works offline (HF_HUB_OFFLINE=1) for what was fetched before."
         ),
     )
     parser.add_argument("ref", metavar="REF", help="signature reference")

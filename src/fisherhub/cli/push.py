@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import argparse
 
-from fisherhub.hub.refs import add_repo_arguments, repo_from_args
+from fisherhub.cli.repo_arguments import add_repo_arguments, repo_from_args
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "push",
         help="push a signature to the dataset or adapter repo it describes (file + card, one commit)",
-        description="Add SIG under fisher_signatures/ of REPO and list it in the repo card, in one commit.",
+        description=(
+            "Add SIG under fisher_signatures/ of REPO (a Hub repo, or a local folder such as an adapter's "
+            "output_dir) and list it in fisher_signatures/index.json and the card, in one commit."
+        ),
     )
     parser.add_argument("signature", metavar="SIG", help="signature file (.safetensors)")
-    add_repo_arguments(parser, revision_help="branch to commit to (default: the repo's default branch)")
+    add_repo_arguments(parser, revision_help="branch to commit to (default: the repo's default branch)", folder=True)
     parser.add_argument("--create-pr", action="store_true", help="open a pull request (for repos you cannot write to)")
     parser.add_argument("--create-repo", action="store_true", help="create the repo when it does not exist")
     parser.add_argument("--message", help="commit message")
@@ -29,17 +32,17 @@ def run(args: argparse.Namespace) -> int:
     repo = repo_from_args(args)
     result = push_signature(
         Signature.load(args.signature),
-        repo.repo_id,
-        repo.repo_type,
-        revision=repo.revision,
+        repo,
         create_pr=args.create_pr,
         commit_message=args.message,
         repair_card=args.repair_card,
         create_repo=args.create_repo,
     )
     if not result.committed:
-        print(f"{result.ref.short()}: already there, nothing to commit")
+        print(f"{result.location}: already there, nothing to commit")
+    elif result.ref is None:
+        print(f"wrote {result.location}")
     else:
-        print(f"pushed {result.ref.short()}")
+        print(f"pushed {result.location}")
         print(result.pr_url or result.commit_url)
     return 0

@@ -1,31 +1,87 @@
-"""Repo cards (README.md) that list signatures: the YAML ``fisher_signatures:`` block and the human section
-rendered from the templates in ``hub_cards/`` (SPEC §4)."""
+"""Repo cards (README.md) that list signatures: the YAML ``fisher_signatures:`` block and the human section,
+both rendered from the index (``fisherhub.hub.index``) with the templates in ``hub_cards/`` (SPEC §4).
+Everything that comes from signature metadata is escaped on its way into the card body."""
 
 from __future__ import annotations
 
+import html
 import importlib.resources
+import json
+import re
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 import jinja2
 import yaml
-from huggingface_hub import RepoCard, hf_hub_download
+from huggingface_hub import HfUri, RepoCard, hf_hub_download
+from huggingface_hub.errors import HfUriError
 from huggingface_hub.repocard import REGEX_YAML_BLOCK
 from huggingface_hub.utils import yaml_dump
 
-from fisherhub.core.signature import Signature
 from fisherhub.hub.errors import CardError, hub_errors
+from fisherhub.hub.index import ENTRY_KEYS, check_entries
 from fisherhub.hub.refs import SignatureRef
 
 CARD_NAME = "README.md"
 CARD_KEY = "fisher_signatures"
 #: card tag of every repo that carries signatures (lets discovery filter on the Hub's side)
 SIGNATURE_TAG = "fisher-signatures"
-ENTRY_KEYS = ("path", "base_model", "sketch_id", "tokens", "documents", "dataset", "dataset_config", "dataset_split")
-SECTION_BEGIN = "<!-- fisherhub:signatures:begin (generated from the fisher_signatures block) -->"
+SECTION_BEGIN = "<!-- fisherhub:signatures:begin (generated from fisher_signatures/index.json) -->"
 SECTION_END = "<!-- fisherhub:signatures:end -->"
+_MARKERS = re.compile(r"<!-- fisherhub:signatures:(?:begin|end)\b[^>]*-->\n?")
+_SECTION = re.compile(r"<!-- fisherhub:signatures:begin\b[^>]*-->.*?<!-- fisherhub:signatures:end -->\n*", re.S)
 SECTION_TEMPLATES = {"dataset": "dataset_section.md", "model": "adapter_section.md"}
+_MARKDOWN_SPECIALS = re.compile(r"([\\`*_\[\]()|~])")  # what forms emphasis, code, links, cells mid-line
+_FILE_PATH = re.compile(r"[\w.-]+(?:/[\w.-]+)*")
+
+
+def markdown_text(value: Any) -> str:
+    """``value`` as inert Markdown text: one line, Markdown punctuation backslash-escaped, HTML escaped (no
+    tags, links, table cells or comment markers can come out of it)."""
+    text = " ".join(str(value).split())
+    return html.escape(_MARKDOWN_SPECIALS.sub(r"\\\1", text), quote=True)
+
+
+def _is_repo_id(value: Any) -> bool:
+    """Whether ``value`` is a Hub id ``org/name`` (what a card may link to or name as ``base_model``)."""
+    try:
+        HfUri("model", str(value))
+    except HfUriError:
+        return False
+    return True
+
+
+def hub_link(value: Any) -> str:
+    """A link to a Hub repo id's page, or the escaped text when ``value`` is no repo id."""
+    return f"[{markdown_text(value)}](/{value})" if _is_repo_id(value) else markdown_text(value)
+
+
+def code(value: Any) -> str:
+    """``value`` as inline code when it is a plain name (letters, digits, ``._-``), else as escaped text."""
+    return f"`{value}`" if re.fullmatch(r"[\w.-]+", str(value)) else markdown_text(value)
+
+
+def dataset_link(value: Any) -> str:
+    """A link to a Hub dataset's page, or the escaped text when ``value`` is no repo id."""
+    return f"[{markdown_text(value)}](/datasets/{value})" if _is_repo_id(value) else markdown_text(value)
+
+
+def file_link(path: Any) -> str:
+    """A link to a file of this repo (its name as text), or the escaped text for any other path."""
+    path = str(path)
+    safe = _FILE_PATH.fullmatch(path) and ".." not in path.split("/")
+    return f"[{code(path.rsplit('/', 1)[-1])}]({path})" if safe else markdown_text(path)
+
+
+def count(value: Any) -> str:
+    """An integer with thousands separators; anything else escaped (None: empty)."""
+    return "" if value is None else f"{value:,}" if isinstance(value, int) else markdown_text(value)
+
+
+def python_string(value: Any) -> str:
+    """A Python string literal for ``value`` (one line: it cannot close the code block it is in)."""
+    return json.dumps(str(value))
 
 
 def template_folder() -> Traversable:
@@ -42,36 +98,14 @@ _TEMPLATES = jinja2.Environment(
     lstrip_blocks=True,
     keep_trailing_newline=True,
 )
-
-
-def card_entry(signature: Signature, path: str) -> dict[str, Any]:
-    """The YAML entry for a signature file: path, base model, sketch id, token and document counts, dataset."""
-    metadata = signature.metadata
-    entry = {
-        "path": path,
-        "base_model": metadata.get("base_model"),
-        "sketch_id": signature.sketch_id,
-        "tokens": signature.num_tokens,
-        "documents": signature.num_documents,
-        **{key: metadata.get(key) for key in ("dataset", "dataset_config", "dataset_split")},
-    }
-    return {key: value for key, value in entry.items() if value not in (None, "")}
+_TEMPLATES.filters.update(
+    md=markdown_text, code=code, count=count, hub_link=hub_link, dataset_link=dataset_link, file_link=file_link, py=python_string
+)
 
 
 def signature_entries(card_data: Any, where: str) -> list[dict[str, Any]]:
     """The ``fisher_signatures`` entries of card metadata (a dict or ``CardData``; None: no card)."""
-    value = card_data.get(CARD_KEY) if card_data is not None else None
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(e, dict) and isinstance(e.get("path"), str) for e in value):
-        raise CardError(f"{where}: the card's `{CARD_KEY}` block must be a list of mappings with a `path`, got {value!r:.200}")
-    return [dict(entry) for entry in value]
-
-
-def entry_matches(entry: dict[str, Any], base_model: str | None, sketch_id: str | None) -> bool:
-    return (base_model is None or entry.get("base_model") == base_model) and (
-        sketch_id is None or entry.get("sketch_id") == sketch_id
-    )
+    return check_entries(card_data.get(CARD_KEY) if card_data is not None else None, where, f"the card's `{CARD_KEY}` block")
 
 
 def download_card(repo: SignatureRef, token: str | None = None) -> tuple[str, str]:
@@ -115,29 +149,43 @@ def read_card(text: str | None, where: str, *, repair: bool = False) -> RepoCard
     return RepoCard(f"---\n{yaml_dump({**kept, CARD_KEY: []}, sort_keys=False)}---\n{old_header}{body}")
 
 
-def render_section(entries: list[dict[str, Any]], repo: SignatureRef) -> str:
-    """The human section for ``entries`` from the repo type's template in ``hub_cards/``."""
+def render_section(entries: list[dict[str, Any]], repo_type: str, name: str) -> str:
+    """The human section for ``entries`` from ``repo_type``'s template in ``hub_cards/``; every value that
+    comes from metadata goes through the escaping filters (``md``, ``code``, ``count``, ``hub_link``,
+    ``dataset_link``, ``file_link``, ``py``)."""
     rows = [{**dict.fromkeys(ENTRY_KEYS), **entry} for entry in entries]
-    return _TEMPLATES.get_template(SECTION_TEMPLATES[repo.repo_type]).render(signatures=rows, repo=repo.repo)
+    base_models = [row["base_model"] for row in rows if _is_repo_id(row["base_model"])]
+    return _TEMPLATES.get_template(SECTION_TEMPLATES[repo_type]).render(
+        signatures=rows, repo=name, example_base_model=base_models[0] if base_models else None
+    )
 
 
 def _with_section(body: str, section: str) -> str:
-    """``body`` with the generated section replaced, or appended when it has none."""
+    """``body`` with exactly one generated section: in place of the first one it has (every other one and any
+    stray marker removed), or appended when it has none."""
     block = f"{SECTION_BEGIN}\n{section.strip()}\n{SECTION_END}\n"
-    start, end = body.find(SECTION_BEGIN), body.find(SECTION_END)
-    if 0 <= start < end:
-        return body[:start] + block + body[end + len(SECTION_END) :].lstrip("\n")
-    return f"{body.rstrip()}\n\n{block}" if body.strip() else f"\n{block}"
+    first = _SECTION.search(body)
+    if first is None:
+        body = _MARKERS.sub("", body)
+        return f"{body.rstrip()}\n\n{block}" if body.strip() else f"\n{block}"
+    before, after = _MARKERS.sub("", body[: first.start()]), _MARKERS.sub("", _SECTION.sub("", body[first.end() :]))
+    return before + block + after
 
 
-def add_entry(card: RepoCard, entry: dict[str, Any], repo: SignatureRef) -> None:
-    """Put ``entry`` in the card's block (in place of the entry with the same path: signatures of other
-    base models stay), tag the card, and re-render the human section from the whole block."""
-    entries = signature_entries(card.data, str(repo))
-    index = next((i for i, old in enumerate(entries) if old["path"] == entry["path"]), len(entries))
-    entries[index : index + 1] = [entry]
+def set_entries(
+    card: RepoCard, entries: list[dict[str, Any]], repo_type: str, name: str, adapter_of: str | None = None
+) -> None:
+    """Make the card list ``entries`` (the index's): its YAML block, the signature tag and the human section
+    (for a ``repo_type`` repo that ``load_signature(name)`` reads).
+    ``adapter_of``: the base model of an adapter repo, written as ``base_model`` with ``library_name: peft``
+    where the card has none (so the Hub's ``base_model:adapter:`` filter finds the repo)."""
     card.data[CARD_KEY] = entries
     tags = card.data.get("tags") or []
     tags = [tags] if isinstance(tags, str) else list(tags)
     card.data["tags"] = tags if SIGNATURE_TAG in tags else [*tags, SIGNATURE_TAG]
-    card.text = _with_section(card.text, render_section(entries, repo))
+    if adapter_of is not None and _is_repo_id(adapter_of):
+        if not card.data.get("base_model"):
+            card.data["base_model"] = adapter_of
+        if not card.data.get("library_name"):
+            card.data["library_name"] = "peft"
+    card.text = _with_section(card.text, render_section(entries, repo_type, name))

@@ -1,17 +1,52 @@
-"""Find repos with signatures for a base model: adapters (by the Hub's base-model tag) and dataset repos
-(by the signature tag, then their cards' ``fisher_signatures`` block)."""
+"""Find repos with signatures for a base model: adapters (by the Hub's tags, with a fallback for repos whose
+card lost the signature tag) and dataset repos (by the signature tag, then their cards' block).
+
+Each adapter comes back as the listing described it (``RepoSnapshot``: commit id, files, card), so ranking
+it needs no further call for what the listing already said: with the card's block, one download of the
+chosen signature file (HEAD + GET); without it, the index first (HEAD + GET).
+"""
 
 from __future__ import annotations
 
 from huggingface_hub import HfApi
 
-from fisherhub.hub.cards import SIGNATURE_TAG, entry_matches, signature_entries
-from fisherhub.hub.errors import CardError
+from fisherhub.hub.cards import SIGNATURE_TAG, signature_entries
+from fisherhub.hub.errors import CardError, hub_errors
+from fisherhub.hub.index import INDEX_PATH, entry_matches
+from fisherhub.hub.snapshot import RepoSnapshot
+
+#: what a listing returns per repo (``expand=``): enough to pin, list and choose without a repo_info call
+LISTING_FIELDS = ("sha", "siblings", "cardData")
 
 
-def find_adapters(base_model: str, *, token: str | None = None) -> list[str]:
-    """Ids of adapter repos of ``base_model`` (tagged ``base_model:adapter:<id>`` by the Hub from their card)."""
-    return [model.id for model in HfApi(token=token).list_models(filter=f"base_model:adapter:{base_model}")]
+def adapter_tag(base_model: str) -> str:
+    """The tag the Hub derives from an adapter card's ``base_model`` (with ``adapter_config.json`` in the repo)."""
+    return f"base_model:adapter:{base_model}"
+
+
+def _may_be_signed(snapshot: RepoSnapshot) -> bool:
+    """Signature files in the repo, or training datasets named in its card (whose repos may carry them)."""
+    return INDEX_PATH in snapshot.files or bool(snapshot.signature_files) or bool((snapshot.card_data or {}).get("datasets"))
+
+
+def find_adapters(base_model: str, *, token: str | None = None, untagged: bool = True) -> list[RepoSnapshot]:
+    """Adapter repos of ``base_model`` that carry signatures, as the listing describes them (pinned to the
+    commit listed). First the Hub's own filter on both tags (``fisher-signatures`` and
+    ``base_model:adapter:<id>``); with ``untagged``, then every other adapter of ``base_model`` whose file
+    list has signatures although its card lost the tag (a later ``push_to_hub`` rewrote the card), or whose
+    card names training datasets (their repos may carry the signature). Two listing calls in all (each
+    paginated by the client), none per repo."""
+    api = HfApi(token=token)
+    found: dict[str, RepoSnapshot] = {}
+    with hub_errors(f"the adapters of {base_model}"):
+        for info in api.list_models(filter=[SIGNATURE_TAG, adapter_tag(base_model)], expand=list(LISTING_FIELDS)):
+            found[info.id] = RepoSnapshot.from_info(info, "model", listed=True)
+        if untagged:
+            for info in api.list_models(filter=adapter_tag(base_model), expand=list(LISTING_FIELDS)):
+                snapshot = RepoSnapshot.from_info(info, "model", listed=True)
+                if info.id not in found and _may_be_signed(snapshot):
+                    found[info.id] = snapshot
+    return list(found.values())
 
 
 def find_signed_datasets(base_model: str, *, sketch_id: str | None = None, token: str | None = None) -> list[str]:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from huggingface_hub import constants
 from huggingface_hub.errors import (
+    GatedRepoError,
     LocalEntryNotFoundError,
     OfflineModeIsEnabled,
     RemoteEntryNotFoundError,
@@ -23,6 +24,10 @@ class HubError(FisherHubError):
 
 class RepoNotFoundError(HubError):
     """The repo (or the revision asked for) does not exist, or is private and no token allows it."""
+
+
+class GatedRepoAccessError(RepoNotFoundError):
+    """The repo is gated: its files need access granted on its Hub page and a token of that account."""
 
 
 class SignatureNotFoundError(HubError):
@@ -53,6 +58,11 @@ def hub_errors(where: str, path: str | None = None) -> Iterator[None]:
         yield
     except RevisionNotFoundError as exc:
         raise RepoNotFoundError(f"{where}: revision not found; check the branch, tag or commit id") from exc
+    except GatedRepoError as exc:  # a subclass of RepositoryNotFoundError: first
+        raise GatedRepoAccessError(
+            f"{where}: gated: request access on the repo's Hub page, then use a token of the account that has it "
+            "(HF_TOKEN or `hf auth login`)"
+        ) from exc
     except RepositoryNotFoundError as exc:
         raise RepoNotFoundError(
             f"{where}: repository not found. Check the id and the repo type (a 'datasets/' prefix or "
@@ -65,7 +75,8 @@ def hub_errors(where: str, path: str | None = None) -> Iterator[None]:
         ) from exc
     except (LocalEntryNotFoundError, OfflineModeIsEnabled) as exc:
         state = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else f"the Hub ({constants.ENDPOINT}) is unreachable"
+        what = f"{path} is not in the local cache ({constants.HF_HUB_CACHE})" if path else "the repo's file list needs the Hub"
         raise OfflineCacheError(
-            f"{where}: {state} and {path or 'the file'} is not in the local cache ({constants.HF_HUB_CACHE}). "
-            "Fetch it once while online (e.g. `fisherhub pull REF`), pinning the revision you will use offline"
+            f"{where}: {state} and {what}. Fetch it once while online (`fisherhub pull REF`, or load or select with "
+            "it), pinning the revision you will use offline"
         ) from exc

@@ -1,35 +1,86 @@
-"""Push a signature to the repo it describes: the file and the card update in one commit (SPEC §4)."""
+"""Push a signature to the repo or local folder it describes: the file, the index and the card, in one
+commit on the Hub (SPEC §4)."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.hf_api import RepoSibling
 
+from fisherhub.core.errors import InputError
 from fisherhub.core.signature import Signature
-from fisherhub.hub.cards import (
-    CARD_NAME,
-    add_entry,
-    card_entry,
-    download_card,
-    read_card,
+from fisherhub.hub.cards import CARD_NAME, download_card, read_card, set_entries
+from fisherhub.hub.errors import CardError, ConcurrentPushError, hub_errors
+from fisherhub.hub.folder import folder_card, folder_entries, folder_repo_type, write_atomically
+from fisherhub.hub.index import INDEX_PATH, entry_for, published, render_index, with_entry
+from fisherhub.hub.refs import (
+    ADAPTER_CONFIG,
+    PUSH_REPO_TYPES,
+    SignatureRef,
+    check_repo_type,
+    is_local_folder,
+    repo_ref,
+    signature_path,
 )
-from fisherhub.hub.errors import ConcurrentPushError, hub_errors
-from fisherhub.hub.refs import SignatureRef, check_repo_type, signature_path
+from fisherhub.hub.snapshot import RepoSnapshot
+
+_CONFLICT = 412  # the Hub's answer when parent_commit is not the head any more
 
 
 @dataclasses.dataclass(frozen=True)
 class PushResult:
-    """Where the signature is now. ``ref`` is pinned to the commit that holds it (the new commit, or the head
-    that already had it when ``committed`` is False): ``load_signature(str(result.ref))`` reads it back."""
+    """Where the signature is now. On the Hub ``ref`` is pinned to the commit that holds it (the new commit, or
+    the head that already had it when ``committed`` is False): ``load_signature(str(result.ref))`` reads it
+    back. In a local folder ``file`` is the signature file written."""
 
-    ref: SignatureRef
+    ref: SignatureRef | None
     committed: bool
     commit_url: str | None = None
     pr_url: str | None = None
+    file: str | None = None
+
+    @property
+    def location(self) -> str:
+        return self.ref.short() if self.ref is not None else str(self.file)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Update:
+    """The new index and card for a signature file at ``path``."""
+
+    path: str
+    data: bytes
+    index: bytes
+    card: str
+
+
+def _update(
+    signature: Signature, entries: list[dict[str, Any]], old_card: str | None, where: str, repo_type: str, name: str,
+    adapter_of: str | None, repair_card: bool,
+) -> _Update:
+    path = signature_path(signature)
+    entries = with_entry(entries, entry_for(signature, path))
+    card = read_card(old_card, where, repair=repair_card)
+    set_entries(card, entries, repo_type, name, adapter_of)
+    return _Update(path, signature.to_bytes(), render_index(entries), str(card))
+
+
+def _entries(read: Callable[[], list[dict[str, Any]]], repair_card: bool) -> list[dict[str, Any]]:
+    """The entries ``read`` gives; a malformed index or card block is refused, or with ``repair_card`` read as
+    listing nothing (the push then lists the new signature, and the card is repaired)."""
+    try:
+        return read()
+    except CardError:
+        if not repair_card:
+            raise
+        return []
 
 
 def _holds(sibling: RepoSibling | None, data: bytes) -> bool:
@@ -43,8 +94,8 @@ def _holds(sibling: RepoSibling | None, data: bytes) -> bool:
 
 def push_signature(
     signature: Signature,
-    repo_id: str,
-    repo_type: str = "dataset",
+    repo: str | os.PathLike | SignatureRef,
+    repo_type: str | None = None,
     *,
     revision: str | None = None,
     create_pr: bool = False,
@@ -54,52 +105,94 @@ def push_signature(
     repair_card: bool = False,
     create_repo: bool = False,
 ) -> PushResult:
-    """Add ``signature`` under ``fisher_signatures/`` of a dataset or model (adapter) repo and list it in the
-    card, in one commit on ``revision`` (default branch when None). The repo must exist unless
-    ``create_repo`` (then it is created when missing, as ``push_to_hub`` does in transformers).
+    """Add ``signature`` under ``fisher_signatures/`` of a dataset or model (adapter) repo, or of a local
+    folder, and list it in ``fisher_signatures/index.json`` and the card; on the Hub in one commit on
+    ``revision`` (default branch when None). ``repo``: ``org/name`` (a model repo unless ``repo_type`` says
+    otherwise), ``datasets/org/name``, an ``hf://`` URI, or an existing local folder. The repo must exist
+    unless ``create_repo`` (then it is created when missing, as ``push_to_hub`` does in transformers; a new
+    model repo's card gets ``base_model`` and ``library_name: peft``, so the Hub lists it as an adapter of
+    that base model once the adapter is in it).
 
+    What is published holds no local paths: they become a Hub id or a file / folder name (``index.published``).
     The commit's parent is ``parent_commit``, by default the head the card was read at, so a push made by
     someone else in between fails with ``ConcurrentPushError`` instead of being overwritten. ``create_pr``
-    opens a pull request (for repos one cannot write to). When the same file and card entry are already there,
-    nothing is committed. A malformed card is refused unless ``repair_card`` (see ``cards.read_card``).
+    opens a pull request (for repos one cannot write to). When the same file, index and card are already
+    there, nothing is committed. A malformed card is refused unless ``repair_card`` (see ``cards.read_card``).
     """
-    path = signature_path(signature)
-    repo = SignatureRef(repo_id, check_repo_type(repo_type), revision)
-    data = signature.to_bytes()
+    signature = published(signature)
+    if not isinstance(repo, SignatureRef) and is_local_folder(repo):
+        if revision is not None or create_pr or parent_commit is not None or create_repo:
+            raise InputError(
+                f"{os.fspath(repo)} is a local folder: revision, create_pr, parent_commit and create_repo apply to Hub repos"
+            )
+        return _push_to_folder(signature, Path(repo), repair_card)
+    target = repo.at(revision) if isinstance(repo, SignatureRef) else repo_ref(os.fspath(repo), repo_type, revision)
+    check_repo_type(target.repo_type, PUSH_REPO_TYPES)
     api = HfApi(token=token)
-    with hub_errors(str(repo)):
+    created = False
+    with hub_errors(str(target)):
         if create_repo:
-            api.create_repo(repo_id, repo_type=repo_type, exist_ok=True)
-        info = api.repo_info(repo_id, repo_type=repo_type, revision=revision, files_metadata=True)
-    head = dataclasses.replace(repo, revision=info.sha)
+            created = not api.repo_exists(target.repo_id, repo_type=target.repo_type)
+            api.create_repo(target.repo_id, repo_type=target.repo_type, exist_ok=True)
+        info = api.repo_info(target.repo_id, repo_type=target.repo_type, revision=target.revision, files_metadata=True)
+    snapshot = RepoSnapshot.from_info(info, target.repo_type, target.revision)
     files = {sibling.rfilename: sibling for sibling in info.siblings or []}
-    old_card = download_card(head, token)[0] if CARD_NAME in files else None
-    card = read_card(old_card, str(repo), repair=repair_card)
-    add_entry(card, card_entry(signature, path), repo)
-    new_card = str(card)
-    if new_card == old_card and _holds(files.get(path), data):
-        return PushResult(head.with_path(path), committed=False)
+    old_card = download_card(snapshot.ref, token)[0] if CARD_NAME in files else None
+    adapter = target.repo_type == "model" and (created or ADAPTER_CONFIG in files)
+    update = _update(
+        signature, _entries(lambda: snapshot.entries(token), repair_card), old_card, str(target), target.repo_type, target.repo,
+        signature.metadata["base_model"] if adapter else None, repair_card,
+    )
+    head = snapshot.ref.with_path(update.path)
+    if update.card == old_card and _holds(files.get(INDEX_PATH), update.index) and _holds(files.get(update.path), update.data):
+        return PushResult(head, committed=False)
 
     metadata = signature.metadata
     described = f"{metadata.get('dataset')} under {metadata['base_model']}" if metadata.get("dataset") else metadata["base_model"]
-    operations = [CommitOperationAdd(path, data), CommitOperationAdd(CARD_NAME, new_card.encode("utf-8"))]
+    operations = [
+        CommitOperationAdd(update.path, update.data),
+        CommitOperationAdd(INDEX_PATH, update.index),
+        CommitOperationAdd(CARD_NAME, update.card.encode("utf-8")),
+    ]
     try:
-        with hub_errors(str(repo)):
+        with hub_errors(str(target)):
             commit = api.create_commit(
-                repo_id,
+                target.repo_id,
                 operations,
                 commit_message=commit_message or f"Add Fisher signature of {described} ({signature.sketch_id})",
-                repo_type=repo_type,
-                revision=revision,
+                repo_type=target.repo_type,
+                revision=target.revision,
                 create_pr=create_pr,
                 parent_commit=parent_commit or info.sha,
             )
     except HfHubHTTPError as exc:
-        if exc.response is None or exc.response.status_code != 412:
+        if exc.response is None or exc.response.status_code != _CONFLICT:
             raise
         raise ConcurrentPushError(
-            f"{repo}: someone pushed to {revision or 'the default branch'} after its card was read at commit "
+            f"{target}: someone pushed to {target.revision or 'the default branch'} after its card was read at commit "
             f"{(parent_commit or info.sha)[:7]}; nothing was written. Push again: it re-reads the card and keeps "
             "their changes"
         ) from exc
-    return PushResult(SignatureRef(repo_id, repo_type, commit.oid, path), True, commit.commit_url, commit.pr_url)
+    pushed = SignatureRef(target.repo_id, target.repo_type, commit.oid, update.path)
+    return PushResult(pushed, True, commit.commit_url, commit.pr_url)
+
+
+def _push_to_folder(signature: Signature, folder: Path, repair_card: bool) -> PushResult:
+    """The folder's signature file, index and card (each written atomically; the card last, so a folder
+    interrupted in between still lists the signature through its index)."""
+    old_card = folder_card(folder)
+    repo_type = folder_repo_type(folder)
+    update = _update(
+        signature, _entries(lambda: folder_entries(folder), repair_card), old_card, str(folder), repo_type, folder.resolve().name,
+        signature.metadata["base_model"] if repo_type == "model" else None, repair_card,
+    )
+    file = folder / update.path
+    outputs = [
+        (file, update.data), (folder / INDEX_PATH, update.index), (folder / CARD_NAME, update.card.encode("utf-8")),
+    ]
+    written = False
+    for path, data in outputs:
+        if not path.is_file() or path.read_bytes() != data:
+            write_atomically(path, data)
+            written = True
+    return PushResult(None, written, file=str(file))

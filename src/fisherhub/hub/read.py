@@ -1,50 +1,55 @@
-"""List the signatures of a repo (card + file list + safetensors headers) and load one by reference."""
+"""List the signatures of a repo or local folder (index, else card; file list; safetensors headers) and load
+one by reference."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
 import os
+from pathlib import Path
+from typing import Any
 
 from huggingface_hub import HfApi, hf_hub_download
 from huggingface_hub.errors import SafetensorsParsingError
+from safetensors import SafetensorError, safe_open
 
+from fisherhub.core.errors import InputError, SignatureFileError
 from fisherhub.core.signature import Signature
 from fisherhub.core.spec import FORMAT_VERSION
-from fisherhub.core.errors import InputError, SignatureFileError
-from fisherhub.hub.cards import (
-    download_card,
-    entry_matches,
-    read_card,
-    signature_entries,
-)
-from fisherhub.hub.errors import (
-    AmbiguousSignatureError,
-    CardError,
-    SignatureNotFoundError,
-    hub_errors,
-)
-from fisherhub.hub.refs import SIGNATURE_FOLDER, SignatureRef, check_repo_type
+from fisherhub.hub.cards import CARD_NAME, download_card, read_card
+from fisherhub.hub.errors import AmbiguousSignatureError, CardError, SignatureNotFoundError, hub_errors
+from fisherhub.hub.folder import folder_entries, folder_signature_files
+from fisherhub.hub.index import entry_matches
+from fisherhub.hub.refs import SignatureRef, check_path, is_local_folder, repo_ref
+from fisherhub.hub.snapshot import RepoSnapshot, repo_snapshot
 
 logger = logging.getLogger(__name__)
 
-REFERENCE_FORMS = "a local file, datasets/org/name[@rev][:path], org/adapter[@rev][:path] or hf://[datasets/]org/name[@rev]/path"
+REFERENCE_FORMS = (
+    "a local file or adapter folder, org/adapter[@rev][:path], datasets/org/name[@rev][:path], "
+    "hf://[datasets/|spaces/]org/name[@rev]/path or a Hub web URL"
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class SignatureInfo:
-    """A signature file of a repo: its safetensors ``__metadata__`` (read from the header only), whether the
-    card lists it, and ``problem`` (why it cannot be loaded) or None."""
+    """A signature file of a repo or local folder: its metadata (from its safetensors header, or from the
+    index entry when the header was not read: offline and not cached), whether the index (or card) lists it,
+    and ``problem`` (why it cannot be loaded) or None. ``ref`` (Hub, pinned to the commit listed) or ``file``
+    (local folder) says where it is."""
 
-    ref: SignatureRef
-    listed_in_card: bool
+    path: str
+    listed: bool
     metadata: dict[str, str]
     size: int | None = None
     problem: str | None = None
+    ref: SignatureRef | None = None
+    file: str | None = None
 
     @property
-    def path(self) -> str:
-        return self.ref.path or ""
+    def location(self) -> str:
+        """What ``load_signature`` takes to load it."""
+        return self.ref.short() if self.ref is not None else str(self.file)
 
     @property
     def sketch_id(self) -> str | None:
@@ -75,71 +80,132 @@ def _header_problem(metadata: dict[str, str]) -> str | None:
     return None
 
 
-def _file_info(api: HfApi, ref: SignatureRef, listed: bool, size: int | None) -> SignatureInfo:
+def _entry_metadata(entry: dict[str, Any]) -> dict[str, str]:
+    """An index entry in the keys of a signature header."""
+    names = {"tokens": "num_tokens", "documents": "num_documents"}
+    return {names.get(key, key): str(value) for key, value in entry.items() if key != "path"}
+
+
+def _local_header(file: str | os.PathLike) -> tuple[dict[str, str] | None, str | None]:
+    """(header metadata, problem) of a local safetensors file, reading only its header."""
+    try:
+        with safe_open(os.fspath(file), "pt") as handle:
+            metadata = dict(handle.metadata() or {})
+    except (SafetensorError, OSError, ValueError) as exc:
+        return None, f"not a readable safetensors file ({exc})"
+    return metadata, _header_problem(metadata)
+
+
+def _remote_header(api: HfApi, ref: SignatureRef) -> tuple[dict[str, str] | None, str | None]:
     try:
         with hub_errors(str(ref), ref.path):
             header = api.parse_safetensors_file_metadata(ref.repo_id, ref.path, repo_type=ref.repo_type, revision=ref.revision)
     except SafetensorsParsingError as exc:
-        return SignatureInfo(ref, listed, {}, size, f"not a readable safetensors file ({exc})")
-    return SignatureInfo(ref, listed, dict(header.metadata), size, _header_problem(header.metadata))
+        return None, f"not a readable safetensors file ({exc})"
+    return dict(header.metadata), _header_problem(header.metadata)
+
+
+def _infos(
+    entries: list[dict[str, Any]], files: dict[str, int | None], complete: bool, header, locate, read_listed: bool
+) -> list[SignatureInfo]:
+    """One info per signature file and per listed entry. ``header(path)`` reads a file's header ((None, None):
+    not readable here, e.g. offline and not cached), for every file with ``read_listed``, else only for files
+    the entries do not list; ``locate(path)`` gives the ``ref`` / ``file`` fields."""
+    listed = {entry["path"]: entry for entry in entries}
+    infos = []
+    for path in sorted(files.keys() | listed.keys()):
+        if path not in files and complete:
+            infos.append(SignatureInfo(path, True, {}, None, "listed in the index but the file is missing", **locate(path)))
+            continue
+        metadata, problem = header(path) if path in files and (read_listed or path not in listed) else (None, None)
+        if metadata is None and problem is None:
+            metadata = _entry_metadata(listed[path])
+        infos.append(SignatureInfo(path, path in listed, metadata or {}, files.get(path), problem, **locate(path)))
+    return infos
+
+
+def snapshot_signatures(snapshot: RepoSnapshot, token: str | None = None, *, read_headers: bool = True) -> list[SignatureInfo]:
+    """The signatures of a repo snapshot (see ``list_signatures``). Without ``read_headers`` the files the
+    index lists are described by their entries (no request per file)."""
+    api = HfApi(token=token)
+
+    def header(path: str):
+        if snapshot.complete:
+            return _remote_header(api, snapshot.ref.with_path(path))
+        return _local_header(snapshot.cached_file(path))
+
+    try:
+        entries = snapshot.entries(token)
+    except CardError as exc:
+        logger.warning("%s; reading the signature files without it", exc)
+        entries = []
+    return _infos(
+        entries, snapshot.signature_files, snapshot.complete, header,
+        lambda path: {"ref": snapshot.ref.with_path(path)}, read_headers,
+    )
 
 
 def list_signatures(
-    repo_id: str, repo_type: str = "dataset", revision: str | None = None, *, token: str | None = None
+    repo: str | os.PathLike | SignatureRef,
+    repo_type: str | None = None,
+    revision: str | None = None,
+    *,
+    token: str | None = None,
 ) -> list[SignatureInfo]:
-    """The signatures of a repo at ``revision``: every ``fisher_signatures/*.safetensors`` file (its header read
-    with a Range request, no tensors downloaded) and every card entry whose file is missing. Each is pinned to
-    the commit listed."""
-    repo = SignatureRef(repo_id, check_repo_type(repo_type), revision)
-    api = HfApi(token=token)
-    with hub_errors(str(repo)):
-        info = api.repo_info(repo_id, repo_type=repo_type, revision=revision, files_metadata=True)
-    head = dataclasses.replace(repo, revision=info.sha)
-    try:
-        listed = {entry["path"] for entry in signature_entries(info.card_data, str(repo))}
-    except CardError as exc:
-        logger.warning("%s; listing the files without the card", exc)
-        listed = set()
-    files = {
-        s.rfilename: s.size
-        for s in info.siblings or []
-        if s.rfilename.startswith(f"{SIGNATURE_FOLDER}/") and s.rfilename.endswith(".safetensors")
-    }
-    found = [_file_info(api, head.with_path(path), path in listed, size) for path, size in sorted(files.items())]
-    missing = [
-        SignatureInfo(head.with_path(path), True, {}, None, "listed in the card but the file is missing")
-        for path in sorted(listed - files.keys())
-    ]
-    return found + missing
+    """The signatures of a Hub repo at ``revision`` or of a local (adapter) folder: every
+    ``fisher_signatures/*.safetensors`` file (its header read, with a Range request on the Hub: no tensors
+    downloaded) and every entry of the index (or card) whose file is missing. ``repo``: a reference
+    (``org/name`` is a model repo unless ``repo_type`` says otherwise, ``datasets/org/name``, ``hf://...``)
+    or a local folder. Hub entries are pinned to the commit listed. Offline (``HF_HUB_OFFLINE=1``) the
+    listing comes from the cache (what an online listing or load fetched), files not cached described by
+    their index entries."""
+    if not isinstance(repo, SignatureRef) and is_local_folder(repo):
+        if revision is not None:
+            raise InputError(f"{os.fspath(repo)} is a local folder: revision only applies to Hub repos")
+        folder = Path(repo)
+        return _infos(
+            folder_entries(folder), folder_signature_files(folder), True, lambda path: _local_header(folder / path),
+            lambda path: {"file": str(folder / path)}, True,
+        )
+    ref = repo.at(revision) if isinstance(repo, SignatureRef) else repo_ref(os.fspath(repo), repo_type, revision)
+    snapshot = repo_snapshot(ref, token, files_metadata=True)
+    return snapshot_signatures(snapshot, token)
+
+
+def choose_entry(entries: list[dict[str, Any]], where: str, base_model: str | None, sketch_id: str | None) -> dict[str, Any]:
+    """The one entry for ``base_model`` / ``sketch_id`` (any when None) among ``entries`` of ``where``."""
+    matches = [entry for entry in entries if entry_matches(entry, base_model, sketch_id)]
+    listing = "; ".join(f"{e['path']} (base_model={e.get('base_model')}, sketch_id={e.get('sketch_id')})" for e in entries)
+    if not entries:
+        raise SignatureNotFoundError(
+            f"{where}: lists no signatures (no fisher_signatures/index.json and no card block); pass the file's path "
+            "(REF:path; `fisherhub list` shows the files)"
+        )
+    if not matches:
+        wanted = ", ".join(f"{k}={v}" for k, v in (("base_model", base_model), ("sketch_id", sketch_id)) if v)
+        raise SignatureNotFoundError(
+            f"{where}: lists no signature{' with ' + wanted if wanted else ''}; it lists: {listing}. "
+            "Pass another base_model / sketch_id, or a file path (REF:path; `fisherhub list` shows the files)"
+        )
+    if len(matches) > 1:
+        raise AmbiguousSignatureError(
+            f"{where}: {len(matches)} signatures match; choose one with base_model= / sketch_id= "
+            f"(--base-model / --sketch-id) or a path (REF:path). It lists: {listing}"
+        )
+    return matches[0]
 
 
 def choose_signature(
     repo: SignatureRef, base_model: str | None = None, sketch_id: str | None = None, token: str | None = None
 ) -> SignatureRef:
-    """The one signature the card of ``repo`` lists for ``base_model`` / ``sketch_id`` (any when None), pinned
-    to the commit the card was read at."""
-    try:
-        card_text, commit = download_card(repo, token)
-    except SignatureNotFoundError as exc:
-        raise SignatureNotFoundError(
-            f"{repo}: has no README.md card to choose a signature from; pass the file's path (REF:path; "
-            "`fisherhub list` shows the files)"
-        ) from exc
-    entries = signature_entries(read_card(card_text, str(repo)).data, str(repo))
-    matches = [entry for entry in entries if entry_matches(entry, base_model, sketch_id)]
-    listing = "; ".join(f"{e['path']} (base_model={e.get('base_model')}, sketch_id={e.get('sketch_id')})" for e in entries)
-    if not matches:
-        wanted = ", ".join(f"{k}={v}" for k, v in (("base_model", base_model), ("sketch_id", sketch_id)) if v)
-        raise SignatureNotFoundError(
-            f"{repo}: its card lists no signature{' with ' + wanted if wanted else ''}; it lists: {listing or 'none'}. "
-            "Pass another base_model / sketch_id, or a file path (REF:path; `fisherhub list` shows the files)"
-        )
-    if len(matches) > 1:
-        raise AmbiguousSignatureError(
-            f"{repo}: {len(matches)} signatures match; choose one with base_model= / sketch_id= "
-            f"(--base-model / --sketch-id) or a path (REF:path). The card lists: {listing}"
-        )
-    return dataclasses.replace(repo, revision=commit, path=matches[0]["path"])
+    """The one signature the index (or card) of ``repo`` lists for ``base_model`` / ``sketch_id`` (any when
+    None), pinned to the commit it was read at."""
+    snapshot = repo_snapshot(repo, token)
+    entries = snapshot.entries(token)
+    if not entries and snapshot.complete and CARD_NAME in snapshot.files and snapshot.card_data is None:
+        read_card(download_card(snapshot.ref, token)[0], str(repo))  # the Hub reads no metadata from it: say why
+    entry = choose_entry(entries, str(repo), base_model, sketch_id)
+    return snapshot.ref.with_path(entry["path"])
 
 
 def _fetch(
@@ -152,6 +218,12 @@ def _fetch(
         if revision is not None or choosing:
             raise InputError(f"{text} is a local file: revision, base_model and sketch_id only apply to Hub references")
         return text, Signature.load(text)
+    if is_local_folder(text):
+        if revision is not None:
+            raise InputError(f"{text} is a local folder: revision only applies to Hub references")
+        entry = choose_entry(folder_entries(Path(text)), text, base_model, sketch_id)
+        local = os.path.join(text, check_path(entry["path"], text))
+        return local, Signature.load(local)
     target = SignatureRef.parse(text)
     if target is None:
         raise SignatureFileError(f"{text}: no such file, and not a Hub reference ({REFERENCE_FORMS})")

@@ -1,35 +1,68 @@
 """References to signatures on the Hub, and the names signature files get there (SPEC §4).
 
 Accepted forms (``path`` is the file inside the repo, ``rev`` a branch, tag, ``refs/pr/N`` or commit id):
-``datasets/org/name[@rev][:path]`` (dataset repo), ``[models/]org/name[@rev][:path]`` (model or adapter repo),
-and the ``huggingface_hub`` file-system URL ``hf://[datasets/]org/name[@rev][/path]`` (``rev`` URL-quoted).
+
+- ``hf://[datasets/|spaces/|models/]org/name[@rev][/path]`` and the Hub's web URLs
+  (``https://huggingface.co/datasets/org/name/blob/main/path``), read by ``huggingface_hub.parse_hf_uri``;
+- the short form ``[datasets/|spaces/|models/]org/name[@rev][:path]``.
+
+A bare ``org/name`` is a model (adapter) repo in every command and function, as in ``hf://`` URIs and
+``huggingface_hub``; dataset repos take the ``datasets/`` prefix (or ``--repo-type dataset``).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+import os
 import re
 from typing import TYPE_CHECKING
-from urllib.parse import quote, unquote
+
+from huggingface_hub import HfUri, constants, parse_hf_uri
+from huggingface_hub.errors import HfUriError
 
 from fisherhub.core.errors import InputError
+from fisherhub.options import DEFAULT_REPO_TYPE, PUSH_REPO_TYPES, REPO_TYPES
+
+if TYPE_CHECKING:
+    from fisherhub.core.signature import Signature
 
 if TYPE_CHECKING:
     from fisherhub.core.signature import Signature
 
 SIGNATURE_FOLDER = "fisher_signatures"
-REPO_TYPES = ("dataset", "model")
-_PREFIXES = {"datasets": "dataset", "models": "model"}
-_REPO = r"(?:(datasets|models)/)?([\w.-]+/[\w.-]+)"
-_SHORT_FORM = re.compile(_REPO + r"(?:@([^:]+))?(?::(.+))?")
-_URL_FORM = re.compile(r"hf://" + _REPO + r"(?:@([^/]+))?(?:/(.+))?")
+ADAPTER_CONFIG = "adapter_config.json"  # what makes a folder or repo a PEFT adapter
+_PREFIXES = {prefix: kind for prefix, kind in constants.HF_URI_TYPE_PREFIXES.items() if kind in REPO_TYPES}
+_TYPE_PREFIX = {kind: prefix for prefix, kind in _PREFIXES.items()}
+_SHORT_FORM = re.compile(r"(?:(" + "|".join(_PREFIXES) + r")/)?([^/@:]+/[^/@:]+)(?:@([^:]+))?(?::(.*))?")
 
 
-def check_repo_type(repo_type: str) -> str:
-    if repo_type not in REPO_TYPES:
-        raise InputError(f"repo_type must be one of {REPO_TYPES} (signatures live in dataset or adapter repos), got {repo_type!r}")
+def check_repo_type(repo_type: str, allowed: tuple[str, ...] = REPO_TYPES) -> str:
+    if repo_type not in allowed:
+        raise InputError(f"repo_type must be one of {allowed} (signatures live in dataset or adapter repos), got {repo_type!r}")
     return repo_type
+
+
+def check_path(path: str | None, where: str) -> str | None:
+    """``path`` inside a repo, refused when it could leave the repo (``..``, ``.``, absolute, empty segments)."""
+    if path is None:
+        return None
+    if path.startswith("/") or any(part in ("", ".", "..") for part in path.split("/")):
+        raise InputError(
+            f"{where}: the path {path!r} inside the repo must be relative, without '..', '.' or empty segments "
+            "(e.g. fisher_signatures/<name>.safetensors)"
+        )
+    return path
+
+
+def is_signature_file(path: str) -> bool:
+    """Whether ``path`` (from the repo or folder root) is where signature files go."""
+    return path.startswith(f"{SIGNATURE_FOLDER}/") and path.endswith(".safetensors")
+
+
+def is_local_folder(text: str | os.PathLike) -> bool:
+    """Whether ``text`` names an existing local folder (it then wins over a repo id of the same spelling,
+    as in ``from_pretrained``)."""
+    return os.path.isdir(os.fspath(text))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,21 +70,34 @@ class SignatureRef:
     """A repo on the Hub, optionally a revision in it and a signature file's path."""
 
     repo_id: str
-    repo_type: str = "model"
+    repo_type: str = DEFAULT_REPO_TYPE
     revision: str | None = None
     path: str | None = None
 
     @classmethod
-    def parse(cls, text: str, default_repo_type: str = "model") -> SignatureRef | None:
-        """The reference ``text`` names, or None when it is in none of the accepted forms.
-        ``default_repo_type`` applies to a bare ``org/name``."""
-        url = text.startswith("hf://")
-        match = (_URL_FORM if url else _SHORT_FORM).fullmatch(text.strip())
+    def parse(cls, text: str, default_repo_type: str | None = None) -> SignatureRef | None:
+        """The reference ``text`` names, or None when it is in none of the accepted forms. An ``hf://`` URI or
+        web URL that ``huggingface_hub`` cannot read, a bucket or kernel, or a path with ``..`` raises
+        ``InputError`` saying why. ``default_repo_type`` (default: model) applies to a bare ``org/name``."""
+        text = text.strip()
+        if text.startswith(constants.HF_PROTOCOL) or re.match(r"(?i)https?://", text):
+            try:
+                uri = parse_hf_uri(text, endpoint=constants.ENDPOINT)
+            except HfUriError as exc:
+                raise InputError(f"{text}: not a signature reference ({exc})") from exc
+            if uri.type not in REPO_TYPES:
+                raise InputError(f"{text}: signatures live in model, dataset or space repos, not in a {uri.type}")
+            return cls(uri.id, uri.type, uri.revision, check_path(uri.path_in_repo or None, text))
+        match = _SHORT_FORM.fullmatch(text)
         if match is None:
             return None
         prefix, repo_id, revision, path = match.groups()
-        repo_type = _PREFIXES[prefix] if prefix else check_repo_type(default_repo_type)
-        return cls(repo_id, repo_type, unquote(revision) if url and revision else revision, path)
+        repo_type = _PREFIXES[prefix] if prefix else check_repo_type(default_repo_type or DEFAULT_REPO_TYPE)
+        try:
+            HfUri(repo_type, repo_id, revision)  # the client's own checks of the id and revision
+        except HfUriError:
+            return None
+        return cls(repo_id, repo_type, revision, check_path(path, text) if path is not None else None)
 
     def at(self, revision: str | None) -> SignatureRef:
         """This reference at ``revision`` (None keeps the one it has); a different one already given is an error."""
@@ -62,31 +108,31 @@ class SignatureRef:
         return dataclasses.replace(self, revision=revision)
 
     def with_path(self, path: str) -> SignatureRef:
-        return dataclasses.replace(self, path=path)
+        return dataclasses.replace(self, path=check_path(path, str(self)))
 
     @property
     def repo(self) -> str:
-        """``datasets/org/name`` or ``org/name``: the repo part of the short form."""
-        return f"datasets/{self.repo_id}" if self.repo_type == "dataset" else self.repo_id
+        """``datasets/org/name``, ``spaces/org/name`` or ``org/name``: the repo part of the short form."""
+        return f"{_TYPE_PREFIX[self.repo_type]}/{self.repo_id}" if self.repo_type != "model" else self.repo_id
 
     def short(self) -> str:
         """The short form, e.g. ``datasets/org/name@rev:fisher_signatures/x.safetensors``."""
         return self.repo + (f"@{self.revision}" if self.revision else "") + (f":{self.path}" if self.path else "")
 
     def __str__(self) -> str:
-        """The ``hf://`` URL."""
-        revision = f"@{quote(self.revision, safe='')}" if self.revision else ""
-        return f"hf://{self.repo}{revision}" + (f"/{self.path}" if self.path else "")
+        """The ``hf://`` URI (``huggingface_hub``'s canonical form)."""
+        return HfUri(self.repo_type, self.repo_id, self.revision, self.path or "").to_uri()
 
 
 def _slug(text: str) -> str:
     """A file-name-safe form of a Hub id: ``org/name`` -> ``org--name`` (as the cache names repos)."""
-    return re.sub(r"[^\w.-]+", "-", text.replace("/", "--")).strip("-")
+    return re.sub(r"[^\w.-]+", "-", text.replace("/", "--")).strip("-.") or "unnamed"
 
 
 def signature_path(signature: Signature) -> str:
     """``fisher_signatures/<base model>__<dataset>[-<config>][-<split>]__<sketch id>.safetensors``: one file per
-    (base model, dataset config/split, sketch id); the dataset part is left out when the metadata has none."""
+    (base model, dataset config/split, sketch id); the dataset part is left out when the metadata has none.
+    Name the signature with ``published_metadata`` first, so that no local path goes into the name."""
     metadata = signature.metadata
     if not metadata.get("base_model"):
         raise InputError(
@@ -98,17 +144,13 @@ def signature_path(signature: Signature) -> str:
     return f"{SIGNATURE_FOLDER}/{'__'.join(parts)}.safetensors"
 
 
-
-def add_repo_arguments(parser: argparse.ArgumentParser, revision_help: str) -> None:
-    """The CLI's REPO argument (``[datasets/|models/]org/name[@rev]``), ``--repo-type`` and ``--revision``."""
-    parser.add_argument("repo", metavar="REPO", help="org/name, datasets/org/name or models/org/name (optionally @revision)")
-    parser.add_argument("--repo-type", choices=REPO_TYPES, default="dataset", help="type of a bare org/name (default: dataset)")
-    parser.add_argument("--revision", help=revision_help)
-
-
-def repo_from_args(args: argparse.Namespace) -> SignatureRef:
-    """The repo that ``add_repo_arguments``' arguments name."""
-    repo = SignatureRef.parse(args.repo, args.repo_type)
-    if repo is None or repo.path is not None:
-        raise InputError(f"{args.repo!r} is not a repo reference: use org/name, datasets/org/name or models/org/name, optionally @revision")
-    return repo.at(args.revision)
+def repo_ref(text: str, repo_type: str | None = None, revision: str | None = None) -> SignatureRef:
+    """The repo ``text`` names (no file path), at ``revision`` when given; ``repo_type`` is that of a bare
+    ``org/name`` (default: model)."""
+    ref = SignatureRef.parse(text, check_repo_type(repo_type) if repo_type else None)
+    if ref is None or ref.path is not None:
+        raise InputError(
+            f"{text!r} is not a repo reference: use org/name (a model or adapter repo), datasets/org/name, "
+            "spaces/org/name or an hf:// URI, optionally @revision; a local folder must exist"
+        )
+    return ref.at(revision)

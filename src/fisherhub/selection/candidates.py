@@ -14,10 +14,9 @@ import yaml
 
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.core.signature import Signature
+from fisherhub.hub.refs import ADAPTER_CONFIG, SIGNATURE_FOLDER
 from fisherhub.selection.results import AdapterLocation
 
-ADAPTER_CONFIG = "adapter_config.json"
-SIGNATURE_FOLDER = "fisher_signatures"
 
 
 class Skip(Exception):
@@ -74,14 +73,16 @@ def _local_option(path: Path) -> SignatureOption:
     return SignatureOption(signature.sketch_id, signature.metadata.get("base_model"), str(path), lambda: signature)
 
 
-def hub_options(repo_id: str, repo_type: str, revision: str | None = None) -> list[SignatureOption]:
-    """The loadable signatures of a Hub repo (headers only; tensors are fetched when chosen)."""
-    from fisherhub.hub import list_signatures, load_signature
+def hub_options(repo_id: str, repo_type: str, revision: str | None = None, snapshot=None) -> list[SignatureOption]:
+    """The loadable signatures of a Hub repo (``snapshot``: as a listing described it) from its index or card,
+    without a request per file; tensors are fetched when chosen."""
+    from fisherhub.hub import SignatureRef, load_signature, repo_snapshot, snapshot_signatures
 
+    snapshot = snapshot or repo_snapshot(SignatureRef(repo_id, repo_type, revision))
     options = []
-    for info in list_signatures(repo_id, repo_type, revision):
+    for info in snapshot_signatures(snapshot, read_headers=False):
         if info.problem is None and info.sketch_id:
-            ref = info.ref.short()
+            ref = info.location
             options.append(SignatureOption(info.sketch_id, info.base_model, ref, lambda ref=ref: load_signature(ref)))
     return options
 
@@ -132,40 +133,45 @@ def _local_candidate(folder: Path, base_model: str | None) -> Candidate:
     return Candidate(str(folder), AdapterLocation(str(folder)), options)
 
 
-def _hub_candidate(name: str, base_model: str | None) -> Candidate:
-    from huggingface_hub import HfApi
+def _hub_candidate(name: str, base_model: str | None, listing=None) -> Candidate:
+    from fisherhub.hub import HubError, SignatureRef, repo_snapshot
 
-    from fisherhub.hub import HubError, SignatureRef
-    from fisherhub.hub.errors import hub_errors
-
-    ref = SignatureRef.parse(name)
+    ref = SignatureRef.parse(name) if listing is None else listing.ref
     if ref is None or ref.path is not None:
         raise Skip("not a local adapter folder, nor a Hub repo id (org/name, datasets/org/name, with @revision)")
     try:
         if ref.repo_type == "dataset":
             return Candidate(name, None, hub_options(ref.repo_id, "dataset", ref.revision))
-        with hub_errors(str(ref)):
-            info = HfApi().model_info(ref.repo_id, revision=ref.revision)
-        files = {sibling.rfilename for sibling in info.siblings or []}
-        if ADAPTER_CONFIG not in files:
+        snapshot = listing or repo_snapshot(ref)  # offline: from the cache
+        if snapshot.complete and ADAPTER_CONFIG not in snapshot.files:
             raise Skip(f"not an adapter: the model repo has no {ADAPTER_CONFIG} (a full model, not a PEFT adapter)")
-        card = info.card_data or {}
+        card = snapshot.card_data or {}
         _check_adapter_base(card.get("base_model"), base_model)
-        options = _with_training_data(hub_options(ref.repo_id, "model", info.sha), card.get("datasets"), base_model)
+        options = _with_training_data(hub_options(ref.repo_id, "model", snapshot=snapshot), card.get("datasets"), base_model)
     except HubError as exc:
         raise Skip(str(exc)) from exc
-    return Candidate(name, AdapterLocation(ref.repo_id, ref.revision), options)
+    return Candidate(name, AdapterLocation(ref.repo_id, snapshot.ref.revision), options)
 
 
-def resolve_candidate(name: str | os.PathLike, base_model: str | None) -> Candidate:
-    """A local adapter folder, else a Hub repo id; its signature options (``Skip`` when it cannot be one)."""
+def candidate_name(name) -> str:
+    """How a candidate is shown: a discovered repo by its id, a folder or reference as given."""
+    return name.ref.repo_id if hasattr(name, "ref") else os.fspath(name)
+
+
+def resolve_candidate(name, base_model: str | None) -> Candidate:
+    """A repo found by discovery (a ``RepoSnapshot``), a local adapter folder, else a Hub repo id; its signature
+    options (``Skip`` when it cannot be one)."""
+    from fisherhub.hub import RepoSnapshot
+
+    if isinstance(name, RepoSnapshot):
+        return _hub_candidate(name.ref.repo_id, base_model, name)
     text = os.fspath(name)
     if os.path.isdir(text):
         return _local_candidate(Path(text), base_model)
     return _hub_candidate(text, base_model)
 
 
-def discover(base_model: str | None) -> list[str]:
+def discover(base_model: str | None) -> list:
     """The adapters of ``base_model`` that the Hub lists."""
     from fisherhub.hub import find_adapters
     from fisherhub.lm.loading import canonical_model_id

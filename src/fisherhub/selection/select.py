@@ -8,7 +8,7 @@ from typing import Any
 
 from fisherhub.core.alignment import alignment
 from fisherhub.core.errors import FisherHubError, InputError
-from fisherhub.selection.candidates import Skip, discover, resolve_candidate
+from fisherhub.selection.candidates import Skip, candidate_name, discover, resolve_candidate
 from fisherhub.selection.ranking import best_first, check_score, choose_options, common_base_model
 from fisherhub.selection.results import NoCompatibleCandidatesError, RankedCandidate, Selection, Skipped
 from fisherhub.selection.target import SketchOptions, Target, TargetSketcher, data_to_sketch, given_signatures
@@ -56,7 +56,7 @@ def select_adapter(
         try:
             resolved.append(resolve_candidate(name, base_model))
         except Skip as skip:
-            skipped.append(Skipped(os.fspath(name), skip.reason))
+            skipped.append(Skipped(candidate_name(name), skip.reason))
     if base_model is None:
         named = (option.base_model for candidate in resolved for option in candidate.options)
         base_model = common_base_model(named, "the candidates' signatures")

@@ -1,0 +1,63 @@
+"""Signatures in a local folder (an adapter's ``save_pretrained`` / ``output_dir`` folder): the same
+``fisher_signatures/`` files, index and card section as in a Hub repo, so that uploading the folder
+(``push_to_hub``, ``upload_folder``) publishes them as they are."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import RepoCard
+
+from fisherhub.hub.cards import CARD_NAME, signature_entries
+from fisherhub.hub.errors import CardError
+from fisherhub.hub.index import INDEX_PATH, parse_index
+from fisherhub.hub.refs import ADAPTER_CONFIG, SIGNATURE_FOLDER
+
+
+def folder_signature_files(folder: Path) -> dict[str, int]:
+    """``fisher_signatures/*.safetensors`` of ``folder`` (paths from the folder root) and their sizes."""
+    return {
+        f"{SIGNATURE_FOLDER}/{file.name}": file.stat().st_size
+        for file in sorted((folder / SIGNATURE_FOLDER).glob("*.safetensors"))
+        if file.is_file()
+    }
+
+
+def folder_card(folder: Path) -> str | None:
+    card = folder / CARD_NAME
+    return card.read_text(encoding="utf-8-sig") if card.is_file() else None
+
+
+def folder_entries(folder: Path) -> list[dict[str, Any]]:
+    """The entries the folder's index lists, else its card's block (none without either)."""
+    index = folder / INDEX_PATH
+    if index.is_file():
+        return parse_index(index.read_bytes(), str(folder))
+    text = folder_card(folder)
+    if text is None:
+        return []
+    try:
+        return signature_entries(RepoCard(text).data, str(folder))
+    except ValueError as exc:  # RepoCard raises ValueError on a malformed header
+        raise CardError(f"{folder}: {CARD_NAME} has a malformed YAML header ({exc})") from exc
+
+
+def folder_repo_type(folder: Path) -> str:
+    """``model`` for an adapter folder (it has ``adapter_config.json``), else ``dataset``."""
+    return "model" if (folder / ADAPTER_CONFIG).is_file() else "dataset"
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """``path`` holds ``data`` or what it held before, never a partial file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise

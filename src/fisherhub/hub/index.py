@@ -1,0 +1,108 @@
+"""The list of a repo's signatures: ``fisher_signatures/index.json`` is the source of truth, written in the
+same commit as the signature files; the card's ``fisher_signatures:`` block is its rendering (and the
+fallback for repos pushed before the index existed). A ``push_to_hub`` that rewrites the card leaves the
+index, so the listing survives it.
+
+What is published about a signature never holds the user's directories: a local path in its metadata is
+replaced by a Hub id when the path is a Hub cache folder (``.../models--org--name/snapshots/<sha>``), else
+by the file or folder name (``published``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from typing import Any
+
+from fisherhub.core.signature import Signature
+from fisherhub.hub.errors import CardError
+from fisherhub.hub.refs import SIGNATURE_FOLDER
+
+INDEX_PATH = f"{SIGNATURE_FOLDER}/index.json"
+INDEX_KIND = "fisherhub-signature-index"
+INDEX_VERSION = 1
+#: what an entry says about a signature file (``path`` is from the repo root)
+ENTRY_KEYS = ("path", "base_model", "sketch_id", "tokens", "documents", "dataset", "dataset_config", "dataset_split")
+_CACHE_FOLDER = re.compile(r"(?:models|datasets|spaces)--([\w.-]+?)--([\w.-]+)")
+
+
+def _is_local_path(value: str) -> bool:
+    return os.path.isabs(value) or value.startswith(("~", "./", "../", ".\\", "..\\")) or bool(re.match(r"[A-Za-z]:[\\/]", value))
+
+
+def public_name(value: str) -> str:
+    """``value`` as it may be published: unchanged unless it is a local path, which becomes the Hub id of a
+    Hub cache folder, else the last file or folder name (``/home/me/data/train.jsonl`` -> ``train.jsonl``)."""
+    if not _is_local_path(value):
+        return value
+    parts = [part for part in re.split(r"[\\/]+", value) if part not in ("", ".", "..", "~")]
+    for part in reversed(parts):
+        if match := _CACHE_FOLDER.fullmatch(part):
+            return f"{match.group(1)}/{match.group(2)}"
+    return parts[-1] if parts else "local"
+
+
+def published(signature: Signature) -> Signature:
+    """``signature`` with every local path in its metadata replaced by ``public_name`` (the same object when
+    there is none)."""
+    metadata = {key: public_name(value) for key, value in signature.metadata.items()}
+    return signature if metadata == signature.metadata else dataclasses.replace(signature, metadata=metadata)
+
+
+def entry_for(signature: Signature, path: str) -> dict[str, Any]:
+    """The entry for a signature file: path, base model, sketch id, token and document counts, dataset."""
+    metadata = signature.metadata
+    entry = {
+        "path": path,
+        "base_model": metadata.get("base_model"),
+        "sketch_id": signature.sketch_id,
+        "tokens": signature.num_tokens,
+        "documents": signature.num_documents,
+        **{key: metadata.get(key) for key in ("dataset", "dataset_config", "dataset_split")},
+    }
+    return {key: value for key, value in entry.items() if value not in (None, "")}
+
+
+def check_entries(value: Any, where: str, what: str) -> list[dict[str, Any]]:
+    """``value`` as a list of entries (None: none), or ``CardError`` naming ``what`` held it."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(e, dict) and isinstance(e.get("path"), str) for e in value):
+        raise CardError(f"{where}: {what} must be a list of mappings with a `path`, got {value!r:.200}")
+    return [dict(entry) for entry in value]
+
+
+def with_entry(entries: list[dict[str, Any]], entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """``entries`` with ``entry`` in place of the one with the same path (others stay), else appended."""
+    index = next((i for i, old in enumerate(entries) if old["path"] == entry["path"]), len(entries))
+    return [*entries[:index], entry, *entries[index + 1 :]]
+
+
+def entry_matches(entry: dict[str, Any], base_model: str | None, sketch_id: str | None) -> bool:
+    return (base_model is None or entry.get("base_model") == base_model) and (
+        sketch_id is None or entry.get("sketch_id") == sketch_id
+    )
+
+
+def render_index(entries: list[dict[str, Any]]) -> bytes:
+    """The bytes of ``index.json`` (stable: equal entries give equal bytes)."""
+    document = {"kind": INDEX_KIND, "version": INDEX_VERSION, "signatures": entries}
+    return (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def parse_index(data: bytes, where: str) -> list[dict[str, Any]]:
+    """The entries of an ``index.json`` file; ``CardError`` when it is not one this version reads."""
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CardError(f"{where}: {INDEX_PATH} is not valid JSON ({exc}); push a signature again to rewrite it") from exc
+    if not isinstance(document, dict) or document.get("kind") != INDEX_KIND:
+        raise CardError(f"{where}: {INDEX_PATH} is not a fisherhub signature index (no kind {INDEX_KIND!r})")
+    if document.get("version") != INDEX_VERSION:
+        raise CardError(
+            f"{where}: {INDEX_PATH} has version {document.get('version')!r}; this fisherhub reads version "
+            f"{INDEX_VERSION} (upgrade fisherhub)"
+        )
+    return check_entries(document.get("signatures"), where, f"{INDEX_PATH}'s `signatures`")

@@ -1,0 +1,128 @@
+"""What a repo holds at one commit, read once: from a Hub listing or ``repo_info`` online, from the local
+cache offline (``HF_HUB_OFFLINE=1``), or from a local folder; and the signature entries it lists (its
+``fisher_signatures/index.json``, else its card's block)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import HfApi, RepoCard, constants, hf_hub_download
+from huggingface_hub.file_download import repo_folder_name
+
+from fisherhub.hub.cards import CARD_NAME, read_card, signature_entries
+from fisherhub.hub.errors import OfflineCacheError, hub_errors
+from fisherhub.hub.index import INDEX_PATH, parse_index
+from fisherhub.hub.refs import SignatureRef, is_signature_file
+
+logger = logging.getLogger(__name__)
+_COMMIT = 40  # hex digits of a commit id
+
+
+@dataclasses.dataclass(frozen=True)
+class RepoSnapshot:
+    """A repo at one commit: ``ref.revision`` is the commit id, ``asked`` the revision asked for (None: the
+    default branch). ``complete`` is False for a snapshot read from the cache, whose ``files`` are only the
+    ones fetched before; ``listed`` is True for one from a listing (discovery)."""
+
+    ref: SignatureRef
+    files: dict[str, int | None]  # path -> size in bytes (None: not known)
+    card_data: dict[str, Any] | None
+    asked: str | None = None
+    complete: bool = True
+    listed: bool = False
+
+    @classmethod
+    def from_info(cls, info: Any, repo_type: str, asked: str | None = None, *, listed: bool = False) -> RepoSnapshot:
+        """From a ``ModelInfo`` / ``DatasetInfo`` (``repo_info``, or with ``listed`` a listing's entry with
+        sha, siblings, cardData)."""
+        card = info.card_data
+        card_data = card.to_dict() if hasattr(card, "to_dict") else card
+        files = {sibling.rfilename: sibling.size for sibling in info.siblings or []}
+        return cls(SignatureRef(info.id, repo_type, info.sha), files, card_data, asked, listed=listed)
+
+    @property
+    def signature_files(self) -> dict[str, int | None]:
+        return {path: size for path, size in self.files.items() if is_signature_file(path)}
+
+    def cached_file(self, path: str) -> Path:
+        """Where the cache keeps ``path`` of this commit (present when it was fetched)."""
+        return Path(cache_folder(self.ref)) / "snapshots" / str(self.ref.revision) / path
+
+    def entries(self, token: str | None = None) -> list[dict[str, Any]]:
+        """The signatures this commit lists: its index, then the card block's entries for files the index does
+        not list (pushed by an older fisherhub, which wrote only the card). Files are fetched through the cache
+        at the revision asked for, so that the cache can answer the same question offline. A snapshot from a
+        listing (``listed``) takes the card block it carries when there is one: the index's rendering, from
+        the same commit, so no download. ``CardError`` when the index or the block is malformed."""
+        card = signature_entries(self.card_data, str(self.ref))
+        if self.listed and card:
+            return card
+        if not self.complete:
+            index = self.cached_file(INDEX_PATH)
+            data = index.read_bytes() if index.is_file() else None
+        elif INDEX_PATH in self.files:
+            data = self.download(INDEX_PATH, token).read_bytes()
+        else:
+            if CARD_NAME in self.files and not self.listed:  # cached for offline use, read as the Hub did
+                text = self.download(CARD_NAME, token).read_text("utf-8-sig")
+                card = signature_entries(read_card(text, str(self.ref)).data, str(self.ref))
+            return card
+        indexed = parse_index(data, str(self.ref)) if data is not None else []
+        paths = {entry["path"] for entry in indexed}
+        return indexed + [entry for entry in card if entry["path"] not in paths]
+
+    def download(self, path: str, token: str | None = None) -> Path:
+        """``path`` of this commit through the cache, downloaded at the revision asked for so the cache learns
+        which commit that revision is (for offline use); at the commit itself when the branch has moved."""
+        commit = str(self.ref.revision)
+        for revision in dict.fromkeys([self.asked or constants.DEFAULT_REVISION, commit]):
+            with hub_errors(str(self.ref), path):
+                local = hf_hub_download(self.ref.repo_id, path, repo_type=self.ref.repo_type, revision=revision, token=token)
+            local = Path(local)
+            if local.parents[len(Path(path).parts) - 1].name == commit:  # snapshots/<commit>/<path>
+                return local
+        raise AssertionError("unreachable: the last revision tried is the commit itself")
+
+
+def cache_folder(repo: SignatureRef) -> str:
+    """The repo's folder in the Hub cache (``HF_HUB_CACHE``)."""
+    return os.path.join(constants.HF_HUB_CACHE, repo_folder_name(repo_id=repo.repo_id, repo_type=repo.repo_type))
+
+
+def cached_snapshot(repo: SignatureRef) -> RepoSnapshot:
+    """The repo at ``repo.revision`` (default branch when None) as far as the local cache knows it: the commit
+    its ``refs/`` record (or the commit id asked for), the files fetched at that commit, their card."""
+    folder = Path(cache_folder(repo))
+    revision = repo.revision or constants.DEFAULT_REVISION
+    ref_file = folder / "refs" / revision
+    commit = ref_file.read_text().strip() if ref_file.is_file() else revision
+    snapshot = folder / "snapshots" / commit
+    if len(commit) != _COMMIT or not snapshot.is_dir():
+        raise OfflineCacheError(
+            f"{repo}: HF_HUB_OFFLINE is set and the local cache ({constants.HF_HUB_CACHE}) holds nothing of this repo "
+            f"at {revision}. List or load it once while online (e.g. `fisherhub list {repo.short()}`)"
+        )
+    files = {path.relative_to(snapshot).as_posix(): path.stat().st_size for path in snapshot.rglob("*") if path.is_file()}
+    card_data = None
+    if CARD_NAME in files:
+        try:
+            card_data = RepoCard.load(snapshot / CARD_NAME).data.to_dict()
+        except (ValueError, OSError) as exc:  # a malformed card lists nothing; the index may still
+            logger.warning("%s: cached card unreadable (%s)", repo, exc)
+    return RepoSnapshot(SignatureRef(repo.repo_id, repo.repo_type, commit), files, card_data, repo.revision, complete=False)
+
+
+def repo_snapshot(repo: SignatureRef, token: str | None = None, *, files_metadata: bool = False) -> RepoSnapshot:
+    """``repo`` at its revision: one ``repo_info`` call online (``files_metadata``: with file sizes), the
+    local cache with ``HF_HUB_OFFLINE=1``."""
+    if constants.HF_HUB_OFFLINE:
+        return cached_snapshot(repo)
+    with hub_errors(str(repo)):
+        info = HfApi(token=token).repo_info(
+            repo.repo_id, repo_type=repo.repo_type, revision=repo.revision, files_metadata=files_metadata
+        )
+    return RepoSnapshot.from_info(info, repo.repo_type, repo.revision)

@@ -1,0 +1,132 @@
+"""Sign an adapter where it is made: a ``transformers`` ``TrainerCallback`` (TRL's trainers take it too).
+
+At the start of training it sketches the training data under the base model, before the adapter changes
+anything (a PEFT model's adapters are disabled while it sketches), and writes the signature into
+``output_dir`` as ``fisherhub push`` writes it into a folder (``fisher_signatures/<name>.safetensors``, the
+index and the card section). It writes it again into every checkpoint folder and into ``output_dir`` before
+each push, so the Trainer's own upload of ``output_dir`` (``push_to_hub=True``) carries the signature in
+the same commit as the adapter. The Trainer then rewrites the card; the index still lists the signature,
+and ``fisherhub push`` restores the card section.
+
+    from fisherhub.training_callback import FisherSignatureCallback
+    trainer = SFTTrainer(model=peft_model, train_dataset=train, args=config,
+                         callbacks=[FisherSignatureCallback(train, dataset_name="org/my-data")])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+from fisherhub.core.errors import InputError
+from fisherhub.core.signature import Signature
+from fisherhub.options import DataArgs
+from fisherhub.hub import push_signature
+from fisherhub.pipeline.loop import sketch_dataset, sketch_texts
+
+
+def _base_model_name(model: Any) -> str | None:
+    """The base model a PEFT model was made from (its adapter config), else the (base) model's config name."""
+    configs = getattr(model, "peft_config", None) or {}
+    adapter = configs.get(getattr(model, "active_adapter", None)) or next(iter(configs.values()), None)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return getattr(adapter, "base_model_name_or_path", None) or getattr(base.config, "name_or_path", None) or None
+
+
+@contextlib.contextmanager
+def _as_base_model(model: Any):
+    """``model`` in eval mode with its PEFT adapters disabled (a plain model as it is) and without the
+    mixed-precision autocast that ``accelerate`` wraps around a prepared model's forward (the signature is
+    of the weights as they are, as a plain ``sketch_texts`` makes it), all restored afterwards."""
+    training, patched = model.training, model.__dict__.get("forward")
+    original = model.__dict__.get("_original_forward")  # kept by Accelerator.prepare_model under bf16 / fp16
+    disabled = model.disable_adapter() if hasattr(model, "disable_adapter") else contextlib.nullcontext()
+    model.eval()
+    if original is not None:
+        model.forward = original
+    try:
+        with disabled:
+            yield model
+    finally:
+        model.train(training)
+        if original is not None:
+            model.forward = patched
+
+
+class FisherSignatureCallback(TrainerCallback):
+    """Sketches the training data under the base model at train begin and attaches the signature to the
+    adapter in ``output_dir``, every checkpoint and every push (see the module docstring).
+
+    ``data``: the training texts (a list of strings), a ``datasets`` Dataset / Hub id / data file (its
+    ``text_column`` is sketched), or a ``DataArgs``. ``dataset_name`` names the data in the signature (a
+    Hub id is best; local paths are published as their file name). ``base_model``: default the adapter
+    config's ``base_model_name_or_path`` (or the model's ``name_or_path``). ``tokenizer``: default the
+    trainer's ``processing_class``. ``spec_options`` (m, seed, estimator, ...) or ``like`` (a signature to be
+    comparable with) go to the sketcher. The signature is in ``callback.signature`` after train begin.
+    """
+
+    def __init__(
+        self,
+        data: Sequence[str] | DataArgs | Any,
+        *,
+        dataset_name: str | None = None,
+        base_model: str | None = None,
+        tokenizer: Any = None,
+        text_column: str = "text",
+        max_documents: int | None = None,
+        max_length: int = 512,
+        batch_size: int = 8,
+        like: Signature | None = None,
+        progress: bool = True,
+        **spec_options: Any,
+    ):
+        if isinstance(data, str) or not isinstance(data, Sequence):
+            data = data if isinstance(data, DataArgs) else DataArgs(
+                data, text_column=text_column, max_documents=max_documents, max_length=max_length
+            )
+        elif not data or not all(isinstance(text, str) for text in data):
+            raise InputError("FisherSignatureCallback: data must be a list of texts (at least one), a dataset or a DataArgs")
+        self.data, self.dataset_name, self.base_model, self.tokenizer = data, dataset_name, base_model, tokenizer
+        self.max_length, self.batch_size, self.like, self.progress = max_length, batch_size, like, progress
+        self.spec_options = spec_options
+        self.signature: Signature | None = None
+
+    def _sketch(self, model: Any, tokenizer: Any) -> Signature:
+        base_model = self.base_model or _base_model_name(model)
+        if not base_model:
+            raise InputError("FisherSignatureCallback: the model does not say its base model; pass base_model='<org/name>'")
+        metadata = {"base_model": base_model, **({"dataset": self.dataset_name} if self.dataset_name else {})}
+        common = {"batch_size": self.batch_size, "metadata": metadata, "progress": self.progress, **self.spec_options}
+        with _as_base_model(model):
+            if isinstance(self.data, DataArgs):
+                return sketch_dataset(self.data.dataset, model, tokenizer, self.like, data=self.data,
+                                      description="sketching the training data", **common)
+            return sketch_texts(self.data, model, tokenizer, self.like, max_length=self.max_length, **common)
+
+    def _attach(self, folder: str) -> None:
+        os.makedirs(folder, exist_ok=True)
+        push_signature(self.signature, folder)
+
+    def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+        if not state.is_world_process_zero:
+            return
+        tokenizer = self.tokenizer or processing_class
+        if model is None or tokenizer is None:
+            raise InputError("FisherSignatureCallback needs the trainer's model and a tokenizer (pass tokenizer=)")
+        if self.signature is None:
+            self.signature = self._sketch(model, tokenizer)
+        self._attach(args.output_dir)
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.is_world_process_zero and self.signature is not None:
+            self._attach(os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"))
+            self._attach(args.output_dir)
+
+    def on_push_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero and self.signature is not None:
+            self._attach(args.output_dir)
