@@ -20,8 +20,20 @@ import torch
 from fisherhub.core.state import IGNORE_INDEX
 from fisherhub.core.errors import InputError
 
-#: file suffix -> ``datasets`` builder, for local data files
+#: file suffix -> ``datasets`` builder, for local data files; each may also end in a compression suffix
+#: that fsspec knows (``.gz``, ``.bz2``, ``.xz``, ...: ``fsspec.utils.compressions``), e.g. ``data.jsonl.gz``,
+#: which ``datasets`` decompresses by extension
 FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet", ".txt": "text", ".arrow": "arrow"}
+
+
+def file_builder(path: Path) -> str | None:
+    """The ``datasets`` builder of a data file or glob by its suffix, after a compression suffix."""
+    from fsspec.utils import compressions
+
+    suffixes = [suffix.lower() for suffix in path.suffixes]
+    if suffixes and suffixes[-1].lstrip(".") in compressions:
+        suffixes.pop()
+    return FILE_BUILDERS.get(suffixes[-1]) if suffixes else None
 
 
 @dataclasses.dataclass
@@ -29,7 +41,8 @@ class DataArgs:
     """Which documents to sketch.
 
     ``dataset``: a Hub id, a local folder (``save_to_disk`` or a dataset script/folder), a data file or glob
-    (json/jsonl/csv/parquet/txt/arrow), or an in-memory ``datasets.Dataset`` / ``IterableDataset``.
+    (json/jsonl/csv/parquet/txt/arrow, also compressed: ``.jsonl.gz``, ``.csv.bz2``, ...), or an in-memory
+    ``datasets.Dataset`` / ``IterableDataset``.
     ``messages_column``: a chat column (list of {role, content}) rendered with the tokenizer's chat template;
     only assistant tokens are scored. Otherwise ``text_column`` is scored whole.
     ``max_tokens`` stops once that many scored tokens are reached (the last document kept whole), counted
@@ -158,7 +171,7 @@ def _load_path_or_id(args: DataArgs):
         if path.is_dir() and ((path / "state.json").is_file() or (path / "dataset_dict.json").is_file()):
             loaded = datasets.load_from_disk(name)
             return _pick_split(loaded, args.split) if isinstance(loaded, datasets.DatasetDict) else loaded
-        builder = FILE_BUILDERS.get(path.suffix.lower())
+        builder = file_builder(path)
         if builder is not None:
             return datasets.load_dataset(builder, data_files={args.split: name}, split=args.split, streaming=args.streaming)
         return datasets.load_dataset(
