@@ -1,4 +1,8 @@
-"""Figures (matplotlib, Agg backend): alignment heatmaps with error bars."""
+"""Figures (matplotlib): alignment heatmaps with error bars.
+
+Figures are ``matplotlib.figure.Figure`` objects made without pyplot, so the user's backend and pyplot's
+figure list are left alone; ``Figure.savefig`` renders them with matplotlib's default canvas.
+"""
 
 from __future__ import annotations
 
@@ -17,25 +21,18 @@ PANELS = (
 )
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def alignment_heatmaps(matrix: AlignmentMatrix, path: str | os.PathLike, title: str | None = None) -> Path:
-    """Write A, S_a, S_e and ρ as annotated heatmaps (value ± standard error) to ``path``; return it.
+def alignment_heatmap_figure(matrix: AlignmentMatrix, title: str | None = None):
+    """A, S_a, S_e and ρ as annotated heatmaps (value ± standard error), a ``matplotlib.figure.Figure``.
 
     A, S_a and S_e share the scale [0, 1]; ρ is centred on 1 (independence of a and e) and blank where
     undefined (S_a or S_e not significantly above 0).
     """
-    plt = _pyplot()
+    from matplotlib.figure import Figure
+
     n = len(matrix.names)
     size = max(4.0, 0.9 * n + 2.0)
-    figure, axes = plt.subplots(2, 2, figsize=(2 * size, 2 * size * 0.9), constrained_layout=True)
+    figure = Figure(figsize=(2 * size, 2 * size * 0.9), layout="constrained")
+    axes = figure.subplots(2, 2)
     for axis, (field, stderr_field, panel_title) in zip(axes.flat, PANELS):
         values = getattr(matrix, field).double()
         errors = getattr(matrix, stderr_field).double()
@@ -59,8 +56,12 @@ def alignment_heatmaps(matrix: AlignmentMatrix, path: str | os.PathLike, title: 
         axis.set_yticks(range(n), matrix.names)
         figure.colorbar(image, ax=axis, shrink=0.8)
     figure.suptitle(title or f"FisherSketch alignments (sketch id {matrix.sketch_id})")
+    return figure
+
+
+def alignment_heatmaps(matrix: AlignmentMatrix, path: str | os.PathLike, title: str | None = None) -> Path:
+    """Write ``alignment_heatmap_figure(matrix, title)`` to ``path`` (format from its suffix); return it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    alignment_heatmap_figure(matrix, title).savefig(path, dpi=120)
     return path

@@ -194,19 +194,17 @@ class Selection:
     def __str__(self) -> str:
         return self.table()
 
-    def plot(self, path: str | os.PathLike, limit: int | None = None) -> Path:
-        """Bar chart (PNG, or any format matplotlib infers from the suffix): A, S_a and S_e of each candidate
-        with ±1 stderr error bars, candidates in ranking order; returns the path."""
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+    def figure(self, limit: int | None = None):
+        """Bar chart, a ``matplotlib.figure.Figure`` (made without pyplot): A, S_a and S_e of each candidate
+        with ±1 stderr error bars, candidates in ranking order (the first ``limit``)."""
         import numpy as np
+        from matplotlib.figure import Figure
 
         rows = self.ranking[:limit]
         positions = np.arange(len(rows))
         width = 0.8 / len(SCORES)
-        figure, axes = plt.subplots(figsize=(max(4.0, 1.2 * len(rows) + 2.0), 3.8), layout="constrained")
+        figure = Figure(figsize=(max(4.0, 1.2 * len(rows) + 2.0), 3.8), layout="constrained")
+        axes = figure.subplots()
         for offset, score in enumerate(SCORES):
             ranked = [row.ranked_by(score) for row in rows]
             axes.bar(
@@ -222,9 +220,12 @@ class Selection:
         axes.set_title(f"ranked by {SCORE_LABELS[self.score]}; best: {self.best.candidate}", fontsize=10)
         axes.axhline(0.0, color="black", linewidth=0.6)
         figure.legend(loc="outside lower center", ncol=len(SCORES), fontsize=8)
+        return figure
+
+    def plot(self, path: str | os.PathLike, limit: int | None = None) -> Path:
+        """Write ``figure(limit)`` to ``path`` (PNG, or any format matplotlib infers from the suffix); return it."""
         path = Path(path)
-        figure.savefig(path, dpi=120)
-        plt.close(figure)
+        self.figure(limit).savefig(path, dpi=120)
         return path
 
     # -- loading ------------------------------------------------------------------------------------
