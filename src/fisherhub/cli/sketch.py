@@ -1,12 +1,14 @@
 """``fisherhub sketch``: the signature of a dataset under a base model (also ``scripts/sketch.py``).
 
 One process: ``fisherhub sketch --dataset DATA --output sig.safetensors``. N processes:
-``accelerate launch [launch options] scripts/sketch.py --dataset DATA ...`` (see docs/distributed.md).
+``accelerate launch [launch options] -m fisherhub sketch --dataset DATA ...`` (or ``scripts/sketch.py``
+in a checkout; see docs/distributed.md). ``python -m fisherhub.cli.sketch`` runs it too.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from fisherhub.core.spec import ESTIMATORS, FISHER_TYPES, GRANULARITIES
 
@@ -108,3 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
