@@ -67,16 +67,31 @@ def output_head(model: torch.nn.Module) -> torch.nn.Module:
     return head
 
 
+def _offloaded(layer: torch.nn.Module, name: str, tensor):
+    """``layer.<name>``, or its values when accelerate offloaded it (a device map's "cpu"/"disk": the
+    parameter is on the meta device and the values are in the layer's hook's ``weights_map``)."""
+    weights_map = getattr(getattr(layer, "_hf_hook", None), "weights_map", None)
+    if isinstance(tensor, torch.Tensor) and tensor.is_meta and weights_map is not None:
+        return weights_map[name]
+    return tensor
+
+
 def _head_parameters(model: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Weight W (K, d) and bias of the head's linear layer (of its base layer when PEFT wraps the head)."""
     head = output_head(model)
     layer = getattr(head, "base_layer", head)
-    weight = getattr(layer, "weight", None)
+    weight = _offloaded(layer, "weight", getattr(layer, "weight", None))
     if not isinstance(weight, torch.Tensor) or weight.ndim != 2:
         raise InputError(
             f"the output head {type(layer).__name__} has no 2-D weight (K, d); fisherhub needs a linear head"
         )
-    bias = getattr(layer, "bias", None)
+    if not weight.is_floating_point():
+        raise InputError(
+            f"the output head's weight is {weight.dtype} ({type(layer).__name__}): a quantized head has no float "
+            "gradient to sketch. Keep the head unquantized (transformers' quantizers skip lm_head by default; "
+            "e.g. BitsAndBytesConfig(llm_int8_skip_modules=['lm_head']) or modules_to_not_convert)"
+        )
+    bias = _offloaded(layer, "bias", getattr(layer, "bias", None))
     return weight, bias if isinstance(bias, torch.Tensor) else None
 
 

@@ -29,6 +29,7 @@ from fisherhub.core.spec import SketchSpec
 from fisherhub.core.state import SketchState
 from fisherhub.data import DataArgs, DocumentCounts, DocumentStream, check_has_documents
 from fisherhub.core.errors import InputError
+from fisherhub.defaults import DEFAULT_DTYPE, torch_dtype
 
 #: test hook: a process kills itself (SIGKILL) after this many batches, to exercise ``resume``
 CRASH_AFTER_BATCHES_ENV = "FISHERSKETCH_CRASH_AFTER_BATCHES"
@@ -41,12 +42,20 @@ class SketchArgs:
     ``like``: a signature file (or Hub ref when ``fisherhub.hub`` is installed) whose exact spec is
     reused, so the new signature is comparable with it; the spec options are then ignored, and with
     ``model=None`` the signature's base model is loaded.
+
+    ``dtype``, ``device_map``, ``trust_remote_code``, ``quantization_config`` and ``gguf_file`` go to
+    ``defaults.load_model_and_tokenizer``. ``device_map`` (one model over several devices) needs a single
+    process: under N processes each loads its own copy on its own device.
     """
 
     data: DataArgs
     model: str | None = None
     model_revision: str | None = None
-    dtype: str = "float32"
+    dtype: str = DEFAULT_DTYPE
+    device_map: str | dict | None = None
+    trust_remote_code: bool = False
+    quantization_config: dict | None = None
+    gguf_file: str | None = None
     m: int = 4096
     seed: int = 0
     estimator: str | None = None
@@ -72,8 +81,7 @@ class SketchArgs:
                 raise InputError(f"SketchArgs.{name} must be a positive int, got {value!r}")
         if self.resume and not self.checkpoint:
             raise InputError("resume needs the checkpoint folder of the interrupted run (--checkpoint DIR)")
-        if not hasattr(torch, self.dtype) or not isinstance(getattr(torch, self.dtype), torch.dtype):
-            raise InputError(f"unknown dtype {self.dtype!r}; use float32, bfloat16 or float16")
+        torch_dtype(self.dtype)  # refuses unknown names
 
     def spec_options(self) -> dict[str, Any]:
         return {
@@ -202,6 +210,17 @@ def _run_batches(
 
 def _model_device(model: torch.nn.Module) -> torch.device:
     return next(model.parameters()).device
+
+
+def _state_device(model: torch.nn.Module, default: torch.device) -> torch.device:
+    """Where the sums live: where the head computes (a device map may put it on another GPU than the input;
+    an offloaded head runs on its accelerate hook's execution device), else ``default``."""
+    head = capture.output_head(model)
+    execution_device = getattr(getattr(head, "_hf_hook", None), "execution_device", None)
+    if execution_device is not None:
+        return torch.device(execution_device)
+    head_device = next(head.parameters()).device
+    return default if head_device.type == "meta" else head_device
 
 
 def _metadata(data: DataArgs, model_metadata: dict[str, str] | None) -> dict[str, str]:
@@ -342,14 +361,26 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
     from fisherhub.hub import push_signature
 
     accelerator = accelerator or make_accelerator(args.cpu)
+    if args.device_map is not None and accelerator.num_processes > 1:
+        raise InputError(
+            f"device_map={args.device_map!r} spreads one model over the devices of one process, but this run has "
+            f"{accelerator.num_processes} processes (each loads its own copy on its own device): run one process "
+            "(fisherhub sketch --device-map auto ...) for a model that does not fit one device, or drop --device-map"
+        )
     like = load_signature_ref(args.like) if args.like else None
     model_ref, revision = args.model, args.model_revision
     if like is not None and model_ref is None and like.metadata.get("base_model_revision") != DEFAULT_MODEL_REVISION:
         model_ref = like.metadata.get("base_model") or None
         revision = revision or like.metadata.get("base_model_revision") or None
     with accelerator.main_process_first():  # the first load may convert the default model into the cache
-        model, tokenizer = load_model_and_tokenizer(model_ref, dtype=args.dtype, revision=revision)
-    model.to(accelerator.device)
+        model, tokenizer = load_model_and_tokenizer(
+            model_ref, dtype=args.dtype, revision=revision, device_map=args.device_map,
+            trust_remote_code=args.trust_remote_code, quantization_config=args.quantization_config,
+            gguf_file=args.gguf_file,
+        )
+    if args.device_map is None:
+        model.to(accelerator.device)
+    state_device = _state_device(model, accelerator.device)
     capture.check_tokenizer_matches(model, tokenizer)
     stream = DocumentStream(args.data, tokenizer, accelerator.process_index, accelerator.num_processes)
     spec = _main_process_reflection(accelerator, capture.spec_for_model(model, tokenizer, like=like, **args.spec_options()))
@@ -360,9 +391,9 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
             args.checkpoint, accelerator.process_index, accelerator.num_processes, key, args.checkpoint_every
         )
     if args.resume:
-        state, progress = checkpointer.load(spec, accelerator.device)
+        state, progress = checkpointer.load(spec, state_device)
     else:
-        state, progress = SketchState(spec, device=accelerator.device), Progress()
+        state, progress = SketchState(spec, device=state_device), Progress()
     _run_batches(
         stream, state, model, progress, batch_size=args.batch_size, token_chunk_size=args.token_chunk_size,
         checkpointer=checkpointer, show_progress=args.progress and accelerator.is_main_process,

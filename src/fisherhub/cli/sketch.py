@@ -8,9 +8,24 @@ in a checkout; see docs/distributed.md). ``python -m fisherhub.cli.sketch`` runs
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 
 from fisherhub.core.spec import ESTIMATORS, FISHER_TYPES, GRANULARITIES
+from fisherhub.defaults import DEFAULT_DTYPE
+
+
+def _json_object(value: str) -> dict:
+    """A JSON object given inline or as the path of a JSON file."""
+    text = Path(value).read_text() if Path(value).is_file() else value
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not a JSON object or a JSON file: {value!r} ({exc})") from exc
+    if not isinstance(parsed, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {type(parsed).__name__}: {value!r}")
+    return parsed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,8 +43,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     model = parser.add_argument_group("model")
     model.add_argument("--model", default=None, help="model id or folder (default: embedded SmolLM2-135M-Instruct)")
-    model.add_argument("--model-revision", default=None)
-    model.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    model.add_argument("--model-revision", default=None, help="revision (branch, tag or commit) of a Hub model id")
+    model.add_argument("--dtype", default=DEFAULT_DTYPE, choices=("auto", "float32", "bfloat16", "float16"),
+                       help="model dtype; auto (default) is the checkpoint's own. Softmax and e are float32 anyway")
+    model.add_argument("--device-map", default=None, metavar="MAP",
+                       help="from_pretrained's device_map, e.g. auto: one process spreads a model that does not fit "
+                            "one device over all of them (not with several processes)")
+    model.add_argument("--trust-remote-code", action="store_true", help="run the model repo's own modeling code")
+    model.add_argument("--quantization-config", default=None, type=_json_object, metavar="JSON|FILE",
+                       help='transformers quantization config as JSON or a JSON file, e.g. \'{"quant_method": '
+                            '"bitsandbytes", "load_in_4bit": true}\' (the head stays unquantized)')
+    model.add_argument("--gguf-file", default=None, metavar="NAME",
+                       help="load this GGUF file of the --model folder or Hub repo (de-quantized by transformers)")
     model.add_argument("--cpu", action="store_true", default=None, help="run on the CPU even if a GPU is present")
 
     sketch = parser.add_argument_group("sketch")
@@ -67,6 +92,8 @@ def sketch_args(namespace: argparse.Namespace):
     )
     return SketchArgs(
         data=data, model=namespace.model, model_revision=namespace.model_revision, dtype=namespace.dtype,
+        device_map=namespace.device_map, trust_remote_code=namespace.trust_remote_code,
+        quantization_config=namespace.quantization_config, gguf_file=namespace.gguf_file,
         m=namespace.m, seed=namespace.seed, estimator=namespace.estimator, granularity=namespace.granularity,
         fisher=namespace.fisher, reflection=namespace.reflection, like=namespace.like,
         batch_size=namespace.batch_size, token_chunk_size=namespace.token_chunk_size,
