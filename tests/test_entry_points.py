@@ -9,41 +9,27 @@ not the checkout.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 from tiny_models import tiny_causal_lm, tiny_tokenizer
+from wheel_build import REPO, build_wheel
+from wheel_build import run_clean as _run
 
 from fisherhub import Signature
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[1]
 TEXTS = [f"doc {i}: " + ("a quick brown fox " if i % 3 else "lazy dogs sleep ") * (1 + i % 4) for i in range(12)]
-
-
-def _run(command: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    env["OMP_NUM_THREADS"] = "1"
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
-    """The python of a fresh venv with the wheel of this tree installed (no build isolation: offline)."""
+    """The python of a fresh venv with the wheel of this tree installed."""
     root = tmp_path_factory.mktemp("installed")
-    source = root / "source"
-    shutil.copytree(REPO, source, symlinks=True, ignore=shutil.ignore_patterns(
-        ".git", "__pycache__", "build", "dist", "*.egg-info", "benchmarks", "tests", ".venv"))
-    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(root / "dist"),
-                  str(source)], cwd=root)
-    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
-    (wheel,) = (root / "dist").glob("fisherhub-*.whl")
+    wheel = build_wheel(root)
     venv = root / "venv"
     created = _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], cwd=root)
     assert created.returncode == 0, created.stderr
@@ -74,7 +60,8 @@ def sketch_options(folder: Path, name: str) -> list[str]:
 @pytest.fixture(scope="module")
 def reference(tiny) -> Signature:
     """The signature ``scripts/sketch.py`` writes from the checkout."""
-    result = _run([sys.executable, str(REPO / "scripts" / "sketch.py"), *sketch_options(tiny, "script")], cwd=tiny)
+    result = _run([sys.executable, str(REPO / "scripts" / "sketch.py"), *sketch_options(tiny, "script")], cwd=tiny,
+                  checkout=True)
     assert result.returncode == 0, result.stderr[-3000:]
     return Signature.load(tiny / "script.safetensors")
 
