@@ -3,7 +3,6 @@ trust_remote_code, quantization_config and GGUF files, on tiny random models sav
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -37,16 +36,6 @@ def folders(tmp_path_factory) -> dict[str, Path]:
         tokenizer.save_pretrained(root / name)
     (root / "docs.jsonl").write_text("".join(json.dumps({"text": text}) + "\n" for text in TEXTS))
     return {"float32": root / "float32", "bfloat16": root / "bfloat16", "docs": root / "docs.jsonl", "root": root}
-
-
-@contextlib.contextmanager
-def single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def sketch_args(folders, model: Path | str, **options) -> SketchArgs:
@@ -101,9 +90,8 @@ def test_device_map(folders, device_map):
     model, _ = load_model_and_tokenizer(folders["float32"], device_map=device_map)
     devices = {"cpu", "meta"} if device_map is HEAD_ON_DISK else {"cpu"}
     assert {parameter.device.type for parameter in model.parameters()} == devices
-    with single_thread():
-        mapped = sketch(sketch_args(folders, folders["float32"], device_map=device_map))
-        plain = sketch(sketch_args(folders, folders["float32"]))
+    mapped = sketch(sketch_args(folders, folders["float32"], device_map=device_map))
+    plain = sketch(sketch_args(folders, folders["float32"]))
     for name in ("joint", "activation", "error", "split_norms"):
         assert torch.equal(getattr(mapped, name), getattr(plain, name)), name
 
