@@ -1,134 +1,191 @@
-"""GPU check (run on a CUDA machine): signatures agree across devices, and sketch overhead at
-Llama-3 head scale. Prints a JSON report (and writes it to $OUT/device_check.json when OUT is set).
+"""GPU check (one short run, under 5 minutes on one GPU): signatures agree across devices, and sketch
+throughput at vocabulary scale. Prints one JSON block per check and writes the report to
+$OUT/device_check.json when OUT is set.
 
-    PYTHONPATH=src:tests python scripts/device_check.py
+    PYTHONPATH=src:tests python scripts/device_check.py            # on a CUDA machine
+    PYTHONPATH=src:tests python scripts/device_check.py --small --device cpu   # the same code, tiny sizes
 
-1. Core: the same (a, e) sketched on CPU and on CUDA give the same sketch id and sums within float32
-   rounding, for every estimator.
-2. Capture on a tiny Llama: CPU fp32 vs CUDA fp32 vs CUDA bf16; spec_for_model's pilot mean (the
-   Householder reflection) computed on each device, and whether the sketch ids agree.
-3. Throughput: a random model with Llama-3's head (K = 128,256, d = 4096, 2 layers) in bf16:
-   tokens/s of the forward pass alone vs forward + sketch, per estimator, and peak memory.
+Without a CUDA device it says so and exits 0 having checked nothing; nothing else in the project needs one.
+
+1. core: the same (a, logits) sketched on the CPU and on the device (``SketchState.update`` with logits, the
+   path ``lm.capture.sketch_batch`` takes, and ``update`` with e formed), for every estimator: relative
+   difference of the float64 sums and the CPU-vs-device alignment.
+2. capture: a tiny Llama with bf16-representable weights, CPU float32 vs device float32 vs device bfloat16:
+   the head checksums (so the sketch ids with the reflection off), the pilot means of the reflection,
+   and the alignments of the device signatures with the CPU one, each sketched with the CPU's spec.
+3. throughput: a random 2-layer Llama with the default estimator's head at K = 128,256 (Llama 3) and
+   K = 262,144 (Gemma 3), d = 4096, bfloat16: tokens/s of the forward pass alone and of forward + sketch
+   per estimator, the overhead, and peak memory.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 import time
 
 import torch
 
 from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchSpec, SketchState, alignment
-from fisherhub.lm.capture import sketch_batch
-from fisherhub.lm.specs import pilot_mean, spec_for_model
-from fisherhub.core.registry import ESTIMATORS
+from fisherhub.core.registry import DEFAULT_ESTIMATOR, ESTIMATORS
+from fisherhub.lm import HeadModel, pilot_mean, sketch_batch, spec_for_model
 
-DEVICE = os.environ.get("FISHERSKETCH_CHECK_DEVICE", "cuda")
-
-
-def random_errors(n: int, vocab: int, generator: torch.Generator) -> torch.Tensor:
-    errors = torch.softmax(3 * torch.randn(n, vocab, generator=generator), -1)
-    errors[torch.arange(n), torch.randint(0, 32, (n,), generator=generator)] -= 1  # a few frequent labels
-    return errors
+#: (vocabulary sizes, hidden size, intermediate size, batch, length, m) of the throughput check
+FULL = ((128256, 262144), 4096, 14336, 8, 512, 4096)
+SMALL = ((512, 1024), 64, 128, 2, 32, 256)
 
 
-def core_across_devices() -> dict:
+def no_cuda_message() -> str:
+    return (
+        "device_check: no CUDA device (torch.cuda.is_available() is False, torch "
+        f"{torch.__version__}): nothing was checked. Run it on a GPU machine, or with --device cpu --small to "
+        "exercise the code."
+    )
+
+
+def _synchronize(device: str) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _peak_gib(device: str) -> float | None:
+    return torch.cuda.max_memory_allocated() / 2**30 if torch.device(device).type == "cuda" else None
+
+
+def core_across_devices(device: str, d: int = 576, vocab_size: int = 49152, m: int = 4096, n: int = 1024) -> dict:
     generator = torch.Generator().manual_seed(0)
-    a = 1.0 + torch.randn(1024, 576, generator=generator)
-    e = random_errors(1024, 49152, generator)
-    docs = torch.arange(1024) // 8
+    activations = 1.0 + torch.randn(n, d, generator=generator)
+    logits = 3 * torch.randn(n, vocab_size, generator=generator)
+    targets = torch.randint(0, 32, (n,), generator=generator)  # a few frequent labels
+    errors = torch.softmax(logits, -1)
+    errors[torch.arange(n), targets] -= 1
+    docs = torch.arange(n) // 8
     report = {}
     for estimator in ESTIMATORS:
-        spec = SketchSpec(d=576, vocab_size=49152, m=4096, estimator=estimator).with_reflection(a.mean(0))
-        cpu = SketchState(spec).update(HeadBatch(activations=a, doc_index=docs, errors=e))
-        gpu = SketchState(spec, device=DEVICE).update(HeadBatch(activations=a.to(DEVICE), doc_index=docs.to(DEVICE), errors=e.to(DEVICE)))
-        relative = float(((gpu.sums.cpu() - cpu.sums).norm() / cpu.sums.norm()))
-        result = alignment(cpu.finalize(), gpu.to("cpu").finalize())
-        report[estimator] = {"sums_relative_difference": relative, "alignment_cpu_vs_cuda": result.fisher}
+        spec = SketchSpec(d=d, vocab_size=vocab_size, m=m, estimator=estimator).with_reflection(activations.mean(0))
+        cpu = SketchState(spec).update(HeadBatch(activations=activations, doc_index=docs, logits=logits, targets=targets))
+        on_device = SketchState(spec, device=device).update(HeadBatch(activations=activations.to(device), doc_index=docs.to(device), logits=logits.to(device), targets=targets.to(device)))
+        formed = SketchState(spec, device=device).update(HeadBatch(activations=activations.to(device), doc_index=docs.to(device), errors=errors.to(device)))
+        report[estimator] = {
+            "sums_relative_difference": float((on_device.sums.cpu() - cpu.sums).norm() / cpu.sums.norm()),
+            "formed_e_relative_difference": float((formed.sums.cpu() - cpu.sums).norm() / cpu.sums.norm()),
+            "alignment_cpu_vs_device": alignment(cpu.finalize(), on_device.to("cpu").finalize()).fisher,
+        }
     return report
 
 
-def capture_across_devices() -> dict:
+def capture_across_devices(device: str, m: int = 4096) -> dict:
     from tiny_models import tiny_causal_lm, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(64)
     texts = [f"the quick brown fox {i} jumps over the lazy dog {i * 7}" for i in range(64)]
-    batch = tokenizer(texts, return_tensors="pt", padding=True)
+    batch = dict(tokenizer(texts, return_tensors="pt", padding=True))
     batch["doc_index"] = torch.arange(len(texts))
-    signatures, pilots, ids = {}, {}, {}
-    for name, device, dtype in (("cpu_fp32", "cpu", torch.float32), ("cuda_fp32", DEVICE, torch.float32),
-                                ("cuda_bf16", DEVICE, torch.bfloat16)):
-        # bf16-representable weights (as in a bf16 checkpoint), so every copy has the same head checksum
-        model = tiny_causal_lm("llama", False, vocab_size=64, seed=0).to(torch.bfloat16).to(device=device, dtype=dtype)
-        spec = spec_for_model(model, tokenizer, m=4096)
-        pilots[name] = pilot_mean(model, tokenizer).float().cpu()
-        ids[name] = spec.sketch_id
-        like_spec = spec_for_model(model, tokenizer, m=4096, like=signatures["cpu_fp32"]) if signatures else spec
-        state = SketchState(like_spec, device=device)
-        sketch_batch(state, model, {k: v.to(device) for k, v in batch.items()})
+    # bf16-representable weights (as in a bf16 checkpoint): every copy has the same head checksum
+    weights = tiny_causal_lm("llama", False, vocab_size=64, seed=0).to(torch.bfloat16).state_dict()
+    reference_spec, signatures, checksums, pilots = None, {}, {}, {}
+    for name, where, dtype in (("cpu_float32", "cpu", torch.float32), ("device_float32", device, torch.float32),
+                               ("device_bfloat16", device, torch.bfloat16)):
+        model = tiny_causal_lm("llama", False, vocab_size=64, seed=0)
+        model.load_state_dict(weights)
+        model = model.to(device=where, dtype=dtype)
+        checksums[name] = HeadModel.of(model, tokenizer).head_checksum
+        pilots[name] = pilot_mean(model, tokenizer).cpu()
+        if reference_spec is None:  # every signature with the CPU's spec (its pilot mean), so they compare
+            reference_spec = spec_for_model(model, tokenizer, m=m)
+        state = SketchState(reference_spec, device=where)
+        sketch_batch(state, model, {key: value.to(where) for key, value in batch.items()})
         signatures[name] = state.to("cpu").finalize()
-    reference = signatures["cpu_fp32"]
+    reference = signatures["cpu_float32"]
     return {
-        "sketch_ids_with_own_pilot": ids,
-        "pilot_max_abs_difference_vs_cpu": {k: float((v - pilots["cpu_fp32"]).abs().max()) for k, v in pilots.items()},
-        "alignment_vs_cpu_fp32_sketched_like": {k: alignment(reference, s).fisher for k, s in signatures.items()},
+        "head_checksums_agree": len(set(checksums.values())) == 1,
+        "pilot_max_abs_difference_vs_cpu": {k: float((v - pilots["cpu_float32"]).abs().max()) for k, v in pilots.items()},
+        "alignment_vs_cpu_float32": {k: alignment(reference, s).fisher for k, s in signatures.items()},
+        "joint_relative_difference_vs_cpu": {
+            k: float((s.joint - reference.joint).norm() / reference.joint.norm()) for k, s in signatures.items()
+        },
     }
 
 
-def throughput(vocab_size: int, batch_size: int = 8, length: int = 512, repeats: int = 5) -> dict:
+def throughput(device: str, vocab_size: int, hidden: int, intermediate: int, batch_size: int, length: int, m: int,
+               repeats: int = 5) -> dict:
     import transformers
 
-    config = transformers.LlamaConfig(vocab_size=vocab_size, hidden_size=4096, intermediate_size=14336,
-                                      num_hidden_layers=2, num_attention_heads=32, num_key_value_heads=8)
-    model = transformers.LlamaForCausalLM(config).to(device=DEVICE, dtype=torch.bfloat16).eval()
-    ids = torch.randint(0, vocab_size, (batch_size, length), device=DEVICE)
-    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "doc_index": torch.arange(batch_size, device=DEVICE)}
+    config = transformers.LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=intermediate,
+                                      num_hidden_layers=2, num_attention_heads=hidden // 128 or 1,
+                                      num_key_value_heads=max(1, hidden // 512), tie_word_embeddings=False)
+    with torch.device(device):  # initialized where it runs: a 2-billion-parameter model, not built on the CPU
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
+    ids = torch.randint(0, vocab_size, (batch_size, length), device=device)
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "doc_index": torch.arange(batch_size)}
 
-    def timed(step) -> tuple[float, float]:
+    def timed(step) -> tuple[float, float | None]:
         step()
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
+        _synchronize(device)
+        if torch.device(device).type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
         start = time.perf_counter()
         for _ in range(repeats):
             step()
-        torch.cuda.synchronize()
+        _synchronize(device)
         seconds = (time.perf_counter() - start) / repeats
-        return batch_size * length / seconds, torch.cuda.max_memory_allocated() / 2**30
+        return batch_size * length / seconds, _peak_gib(device)
 
     with torch.no_grad():
         forward_tps, forward_gib = timed(lambda: model(input_ids=ids, attention_mask=batch["attention_mask"]))
     report = {"forward_tokens_per_s": forward_tps, "forward_peak_gib": forward_gib}
-    for estimator in ESTIMATORS:
-        spec = spec_for_model(model, None, m=4096, estimator=estimator, reflection=False)
-        state = SketchState(spec, device=DEVICE)
+    for estimator in sorted(ESTIMATORS, key=lambda name: name != DEFAULT_ESTIMATOR):  # the default first
+        spec = spec_for_model(model, None, m=m, estimator=estimator, reflection=False)
+        state = SketchState(spec, device=device)
         tps, gib = timed(lambda: sketch_batch(state, model, batch, token_chunk_size=1024))
         report[estimator] = {"tokens_per_s": tps, "overhead": forward_tps / tps - 1.0, "peak_gib": gib}
     del model
-    torch.cuda.empty_cache()
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()
     return report
 
 
-def main() -> None:
-    report = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
+def checks(device: str, small: bool) -> list[tuple[str, object]]:
+    vocab_sizes, hidden, intermediate, batch_size, length, m = SMALL if small else FULL
+    core = (lambda: core_across_devices(device, d=16, vocab_size=256, m=m, n=64)) if small else (
+        lambda: core_across_devices(device))
+    found = [("core", core), ("capture", lambda: capture_across_devices(device, m=m))]
+    for vocab_size in vocab_sizes:
+        found.append((f"throughput_K{vocab_size}",
+                      lambda k=vocab_size: throughput(device, k, hidden, intermediate, batch_size, length, m)))
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda", help="torch device to compare with the CPU (default cuda)")
+    parser.add_argument("--small", action="store_true", help="tiny sizes: exercise the code in seconds")
+    args = parser.parse_args(argv)
+    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
+        print(no_cuda_message(), file=sys.stderr)
+        return 0
+    report = {"device": torch.cuda.get_device_name() if torch.device(args.device).type == "cuda" else args.device,
+              "torch": torch.__version__, "small": args.small}
     import transformers
 
     report["transformers"] = transformers.__version__
-    for name, check in (("core", core_across_devices), ("capture", capture_across_devices),
-                        ("throughput_K128256", lambda: throughput(128256)),
-                        ("throughput_K32000", lambda: throughput(32000))):
+    failed = False
+    for name, check in checks(args.device, args.small):
         start = time.perf_counter()
         try:
             report[name] = check()
         except Exception as exc:  # report every check, even when one fails
-            report[name] = {"error": f"{type(exc).__name__}: {exc}"}
+            report[name], failed = {"error": f"{type(exc).__name__}: {exc}"}, True
         report[name + "_seconds"] = round(time.perf_counter() - start, 1)
         print(json.dumps({name: report[name]}, indent=1), flush=True)
     if os.environ.get("OUT"):
         with open(os.path.join(os.environ["OUT"], "device_check.json"), "w") as handle:
             json.dump(report, handle, indent=1)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -103,7 +103,7 @@ def test_case2_resume_refuses_a_replaced_data_file(tiny, tmp_path):
 def test_case2_resume_refuses_another_model_dtype(tiny):
     args = run_args(tiny, "dtype")
     sketch(args)
-    with pytest.raises(InputError, match=r"differs in \['model_dtype'\]\): model_dtype 'float32' in the checkpoint, "
+    with pytest.raises(InputError, match=r"differs in \['model_dtype'\]\): model_dtype 'auto' in the checkpoint, "
                        r"'bfloat16' now"):
         sketch(dataclasses.replace(args, resume=True, dtype="bfloat16"))
 

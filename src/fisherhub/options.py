@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
+from pathlib import Path
 from typing import Any
 
 from fisherhub.core.errors import InputError
 from fisherhub.core.registry import DEFAULT_ESTIMATOR, DEFAULT_M, DEFAULT_SEED, ESTIMATORS, FISHER_TYPES, GRANULARITIES
 
-DTYPES = ("float32", "bfloat16", "float16")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
 #: repo types signatures are read from; pushes go to the first two (a Space has no card section for them)
 REPO_TYPES = ("model", "dataset", "space")
 PUSH_REPO_TYPES = REPO_TYPES[:2]
@@ -81,7 +83,8 @@ class DataArgs:
     """Which documents to sketch.
 
     ``dataset``: a Hub id, a local folder (``save_to_disk`` or a dataset script/folder), a data file or glob
-    (json/jsonl/csv/parquet/txt/arrow), or an in-memory ``datasets.Dataset`` / ``IterableDataset``.
+    (json/jsonl/csv/parquet/txt/arrow, also compressed: ``.jsonl.gz``, ``.csv.bz2``, ...), or an in-memory
+    ``datasets.Dataset`` / ``IterableDataset``.
     ``split``: of a Hub dataset or a saved DatasetDict; a data file is one split (the default), so another
     name is refused for it.
     ``messages_column``: a chat column (list of {role, content}) rendered with the tokenizer's chat template;
@@ -131,13 +134,37 @@ class DataArgs:
         return metadata
 
 
+def json_object(value: str) -> dict:
+    """A JSON object given inline or as the path of a JSON file (for ``--quantization-config``)."""
+    text = Path(value).read_text() if Path(value).is_file() else value
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not a JSON object or a JSON file: {value!r} ({exc})") from exc
+    if not isinstance(parsed, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {type(parsed).__name__}: {value!r}")
+    return parsed
+
+
 @dataclasses.dataclass(kw_only=True)
 class ModelOptions:
-    """Which base model, and how it is loaded."""
+    """Which base model, and how it is loaded (``from_pretrained``'s options; docs/big_models.md)."""
 
     model: str | None = option(None, "model id or folder (default: the embedded SmolLM2-135M-Instruct)")
     model_revision: str | None = option(None, "model revision (branch, tag or commit) of a Hub model id")
-    dtype: str = option("float32", "dtype the model is loaded in (the softmax is float32 whatever it is)", choices=DTYPES)
+    dtype: str = option("auto", "model dtype; auto is the checkpoint's own (the softmax and e are float32 anyway)",
+                        choices=DTYPES)
+    device_map: str | None = option(
+        None, "from_pretrained's device_map, e.g. auto: one process spreads a model that does not fit one device over "
+        "all of them (not with several processes)", metavar="MAP",
+    )
+    trust_remote_code: bool = option(False, "run the model repo's own modeling code")
+    quantization_config: dict | None = option(
+        None, "transformers quantization config as JSON or a JSON file, e.g. '{\"quant_method\": \"bitsandbytes\", "
+        "\"load_in_4bit\": true}' (the head stays unquantized)", type=json_object, metavar="JSON|FILE",
+    )
+    gguf_file: str | None = option(None, "load this GGUF file of the --model folder or Hub repo (de-quantized by "
+                                   "transformers)", metavar="NAME")
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:

@@ -1,7 +1,8 @@
 """``fisherhub sketch``: the signature of a dataset under a base model (also ``scripts/sketch.py``).
 
 One process: ``fisherhub sketch --dataset DATA --output sig.safetensors``. N processes:
-``accelerate launch [launch options] scripts/sketch.py --dataset DATA ...`` (see docs/distributed.md).
+``accelerate launch [launch options] -m fisherhub sketch --dataset DATA ...`` (or ``scripts/sketch.py``
+in a checkout; see docs/distributed.md). ``python -m fisherhub.cli.sketch`` runs it too.
 """
 
 from __future__ import annotations
@@ -174,3 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     add_sketch_arguments(parser)
     parser.set_defaults(func=run)
     return run_command(parser, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -41,6 +41,15 @@ def output_head(model: torch.nn.Module) -> torch.nn.Module:
     return head
 
 
+def _offloaded(layer: torch.nn.Module, name: str, tensor):
+    """``layer.<name>``, or its values when accelerate offloaded it (a device map's "cpu"/"disk": the
+    parameter is on the meta device and the values are in the layer's hook's ``weights_map``)."""
+    weights_map = getattr(getattr(layer, "_hf_hook", None), "weights_map", None)
+    if isinstance(tensor, torch.Tensor) and tensor.is_meta and weights_map is not None:
+        return weights_map[name]
+    return tensor
+
+
 def tokenizer_checksum(tokenizer) -> str:
     """sha256 (first 16 hex) of the vocabulary sorted by id and of the special tokens but padding.
 
@@ -196,7 +205,10 @@ class HeadModel:
 
     @property
     def device(self) -> torch.device:
-        return self.weight.device
+        """Where the head computes, and so where the sums live: a device map may put it on another device than the
+        input, and an offloaded head runs on its accelerate hook's execution device."""
+        execution_device = getattr(getattr(self.head, "_hf_hook", None), "execution_device", None)
+        return torch.device(execution_device) if execution_device is not None else self.weight.device
 
     @classmethod
     def of(cls, model: torch.nn.Module | HeadModel, tokenizer=None) -> HeadModel:
@@ -206,12 +218,18 @@ class HeadModel:
             return model
         head = output_head(model)
         layer = getattr(head, "base_layer", head)
-        weight = getattr(layer, "weight", None)
+        weight = _offloaded(layer, "weight", getattr(layer, "weight", None))
         if not isinstance(weight, torch.Tensor) or weight.ndim != 2:
             raise InputError(
                 f"the output head {type(layer).__name__} has no 2-D weight (K, d); fisherhub needs a linear head"
             )
-        bias = getattr(layer, "bias", None)
+        if not weight.is_floating_point():
+            raise InputError(
+                f"the output head's weight is {weight.dtype} ({type(layer).__name__}): a quantized head has no float "
+                "gradient to sketch. Keep the head unquantized (transformers' quantizers skip lm_head by default; "
+                "e.g. BitsAndBytesConfig(llm_int8_skip_modules=['lm_head']) or modules_to_not_convert)"
+            )
+        bias = _offloaded(layer, "bias", getattr(layer, "bias", None))
         bias = bias if isinstance(bias, torch.Tensor) else None
         if tokenizer is not None:
             _check_tokenizer(weight.shape[0], tokenizer)

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from fisherhub.core.errors import InputError
+from fisherhub.options import ModelOptions
 
 #: what signatures record as the default's base model; the head checksum tells it from the fp16 Hub weights
 DEFAULT_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -96,7 +97,7 @@ def ensure_default_model() -> Path:
 
     Several processes (``accelerate launch``) may race here: each converts into its own temporary folder
     and the first rename wins, so a reader never sees a half-written folder. The conversion is announced on the
-    ``fisherhub.defaults`` logger (shown by default): where the copy goes and, once written, how big it is.
+    ``fisherhub.lm.loading`` logger (shown by default): where the copy goes and, once written, how big it is.
     """
     folder = default_model_folder()
     if (folder / "config.json").is_file():
@@ -138,29 +139,63 @@ def _megabytes(size: int) -> str:
     return f"{size / 1e6:.0f} MB"
 
 
+def torch_dtype(dtype: torch.dtype | str) -> torch.dtype | str:
+    """``"auto"``, a floating ``torch.dtype`` or its name ("bfloat16") -> what ``from_pretrained(dtype=)`` takes."""
+    if dtype == "auto":
+        return dtype
+    resolved = getattr(torch, dtype, None) if isinstance(dtype, str) else dtype
+    if not isinstance(resolved, torch.dtype) or not resolved.is_floating_point:
+        raise InputError(f"unknown dtype {dtype!r}: use 'auto' (the checkpoint's own), float32, bfloat16 or float16")
+    return resolved
+
+
 def load_model_and_tokenizer(
     model_id_or_path: str | os.PathLike | None = None,
-    dtype: torch.dtype | str = torch.float32,
+    dtype: torch.dtype | str = ModelOptions.dtype,
     revision: str | None = None,
+    *,
+    device_map: str | dict | None = None,
+    trust_remote_code: bool = False,
+    quantization_config=None,
+    gguf_file: str | None = None,
 ):
     """(model, tokenizer) in eval mode; ``None`` (or any name ``is_embedded_model`` accepts) loads the embedded
     default (SmolLM2-135M-Instruct), named ``DEFAULT_MODEL_ID`` so that what is built on it (a PEFT adapter's
-    ``base_model_name_or_path``) records that id rather than the cache folder."""
+    ``base_model_name_or_path``) records that id rather than the cache folder.
+
+    The options are ``from_pretrained``'s: ``dtype`` ("auto" = the checkpoint's dtype), ``revision`` (of a
+    Hub id; a local folder is read as it is, so a revision for one is refused), ``device_map`` (e.g. "auto":
+    one process spreads the model over its devices), ``trust_remote_code``, ``quantization_config`` (a
+    transformers quantization config or its dict; the head must stay unquantized: ``HeadModel`` refuses an
+    integer head) and ``gguf_file`` (a GGUF file in the folder or Hub repo ``model_id_or_path``,
+    de-quantized by transformers). Tokenizers get revision, trust_remote_code and gguf_file.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if isinstance(dtype, str):
-        dtype = getattr(torch, dtype)
     embedded = model_id_or_path is None or is_embedded_model(model_id_or_path, revision)
     if embedded:
-        if revision not in (None, DEFAULT_MODEL_REVISION):
-            raise InputError("revision applies to a Hub model id; the default model has none")
+        if revision not in (None, DEFAULT_MODEL_REVISION) or gguf_file is not None:
+            raise InputError("revision and gguf_file apply to a given model id or folder; the default model has neither")
         source, revision = ensure_default_model(), None
     else:
         source = model_id_or_path
+        if revision is not None and Path(source).is_dir():
+            raise InputError(
+                f"revision {revision!r} applies to a Hub model id, but {os.fspath(source)!r} is a local folder, which "
+                "is read as it is: drop the revision, or check the revision out into the folder"
+            )
+    common = {"revision": revision, "trust_remote_code": trust_remote_code}
+    if gguf_file is not None:
+        common["gguf_file"] = gguf_file
+    model_options = {"dtype": torch_dtype(dtype)}
+    if device_map is not None:
+        model_options["device_map"] = device_map
+    if quantization_config is not None:
+        model_options["quantization_config"] = quantization_config
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, revision=revision)
-        model = AutoModelForCausalLM.from_pretrained(source, revision=revision, dtype=dtype)
-    except OSError as exc:
+        tokenizer = AutoTokenizer.from_pretrained(source, **common)
+        model = AutoModelForCausalLM.from_pretrained(source, **common, **model_options)
+    except (OSError, ValueError) as exc:  # transformers: OSError for missing files, ValueError for bad options
         raise InputError(
             f"cannot load model {os.fspath(source)!r} (revision {revision!r}): {exc}. Pass a local folder with "
             "config.json and weights, or a Hub id that is in the Hugging Face cache when offline."

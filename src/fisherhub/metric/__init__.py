@@ -6,7 +6,15 @@ name) resolves the canonical Hub namespace ``evaluate-metric/fisher_alignment`` 
 
     $HF_MODULES_CACHE/evaluate_modules/metrics/evaluate-metric--fisher_alignment/<sha256 of the code>/
 
-which ``install_metric()`` (``fisherhub install-metric``) writes.
+which ``install_metric()`` (``fisherhub install-metric``) writes. evaluate 0.4.6 logs "Using the latest cached
+version of the module ..." whenever it takes a module from that cache (its fallback cannot tell an installed
+copy from a stale download); the metric module drops that notice for itself once imported, so it shows on the
+first load of a process only. ``evaluate.load(metric_path())`` (a local file) and
+``evaluate.load("<org>/fisher_alignment")`` (a Space, online) log nothing.
+
+A project-owned Space: ``python scripts/push_metric_space.py --namespace ORG`` uploads
+``hub_cards/evaluate_space/`` (card, Gradio app, requirements and this module) to the Space
+``ORG/fisher_alignment``; then ``evaluate.load("ORG/fisher_alignment")`` loads it from the Hub.
 """
 
 from __future__ import annotations
@@ -18,6 +26,11 @@ from pathlib import Path
 METRIC_NAME = "fisher_alignment"
 #: evaluate's canonical namespace for metrics; a bare name is looked up as ``evaluate-metric/<name>``.
 CANONICAL_NAMESPACE = "evaluate-metric"
+#: the metric's ``MetricInfo`` links (pyproject.toml's [project.urls] has the same homepage): the package, its
+#: source distribution, and the paper author's own implementation
+HOMEPAGE = "https://pypi.org/project/fisherhub/"
+CODEBASE_URLS = ("https://pypi.org/project/fisherhub/#files",)
+REFERENCE_URLS = ("https://pypi.org/project/fishersketch/",)
 
 
 def metric_path() -> str:
@@ -53,4 +66,5 @@ def install_metric(modules_cache: str | os.PathLike | None = None) -> Path:
     return target
 
 
-__all__ = ["CANONICAL_NAMESPACE", "METRIC_NAME", "install_metric", "metric_path"]
+__all__ = ["CANONICAL_NAMESPACE", "CODEBASE_URLS", "HOMEPAGE", "METRIC_NAME", "REFERENCE_URLS", "install_metric",
+           "metric_path"]

@@ -237,13 +237,24 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
     source = load_source(args.data)
     like = load_signature_ref(args.like) if args.like else None
     accelerator = accelerator or make_accelerator(args.cpu)
+    if args.device_map is not None and accelerator.num_processes > 1:
+        raise InputError(
+            f"device_map={args.device_map!r} spreads one model over the devices of one process, but this run has "
+            f"{accelerator.num_processes} processes (each loads its own copy on its own device): run one process "
+            "(fisherhub sketch --device-map auto ...) for a model that does not fit one device, or drop --device-map"
+        )
     model_ref, revision = args.model, args.model_revision
     if like is not None and model_ref is None and like.metadata.get("base_model_revision") != DEFAULT_MODEL_REVISION:
         model_ref = like.metadata.get("base_model") or None
         revision = revision or like.metadata.get("base_model_revision") or None
     with accelerator.main_process_first():  # the first load may convert the default model into the cache
-        model, tokenizer = load_model_and_tokenizer(model_ref, dtype=args.dtype, revision=revision)
-    model.to(accelerator.device)
+        model, tokenizer = load_model_and_tokenizer(
+            model_ref, dtype=args.dtype, revision=revision, device_map=args.device_map,
+            trust_remote_code=args.trust_remote_code, quantization_config=args.quantization_config,
+            gguf_file=args.gguf_file,
+        )
+    if args.device_map is None:
+        model.to(accelerator.device)
     head = HeadModel.of(model, tokenizer)
     stream = DocumentStream(args.data, tokenizer, accelerator.process_index, accelerator.num_processes, source=source)
     spec = _main_process_reflection(accelerator, spec_for_model(head, tokenizer, args.spec_options(), like=like))
@@ -254,9 +265,9 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
             args.checkpoint, accelerator.process_index, accelerator.num_processes, key, args.checkpoint_every
         )
     if args.resume:
-        state, progress = checkpointer.load(spec, accelerator.device)
+        state, progress = checkpointer.load(spec, head.device)
     else:
-        state, progress = SketchState(spec, device=accelerator.device), Progress()
+        state, progress = SketchState(spec, device=head.device), Progress()
     _run_batches(
         stream, state, head, progress, batch_size=args.batch_size, token_chunk_size=args.token_chunk_size,
         checkpointer=checkpointer, show_progress=args.progress and accelerator.is_main_process,

@@ -1,0 +1,216 @@
+"""from_pretrained options through ``load_model_and_tokenizer`` and ``sketch``: dtype, device_map, revision,
+trust_remote_code, quantization_config and GGUF files, on tiny random models saved to temporary folders."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_gguf import write_tiny_gguf
+from tiny_models import tiny_causal_lm, tiny_tokenizer
+
+from fisherhub.lm.specs import spec_for_model
+from fisherhub.cli import build_parser
+from fisherhub.core.errors import InputError
+from fisherhub.options import DataArgs, SketchArgs
+from fisherhub.lm.loading import load_model_and_tokenizer, model_provenance
+from fisherhub.pipeline.loop import sketch
+
+REPO = Path(__file__).resolve().parents[1]
+TEXTS = [f"text {i}: " + ("the quick brown fox " if i % 2 else "lazy dogs sleep ") * (1 + i % 3) for i in range(10)]
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict[str, Path]:
+    """A tiny Llama saved in float32 and in bfloat16 (bf16-representable weights in both), and documents."""
+    root = tmp_path_factory.mktemp("loading")
+    model, tokenizer = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64), tiny_tokenizer(64)
+    model = model.to(torch.bfloat16)
+    for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+        model.to(dtype).save_pretrained(root / name)
+        tokenizer.save_pretrained(root / name)
+    (root / "docs.jsonl").write_text("".join(json.dumps({"text": text}) + "\n" for text in TEXTS))
+    return {"float32": root / "float32", "bfloat16": root / "bfloat16", "docs": root / "docs.jsonl", "root": root}
+
+
+def sketch_args(folders, model: Path | str, **options) -> SketchArgs:
+    return SketchArgs(data=DataArgs(str(folders["docs"])), model=str(model), m=256, batch_size=2, output=None,
+                      progress=False, cpu=True, **options)
+
+
+def head_dtype(model) -> torch.dtype:
+    return model.get_output_embeddings().weight.dtype
+
+
+@pytest.mark.parametrize(
+    ("saved", "dtype", "loaded"),
+    [("float32", "auto", torch.float32), ("bfloat16", "auto", torch.bfloat16), ("bfloat16", "float32", torch.float32),
+     ("float32", torch.bfloat16, torch.bfloat16), ("float32", "float16", torch.float16)],
+)
+def test_dtype(folders, saved, dtype, loaded):
+    model, _ = load_model_and_tokenizer(folders[saved], dtype=dtype)
+    assert head_dtype(model) == loaded
+    assert {parameter.dtype for parameter in model.parameters()} == {loaded}
+
+
+def test_default_dtype_is_the_checkpoints_own(folders):
+    model, _ = load_model_and_tokenizer(folders["bfloat16"])
+    assert head_dtype(model) == torch.bfloat16
+    assert build_parser().parse_args(["sketch", "--dataset", "d"]).dtype == "auto" == SketchArgs(data=DataArgs("d")).dtype
+
+
+@pytest.mark.parametrize("dtype", ["int8", "bf16", torch.int64, "Tensor"])
+def test_unknown_dtype_is_refused(folders, dtype):
+    with pytest.raises(InputError, match="unknown dtype"):
+        load_model_and_tokenizer(folders["float32"], dtype=dtype)
+    with pytest.raises(InputError, match="--dtype must be one of auto, float32, bfloat16, float16"):
+        SketchArgs(data=DataArgs("d"), dtype=dtype)
+
+
+def test_bfloat16_checkpoint_sketches_with_the_float32_spec(folders):
+    """Same (bf16-representable) head: the same sketch id in bf16 (auto) and float32, the same token counts."""
+    bf16, f32 = sketch(sketch_args(folders, folders["bfloat16"])), sketch(sketch_args(folders, folders["float32"]))
+    assert bf16.sketch_id == f32.sketch_id
+    assert (bf16.num_tokens, bf16.num_documents) == (f32.num_tokens, f32.num_documents)
+    assert float(torch.nn.functional.cosine_similarity(bf16.joint.double(), f32.joint.double(), dim=0)) > 0.99
+
+
+#: the head offloaded to disk (accelerate hooks; its parameters on the meta device), the rest on the CPU
+HEAD_ON_DISK = {"model.embed_tokens": "cpu", "model.layers": "cpu", "model.norm": "cpu", "model.rotary_emb": "cpu",
+                "lm_head": "disk"}
+
+
+@pytest.mark.parametrize("device_map", ["cpu", "auto", {"": "cpu"}, HEAD_ON_DISK])
+def test_device_map(folders, device_map):
+    model, _ = load_model_and_tokenizer(folders["float32"], device_map=device_map)
+    devices = {"cpu", "meta"} if device_map is HEAD_ON_DISK else {"cpu"}
+    assert {parameter.device.type for parameter in model.parameters()} == devices
+    mapped = sketch(sketch_args(folders, folders["float32"], device_map=device_map))
+    plain = sketch(sketch_args(folders, folders["float32"]))
+    for name in ("joint", "activation", "error", "split_norms"):
+        assert torch.equal(getattr(mapped, name), getattr(plain, name)), name
+
+
+def test_device_map_is_refused_under_several_processes(folders):
+    launch = ["-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+              "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0"]
+    options = ["--dataset", str(folders["docs"]), "--model", str(folders["float32"]), "--cpu", "--no-progress",
+               "--device-map", "auto", "-o", str(folders["root"] / "never.safetensors")]
+    result = subprocess.run([sys.executable, *launch, str(REPO / "scripts" / "sketch.py"), *options],
+                            env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert "spreads one model over the devices of one process, but this run has 2 processes" in result.stderr
+    assert not (folders["root"] / "never.safetensors").exists()
+
+
+def test_revision_of_a_local_folder_is_refused(folders):
+    with pytest.raises(InputError, match="is a local folder, which is read as it is"):
+        load_model_and_tokenizer(folders["float32"], revision="v1")
+
+
+def test_revision_of_a_hub_model(folders, hub, hf_api, hf_hub_cache, tmp_path):
+    """Two commits of a model repo on the local Hub server: the revision picks the weights, provenance records it."""
+    repo = "org/tiny-llama"
+    hf_api.create_repo(repo)
+    first = hf_api.upload_folder(repo_id=repo, folder_path=folders["float32"]).oid
+    other = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64, seed=1)
+    other.save_pretrained(tmp_path / "other")
+    hf_api.upload_folder(repo_id=repo, folder_path=tmp_path / "other")
+    old, _ = load_model_and_tokenizer(repo, revision=first)
+    new, _ = load_model_and_tokenizer(repo)
+    reference, _ = load_model_and_tokenizer(folders["float32"])
+    assert torch.equal(old.lm_head.weight, reference.lm_head.weight)
+    assert torch.equal(new.lm_head.weight, other.lm_head.weight)
+    assert model_provenance(repo, old, first).revision == first
+    with pytest.raises(InputError, match="cannot load model 'org/tiny-llama' \\(revision 'no-such-branch'\\)"):
+        load_model_and_tokenizer(repo, revision="no-such-branch")
+
+
+CUSTOM_CONFIG = '''
+from transformers import LlamaConfig
+
+
+class TinyCustomConfig(LlamaConfig):
+    model_type = "tiny_custom"
+'''
+CUSTOM_MODEL = '''
+from transformers import LlamaForCausalLM
+
+from .configuration_tiny_custom import TinyCustomConfig
+
+
+class TinyCustomForCausalLM(LlamaForCausalLM):
+    config_class = TinyCustomConfig
+'''
+
+
+@pytest.fixture
+def remote_code_folder(folders, tmp_path) -> Path:
+    """The float32 tiny Llama as a model with its own code (config.json's auto_map)."""
+    folder = tmp_path / "custom"
+    model, tokenizer = load_model_and_tokenizer(folders["float32"])
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(model_type="tiny_custom", architectures=["TinyCustomForCausalLM"], auto_map={
+        "AutoConfig": "configuration_tiny_custom.TinyCustomConfig",
+        "AutoModelForCausalLM": "modeling_tiny_custom.TinyCustomForCausalLM",
+    })
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "configuration_tiny_custom.py").write_text(CUSTOM_CONFIG)
+    (folder / "modeling_tiny_custom.py").write_text(CUSTOM_MODEL)
+    return folder
+
+
+def test_trust_remote_code(folders, remote_code_folder):
+    with pytest.raises(InputError, match="trust_remote_code"):
+        load_model_and_tokenizer(remote_code_folder)
+    model, tokenizer = load_model_and_tokenizer(remote_code_folder, trust_remote_code=True)
+    assert type(model).__name__ == "TinyCustomForCausalLM"
+    signature = sketch(sketch_args(folders, remote_code_folder, trust_remote_code=True))
+    assert signature.sketch_id == sketch(sketch_args(folders, folders["float32"])).sketch_id
+
+
+def test_quantization_config_reaches_the_quantizer(folders):
+    """No quantization backend is installed here: transformers' bitsandbytes quantizer asks for its package."""
+    with pytest.raises(ImportError, match="bitsandbytes"):
+        load_model_and_tokenizer(folders["float32"], quantization_config={"quant_method": "bitsandbytes",
+                                                                          "load_in_8bit": True})
+
+
+def test_quantization_config_option(tmp_path):
+    inline = '{"quant_method": "bitsandbytes", "load_in_4bit": true}'
+    (tmp_path / "quant.json").write_text(inline)
+    for value in (inline, str(tmp_path / "quant.json")):
+        args = build_parser().parse_args(["sketch", "--dataset", "d", "--quantization-config", value])
+        assert args.quantization_config == {"quant_method": "bitsandbytes", "load_in_4bit": True}
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["sketch", "--dataset", "d", "--quantization-config", "[1, 2]"])
+
+
+def test_quantized_head_is_refused(folders):
+    model, tokenizer = load_model_and_tokenizer(folders["float32"])
+    weight = model.lm_head.weight
+    model.lm_head.weight = torch.nn.Parameter(weight.round().to(torch.int8), requires_grad=False)
+    with pytest.raises(InputError, match="a quantized head has no float gradient"):
+        spec_for_model(model, tokenizer, m=256)
+
+
+def test_gguf_file(folders, tmp_path):
+    model = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64)
+    tokenizer = tiny_tokenizer(63)  # the GGUF tokenizer adds <|endoftext|> (tests/tiny_gguf.py)
+    write_tiny_gguf(model, tokenizer, tmp_path / "tiny-f32.gguf")
+    loaded, gguf_tokenizer = load_model_and_tokenizer(tmp_path, gguf_file="tiny-f32.gguf")
+    expected, actual = model.state_dict(), loaded.state_dict()
+    assert sorted(expected) == sorted(actual)
+    assert all(torch.equal(expected[name], actual[name]) for name in expected)
+    assert gguf_tokenizer(TEXTS[1])["input_ids"] == tokenizer(TEXTS[1])["input_ids"]
+    signature = sketch(sketch_args(folders, tmp_path, gguf_file="tiny-f32.gguf"))
+    assert signature.num_documents == len(TEXTS) and signature.metadata["base_model"] == str(tmp_path)
+    with pytest.raises(InputError, match="the default model has neither"):
+        load_model_and_tokenizer(None, gguf_file="tiny-f32.gguf")

@@ -1,0 +1,58 @@
+"""The evaluate metric: bare-name loads after install-metric log evaluate's cache notice once per process, not on
+every load; MetricInfo links; the module type."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import evaluate
+
+from fisherhub.metric import CODEBASE_URLS, HOMEPAGE, METRIC_NAME, REFERENCE_URLS, metric_path
+
+REPO = Path(__file__).resolve().parents[1]
+
+LOAD_THREE_TIMES = r"""
+import logging
+import evaluate
+
+class Collect(logging.Handler):
+    records = []
+    def emit(self, record):
+        self.records.append(record.getMessage())
+
+logging.getLogger("evaluate").addHandler(Collect())
+for _ in range(3):
+    module = evaluate.load("fisher_alignment")
+assert type(module).__name__ == "FisherAlignment"
+print("NOTICES", sum("Using the latest cached version" in m for m in Collect.records))
+print("OTHER", [m for m in Collect.records if "Using the latest cached version" not in m])
+"""
+
+
+def test_bare_name_notice_once_per_process(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "HF_MODULES_CACHE"}
+    env.update(HF_HOME=str(tmp_path / "hf_home"), HF_EVALUATE_OFFLINE="1", HF_UPDATE_DOWNLOAD_COUNTS="0",
+               PYTHONPATH=f"{REPO / 'src'}{os.pathsep}{env.get('PYTHONPATH', '')}")
+    install = subprocess.run([sys.executable, "-m", "fisherhub", "install-metric"], env=env, capture_output=True,
+                             text=True, timeout=300)
+    assert install.returncode == 0, install.stderr
+    loaded = subprocess.run([sys.executable, "-c", LOAD_THREE_TIMES], env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    assert "NOTICES 1" in loaded.stdout, loaded.stdout  # the first load, before the module is imported
+    assert "OTHER []" in loaded.stdout, loaded.stdout
+
+
+def test_info_links_and_module_type():
+    info = evaluate.load(metric_path(), keep_in_memory=True).info
+    assert info.module_type == "metric"
+    assert info.homepage == HOMEPAGE
+    assert info.codebase_urls == list(CODEBASE_URLS) and info.reference_urls == list(REFERENCE_URLS)
+    assert all(url.startswith("https://") for url in (info.homepage, *info.codebase_urls, *info.reference_urls))
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["urls"]["Homepage"] == HOMEPAGE
+    assert METRIC_NAME == "fisher_alignment"

@@ -1,0 +1,97 @@
+"""Packaging: every third-party import of src/ is a declared dependency (and every dependency is used), the
+installed versions meet the declared floors, the build backend floor, LICENSE and py.typed reach the wheel."""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+from wheel_build import build_wheel
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCE = REPO / "src" / "fisherhub"
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+DEPENDENCIES = {canonicalize_name(Requirement(line).name): Requirement(line)
+                for line in PYPROJECT["project"]["dependencies"]}
+#: declared but never imported by src/: why they are needed
+USED_INDIRECTLY = {"gguf": "transformers reads GGUF files (the default model, gguf_file=) with it"}
+
+
+def third_party_imports() -> dict[str, list[str]]:
+    """Top-level module -> the files of src/fisherhub importing it (stdlib and fisherhub itself left out)."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(SOURCE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top != "fisherhub":
+                    found.setdefault(top, []).append(str(path.relative_to(SOURCE)))
+    return found
+
+
+def distribution_of(module: str) -> str:
+    (distribution, *_) = importlib.metadata.packages_distributions()[module]
+    return canonicalize_name(distribution)
+
+
+def test_every_import_is_declared():
+    imports = third_party_imports()
+    assert {"torch", "yaml", "jinja2", "fsspec", "transformers"} <= set(imports)
+    undeclared = {module: files for module, files in imports.items() if distribution_of(module) not in DEPENDENCIES}
+    assert undeclared == {}
+
+
+def test_every_dependency_is_used():
+    used = {distribution_of(module) for module in third_party_imports()}
+    assert set(DEPENDENCIES) - used == set(USED_INDIRECTLY)
+
+
+def test_installed_versions_meet_the_floors():
+    """The environment running the tests is a tested configuration: each floor is at most what is installed
+    (.ci/floors runs the tests with the floors themselves)."""
+    for name, requirement in DEPENDENCIES.items():
+        installed = Version(Version(importlib.metadata.version(name)).public)
+        assert requirement.specifier.contains(installed), f"{name} {installed} does not meet {requirement}"
+        floors = [spec.version for spec in requirement.specifier if spec.operator == ">="]
+        assert len(floors) == 1, f"{requirement}: one lower bound (>=) per dependency"
+
+
+def test_build_backend_floor_and_license():
+    build = PYPROJECT["build-system"]
+    assert build["build-backend"] == "setuptools.build_meta"
+    (setuptools,) = [Requirement(line) for line in build["requires"] if Requirement(line).name == "setuptools"]
+    assert not setuptools.specifier.contains("76.1") and setuptools.specifier.contains("77.0.3")
+    project = PYPROJECT["project"]
+    assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
+    text = (REPO / "LICENSE").read_text()
+    assert text.split()[:4] == ["Apache", "License", "Version", "2.0,"] and "END OF TERMS AND CONDITIONS" in text
+    assert (SOURCE / "py.typed").is_file()
+
+
+def test_wheel_contents(tmp_path):
+    wheel = build_wheel(tmp_path)
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        (metadata,) = [name for name in names if name.endswith(".dist-info/METADATA")]
+        header = archive.read(metadata).decode().split("\n\n")[0].splitlines()
+        license_file = archive.read(next(name for name in names if name.endswith(".dist-info/licenses/LICENSE")))
+    assert {"fisherhub/py.typed", "fisherhub/__main__.py", "fisherhub/metric/fisher_alignment.py",
+            "fisherhub/core/calibration.json", "fisherhub/hub_cards/dataset_section.md"} <= names
+    assert license_file == (REPO / "LICENSE").read_bytes()
+    assert "License-Expression: Apache-2.0" in header and "License-File: LICENSE" in header
+    requires = {canonicalize_name(Requirement(line.removeprefix("Requires-Dist: ")).name)
+                for line in header if line.startswith("Requires-Dist: ") and "extra ==" not in line}
+    assert requires == set(DEPENDENCIES)
