@@ -110,6 +110,8 @@ class Progress:
     next_index: int = 0
     batches: int = 0
     counts: DocumentCounts = dataclasses.field(default_factory=DocumentCounts)
+    reading_state: dict[str, Any] | None = None  # DocumentStream.reading_state() at next_index
+    own_shard_sizes: list[int] | None = None  # DocumentStream.count_own_shards() when reading by shards
 
 
 #: what a checkpoint record (``rank{k}-of{N}.json``) holds
@@ -145,6 +147,8 @@ class Checkpointer:
             "next_index": progress.next_index,
             "batches": progress.batches,
             "counts": dataclasses.asdict(progress.counts),
+            "reading_state": progress.reading_state,
+            "own_shard_sizes": progress.own_shard_sizes,
         }
         tmp = self._index_file.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(record, sort_keys=True))
@@ -192,7 +196,10 @@ class Checkpointer:
                 "with the same model, data, sketch options and number of processes, or use a new --checkpoint folder"
             )
         state = SketchState.load(self.folder / record["state_file"], device=device)
-        progress = Progress(record["next_index"], record["batches"], DocumentCounts(**record["counts"]))
+        progress = Progress(
+            record["next_index"], record["batches"], DocumentCounts(**record["counts"]), record.get("reading_state"),
+            record.get("own_shard_sizes"),
+        )
         return state, progress
 
 
@@ -222,17 +229,19 @@ def _run_batches(
     bar = tqdm(total=total, initial=progress.counts.seen, unit="doc", desc=description, disable=not show_progress)
     tokens, started = 0, time.perf_counter()
     with bar:
-        for batch in stream.batches(batch_size, start_index=progress.next_index):
+        for batch in stream.batches(batch_size, start_index=progress.next_index, reading_state=progress.reading_state):
             tokens += capture.sketch_batch(state, model, batch.as_model_inputs(), token_chunk_size=token_chunk_size)
             progress.next_index, progress.batches = batch.next_index, progress.batches + 1
             rate = tokens / (time.perf_counter() - started)
             bar.set_postfix(tokens=state.num_tokens, tok_per_s=f"{rate:.0f}", refresh=False)
             bar.update(stream.counts.seen - bar.n)
             if checkpointer is not None and progress.batches % checkpointer.every == 0:
+                progress.reading_state = stream.reading_state()
                 checkpointer.save(state, progress)
             if crash_after is not None and progress.batches >= crash_after:
                 os.kill(os.getpid(), signal.SIGKILL)
         progress.next_index = max(progress.next_index, stream.position)
+        progress.reading_state = stream.reading_state()
         bar.update(stream.counts.seen - bar.n)
 
 
@@ -358,6 +367,16 @@ def _reduce_totals(accelerator, state: SketchState, counts: DocumentCounts) -> D
     return DocumentCounts(seen=seen, too_short=too_short)
 
 
+def _all_shard_sizes(accelerator, stream: DocumentStream, own_sizes: list[int]) -> list[int]:
+    """The rows of every shard of the stream, from each process's own (one all-gather)."""
+    from accelerate.utils import gather_object
+
+    sizes = [0] * stream.source.num_shards
+    for shard, size in gather_object(list(zip(stream.own_shards(), own_sizes))):
+        sizes[shard] = size
+    return sizes
+
+
 def _run_key(args: SketchArgs, spec: SketchSpec, world: int, dataset_fingerprint: str | None) -> dict[str, Any]:
     """What a resumed run must share with the checkpointed one (the batch size may change)."""
     data = args.data
@@ -404,6 +423,9 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
         state, progress = checkpointer.load(spec, accelerator.device)
     else:
         state, progress = SketchState(spec, device=accelerator.device), Progress()
+    if stream.reads_own_shards:
+        progress.own_shard_sizes = progress.own_shard_sizes or stream.count_own_shards()
+        stream.shard_sizes = _all_shard_sizes(accelerator, stream, progress.own_shard_sizes)
     _run_batches(
         stream, state, model, progress, batch_size=args.batch_size, token_chunk_size=args.token_chunk_size,
         checkpointer=checkpointer, show_progress=args.progress and accelerator.is_main_process,
