@@ -315,10 +315,9 @@ class DocumentStream:
     """The documents of process k of N (global indices i ≡ k mod N), in dataset order, tokenized.
 
     A stream whose shard count is a multiple of N (and no ``max_tokens``, which counts in global order) is
-    read by shards instead: process k reads only the shards j ≡ k (mod N), the assignment of
-    ``datasets.distributed.split_dataset_by_node``, one shard at a time so that each row keeps its global
-    index (the rows of the shards before it, ``shard_sizes``, plus its position in the shard). The sketcher
-    sets ``shard_sizes`` from every process's ``count_own_shards()`` before reading.
+    read by shards instead: process k reads only its shards j ≡ k (mod N) (``split_dataset_by_node``), and
+    each row keeps its global index (the rows of the shards before it, ``shard_sizes``, plus its position in
+    the shard). The sketcher sets ``shard_sizes`` from every process's ``count_own_shards()`` first.
     ``reading_state()`` is where a stream stands (``IterableDataset.state_dict()``); ``documents`` resumes
     there without reading the rows before it again.
     """
@@ -336,7 +335,7 @@ class DocumentStream:
         self.counts = DocumentCounts()
         self.position = 0  # global index after the last row looked at: resume from here
         self.shard_sizes: list[int] | None = None  # rows of every shard, when reading by shards
-        self._reading: tuple[int | None, Any] | None = None  # (shard or None, the IterableDataset being read)
+        self._reading = None  # the IterableDataset being read (for its state_dict)
 
     @property
     def reads_own_shards(self) -> bool:
@@ -360,12 +359,9 @@ class DocumentStream:
         return [sum(1 for _ in _decoded(self._shard(shard), self.args)) for shard in self.own_shards()]
 
     def reading_state(self) -> dict[str, Any] | None:
-        """Where the stream being read stands (JSON-able), for ``documents(reading_state=...)``; None for a
-        map-style dataset, or a stream that was resumed by skipping rows."""
-        if self._reading is None:
-            return None
-        shard, rows = self._reading
-        return {"shard": shard, "dataset": rows.state_dict()}
+        """Where the stream being read stands (``IterableDataset.state_dict()``, JSON-able), for
+        ``documents(reading_state=...)``; None for a map-style dataset, or a stream resumed by skipping rows."""
+        return None if self._reading is None else self._reading.state_dict()
 
     def documents(self, start_index: int = 0, reading_state: dict[str, Any] | None = None) -> Iterator[Document]:
         """Own documents with global index ≥ ``start_index``; ``counts`` covers those looked at.
@@ -406,27 +402,29 @@ class DocumentStream:
             first = start_index + (self.process_index - start_index) % self.num_processes
             indices = range(first, stop, self.num_processes)
             return zip(indices, rows.select(indices)) if indices else iter(())
-        return enumerate(self._resumed(None, rows, start_index, reading_state), start=start_index)
+        return enumerate(self._resumed(rows, start_index, reading_state), start=start_index)
 
-    def _resumed(self, shard: int | None, rows, skip: int, reading_state: dict[str, Any] | None):
+    def _resumed(self, rows, skip: int, reading_state: dict[str, Any] | None):
         """``rows`` (a stream) from its saved ``reading_state``, else after skipping ``skip`` rows."""
         if reading_state is not None:
-            rows.load_state_dict(reading_state["dataset"])
+            rows.load_state_dict(reading_state)
         elif skip:
             self._reading = None
             return rows.skip(skip)
-        self._reading = (shard, rows)
+        self._reading = rows
         return rows
 
     def _own_shard_rows(self, start_index: int, reading_state: dict[str, Any] | None) -> Iterator[tuple[int, dict[str, Any]]]:
+        """This process's shards (``split_dataset_by_node``: j ≡ k mod N, in order), each row with its global
+        index: shard j's rows follow the ``shard_sizes`` of the shards before it."""
+        from datasets.distributed import split_dataset_by_node
+
+        rows = split_dataset_by_node(self.source, rank=self.process_index, world_size=self.num_processes)
         offsets = [0, *itertools.accumulate(self.shard_sizes)]
-        for shard in self.own_shards():
-            if offsets[shard + 1] <= start_index:  # read before the checkpoint
-                continue
-            first = max(start_index, offsets[shard])
-            state = reading_state if reading_state is not None and reading_state["shard"] == shard else None
-            rows = self._resumed(shard, self._shard(shard), first - offsets[shard], state)
-            yield from enumerate(rows, start=first)
+        indices = [range(offsets[shard], offsets[shard + 1]) for shard in self.own_shards()]
+        before = sum(min(max(start_index - own.start, 0), len(own)) for own in indices)  # own rows read already
+        rows = self._resumed(rows.select_columns([self.args.column]), before, reading_state)
+        return zip(itertools.islice(itertools.chain.from_iterable(indices), before, None), rows)
 
     def batches(self, batch_size: int, start_index: int = 0, reading_state: dict[str, Any] | None = None) -> Iterator[Batch]:
         if batch_size < 1:
