@@ -5,27 +5,21 @@ rows before the checkpoint again."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+import sketch_helpers
+from sketch_helpers import LAUNCH_TWO_CPU_PROCESSES, run_script, single_thread
 from tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub import SketchState
 from fisherhub.data import DataArgs, DocumentStream
 from fisherhub.sketcher import CRASH_AFTER_BATCHES_ENV, SketchArgs, sketch
 
-REPO = Path(__file__).resolve().parents[1]
-LAUNCH_TWO_CPU_PROCESSES = [
-    "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-    "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
-]
 SHARD_SIZES = (10, 7, 11, 9)  # odd sizes: a shard's rows do not start at an even global index
 TEXTS = [f"row {i}: " + ("the quick brown fox " if i % 3 else "lazy dogs sleep ") * (1 + i % 4) for i in range(37)]
 
@@ -76,38 +70,9 @@ def test_each_process_reads_only_its_shards_with_global_indices(shards, tmp_path
     assert first == [d for d in whole if d.index in set(global_indices([0, 2]))]
 
 
-@contextlib.contextmanager
-def one_thread():
-    """As the subprocesses (OMP_NUM_THREADS=1): per-token float32 results depend on the thread count."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def run_args(folder: Path, name: str, **overrides) -> SketchArgs:
-    options = {
-        "data": stream_args(folder), "model": str(folder / "model"), "m": 256, "batch_size": 1, "progress": False,
-        "cpu": True, "output": str(folder / f"{name}.safetensors"), "checkpoint": str(folder / f"{name}-checkpoint"),
-        "checkpoint_every": 4,
-    }
-    return SketchArgs(**{**options, **overrides})
-
-
-def cli_options(args: SketchArgs) -> list[str]:
-    return [
-        "--dataset", args.data.dataset, "--streaming", "--model", args.model, "-m", str(args.m), "--batch-size",
-        str(args.batch_size), "--output", args.output, "--checkpoint", args.checkpoint, "--checkpoint-every",
-        str(args.checkpoint_every), "--no-progress", "--cpu",
-    ]
-
-
-def run_script(prefix: list[str], args: SketchArgs, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    command = [sys.executable, *prefix, str(REPO / "scripts" / "sketch.py"), *cli_options(args)]
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-    return subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300)
+    """The shards streamed, a checkpoint every 4 batches."""
+    return sketch_helpers.run_args(folder, name, **{"data": stream_args(folder), "checkpoint_every": 4, **overrides})
 
 
 def records(folder: str) -> list[dict]:
@@ -115,7 +80,7 @@ def records(folder: str) -> list[dict]:
 
 
 def test_two_processes_by_shards_give_the_one_process_sums(shards):
-    with one_thread():
+    with single_thread():
         reference = sketch(run_args(shards, "one"))
     two = run_args(shards, "two")
     result = run_script(LAUNCH_TWO_CPU_PROCESSES, two)
@@ -151,7 +116,7 @@ def test_stream_resume_continues_from_the_state_dict(shards, tmp_path):
     stat = shard1.stat()
     shard1.write_bytes(b"\xff" * stat.st_size)
     os.utime(shard1, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    with one_thread():
+    with single_thread():
         resumed = sketch(dataclasses.replace(interrupted, resume=True))
         uninterrupted = sketch(run_args(shards, "uninterrupted", batch_size=2))
     for name in ("joint", "activation", "error", "split_norms"):

@@ -26,6 +26,7 @@ import inspect
 import json
 import os
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 import torch
 
@@ -120,7 +121,7 @@ def _stored_tensor(model: torch.nn.Module, parameter: torch.Tensor) -> torch.Ten
         return found if isinstance(found, str) else None
 
     index = local("model.safetensors.index.json")
-    weight_map = json.loads(open(index).read())["weight_map"] if index else {}
+    weight_map = json.loads(Path(index).read_text())["weight_map"] if index else {}
     for name in names:
         path = local(weight_map[name]) if name in weight_map else None if index else local("model.safetensors")
         if path is None:

@@ -10,6 +10,7 @@ document has ``#{t ≥ 1 : labels[t] ≠ −100}`` scored tokens and needs at le
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import os
 from collections.abc import Iterable, Iterator
@@ -327,7 +328,6 @@ class DocumentStream:
             raise InputError(f"process index {process_index} out of range for {num_processes} processes")
         self.args = args
         self.source = load_source(args)
-        self.fingerprint = dataset_fingerprint(self.source, args)
         self.tokenize = DocumentTokenizer(tokenizer, args)
         self.pad_token_id = _pad_token_id(tokenizer)
         self.process_index = process_index
@@ -336,6 +336,11 @@ class DocumentStream:
         self.position = 0  # global index after the last row looked at: resume from here
         self.shard_sizes: list[int] | None = None  # rows of every shard, when reading by shards
         self._reading = None  # the IterableDataset being read (for its state_dict)
+
+    @functools.cached_property
+    def fingerprint(self) -> str | None:
+        """``dataset_fingerprint`` (resolved only when a checkpoint needs it)."""
+        return dataset_fingerprint(self.source, self.args)
 
     @property
     def reads_own_shards(self) -> bool:

@@ -1,7 +1,8 @@
 """The sketching loop: stream documents through a causal LM once and return the task's ``Signature``.
 
 ``sketch(args)`` runs under ``accelerate`` (plain ``python`` is one process): process k of N sketches the
-documents with global index i ≡ k (mod N) into its own ``SketchState``; at the end a single all-reduce
+documents with global index i ≡ k (mod N), or its shards of a stream (``data.DocumentStream``), into its
+own ``SketchState``; at the end a single all-reduce
 adds the sums and counts of all processes (no sample is padded or repeated, unlike accelerate's
 even-batches data loaders) and the main process writes the signature. Every ``checkpoint_every`` batches
 each process saves its state and the global index it reached, so ``resume`` after a kill continues where
@@ -141,7 +142,7 @@ class Checkpointer:
         previous = self._read_index()
         state_file = f"{self.prefix}-batch{progress.batches}.safetensors"
         state.save(self.folder / state_file)
-        record = {  # the keys of _RECORD_KEYS
+        record = {  # _RECORD_KEYS, and where a stream stands
             "run": self.run_key,
             "state_file": state_file,
             "next_index": progress.next_index,
