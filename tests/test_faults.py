@@ -5,27 +5,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+import sketch_helpers
+from sketch_helpers import LAUNCH_TWO_CPU_PROCESSES, run_script, sketch
 from tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub.cli import main
 from fisherhub.core.errors import InputError
 from fisherhub.options import DataArgs, SketchArgs
-from fisherhub.pipeline.loop import sketch as sketch_run
 from fisherhub.pipeline.loop import sketch_texts
 
-REPO = Path(__file__).resolve().parents[1]
-LAUNCH_TWO_CPU_PROCESSES = [
-    "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-    "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
-]
 TEXTS = [f"doc {i}: " + ("the quick brown fox " if i % 3 else "lazy dogs sleep ") * (1 + i % 4) for i in range(40)]
 
 
@@ -46,27 +39,8 @@ def tiny(tmp_path_factory) -> Path:
 
 
 def run_args(folder: Path, name: str, **overrides) -> SketchArgs:
-    options = {
-        "data": DataArgs(str(folder / "docs.jsonl")), "model": str(folder / "model"), "m": 64, "batch_size": 4,
-        "output": str(folder / f"{name}.safetensors"), "checkpoint": str(folder / f"{name}-checkpoint"),
-        "checkpoint_every": 2, "keep_checkpoint": True, "progress": False, "cpu": True,  # the tests read them
-    }
-    return SketchArgs(**{**options, **overrides})
-
-
-def sketch(args: SketchArgs):
-    """``pipeline.sketch`` and the write of ``args.output`` that ``fisherhub sketch`` does after it."""
-    signature = sketch_run(args)
-    signature.save(args.output)
-    return signature
-
-
-def cli_options(args: SketchArgs) -> list[str]:
-    return [
-        "--dataset", args.data.dataset, "--model", args.model, "-m", str(args.m), "--batch-size",
-        str(args.batch_size), "--output", args.output, "--checkpoint", args.checkpoint, "--checkpoint-every",
-        str(args.checkpoint_every), "--keep-checkpoint", "--no-progress", "--cpu",
-    ]
+    """Small runs: m = 64, 4 documents a batch."""
+    return sketch_helpers.run_args(folder, name, **{"m": 64, "batch_size": 4, **overrides})
 
 
 def assert_same_signature(a, b) -> None:
@@ -101,6 +75,7 @@ def test_case2_resume_refuses_a_replaced_data_file(tiny, tmp_path):
 
 
 def test_case2_resume_refuses_another_model_dtype(tiny):
+    """The sketch id is the same in bfloat16 (case 4: the head checksum is of the weights as stored)."""
     args = run_args(tiny, "dtype")
     sketch(args)
     with pytest.raises(InputError, match=r"differs in \['model_dtype'\]\): model_dtype 'auto' in the checkpoint, "
@@ -111,8 +86,7 @@ def test_case2_resume_refuses_another_model_dtype(tiny):
 def test_case2_resume_of_a_two_process_checkpoint_with_one_process_is_refused(tiny):
     """A checkpoint written by 2 processes (``accelerate launch``) resumed by 1 process does not restart from 0."""
     args = run_args(tiny, "two")
-    command = [sys.executable, *LAUNCH_TWO_CPU_PROCESSES, str(REPO / "scripts" / "sketch.py"), *cli_options(args)]
-    result = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
+    result = run_script(LAUNCH_TWO_CPU_PROCESSES, args)
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(path.name for path in Path(args.checkpoint).glob("*.json")) == ["rank0-of2.json", "rank1-of2.json"]
     Path(args.output).unlink()

@@ -2,32 +2,23 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import datasets
 import pytest
 import torch
+from sketch_helpers import LAUNCH_TWO_CPU_PROCESSES, run_args, run_script, single_thread
 from tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub import SketchState, alignment
 from fisherhub.options import DataArgs
 from fisherhub.core.errors import InputError
 from fisherhub.lm import spec_for_model
-from fisherhub.options import SketchArgs
 from fisherhub.pipeline.loop import CRASH_AFTER_BATCHES_ENV, sketch, sketch_dataset, sketch_texts
 
-REPO = Path(__file__).resolve().parents[1]
 TEXTS = [f"task {i}: " + ("the quick brown fox " if i % 3 else "lazy dogs sleep ") * (1 + i % 4) for i in range(24)]
-LAUNCH_TWO_CPU_PROCESSES = [
-    "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-    "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
-]
 
 
 @pytest.fixture(scope="module")
@@ -40,40 +31,6 @@ def tiny(tmp_path_factory):
     data = folder / "docs.jsonl"
     data.write_text("".join(json.dumps({"text": text}) + "\n" for text in TEXTS))
     return model, tokenizer, folder
-
-
-@contextlib.contextmanager
-def single_thread():
-    """Per-token float32 results depend on the BLAS thread count; subprocesses run with OMP_NUM_THREADS=1."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
-def run_args(folder: Path, name: str, **overrides) -> SketchArgs:
-    options = {
-        "data": DataArgs(str(folder / "docs.jsonl")), "model": str(folder / "model"), "m": 256, "batch_size": 1,
-        "output": str(folder / f"{name}.safetensors"), "checkpoint": str(folder / f"{name}-checkpoint"),
-        "checkpoint_every": 2, "keep_checkpoint": True, "progress": False, "cpu": True,  # tests read the checkpoints
-    }
-    return SketchArgs(**{**options, **overrides})
-
-
-def cli_options(args: SketchArgs) -> list[str]:
-    return [
-        "--dataset", args.data.dataset, "--model", args.model, "-m", str(args.m), "--batch-size", str(args.batch_size),
-        "--output", args.output, "--checkpoint", args.checkpoint, "--checkpoint-every", str(args.checkpoint_every),
-        "--keep-checkpoint", "--no-progress", "--cpu",
-    ]
-
-
-def run_script(prefix: list[str], args: SketchArgs, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-    command = [sys.executable, *prefix, str(REPO / "scripts" / "sketch.py"), *cli_options(args)]
-    return subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300)
 
 
 def rank_states(folder: str) -> list[SketchState]:

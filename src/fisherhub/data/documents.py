@@ -10,6 +10,8 @@ document has ``#{t ≥ 1 : labels[t] ≠ −100}`` scored tokens and needs at le
 from __future__ import annotations
 
 import dataclasses
+import functools
+import itertools
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -189,11 +191,11 @@ def _unreadable(name: str, cause: BaseException) -> InputError:
 
 def _decoded(rows: Iterable, args: DataArgs) -> Iterator:
     """``rows``, with the errors of undecodable data (read lazily, row by row) as ``InputError``."""
-    import datasets
+    from datasets.exceptions import DatasetGenerationError
 
     try:
         yield from rows
-    except (UnicodeDecodeError, datasets.exceptions.DatasetGenerationError) as exc:
+    except (UnicodeDecodeError, DatasetGenerationError) as exc:
         cause = exc if isinstance(exc, UnicodeDecodeError) else exc.__cause__ or exc
         raise _unreadable(args.provenance()["dataset"], cause) from exc
 
@@ -269,7 +271,15 @@ class DocumentTokenizer:
 # -- the documents of one process ------------------------------------------------------------------------
 class DocumentStream:
     """The documents of process k of N (global indices i ≡ k mod N), in dataset order, tokenized.
-    ``source``: the loaded dataset when it was already checked (``load_source``), else it is loaded here."""
+    ``source``: the loaded dataset when it was already checked (``load_source``), else it is loaded here.
+
+    A stream whose shard count is a multiple of N (and no ``max_tokens``, which counts in global order) is
+    read by shards instead: process k reads only its shards j ≡ k (mod N) (``split_dataset_by_node``), and
+    each row keeps its global index (the rows of the shards before it, ``shard_sizes``, plus its position in
+    the shard). The sketcher sets ``shard_sizes`` from every process's ``count_own_shards()`` first.
+    ``reading_state()`` is where a stream stands (``IterableDataset.state_dict()``); ``documents`` resumes
+    there without reading the rows before it again.
+    """
 
     def __init__(self, args: DataArgs, tokenizer, process_index: int = 0, num_processes: int = 1, source=None):
         if not 0 <= process_index < num_processes:
@@ -283,19 +293,53 @@ class DocumentStream:
         self.num_processes = num_processes
         self.counts = DocumentCounts()
         self.position = 0  # global index after the last row looked at: resume from here
+        self.shard_sizes: list[int] | None = None  # rows of every shard, when reading by shards
+        self._reading = None  # the IterableDataset being read (for its state_dict)
 
-    def documents(self, start_index: int = 0) -> Iterator[Document]:
-        """Own documents with global index ≥ ``start_index``; ``counts`` covers those looked at."""
+    @functools.cached_property
+    def fingerprint(self) -> str | None:
+        """``dataset_fingerprint`` (resolved only when a checkpoint needs it)."""
+        return dataset_fingerprint(self.source, self.args)
+
+    @property
+    def reads_own_shards(self) -> bool:
+        import datasets
+
+        return (
+            self.num_processes > 1
+            and isinstance(self.source, datasets.IterableDataset)
+            and self.source.num_shards % self.num_processes == 0
+            and self.args.max_tokens is None
+        )
+
+    def own_shards(self) -> range:
+        return range(self.process_index, self.source.num_shards, self.num_processes)
+
+    def _shard(self, shard: int):
+        return self.source.shard(num_shards=self.source.num_shards, index=shard).select_columns([self.args.column])
+
+    def count_own_shards(self) -> list[int]:
+        """The rows of each own shard (read, not tokenized), in ``own_shards()`` order."""
+        return [sum(1 for _ in _decoded(self._shard(shard), self.args)) for shard in self.own_shards()]
+
+    def reading_state(self) -> dict[str, Any] | None:
+        """Where the stream being read stands (``IterableDataset.state_dict()``, JSON-able), for
+        ``documents(reading_state=...)``; None for a map-style dataset, or a stream resumed by skipping rows."""
+        return None if self._reading is None else self._reading.state_dict()
+
+    def documents(self, start_index: int = 0, reading_state: dict[str, Any] | None = None) -> Iterator[Document]:
+        """Own documents with global index ≥ ``start_index``; ``counts`` covers those looked at.
+        ``reading_state``: of a stream, where it stood at ``start_index`` (else its rows up to there are skipped)."""
         args = self.args
         tokens_so_far = 0
         self.position = start_index
-        for index, row in _decoded(self._indexed_rows(start_index), args):
+        for index, row in _decoded(self._indexed_rows(start_index, reading_state), args):
             if args.max_documents is not None and index >= args.max_documents:
                 return
             if args.max_tokens is not None and tokens_so_far >= args.max_tokens:
                 return
             self.position = max(self.position, index + 1)
-            own = index % self.num_processes == self.process_index and index >= start_index
+            own = (self.shard_sizes is not None or index % self.num_processes == self.process_index) and index >= start_index
             if not own and args.max_tokens is None:
                 continue
             document = Document(index, *self.tokenize(row))
@@ -308,10 +352,12 @@ class DocumentStream:
                 continue
             yield document
 
-    def _indexed_rows(self, start_index: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _indexed_rows(self, start_index: int, reading_state: dict[str, Any] | None) -> Iterator[tuple[int, dict[str, Any]]]:
         """(global index, row) pairs to look at: all rows when counting tokens, else only own rows."""
         import datasets
 
+        if self.shard_sizes is not None:
+            return self._own_shard_rows(start_index, reading_state)
         rows = self.source.select_columns([self.args.column])
         if self.args.max_tokens is not None:
             return enumerate(rows)
@@ -320,13 +366,35 @@ class DocumentStream:
             first = start_index + (self.process_index - start_index) % self.num_processes
             indices = range(first, stop, self.num_processes)
             return zip(indices, rows.select(indices)) if indices else iter(())
-        return enumerate(rows.skip(start_index), start=start_index)
+        return enumerate(self._resumed(rows, start_index, reading_state), start=start_index)
 
-    def batches(self, batch_size: int, start_index: int = 0) -> Iterator[Batch]:
+    def _resumed(self, rows, skip: int, reading_state: dict[str, Any] | None):
+        """``rows`` (a stream) from its saved ``reading_state``, else after skipping ``skip`` rows."""
+        if reading_state is not None:
+            rows.load_state_dict(reading_state)
+        elif skip:
+            self._reading = None
+            return rows.skip(skip)
+        self._reading = rows
+        return rows
+
+    def _own_shard_rows(self, start_index: int, reading_state: dict[str, Any] | None) -> Iterator[tuple[int, dict[str, Any]]]:
+        """This process's shards (``split_dataset_by_node``: j ≡ k mod N, in order), each row with its global
+        index: shard j's rows follow the ``shard_sizes`` of the shards before it."""
+        from datasets.distributed import split_dataset_by_node
+
+        rows = split_dataset_by_node(self.source, rank=self.process_index, world_size=self.num_processes)
+        offsets = [0, *itertools.accumulate(self.shard_sizes)]
+        indices = [range(offsets[shard], offsets[shard + 1]) for shard in self.own_shards()]
+        before = sum(min(max(start_index - own.start, 0), len(own)) for own in indices)  # own rows read already
+        rows = self._resumed(rows.select_columns([self.args.column]), before, reading_state)
+        return zip(itertools.islice(itertools.chain.from_iterable(indices), before, None), rows)
+
+    def batches(self, batch_size: int, start_index: int = 0, reading_state: dict[str, Any] | None = None) -> Iterator[Batch]:
         if batch_size < 1:
             raise InputError(f"batch_size must be ≥ 1, got {batch_size}")
         pending: list[Document] = []
-        for document in self.documents(start_index):
+        for document in self.documents(start_index, reading_state):
             pending.append(document)
             if len(pending) == batch_size:
                 yield collate(pending, self.pad_token_id, self.position)
@@ -336,6 +404,8 @@ class DocumentStream:
 
     def estimated_documents(self) -> int | None:
         """This process's share of the documents, for progress bars (None when unknown)."""
+        if self.shard_sizes is not None:
+            return sum(self.shard_sizes[shard] for shard in self.own_shards())
         try:
             total = len(self.source)
         except TypeError:

@@ -24,6 +24,8 @@ class Progress:
     next_index: int = 0
     batches: int = 0
     counts: DocumentCounts = dataclasses.field(default_factory=DocumentCounts)
+    reading_state: dict[str, Any] | None = None  # DocumentStream.reading_state() at next_index
+    own_shard_sizes: list[int] | None = None  # DocumentStream.count_own_shards() when reading by shards
 
 
 #: what a checkpoint record (``rank{k}-of{N}.json``) holds
@@ -53,12 +55,14 @@ class Checkpointer:
         previous = self._read_index()
         state_file = f"{self.prefix}-batch{progress.batches}.safetensors"
         state.save(self.folder / state_file)
-        record = {  # the keys of _RECORD_KEYS
+        record = {  # _RECORD_KEYS, and where a stream stands
             "run": self.run_key,
             "state_file": state_file,
             "next_index": progress.next_index,
             "batches": progress.batches,
             "counts": dataclasses.asdict(progress.counts),
+            "reading_state": progress.reading_state,
+            "own_shard_sizes": progress.own_shard_sizes,
         }
         tmp = self._index_file.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(record, sort_keys=True))
@@ -113,7 +117,10 @@ class Checkpointer:
                 "with the same model, data, sketch options and number of processes, or use a new --checkpoint folder"
             )
         state = SketchState.load(self.folder / record["state_file"], device=device)
-        progress = Progress(record["next_index"], record["batches"], DocumentCounts(**record["counts"]))
+        progress = Progress(
+            record["next_index"], record["batches"], DocumentCounts(**record["counts"]), record.get("reading_state"),
+            record.get("own_shard_sizes"),
+        )
         return state, progress
 
 

@@ -1,7 +1,8 @@
 """The sketching loop: stream documents through a causal LM once and return the task's ``Signature``.
 
 ``sketch(args)`` runs under ``accelerate`` (plain ``python`` is one process): process k of N sketches the
-documents with global index i ≡ k (mod N) into its own ``SketchState``; at the end a single all-reduce
+documents with global index i ≡ k (mod N), or its shards of a stream (``data.documents.DocumentStream``), into its
+own ``SketchState``; at the end a single all-reduce
 adds the sums and counts of all processes (no sample is padded or repeated, unlike accelerate's
 even-batches data loaders) and every process returns the signature. Every ``checkpoint_every`` batches
 each process saves its state and the global index it reached, so ``resume`` after a kill continues where
@@ -78,17 +79,19 @@ def _run_batches(
     bar = tqdm(total=total, initial=progress.counts.seen, unit="doc", desc=description, disable=not show_progress)
     tokens, started = 0, time.perf_counter()
     with bar:
-        for batch in stream.batches(batch_size, start_index=progress.next_index):
+        for batch in stream.batches(batch_size, start_index=progress.next_index, reading_state=progress.reading_state):
             tokens += sketch_batch(state, head, batch.as_model_inputs(), token_chunk_size=token_chunk_size)
             progress.next_index, progress.batches = batch.next_index, progress.batches + 1
             rate = tokens / (time.perf_counter() - started)
             bar.set_postfix(tokens=state.num_tokens, tok_per_s=f"{rate:.0f}", refresh=False)
             bar.update(stream.counts.seen - bar.n)
             if checkpointer is not None and progress.batches % checkpointer.every == 0:
+                progress.reading_state = stream.reading_state()
                 checkpointer.save(state, progress)
             if crash_after is not None and progress.batches >= crash_after:
                 os.kill(os.getpid(), signal.SIGKILL)
         progress.next_index = max(progress.next_index, stream.position)
+        progress.reading_state = stream.reading_state()
         bar.update(stream.counts.seen - bar.n)
 
 
@@ -210,6 +213,16 @@ def _main_process_reflection(accelerator, spec: SketchSpec) -> SketchSpec:
     return spec.with_reflection(pilot.cpu())
 
 
+def _all_shard_sizes(accelerator, stream: DocumentStream, own_sizes: list[int]) -> list[int]:
+    """The rows of every shard of the stream, from each process's own (one all-gather)."""
+    from accelerate.utils import gather_object
+
+    sizes = [0] * stream.source.num_shards
+    for shard, size in gather_object(list(zip(stream.own_shards(), own_sizes))):
+        sizes[shard] = size
+    return sizes
+
+
 def _run_key(args: SketchArgs, spec: SketchSpec, world: int, dataset_fingerprint: str | None) -> dict[str, Any]:
     """What a resumed run must share with the checkpointed one (the batch size may change)."""
     data = args.data
@@ -268,6 +281,9 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
         state, progress = checkpointer.load(spec, head.device)
     else:
         state, progress = SketchState(spec, device=head.device), Progress()
+    if stream.reads_own_shards:
+        progress.own_shard_sizes = progress.own_shard_sizes or stream.count_own_shards()
+        stream.shard_sizes = _all_shard_sizes(accelerator, stream, progress.own_shard_sizes)
     _run_batches(
         stream, state, head, progress, batch_size=args.batch_size, token_chunk_size=args.token_chunk_size,
         checkpointer=checkpointer, show_progress=args.progress and accelerator.is_main_process,
