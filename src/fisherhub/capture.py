@@ -454,7 +454,7 @@ def sketch_batch(state: SketchState, model: torch.nn.Module, batch: Mapping, *, 
     for chunk in head_gradient_chunks(
         model, batch, fisher=state.spec.fisher, seed=state.spec.seed, token_chunk_size=token_chunk_size
     ):
-        errors = chunk.errors @ weight.to(chunk.errors.device, torch.float32) if head_input else chunk.errors
+        errors = chunk.errors @ weight.detach().to(chunk.errors.device, torch.float32) if head_input else chunk.errors
         state.update(chunk.activations, errors, chunk.doc_index)
         scored += len(chunk.doc_index)
     state.flush()

@@ -222,9 +222,13 @@ def _check_states(states: Sequence[NetworkSketchState]) -> SketchSpec:
     return first
 
 
-def sketch_network_batch(states: Sequence[NetworkSketchState], model: torch.nn.Module, batch: Mapping) -> int:
+def sketch_network_batch(
+    states: Sequence[NetworkSketchState], model: torch.nn.Module, batch: Mapping, *,
+    feature_map: NetworkFeatureMap | None = None,
+) -> int:
     """One forward and one backward pass of ``batch`` into every state (same spec up to the kernel); returns
-    the number of scored tokens. ``batch`` as for ``capture.sketch_batch`` (each row a whole document)."""
+    the number of scored tokens. ``batch`` as for ``capture.sketch_batch`` (each row a whole document).
+    ``feature_map``: other projections than the spec's (e.g. the head sketch's, to check the head-only case)."""
     spec = _check_states(states)
     named = _check_spec_fits(spec, model, None)
     scored = capture.scored_positions(batch)
@@ -242,7 +246,7 @@ def sketch_network_batch(states: Sequence[NetworkSketchState], model: torch.nn.M
     attended = attended_mask.nonzero().flatten()
     positions_doc = doc_index.repeat_interleave(length)[attended]
     network_batch = NetworkBatch(
-        NetworkFeatureMap.for_spec(spec), positions_doc.to(device), scored_mask.flatten()[attended].to(device),
+        feature_map or NetworkFeatureMap.for_spec(spec), positions_doc.to(device), scored_mask.flatten()[attended].to(device),
         granularity=spec.granularity, kernels=[state.spec.kernel for state in states],
     )
     hooks = _Hooks(network_batch, attended.to(device))
