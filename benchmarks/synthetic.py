@@ -36,6 +36,7 @@ from pathlib import Path
 
 import torch
 
+from fisherhub.core.batch import HeadBatch
 from fisherhub import Signature, SketchSpec, SketchState
 
 
@@ -183,7 +184,7 @@ def sketch_task(task: SyntheticTask, spec: SketchSpec, batch_size: int = 256) ->
     state = SketchState(spec)
     for start in range(0, len(task.doc_index), batch_size):
         stop = start + batch_size
-        state.update(task.activations[start:stop], task.errors[start:stop], task.doc_index[start:stop])
+        state.update(HeadBatch(activations=task.activations[start:stop], doc_index=task.doc_index[start:stop], errors=task.errors[start:stop]))
     return state.finalize({"dataset": task.name})
 
 

@@ -6,10 +6,10 @@
    - ``forward + e``: ``capture.head_gradient_chunks`` (forward, softmax, e = p − onehot(y) materialized:
      the path of the true Fisher and of softcapped heads), no sketch,
    - ``forward + sketch``: ``capture.sketch_batch`` per estimator (``fisherhub.core.spec.ESTIMATORS``):
-     the empirical Fisher's fast path, ``SketchState.update_from_logits`` (e never formed),
+     the empirical Fisher's fast path, ``SketchState.update`` (a HeadBatch of logits) (e never formed),
    and where the default estimator's extra time goes (activation projections, softmax + vocabulary
    projections from the logits, the whole update), each timed alone on the batch's head outputs, and the
-   update's share inside ``forward + sketch``: per round, time in ``update_from_logits`` / the rest.
+   update's share inside ``forward + sketch``: per round, time in ``SketchState.update`` / the rest.
 2. A random-weight model with Llama-3's head (K = 128,256, d = 4096, 2 small layers): the same
    timings at the current thread count, and the peak extra resident memory of each call.
 3. ``SketchState.update`` alone on random (a, e) for growing K: peak extra memory is linear in K
@@ -45,6 +45,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch
 
+from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchState, allocator, capture
 from fisherhub.core.features import feature_map
 from fisherhub.core.spec import DEFAULT_ESTIMATOR, ESTIMATORS, SketchSpec
@@ -163,10 +164,10 @@ def timing_calls_of(owner: type, name: str, spent: list[float]):
 
 
 def sketch_share_inside_pass(model, batch, spec: SketchSpec, repeats: int) -> dict:
-    """Per round of ``forward + sketch``: the time inside ``SketchState.update_from_logits`` over the rest of
+    """Per round of ``forward + sketch``: the time inside ``SketchState.update`` (a HeadBatch of logits) over the rest of
     the pass. Both come from the same round, so the machine's drift between rounds cancels."""
     spent, ratios = [0.0], []
-    with timing_calls_of(SketchState, "update_from_logits", spent):
+    with timing_calls_of(SketchState, "update", spent):
         capture.sketch_batch(SketchState(spec), model, batch)  # warm-up
         for _ in range(repeats):
             spent[0] = 0.0
@@ -211,7 +212,7 @@ def model_calls(model, batch, specs: dict[str, SketchSpec]) -> dict[str, Callabl
 
 
 def component_calls(model, batch, spec: SketchSpec) -> dict[str, Callable[[], object]]:
-    """The fast path's parts (``SketchState.update_from_logits``) on one batch's head inputs and
+    """The fast path's parts (``SketchState.update`` (a HeadBatch of logits)) on one batch's head inputs and
     outputs, in chunks of 256 positions, to see where the sketch's time goes."""
     flattened = capture._forward_pass(model, batch, "empirical").flattened()
     activations, logits, targets, documents = (tensor.split(256) for tensor in flattened)
@@ -222,7 +223,7 @@ def component_calls(model, batch, spec: SketchSpec) -> dict[str, Callable[[], ob
             fmap.error_projector.project_softmax_errors(z, y.clamp_min(0)) for z, y in zip(logits, targets)
         ],
         "state update from logits (all of it)": lambda: [
-            SketchState(spec).update_from_logits(a, z, y, d) for a, z, y, d in zip(activations, logits, targets, documents)
+            SketchState(spec).update(HeadBatch(activations=a, doc_index=d, logits=z, targets=y)) for a, z, y, d in zip(activations, logits, targets, documents)
         ],
     }
 
@@ -313,7 +314,7 @@ def run_vocabulary_scaling(config: Config) -> list[dict]:
         for estimator in ESTIMATORS:
             spec = SketchSpec(d=d, vocab_size=vocab_size, m=config.m, estimator=estimator)
             feature_map(spec)  # built once per spec, outside the measurement
-            measured = best_times({"update": lambda s=spec: SketchState(s).update(activations, errors, doc_index)}, 1)
+            measured = best_times({"update": lambda s=spec: SketchState(s).update(HeadBatch(activations=activations, doc_index=doc_index, errors=errors))}, 1)
             rows.append({"vocab_size": vocab_size, "estimator": estimator, "tokens": config.scaling_tokens,
                          "seconds": measured["update"]["seconds"],
                          "peak_extra_bytes": measured["update"]["peak_extra_bytes"],

@@ -19,6 +19,7 @@ import time
 
 import torch
 
+from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchSpec, SketchState, alignment
 from fisherhub.capture import pilot_mean, sketch_batch, spec_for_model
 from fisherhub.core.spec import ESTIMATORS
@@ -40,8 +41,8 @@ def core_across_devices() -> dict:
     report = {}
     for estimator in ESTIMATORS:
         spec = SketchSpec(d=576, vocab_size=49152, m=4096, estimator=estimator).with_reflection(a.mean(0))
-        cpu = SketchState(spec).update(a, e, docs)
-        gpu = SketchState(spec, device=DEVICE).update(a.to(DEVICE), e.to(DEVICE), docs.to(DEVICE))
+        cpu = SketchState(spec).update(HeadBatch(activations=a, doc_index=docs, errors=e))
+        gpu = SketchState(spec, device=DEVICE).update(HeadBatch(activations=a.to(DEVICE), doc_index=docs.to(DEVICE), errors=e.to(DEVICE)))
         relative = float(((gpu.sums.cpu() - cpu.sums).norm() / cpu.sums.norm()))
         result = alignment(cpu.finalize(), gpu.to("cpu").finalize())
         report[estimator] = {"sums_relative_difference": relative, "alignment_cpu_vs_cuda": result.fisher}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchSpec, SketchState
 
 
@@ -35,4 +36,4 @@ def synthetic_task(
 
 def sketch(spec: SketchSpec, activations: torch.Tensor, errors: torch.Tensor, doc_index: torch.Tensor | None = None):
     doc_index = torch.arange(len(activations)) if doc_index is None else doc_index
-    return SketchState(spec).update(activations, errors, doc_index).finalize({"dataset": "synthetic"})
+    return SketchState(spec).update(HeadBatch(activations=activations, doc_index=doc_index, errors=errors)).finalize({"dataset": "synthetic"})

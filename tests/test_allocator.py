@@ -8,6 +8,7 @@ from fisherhub.allocator import keep_freed_memory
 STEADY_STATE_FAULTS = """
 import resource, sys, torch
 from fisherhub.allocator import keep_freed_memory
+from fisherhub.core.batch import HeadBatch
 from fisherhub.core.spec import SketchSpec
 from fisherhub.core.state import SketchState
 if sys.argv[1] == "keep":
@@ -21,7 +22,7 @@ state = SketchState(SketchSpec(d=d, vocab_size=k, m=2048))
 faults = []
 for _ in range(8):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    state.update_from_logits(activations, logits, targets, documents)
+    state.update(HeadBatch(activations=activations, doc_index=documents, logits=logits, targets=targets))
     faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 print(min(faults[-5:]))
 """

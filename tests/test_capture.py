@@ -19,6 +19,7 @@ from tiny_models import (
     tiny_tokenizer,
 )
 
+from fisherhub.core.batch import HeadBatch
 from fisherhub import FisherHubError, InputError, SketchState, alignment
 from fisherhub.capture import (
     LogitTransform,
@@ -231,7 +232,7 @@ def test_true_fisher_samples_labels_from_p_with_the_counter_based_uniforms():
     spec = spec_for_model(model, TOKENIZER, m=512, fisher="true", seed=11)
     state, direct = SketchState(spec), SketchState(spec)
     sketch_batch(state, model, batch)
-    direct.update(reference["a"], torch.from_numpy(expected_errors).float(), reference["doc_index"]).flush()
+    direct.update(HeadBatch(activations=reference["a"], doc_index=reference["doc_index"], errors=torch.from_numpy(expected_errors).float())).flush()
     assert_same_sums(state, direct)
 
 

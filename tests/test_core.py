@@ -8,6 +8,7 @@ import pytest
 import torch
 from core_helpers import sketch, softmax_errors, synthetic_task
 
+from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchSpec, SketchState, alignment, alignment_matrix
 from fisherhub.core import hashing
 from fisherhub.core.features import FeatureMap
@@ -105,12 +106,12 @@ def test_streaming_in_pieces_and_merge_equal_one_pass():
     spec = SketchSpec(d=8, vocab_size=64, m=128)
     a, e = synthetic_task(120, 8, 64, seed=0)
     docs = torch.arange(120) // 3
-    one_pass = SketchState(spec).update(a, e, docs)
+    one_pass = SketchState(spec).update(HeadBatch(activations=a, doc_index=docs, errors=e))
     pieces = SketchState(spec)
     for start in range(0, 120, 30):  # document boundaries align with pieces (3 tokens each)
-        pieces.update(a[start : start + 30], e[start : start + 30], docs[start : start + 30]).flush()
-    left = SketchState(spec).update(a[:60], e[:60], docs[:60])
-    right = SketchState(spec).update(a[60:], e[60:], docs[60:])
+        pieces.update(HeadBatch(activations=a[start : start + 30], doc_index=docs[start : start + 30], errors=e[start : start + 30])).flush()
+    left = SketchState(spec).update(HeadBatch(activations=a[:60], doc_index=docs[:60], errors=e[:60]))
+    right = SketchState(spec).update(HeadBatch(activations=a[60:], doc_index=docs[60:], errors=e[60:]))
     merged = left + right
     for state in (pieces, merged):
         torch.testing.assert_close(state.sums, one_pass.sums, rtol=1e-12, atol=1e-12)
@@ -122,8 +123,8 @@ def test_streaming_in_pieces_and_merge_equal_one_pass():
 def test_document_split_across_updates_counted_once():
     spec = SketchSpec(d=4, vocab_size=16, m=32)
     a, e = synthetic_task(10, 4, 16, seed=0)
-    state = SketchState(spec).update(a[:5], e[:5], torch.zeros(5, dtype=torch.long))
-    state.update(a[5:], e[5:], torch.tensor([0, 0, 1, 1, 1])).flush()
+    state = SketchState(spec).update(HeadBatch(activations=a[:5], doc_index=torch.zeros(5, dtype=torch.long), errors=e[:5]))
+    state.update(HeadBatch(activations=a[5:], doc_index=torch.tensor([0, 0, 1, 1, 1]), errors=e[5:])).flush()
     assert state.num_documents == 2 and torch.equal(state.document_counts, torch.tensor([1, 1]))
 
 
@@ -131,7 +132,7 @@ def test_split_sample_norms_are_half_mean_inner_products():
     spec = SketchSpec(d=6, vocab_size=32, m=64)
     a, e = synthetic_task(40, 6, 32, seed=1)
     docs = torch.arange(40) // 2
-    state = SketchState(spec).update(a, e, docs)
+    state = SketchState(spec).update(HeadBatch(activations=a, doc_index=docs, errors=e))
     features = FeatureMap(spec).token_features(a, e)
     halves = docs % 2
     for k, name in enumerate(("joint", "activation", "error")):
@@ -249,7 +250,7 @@ def test_state_and_joint_signature_sizes():
 )
 def test_bad_batches_raise_clear_errors(activations, errors, doc_index, match):
     with pytest.raises(InputError, match=match):
-        SketchState(SketchSpec(d=8, vocab_size=16, m=32)).update(activations, errors, doc_index)
+        SketchState(SketchSpec(d=8, vocab_size=16, m=32)).update(HeadBatch(activations=activations, doc_index=doc_index, errors=errors))
 
 
 def test_bad_specs_raise_clear_errors():
@@ -264,7 +265,7 @@ def test_bad_specs_raise_clear_errors():
 def test_too_few_documents_is_an_error_not_a_nan():
     spec = SketchSpec(d=4, vocab_size=16, m=32)
     a, e = synthetic_task(6, 4, 16, seed=0)
-    one_document = SketchState(spec).update(a, e, torch.zeros(6, dtype=torch.long))
+    one_document = SketchState(spec).update(HeadBatch(activations=a, doc_index=torch.zeros(6, dtype=torch.long), errors=e))
     with pytest.raises(TooFewDocumentsError, match="1 document"):
         one_document.finalize()
 
@@ -277,4 +278,4 @@ def test_non_positive_split_norm_is_an_error():
     e[1] = -e[1] * 0 + torch.tensor([0.0, 0.0, 0.0, 0.0])
     e[1, 0] = 1e-30
     with pytest.raises(TooFewDocumentsError, match="split-sample norm not positive|more documents"):
-        SketchState(spec).update(a, e, torch.arange(2)).finalize()
+        SketchState(spec).update(HeadBatch(activations=a, doc_index=torch.arange(2), errors=e)).finalize()

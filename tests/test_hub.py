@@ -17,6 +17,7 @@ from core_helpers import synthetic_task
 from huggingface_hub import CommitOperationAdd, DatasetCard, ModelCard, RepoCard
 from safetensors.numpy import save
 
+from fisherhub.core.batch import HeadBatch
 import fisherhub.hub.push as hub_push
 from fisherhub import (
     InputError,
@@ -75,7 +76,7 @@ def make_signature(base_model: str = "org/base", dataset: str = "org/data", *, n
     has its own sketch id)."""
     spec = SketchSpec(d=8, vocab_size=16, m=64).with_fingerprint(head_checksum=f"head-of-{base_model}")
     activations, errors = synthetic_task(n, 8, 16, seed=seed)
-    state = SketchState(spec).update(activations, errors, torch.arange(n))
+    state = SketchState(spec).update(HeadBatch(activations=activations, doc_index=torch.arange(n), errors=errors))
     return state.finalize({"base_model": base_model, "dataset": dataset, **metadata})
 
 

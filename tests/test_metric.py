@@ -15,6 +15,7 @@ import pytest
 import torch
 from core_helpers import synthetic_task
 
+from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchSpec, SketchState, alignment
 from fisherhub.core.errors import IncompatibleSignaturesError, InputError
 from fisherhub.metric import METRIC_NAME, install_metric, metric_path
@@ -36,7 +37,7 @@ def signature_files(tmp_path_factory) -> dict[str, str]:
     paths = {}
     for name, (spec, (activations, errors)) in tasks.items():
         paths[name] = str(folder / f"{name}.safetensors")
-        state = SketchState(spec).update(activations, errors, torch.arange(len(activations)))
+        state = SketchState(spec).update(HeadBatch(activations=activations, doc_index=torch.arange(len(activations)), errors=errors))
         state.finalize({"base_model": "tester/tiny-lm", "dataset": f"tester/{name}"}).save(paths[name])
     return paths
 

@@ -19,6 +19,7 @@ from tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub import IncompatibleSignaturesError, InputError, Signature, SketchSpec, SketchState, alignment
 from fisherhub.capture import head_gradient_chunks, sketch_batch, spec_for_model
+from fisherhub.core.batch import HeadBatch
 from fisherhub.core.exact import gram_inner_products
 from fisherhub.core.features import feature_map
 from fisherhub.core.network import NetworkBatch, NetworkFeatureMap, NetworkSketchState, _network_feature_map
@@ -392,7 +393,7 @@ def test_head_input_sketch_uses_delta_w_transpose_e_and_matches_the_exact_alignm
         a, delta = saved["a"][rows, positions].detach(), saved["a"].grad[rows, positions]
         chunks = list(head_gradient_chunks(model, batch))
         torch.testing.assert_close(torch.cat([c.errors for c in chunks]) @ head.weight.detach(), delta, rtol=1e-4, atol=1e-6)
-        direct = SketchState(spec).update(a, delta, batch["doc_index"][rows]).flush()
+        direct = SketchState(spec).update(HeadBatch(activations=a, doc_index=batch["doc_index"][rows], errors=delta)).flush()
         torch.testing.assert_close(state.sums, direct.sums, rtol=1e-4, atol=1e-5 * float(direct.sums.abs().max()))
         pairs[task] = (a, delta, batch["doc_index"][rows] % 2)
     (a_i, d_i, h_i), (a_j, d_j, h_j) = pairs["prose"], pairs["mixed"]
@@ -406,14 +407,14 @@ def test_head_input_sketch_uses_delta_w_transpose_e_and_matches_the_exact_alignm
                                         (result.stderr, result.activation_stderr, result.error_stderr), exact.tolist()):
         assert abs(sketched - target) < 4 * stderr + 1e-3, (sketched, target, stderr)
     with pytest.raises(InputError, match="error space"):
-        SketchState(spec).update(a_i, torch.zeros(len(a_i), VOCAB_SIZE), torch.zeros(len(a_i), dtype=torch.long))
+        SketchState(spec).update(HeadBatch(activations=a_i, doc_index=torch.zeros(len(a_i), dtype=torch.long), errors=torch.zeros(len(a_i), VOCAB_SIZE)))
 
 
 def test_bad_network_inputs_are_refused():
     model = tiny_causal_lm("llama", tie_word_embeddings=True, vocab_size=VOCAB_SIZE)
     spec = network_spec_for_model(model, TOKENIZER, modules=["q_proj"], m=64)
     with pytest.raises(InputError, match="network"):
-        SketchState(spec).update(torch.zeros(2, 32), torch.zeros(2, VOCAB_SIZE), torch.arange(2))
+        SketchState(spec).update(HeadBatch(activations=torch.zeros(2, 32), doc_index=torch.arange(2), errors=torch.zeros(2, VOCAB_SIZE)))
     with pytest.raises(InputError, match="empirical"):
         network_spec_for_model(model, modules=["q_proj"], fisher="true")
     with pytest.raises(InputError, match="kernel"):

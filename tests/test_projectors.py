@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchSpec, SketchState
 from fisherhub.core.features import FeatureMap
 from fisherhub.core.hadamard import fwht
@@ -65,7 +66,7 @@ def test_block_srht_rows_are_distinct_signs_and_cover_d_larger_than_m():
 
 
 @pytest.mark.parametrize("estimator", sorted(ESTIMATORS))
-def test_update_from_logits_equals_update_with_materialized_errors(estimator):
+def test_update_with_logits_equals_update_with_materialized_errors(estimator):
     torch.manual_seed(1)
     spec = SketchSpec(d=6, vocab_size=50, m=16, estimator=estimator)
     activations, logits = torch.randn(9, 6), 3.0 * torch.randn(9, 50)
@@ -74,10 +75,8 @@ def test_update_from_logits_equals_update_with_materialized_errors(estimator):
     doc_index = torch.tensor([0, 0, 1, 1, 1, 2, 2, 3, 3])
     logits[0] = float("nan")  # an unscored row (e.g. padding) may hold anything
     scored = targets != -100
-    reference = SketchState(spec).update(
-        activations[scored], _softmax_errors(logits[scored], targets[scored]).float(), doc_index[scored]
-    )
-    fused = SketchState(spec).update_from_logits(activations, logits, targets, doc_index)
+    reference = SketchState(spec).update(HeadBatch(activations=activations[scored], doc_index=doc_index[scored], errors=_softmax_errors(logits[scored], targets[scored]).float()))
+    fused = SketchState(spec).update(HeadBatch(activations=activations, doc_index=doc_index, logits=logits, targets=targets))
     torch.testing.assert_close(fused.sums, reference.sums, rtol=1e-4, atol=1e-5)
     assert torch.equal(fused.token_counts, reference.token_counts)
     assert fused.flush().document_counts.tolist() == reference.flush().document_counts.tolist() == [2, 2]
@@ -96,11 +95,12 @@ def test_update_from_logits_equals_update_with_materialized_errors(estimator):
         (lambda a, z, y, d: (a.masked_fill(torch.arange(4)[:, None] == 1, float("nan")), z, y, d), "NaN"),
     ],
 )
-def test_update_from_logits_refuses_bad_input(change, match):
+def test_update_with_logits_refuses_bad_input(change, match):
     spec = SketchSpec(d=6, vocab_size=50, m=16, estimator="maclaurin-hadamard")
     batch = (torch.randn(4, 6), torch.randn(4, 50), torch.tensor([1, 2, 3, 4]), torch.tensor([0, 0, 1, 1]))
     with pytest.raises(InputError, match=match):
-        SketchState(spec).update_from_logits(*change(*batch))
+        a, z, y, d = change(*batch)
+        SketchState(spec).update(HeadBatch(activations=a, doc_index=d, logits=z, targets=y))
 
 
 def test_block_srht_reflection_sends_the_pilot_to_constant_magnitude():

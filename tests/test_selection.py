@@ -12,6 +12,7 @@ e, can.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import random
 import time
@@ -278,3 +279,58 @@ def test_bad_target_and_score(world, target_signature):
         select_adapter(42, [adapter_repo(0)])
     with pytest.raises(InputError, match="score must be one of"):
         select_adapter(target_signature, [adapter_repo(0)], score="cka")
+
+
+# -- comparability and the base model ---------------------------------------------------------------------
+def rotated_pilot(signature: Signature, angle: float) -> Signature:
+    """``signature`` with its pilot direction turned by ``angle`` radians (same sketch id, same sketches)."""
+    pilot = signature.spec.reflection_tensor.double()
+    unit = pilot / pilot.norm()
+    other = torch.randn(pilot.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    other = other - (other @ unit) * unit
+    angle = torch.tensor(angle, dtype=torch.float64)
+    turned = pilot.norm() * (unit * torch.cos(angle) + other / other.norm() * torch.sin(angle))
+    return dataclasses.replace(signature, spec=signature.spec.with_reflection(turned.float()))
+
+
+def adapter_folder(path, base_model: str, signature: Signature | None = None):
+    path.mkdir()
+    (path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": base_model}))
+    if signature is not None:
+        (path / "fisher_signatures").mkdir()
+        signature.save(path / "fisher_signatures" / "training-data.safetensors")
+    return path
+
+
+def test_candidate_with_other_pilot_direction_is_skipped(world, target_signature, tmp_path):
+    """Same sketch id, pilot direction 0.016 rad off: that candidate is skipped with its reason, the rest ranked."""
+    signed = Signature.load(world["folders"][0] / "fisher_signatures" / "training-data.safetensors")
+    turned = rotated_pilot(signed, 0.016)
+    assert turned.sketch_id == target_signature.sketch_id
+    off = adapter_folder(tmp_path / "pilot-off-adapter", BASE, turned)
+    selection = select_adapter(target_signature, [off, *world["folders"][:2]])
+    assert [row.candidate for row in selection.ranking] == [str(world["folders"][0]), str(world["folders"][1])]
+    reasons = {s.candidate: s.reason for s in selection.skipped}
+    assert "pilot" in reasons[str(off)] and "0.016 rad" in reasons[str(off)] and "--like" in reasons[str(off)]
+
+
+def test_target_file_base_model_wins_in_any_candidate_order(world, target_signature, tmp_path, capsys):
+    """A signature file target names its base model; an adapter of another base model listed first does not
+    decide it (the CLI passes no --base-model), and the order of candidates does not change the ranking."""
+    from fisherhub.cli import main
+
+    target_file = str(tmp_path / "target.safetensors")
+    target_signature.save(target_file)
+    signed = Signature.load(world["folders"][0] / "fisher_signatures" / "training-data.safetensors")
+    other_signature = dataclasses.replace(signed, metadata={"base_model": "org/other-model"})
+    other = str(adapter_folder(tmp_path / "other-base-adapter", "org/other-model", other_signature))
+    adapters = [adapter_repo(d) for d in range(DOMAINS)]
+    rankings = []
+    for candidates in ([other, *adapters], [*adapters[::-1], other]):
+        selection = select_adapter(target_file, candidates)
+        assert selection.base_model == BASE
+        assert "other base model" in {s.candidate: s.reason for s in selection.skipped}[other]
+        rankings.append([(row.candidate, row.score) for row in selection.ranking])
+    assert rankings[0] == rankings[1] and rankings[0][0][0] == adapter_repo(0)
+    assert main(["select", target_file, other, *adapters]) == 0
+    assert f"best: {adapter_repo(0)}" in capsys.readouterr().out

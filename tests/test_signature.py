@@ -9,6 +9,7 @@ import pytest
 import torch
 from core_helpers import sketch, synthetic_task
 
+from fisherhub.core.batch import HeadBatch
 from fisherhub import Signature, SketchSpec, SketchState, alignment
 from fisherhub.core.errors import SignatureFileError
 
@@ -55,10 +56,10 @@ def test_metadata_lists_spec_fields(signature):
 def test_state_save_load_resume(tmp_path):
     spec = SketchSpec(d=8, vocab_size=64, m=128).with_reflection(torch.ones(8))
     a, e = synthetic_task(100, 8, 64, seed=0)
-    full = SketchState(spec).update(a, e, torch.arange(100))
-    first = SketchState(spec).update(a[:50], e[:50], torch.arange(50))
+    full = SketchState(spec).update(HeadBatch(activations=a, doc_index=torch.arange(100), errors=e))
+    first = SketchState(spec).update(HeadBatch(activations=a[:50], doc_index=torch.arange(50), errors=e[:50]))
     first.save(tmp_path / "state.safetensors")
-    resumed = SketchState.load(tmp_path / "state.safetensors").update(a[50:], e[50:], torch.arange(50, 100))
+    resumed = SketchState.load(tmp_path / "state.safetensors").update(HeadBatch(activations=a[50:], doc_index=torch.arange(50, 100), errors=e[50:]))
     assert resumed.spec == spec
     torch.testing.assert_close(resumed.sums, full.sums, rtol=1e-12, atol=0)
     assert torch.equal(resumed.finalize().joint, full.finalize().joint)

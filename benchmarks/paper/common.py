@@ -23,6 +23,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
+from fisherhub.core.batch import HeadBatch
 from fisherhub import Signature, SketchSpec, SketchState
 from fisherhub.capture import (
     IGNORE_INDEX,
@@ -206,7 +207,7 @@ def capture_task(model, spec: SketchSpec, examples: Sequence[Example], name: str
         state, parts = SketchState(spec), []
         for batch in tqdm(list(batches(examples, batch_size)), desc=f"capture {name}", leave=False):
             for chunk in head_gradient_chunks(model, batch, fisher=spec.fisher, seed=spec.seed):
-                state.update(chunk.activations, chunk.errors, chunk.doc_index)
+                state.update(HeadBatch(activations=chunk.activations, doc_index=chunk.doc_index, errors=chunk.errors))
                 parts.append((chunk.activations, chunk.targets, chunk.doc_index))
             state.flush()
         inputs = HeadInputs(*(torch.cat(column) for column in zip(*parts)))
@@ -250,7 +251,7 @@ def sketch_head_inputs(spec: SketchSpec, model, inputs: HeadInputs, name: str, c
     state = SketchState(spec)
     for start in range(0, len(inputs), chunk_size):
         part = inputs.select(slice(start, start + chunk_size))
-        state.update(part.activations, head_errors(model, part.activations, part.targets), part.doc_index)
+        state.update(HeadBatch(activations=part.activations, doc_index=part.doc_index, errors=head_errors(model, part.activations, part.targets)))
     state.flush()
     return state.finalize(_provenance(name))
 

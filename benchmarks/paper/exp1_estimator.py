@@ -33,6 +33,7 @@ from benchmarks.paper.report import (
     scatter_panels,
     write_json,
 )
+from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchState, alignment_matrix
 from fisherhub.core.exact import gram_inner_products
 
@@ -112,7 +113,7 @@ def main() -> None:
     common.kernel_means(*common.gram_kernels(tasks[0].activations, errors_0, tasks[1].activations, errors_1))
     exact_pair_seconds = 3 * (time.perf_counter() - start)  # the cross term and both self terms
     start = time.perf_counter()
-    SketchState(spec).update(tasks[0].activations, errors_0, tasks[0].doc_index).finalize()
+    SketchState(spec).update(HeadBatch(activations=tasks[0].activations, doc_index=tasks[0].doc_index, errors=errors_0)).finalize()
     sketch_seconds = time.perf_counter() - start
 
     sketch = alignment_matrix(signatures, names)

@@ -29,6 +29,7 @@ from benchmarks.domains import natural_domains
 from benchmarks.paper import common
 from benchmarks.paper.baselines import feature_cka_matrix
 from benchmarks.paper.report import heatmaps, matrix_rows, print_table, write_json
+from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchState, alignment_matrix
 from fisherhub.capture import output_head
 from fisherhub.core.hashing import uniforms
@@ -81,7 +82,7 @@ def main() -> None:
     for stream, (block, (label, inputs)) in enumerate(
             ((b, p) for b in BLOCKS for p in prompts.items()), start=LABEL_STREAM):
         task_errors, _ = block_errors(model, inputs.activations, block, stream)
-        state = SketchState(spec).update(inputs.activations, task_errors, inputs.doc_index)
+        state = SketchState(spec).update(HeadBatch(activations=inputs.activations, doc_index=inputs.doc_index, errors=task_errors))
         signatures.append(state.finalize({"dataset": f"{block}-{label}"}))
         names.append(f"{block}-{label}")
         activations.append(inputs.activations)

@@ -7,6 +7,7 @@ head gradients, and compare signatures: their cosine estimates the Fisher alignm
 from fisherhub.core import (
     AlignmentMatrix,
     AlignmentResult,
+    HeadBatch,
     ModelFingerprint,
     Signature,
     SketchSpec,
@@ -29,6 +30,7 @@ __version__ = library_version()
 __all__ = [
     "AlignmentMatrix",
     "AlignmentResult",
+    "HeadBatch",
     "FisherHubError",
     "IncompatibleSignaturesError",
     "InputError",

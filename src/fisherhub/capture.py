@@ -4,7 +4,7 @@ A forward hook on the output head (``model.get_output_embeddings()``) records it
 hidden state, after the final norm) and its output z during an inference forward pass. Then, in chunks
 of scored tokens (memory O(chunk · K), whatever the sequence length), in float32 whatever the model's
 dtype: ``p = softmax(z)``, ``e = p − onehot(y)`` with y the next token ("empirical" Fisher) or a label
-sampled from p ("true" Fisher), and the chunk goes to ``SketchState.update(a, e, doc_index)``.
+sampled from p ("true" Fisher), and the chunk goes to ``SketchState.update(HeadBatch(activations=a, doc_index=doc_index, errors=e))``.
 
 Final-logit softcapping (Gemma 2/3: ``config.final_logit_softcapping = c``): the loss sees
 ``ẑ = c·tanh(z/c)``. p is the softmax of ẑ, and e is the gradient of the cross-entropy w.r.t. the
@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping
 
 import torch
 
+from fisherhub.core.batch import HeadBatch
 from fisherhub.core.hashing import uniforms
 from fisherhub.core.hashing import Stream
 from fisherhub.core.signature import Signature
@@ -37,7 +38,8 @@ from fisherhub.core.spec import (
     SketchSpec,
     tensor_checksum,
 )
-from fisherhub.core.state import IGNORE_INDEX, SketchState
+from fisherhub.core.batch import IGNORE_INDEX
+from fisherhub.core.state import SketchState
 from fisherhub.core.errors import InputError
 from fisherhub.probe_text import PROBE_DOCUMENTS
 
@@ -424,7 +426,7 @@ def _sketch_from_logits(state: SketchState, forward: _ForwardPass, token_chunk_s
     for start in range(0, len(targets), token_chunk_size):
         chunk = slice(start, start + token_chunk_size)
         if (targets[chunk] != IGNORE_INDEX).any():
-            state.update_from_logits(activations[chunk], head_outputs[chunk], targets[chunk], documents[chunk])
+            state.update(HeadBatch(activations=activations[chunk], doc_index=documents[chunk], logits=head_outputs[chunk], targets=targets[chunk]))
 
 
 def sketch_batch(state: SketchState, model: torch.nn.Module, batch: Mapping, *, token_chunk_size: int = 256) -> int:
@@ -455,7 +457,7 @@ def sketch_batch(state: SketchState, model: torch.nn.Module, batch: Mapping, *, 
         model, batch, fisher=state.spec.fisher, seed=state.spec.seed, token_chunk_size=token_chunk_size
     ):
         errors = chunk.errors @ weight.detach().to(chunk.errors.device, torch.float32) if head_input else chunk.errors
-        state.update(chunk.activations, errors, chunk.doc_index)
+        state.update(HeadBatch(activations=chunk.activations, doc_index=chunk.doc_index, errors=errors))
         scored += len(chunk.doc_index)
     state.flush()
     return scored

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from fisherhub.core.state import IGNORE_INDEX
+from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.core.errors import InputError
 
 #: file suffix -> ``datasets`` builder, for local data files

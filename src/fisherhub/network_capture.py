@@ -138,17 +138,11 @@ def network_spec_for_model(
     )
 
 
-def _check_spec_fits(spec: SketchSpec, model: torch.nn.Module, tokenizer) -> dict[str, torch.nn.Module]:
-    """The model's modules named by a network spec, after checking shapes and the head fingerprint."""
+def _spec_modules(spec: SketchSpec, model: torch.nn.Module) -> dict[str, torch.nn.Module]:
+    """The model's modules named by a network spec, after checking their types and shapes."""
     if spec.modules is None:
         raise InputError("this is a head spec; network signatures need a spec from network_spec_for_model")
     _check_plain_model(model)
-    fingerprint = capture.model_fingerprint(model, tokenizer)
-    if spec.model_fingerprint is not None and spec.model_fingerprint.head_checksum != fingerprint.head_checksum:
-        raise InputError(
-            f"the spec is for another base model (head checksum {spec.model_fingerprint.head_checksum} vs "
-            f"{fingerprint.head_checksum}); make it with network_spec_for_model(model)"
-        )
     named = dict(model.named_modules())
     for name, in_features, out_features in spec.modules:
         module = named.get(name)
@@ -230,7 +224,7 @@ def sketch_network_batch(
     the number of scored tokens. ``batch`` as for ``capture.sketch_batch`` (each row a whole document).
     ``feature_map``: other projections than the spec's (e.g. the head sketch's, to check the head-only case)."""
     spec = _check_states(states)
-    named = _check_spec_fits(spec, model, None)
+    named = _spec_modules(spec, model)
     scored = capture.scored_positions(batch)
     doc_index = capture._document_indices(batch, batch["input_ids"].shape[0])
     if len(scored) == 0:
@@ -285,7 +279,13 @@ def resolve_network_spec(model, tokenizer, spec: SketchSpec | Signature | None =
         return network_spec_for_model(model, tokenizer, **spec_options)
     if not isinstance(spec, SketchSpec):
         raise InputError(f"spec must be a SketchSpec, a Signature (like) or None, got {type(spec).__name__}")
-    _check_spec_fits(spec, model, tokenizer)
+    _spec_modules(spec, model)
+    fingerprint = capture.model_fingerprint(model, tokenizer)
+    if spec.model_fingerprint is not None and spec.model_fingerprint.head_checksum != fingerprint.head_checksum:
+        raise InputError(
+            f"the spec is for another base model (head checksum {spec.model_fingerprint.head_checksum} vs "
+            f"{fingerprint.head_checksum}); make it with network_spec_for_model(model)"
+        )
     return spec
 
 

@@ -21,7 +21,7 @@ import torch
 
 from fisherhub.core.signature import Signature
 from fisherhub.core.state import SKETCHES
-from fisherhub.core.errors import IncompatibleSignaturesError, InputError
+from fisherhub.core.errors import InputError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,17 +153,14 @@ def sketch_means(signatures: Sequence[Signature]) -> tuple[torch.Tensor, torch.T
 
 
 def check_compatible(signatures: Sequence[Signature]) -> None:
-    """Raise ``IncompatibleSignaturesError`` naming the differing fields unless all share a sketch id."""
+    """Raise ``IncompatibleSignaturesError`` naming the differing fields unless all are ``compatible_with`` each other."""
     if not signatures:
         raise InputError("no signatures given")
     for signature in signatures:
         if not isinstance(signature, Signature):
             raise InputError(f"expected a Signature, got {type(signature).__name__}; load it with load_signature()")
-    first = signatures[0]
     for other in signatures[1:]:
-        differences = first.spec.differences(other.spec)
-        if differences:
-            raise IncompatibleSignaturesError(differences)
+        signatures[0].spec.require_compatible(other.spec)
 
 
 def _same_data(a: Signature, b: Signature) -> bool:

@@ -10,6 +10,8 @@ from typing import Any
 
 import torch
 
+from fisherhub.core.errors import IncompatibleSignaturesError, InputError, SignatureFileError
+
 FORMAT_VERSION = 1
 
 #: estimator name -> (activation-side projector, vocabulary-side projector), see core.projectors.
@@ -76,8 +78,6 @@ class SketchSpec:
     kernel: str = "full"
 
     def __post_init__(self) -> None:
-        from fisherhub.core.errors import InputError
-
         for name in ("d", "vocab_size", "m"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -168,6 +168,18 @@ class SketchSpec:
                 )
         return differing
 
+    def compatible_with(self, other: SketchSpec) -> bool:
+        """Whether signatures of the two specs can be compared: the one decision of comparability (same sketch
+        id, and pilot directions within ``REFLECTION_TOLERANCE``) used by alignment, merging, the Hub filters
+        (which first narrow by sketch id from headers), selection and the metric."""
+        return not self.differences(other)
+
+    def require_compatible(self, other: SketchSpec, what: str = "signatures") -> None:
+        """``IncompatibleSignaturesError`` naming the fields that differ, unless ``compatible_with(other)``."""
+        differences = self.differences(other)
+        if differences:
+            raise IncompatibleSignaturesError(differences, what=what)
+
     @property
     def reflection_checksum(self) -> str | None:
         return None if self.reflection is None else tensor_checksum(self.reflection_tensor)
@@ -197,8 +209,6 @@ class SketchSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], reflection: torch.Tensor | None = None) -> SketchSpec:
-        from fisherhub.core.errors import SignatureFileError
-
         fields = {f.name for f in dataclasses.fields(cls)} - {"reflection"}
         unknown = set(data) - fields - {"reflection_checksum"}
         if unknown:

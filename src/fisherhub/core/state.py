@@ -15,13 +15,10 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from fisherhub.core.batch import HeadBatch
 from fisherhub.core.features import SKETCHES, feature_map
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
-from fisherhub.core.errors import IncompatibleSignaturesError, InputError, SignatureFileError, TooFewDocumentsError
-
-#: targets of rows that are not scored (the cross-entropy convention of PyTorch and Hugging Face).
-IGNORE_INDEX = -100
-
+from fisherhub.core.errors import InputError, SignatureFileError, TooFewDocumentsError
 
 class SketchState:
     """Split-half sums of random features for one task."""
@@ -43,44 +40,38 @@ class SketchState:
         return int(self.document_counts.sum()) + len(self._open_documents)
 
     # -- streaming ------------------------------------------------------------------------------
-    def update(self, activations: torch.Tensor, errors: torch.Tensor, doc_index: torch.Tensor) -> SketchState:
-        """Add N scored tokens: activations (N, d), errors (N, K), global document indices (N,).
+    def update(self, batch: HeadBatch) -> SketchState:
+        """Add a batch's scored tokens: a (N, d) and global document indices (N,) with e (N, K), or with
+        z (N, K) and y (N,), projected as e = softmax(z) − onehot(y) without forming e (rows with y = −100
+        are not scored).
 
-        All tokens of a document must arrive before the next ``flush()`` (the sketcher flushes
-        after each batch); a document is counted once per flush window.
+        All tokens of a document must arrive before the next ``flush()`` (the sketcher flushes after each
+        batch); a document is counted once per flush window.
         """
-        self._check_batch(activations, errors, doc_index)
+        if not isinstance(batch, HeadBatch):
+            raise InputError(f"SketchState.update takes a HeadBatch, got {type(batch).__name__}")
+        if self.spec.error_space == "head-input" and (
+            batch.from_logits or not isinstance(batch.errors, torch.Tensor) or batch.errors.shape[1:] != (self.spec.d,)
+        ):
+            raise InputError(
+                f"error space 'head-input' sketches δ = Wᵀe, the loss gradient at the head's input: give errors of "
+                f"shape (N, d={self.spec.d}), not logits or e"
+            )
+        batch.check(self.spec.d, self.spec.error_dimension)
         device = self.sums.device
-        activations, errors, doc_index = activations.to(device), errors.to(device), doc_index.to(device)
-        return self._accumulate(*feature_map(self.spec).projections(activations, errors), doc_index)
-
-    def update_from_logits(
-        self, activations: torch.Tensor, logits: torch.Tensor, targets: torch.Tensor, doc_index: torch.Tensor
-    ) -> SketchState:
-        """``update`` with e = softmax(z) − onehot(y) computed from the logits z (N, K) and next tokens
-        y (N,), without forming e (``project_softmax_errors``); rows with y = −100 are not scored."""
-        if self.spec.error_space != "logits":
-            raise InputError(f"update_from_logits sketches e; error space {self.spec.error_space!r} takes update(a, δ)")
-        self._check_logits(logits, targets)
-        device = self.sums.device
-        scored = (targets != IGNORE_INDEX).nonzero().flatten()
-        rows = None if len(scored) == len(targets) else scored.to(device)
-        if isinstance(activations, torch.Tensor) and isinstance(doc_index, torch.Tensor) and rows is not None:
-            if activations.shape[:1] != targets.shape or doc_index.shape != targets.shape:
-                raise InputError(
-                    f"row counts differ: activations {tuple(activations.shape)}, logits {tuple(logits.shape)}, "
-                    f"doc_index {tuple(doc_index.shape)}"
-                )
-            activations, doc_index, targets = activations[scored], doc_index[scored], targets[scored]
-        self._check_shapes(activations, len(targets), doc_index)
-        activations, logits = activations.to(device), logits.to(device)
-        targets, doc_index = targets.to(device), doc_index.to(device)
+        rows = batch.scored_rows()
+        batch = batch.scored()
         fmap = feature_map(self.spec)
-        ua, va = fmap.activation_projector.project(activations.float())
-        se, te = fmap.error_projector.project_softmax_errors(logits, targets, rows)
-        if not (torch.isfinite(se.sum(dim=1)).all() and torch.isfinite(te.sum(dim=1)).all()):
-            raise InputError("logits contain NaN or +inf in scored rows; run the model in float32 or check the inputs")
-        return self._accumulate(ua, va, se, te, doc_index)
+        ua, va = fmap.activation_projector.project(batch.activations.to(device).float())
+        if batch.from_logits:
+            se, te = fmap.error_projector.project_softmax_errors(
+                batch.logits.to(device), batch.targets.to(device), None if rows is None else rows.to(device)
+            )
+            if not (torch.isfinite(se.sum(dim=1)).all() and torch.isfinite(te.sum(dim=1)).all()):
+                raise InputError("logits contain NaN or +inf in scored rows; run the model in float32 or check the inputs")
+        else:
+            se, te = fmap.error_projector.project(batch.errors.to(device))
+        return self._accumulate(ua, va, se, te, batch.doc_index.to(device))
 
     def _accumulate(
         self, ua: torch.Tensor, va: torch.Tensor, se: torch.Tensor, te: torch.Tensor, doc_index: torch.Tensor
@@ -121,65 +112,10 @@ class SketchState:
         self._open_documents.clear()
         return self
 
-    def _check_batch(self, activations: torch.Tensor, errors: torch.Tensor, doc_index: torch.Tensor) -> None:
-        if not isinstance(errors, torch.Tensor):
-            raise InputError(f"errors must be a torch.Tensor, got {type(errors).__name__}")
-        if errors.ndim != 2 or errors.shape[1] != self.spec.error_dimension:
-            what = "δ = Wᵀe is the gradient at the head's input" if self.spec.error_space == "head-input" else (
-                "e must span the whole vocabulary of the head"
-            )
-            raise InputError(
-                f"errors must have shape (N, {self.spec.error_dimension}) for error space {self.spec.error_space!r}, "
-                f"got {tuple(errors.shape)}: {what}"
-            )
-        self._check_shapes(activations, errors.shape[0], doc_index)
-        _check_finite("errors", errors)
-
-    def _check_shapes(self, activations: torch.Tensor, rows: int, doc_index: torch.Tensor) -> None:
-        """activations (N, d) finite floats and doc_index (N,) non-negative integers, N = ``rows`` > 0."""
-        for name, tensor in (("activations", activations), ("doc_index", doc_index)):
-            if not isinstance(tensor, torch.Tensor):
-                raise InputError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
-        if activations.ndim != 2 or activations.shape[1] != self.spec.d:
-            raise InputError(f"activations must have shape (N, d={self.spec.d}), got {tuple(activations.shape)}")
-        if doc_index.ndim != 1:
-            raise InputError(f"doc_index must be 1-D (N,), got shape {tuple(doc_index.shape)}")
-        n = activations.shape[0]
-        if n == 0:
-            raise InputError("empty batch: no scored tokens; skip the update instead")
-        if rows != n or doc_index.shape[0] != n:
-            raise InputError(f"row counts differ: activations {n}, errors/logits {rows}, doc_index {doc_index.shape[0]}")
-        _check_finite("activations", activations)  # floating and finite
-        if doc_index.is_floating_point() or doc_index.dtype == torch.bool:
-            raise InputError(f"doc_index must be an integer tensor, got {doc_index.dtype}")
-        if (doc_index < 0).any():
-            raise InputError("doc_index must hold non-negative global document indices")
-
-    def _check_logits(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
-        if not isinstance(logits, torch.Tensor) or logits.ndim != 2 or logits.shape[1] != self.spec.vocab_size:
-            raise InputError(
-                f"logits must be a tensor of shape (N, K={self.spec.vocab_size}), got "
-                f"{tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__}"
-            )
-        if not logits.is_floating_point():
-            raise InputError(f"logits must be a floating tensor, got {logits.dtype}")
-        if not isinstance(targets, torch.Tensor) or targets.shape != logits.shape[:1] or targets.is_floating_point():
-            raise InputError(f"targets must be an integer tensor of shape ({logits.shape[0]},) (next-token ids or -100)")
-        valid = (targets == IGNORE_INDEX) | ((targets >= 0) & (targets < self.spec.vocab_size))
-        if not valid.all():
-            raise InputError(
-                f"targets must be token ids in [0, K={self.spec.vocab_size}) or {IGNORE_INDEX}, found "
-                f"{int(targets[~valid][0])}: the labels come from another tokenizer"
-            )
-        if not (targets != IGNORE_INDEX).any():
-            raise InputError(f"no scored rows: every target is {IGNORE_INDEX}; skip the update instead")
-
     # -- merging --------------------------------------------------------------------------------
     def merge(self, other: SketchState) -> SketchState:
         """Add another state's sums and counts in place (exact up to float64 rounding)."""
-        differences = self.spec.differences(other.spec)
-        if differences:
-            raise IncompatibleSignaturesError(differences, what="sketch states")
+        self.spec.require_compatible(other.spec, what="sketch states")
         self.flush()
         other.flush()
         self.sums += other.sums.to(self.sums.device)
@@ -286,14 +222,3 @@ class SketchState:
             metadata=dict(metadata or {}),
         )
 
-
-def _check_finite(name: str, tensor: torch.Tensor) -> None:
-    """Refuse NaN/inf by one fast pass over row sums (they propagate) instead of an (N, K) mask."""
-    if not tensor.is_floating_point():
-        raise InputError(f"{name} must be a floating tensor, got {tensor.dtype}")
-    row_sums = tensor.sum(dim=1)
-    if not torch.isfinite(row_sums).all():
-        bad = (~torch.isfinite(row_sums)).nonzero().flatten()[:5].tolist()
-        raise InputError(
-            f"{name} contain NaN or inf (or overflow) in rows {bad}; run the model in float32 or check the inputs"
-        )

@@ -84,6 +84,7 @@ Examples:
     >>> import torch
     >>> import evaluate
     >>> from fisherhub import SketchSpec
+    >>> from fisherhub import HeadBatch
     >>> from fisherhub import SketchState
     >>> from fisherhub.metric import metric_path
     >>> spec = SketchSpec(d=8, vocab_size=32, m=512)
@@ -93,7 +94,7 @@ Examples:
     ...     generator = torch.Generator().manual_seed(task)
     ...     activations = 1.0 + torch.randn(400, 8, generator=generator)
     ...     errors = torch.linspace(-1, 1, 32).roll(2 * task) + 0.3 * torch.randn(400, 32, generator=generator)
-    ...     state = SketchState(spec).update(activations, errors, torch.arange(400))
+    ...     state = SketchState(spec).update(HeadBatch(activations=activations, doc_index=torch.arange(400), errors=errors))
     ...     paths.append(os.path.join(folder, f"task{task}.safetensors"))
     ...     state.finalize({"dataset": f"task{task}"}).save(paths[-1])
     >>> fisher_alignment = evaluate.load(metric_path())

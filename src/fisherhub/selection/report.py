@@ -1,0 +1,99 @@
+"""The ranking for people: plain and ``rich`` tables, and a bar chart (a matplotlib ``Figure``; the user's
+backend is left alone)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from fisherhub.selection.ranking import SCORE_LABELS, SCORES
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from rich.table import Table
+
+    from fisherhub.selection.results import Selection
+
+_COMMIT_ID = re.compile(r"@[0-9a-f]{40}\b")
+
+
+def _format(value: float | None, stderr: float | None = None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.3f}" if stderr is None else f"{value:.3f} ± {stderr:.3f}"
+
+
+def _table_rows(selection: Selection, limit: int | None) -> tuple[list[str], list[list[str]]]:
+    header = ["#", "candidate", f"score: {SCORE_LABELS[selection.score]}", "A", "S_a", "S_e", "ρ", "signature source"]
+    rows = [
+        [
+            str(rank),
+            row.candidate,
+            _format(row.score, row.stderr),
+            _format(row.fisher),
+            _format(row.activation),
+            _format(row.error),
+            _format(row.coupling),
+            _COMMIT_ID.sub(lambda match: match.group(0)[:8], row.signature_source),  # @ + 7 hex digits
+        ]
+        for rank, row in enumerate(selection.ranking[:limit], start=1)
+    ]
+    return header, rows
+
+
+def _skipped_text(selection: Selection) -> str:
+    if not selection.skipped:
+        return ""
+    return "\n".join(["skipped:", *(f"  {s.candidate}: {s.reason}" for s in selection.skipped)])
+
+
+def plain_table(selection: Selection, limit: int | None = None) -> str:
+    """Aligned columns, a rule under the header, then the skipped candidates with their reasons."""
+    header, rows = _table_rows(selection, limit)
+    widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in [header, *rows]]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    skipped = _skipped_text(selection)
+    return "\n".join(lines) + (f"\n{skipped}" if skipped else "")
+
+
+def rich_table(selection: Selection, limit: int | None = None) -> Table:
+    """The same rows as a ``rich.table.Table``, the skipped candidates in its caption."""
+    from rich.table import Table
+
+    header, rows = _table_rows(selection, limit)
+    table = Table(
+        *header, title=f"candidates ranked by {SCORE_LABELS[selection.score]}",
+        caption=_skipped_text(selection) or None, caption_justify="left",
+    )
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def bar_chart(selection: Selection, limit: int | None = None) -> Figure:
+    """A, S_a and S_e of each candidate side by side with ±1 stderr error bars, candidates in ranking order."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    rows = selection.ranking[:limit]
+    positions = np.arange(len(rows))
+    width = 0.8 / len(SCORES)
+    figure = Figure(figsize=(max(4.0, 1.2 * len(rows) + 2.0), 3.8), layout="constrained")
+    axes = figure.subplots()
+    for offset, score in enumerate(SCORES):
+        ranked = [row.ranked_by(score) for row in rows]
+        axes.bar(
+            positions + (offset - 1) * width,
+            [row.score for row in ranked],
+            width,
+            yerr=[row.stderr for row in ranked],
+            capsize=3,
+            label=SCORE_LABELS[score],
+        )
+    axes.set_xticks(positions, [row.candidate for row in rows], rotation=20, ha="right", fontsize=8)
+    axes.set_ylabel("alignment with the target")
+    axes.set_title(f"ranked by {SCORE_LABELS[selection.score]}; best: {selection.best.candidate}", fontsize=10)
+    axes.axhline(0.0, color="black", linewidth=0.6)
+    figure.legend(loc="outside lower center", ncol=len(SCORES), fontsize=8)
+    return figure

@@ -1,0 +1,90 @@
+"""``select_adapter``: the candidates' signatures, the target's, and the ranking, put together."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from fisherhub.core.alignment import alignment
+from fisherhub.core.errors import FisherHubError, InputError
+from fisherhub.selection.candidates import Skip, discover, resolve_candidate
+from fisherhub.selection.ranking import best_first, check_score, choose_options, common_base_model
+from fisherhub.selection.results import NoCompatibleCandidatesError, RankedCandidate, Selection, Skipped
+from fisherhub.selection.target import SketchOptions, Target, TargetSketcher, data_to_sketch, given_signatures
+
+
+def select_adapter(
+    target: Any,
+    candidates: Sequence[str | os.PathLike] | None = None,
+    base_model: str | None = None,
+    top_k: int | None = None,
+    load: bool = False,
+    score: str = "fisher",
+    *,
+    model=None,
+    tokenizer=None,
+    sketch: SketchOptions | None = None,
+) -> Selection:
+    """Rank ``candidates`` by the alignment of their training data's signature with ``target``'s.
+
+    ``target``: a ``Signature``; a signature reference (a ``.safetensors`` file, ``datasets/org/name[:path]``,
+    ``hf://...``); or data to sketch with each distinct candidate spec (``like=``) under the base model: a
+    list of texts, a ``datasets`` Dataset, or a dataset id / folder / data file (``sketch`` sets columns and
+    limits). ``candidates``: adapter repo ids (``org/name[@rev]``), local adapter folders (PEFT
+    ``adapter_config.json``, signatures under ``fisher_signatures/``), or dataset repos (``datasets/org/name``);
+    None discovers the adapters of ``base_model`` on the Hub. A candidate's signature comes from its repo or
+    folder, else from the dataset repos its card names under ``datasets:``. ``base_model`` (default: the one the
+    target's signatures name, else the one the candidates' signatures name) filters signatures and adapters,
+    and is what is loaded when ``model`` / ``tokenizer`` are not given. A candidate that cannot be compared
+    with the target (another base model, sketch id or pilot direction) is skipped, with its reason.
+    ``score``: ``fisher`` (default), ``activation`` (S_a only) or ``error`` (S_e only). With ``load=True`` the
+    best ``top_k`` (default 1) adapters are loaded onto ``model`` (or the loaded base model) into
+    ``selection.model``.
+    """
+    score = check_score(score)
+    given = given_signatures(target, base_model)
+    data = data_to_sketch(target) if given is None else None
+    if base_model is None and given is not None:
+        base_model = common_base_model((s.metadata.get("base_model") for s in given), "the target's signatures")
+    names = list(candidates) if candidates is not None else discover(base_model)
+    if not names:
+        raise InputError("no candidates given: pass adapter repo ids or folders, or None and base_model= to discover")
+    skipped: list[Skipped] = []
+    resolved = []
+    for name in names:
+        try:
+            resolved.append(resolve_candidate(name, base_model))
+        except Skip as skip:
+            skipped.append(Skipped(os.fspath(name), skip.reason))
+    if base_model is None:
+        named = (option.base_model for candidate in resolved for option in candidate.options)
+        base_model = common_base_model(named, "the candidates' signatures")
+    usable = []
+    for candidate in resolved:
+        try:
+            usable.append((candidate, candidate.options_for(base_model)))
+        except Skip as skip:
+            skipped.append(Skipped(candidate.name, skip.reason))
+    sketcher = None if data is None else TargetSketcher(data, model, tokenizer, base_model, sketch or SketchOptions())
+    targets = Target(given, sketcher)
+    rows = []
+    for candidate, option in choose_options(usable, targets.signatures):
+        try:
+            signature = option.load()
+        except FisherHubError as exc:  # a remote file that is not a valid signature
+            skipped.append(Skipped(candidate.name, f"unreadable signature {option.source}: {exc}"))
+            continue
+        try:
+            result = alignment(signature, targets.like(signature))
+        except Skip as skip:
+            skipped.append(Skipped(candidate.name, skip.reason))
+            continue
+        rows.append(RankedCandidate(candidate.name, score, result, option.source, candidate.adapter))
+    if not rows:
+        raise NoCompatibleCandidatesError(skipped)
+    selection = Selection(best_first(rows), skipped, score, dict(targets.signatures), base_model)
+    if load:
+        base = model if model is not None or sketcher is None else sketcher.model
+        selection.model = selection.load(base, top_k)
+    return selection

@@ -1,0 +1,136 @@
+"""The target's signatures: given (a ``Signature`` or a reference to signature files), or sketched from texts or
+a dataset with a candidate's spec (``like=``), under the base model."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import TYPE_CHECKING, Any
+
+from fisherhub.core.errors import InputError, TooFewDocumentsError
+from fisherhub.core.signature import Signature
+from fisherhub.core.spec import SketchSpec
+from fisherhub.selection.candidates import Skip, hub_options
+from fisherhub.selection.peft_loading import load_base_model
+from fisherhub.selection.ranking import incompatibility
+
+if TYPE_CHECKING:
+    from fisherhub.data import DataArgs
+
+
+@dataclasses.dataclass(frozen=True)
+class SketchOptions:
+    """How a target given as texts or a dataset is sketched (with each candidate's spec, ``like=``)."""
+
+    data: DataArgs | None = None  # columns, split, limits of a dataset target (its ``dataset`` is replaced)
+    batch_size: int = 8
+    max_length: int = 512
+    progress: bool = True
+
+
+def _is_signature_ref(target: str) -> bool:
+    """Signature files (``.safetensors``) and Hub signature references (``hf://``, ``datasets/...``, ``...:path``)
+    name signatures; any other string names a dataset to sketch (Hub id, folder or data file)."""
+    if os.path.exists(target):
+        return os.path.isfile(target) and target.endswith(".safetensors")
+    return target.startswith(("hf://", "datasets/")) or ":" in target
+
+
+def _referenced_signatures(reference: str, base_model: str | None) -> list[Signature]:
+    """The signatures a reference names: a local file, or a Hub reference (a repo: all its signatures for
+    ``base_model``)."""
+    from fisherhub.hub import SignatureRef, load_signature
+
+    ref = SignatureRef.parse(reference)
+    if os.path.isfile(reference) or ref is None or ref.path is not None:
+        return [load_signature(reference)]  # a file, or a clear error for what is not a reference
+    options = hub_options(ref.repo_id, ref.repo_type, ref.revision)
+    matching = [option.load() for option in options if option.is_for(base_model)]
+    if not matching:
+        wanted = f" for {base_model}" if base_model else ""
+        raise InputError(f"{reference}: the repo has no signature{wanted} to use as the target (`fisherhub list` it)")
+    return matching
+
+
+def given_signatures(target: Any, base_model: str | None) -> list[Signature] | None:
+    """The signatures a ``Signature`` or signature-reference target is; None for a target to sketch."""
+    if isinstance(target, Signature):
+        return [target]
+    if isinstance(target, (str, os.PathLike)) and _is_signature_ref(os.fspath(target)):
+        return _referenced_signatures(os.fspath(target), base_model)
+    return None
+
+
+def data_to_sketch(target: Any) -> Any:
+    """A target to sketch, checked: a list of texts, a ``datasets`` Dataset, or a dataset id / folder / file."""
+    if isinstance(target, (list, tuple)):
+        if not target or not all(isinstance(text, str) for text in target):
+            raise InputError("a target list must hold texts (strings), at least one")
+        return list(target)
+    if not isinstance(target, (str, os.PathLike)) and not hasattr(target, "column_names"):
+        raise InputError(
+            f"target must be a Signature, a signature reference, a datasets Dataset or id, or a list of texts; "
+            f"got {type(target).__name__}"
+        )
+    return target
+
+
+class TargetSketcher:
+    """Sketches a texts / dataset target with a candidate's spec, loading the base model on first use."""
+
+    def __init__(self, data: Any, model, tokenizer, base_model: str | None, options: SketchOptions):
+        self.data, self.model, self.tokenizer = data, model, tokenizer
+        self.base_model, self.options = base_model, options
+
+    def _model(self):
+        if self.model is None or self.tokenizer is None:
+            loaded_model, loaded_tokenizer = load_base_model(self.base_model)
+            self.model = self.model if self.model is not None else loaded_model
+            self.tokenizer = self.tokenizer if self.tokenizer is not None else loaded_tokenizer
+        return self.model, self.tokenizer
+
+    def __call__(self, like: Signature) -> Signature:
+        from fisherhub import capture
+        from fisherhub.data import DataArgs
+        from fisherhub.sketcher import sketch_dataset, sketch_texts
+
+        model, tokenizer = self._model()
+        try:
+            spec: SketchSpec = capture.spec_for_model(model, tokenizer, like=like)
+        except InputError as exc:
+            raise Skip(f"other base model: {exc}") from exc
+        options = self.options
+        common = {
+            "batch_size": options.batch_size,
+            "progress": options.progress,
+            "metadata": {"base_model": self.base_model or like.metadata.get("base_model", "")},
+        }
+        try:
+            if isinstance(self.data, list):
+                return sketch_texts(self.data, model, tokenizer, spec, max_length=options.max_length, **common)
+            data = options.data or DataArgs(self.data, max_length=options.max_length)
+            return sketch_dataset(self.data, model, tokenizer, spec, data=data, **common)
+        except TooFewDocumentsError as exc:
+            raise TooFewDocumentsError(
+                f"the target has too few tokens to sketch: {exc} Give the target more text (a few dozen documents "
+                "or a few hundred scored tokens at least)."
+            ) from exc
+
+
+class Target:
+    """The target's signatures by sketch id: given ones, or sketched on demand with a candidate's spec (once per
+    sketch id)."""
+
+    def __init__(self, signatures: list[Signature] | None, sketcher: TargetSketcher | None = None):
+        self.signatures = {signature.sketch_id: signature for signature in signatures or ()}
+        self.sketcher = sketcher
+
+    def like(self, candidate: Signature) -> Signature:
+        """The target's signature comparable with ``candidate`` (``Skip`` naming what differs when there is none)."""
+        if candidate.sketch_id not in self.signatures and self.sketcher is not None:
+            self.signatures[candidate.sketch_id] = self.sketcher(candidate)
+        target = self.signatures.get(candidate.sketch_id) or next(iter(self.signatures.values()))
+        reason = incompatibility(target.spec, candidate.spec)
+        if reason is not None:
+            raise Skip(reason)
+        return target

@@ -1,0 +1,105 @@
+"""The pure parts of selection, without a model or a Hub: which option each candidate compares, whether a
+candidate's spec is comparable with the target's, the base model signatures agree on, the order, and the
+report (tables, a bar chart that leaves the matplotlib backend alone)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from fisherhub.core.alignment import AlignmentResult
+from fisherhub.core.errors import InputError
+from fisherhub.core.spec import SketchSpec
+from fisherhub.selection import RankedCandidate, Selection, Skipped, adapter_names
+from fisherhub.selection.candidates import Candidate, SignatureOption, Skip
+from fisherhub.selection.ranking import best_first, choose_options, common_base_model, incompatibility
+
+
+def option(sketch_id: str, base_model: str | None = "org/base") -> SignatureOption:
+    return SignatureOption(sketch_id, base_model, f"source-{sketch_id}", lambda: None)
+
+
+def result(fisher: float, activation: float, error: float) -> AlignmentResult:
+    return AlignmentResult(fisher, activation, error, None, 0.01, 0.02, 0.03, None, False, "id")
+
+
+def test_choose_options_prefers_the_target_then_the_shared_sketch_id():
+    a = Candidate("a", None, [option("x"), option("y")])
+    b = Candidate("b", None, [option("y"), option("z")])
+    c = Candidate("c", None, [option("z")])
+    usable = [(candidate, candidate.options) for candidate in (a, b, c)]
+    chosen = {candidate.name: o.sketch_id for candidate, o in choose_options(usable, [])}
+    assert chosen == {"a": "y", "b": "y", "c": "z"}  # y and z are shared by two each; a and b agree on y
+    chosen = {candidate.name: o.sketch_id for candidate, o in choose_options(usable[:2], ["x"])}
+    assert chosen == {"a": "x", "b": "y"}
+
+
+def test_options_for_base_model():
+    candidate = Candidate("a", None, [option("x", "org/base"), option("y", None), option("z", "org/other")])
+    assert [o.sketch_id for o in candidate.options_for("org/base")] == ["x", "y"]
+    assert len(candidate.options_for(None)) == 3
+    with pytest.raises(Skip, match="other base model: its signatures are for org/other, not 'org/else'"):
+        Candidate("b", None, [option("z", "org/other")]).options_for("org/else")
+    with pytest.raises(Skip, match="no signature"):
+        Candidate("c", None, []).options_for("org/base")
+
+
+def test_incompatibility_names_the_pilot_direction_or_the_fields():
+    spec = SketchSpec(d=4, vocab_size=8, m=16, reflection=(1.0, 0.0, 0.0, 0.0))
+    assert incompatibility(spec, spec) is None
+    close = spec.with_reflection(torch.tensor([1.0, 1e-5, 0.0, 0.0]))
+    assert incompatibility(spec, close) is None  # within REFLECTION_TOLERANCE
+    turned = spec.with_reflection(torch.tensor([math.cos(0.016), math.sin(0.016), 0.0, 0.0]))
+    assert turned.sketch_id == spec.sketch_id
+    reason = incompatibility(spec, turned)
+    assert reason.startswith("other pilot direction") and "0.016 rad" in reason and "--like" in reason
+    other = SketchSpec(d=4, vocab_size=8, m=32, reflection=(1.0, 0.0, 0.0, 0.0))
+    reason = incompatibility(spec, other)
+    assert reason.startswith(f"other sketch id {other.sketch_id}") and "m: target 16 vs 32" in reason
+
+
+def test_common_base_model_is_order_free():
+    assert common_base_model([None, "org/a", "", "org/a"], "the candidates") == "org/a"
+    assert common_base_model([None, ""], "the candidates") is None
+    for order in (["org/a", "org/b"], ["org/b", "org/a"]):
+        with pytest.raises(InputError, match=r"the candidates name several base models \(org/a, org/b\)"):
+            common_base_model(order, "the candidates")
+
+
+def selection() -> Selection:
+    rows = [
+        RankedCandidate("org/low", "fisher", result(0.2, 0.9, 0.5), "org/low@" + "a" * 40, None),
+        RankedCandidate("org/high", "fisher", result(0.8, 0.1, 0.4), "org/high@" + "b" * 40, None),
+    ]
+    return Selection(best_first(rows), [Skipped("org/other", "other base model")], "fisher", {})
+
+
+def test_order_and_report():
+    chosen = selection()
+    assert [row.candidate for row in chosen.ranking] == ["org/high", "org/low"]
+    assert [row.candidate for row in chosen.ranked_by("activation")] == ["org/low", "org/high"]
+    assert [row.stderr for row in chosen.ranked_by("error")] == [0.03, 0.03]
+    lines = chosen.table().splitlines()
+    assert lines[0].split()[:3] == ["#", "candidate", "score:"] and set(lines[1]) == {"-", " "}
+    assert lines[2].split()[:4] == ["1", "org/high", "0.800", "±"] and lines[2].endswith("org/high@bbbbbbb")
+    assert lines[-2:] == ["skipped:", "  org/other: other base model"]
+    assert len(chosen.table(limit=1).splitlines()) == 5
+    assert chosen.rich_table().row_count == 2 and "org/other" in chosen.rich_table().caption
+    assert adapter_names(["org/lora-a", "local/lora-a/", "x/--"]) == ["lora_a", "lora_a_2", "adapter"]
+
+
+def test_bar_chart_leaves_the_backend_alone(tmp_path):
+    import matplotlib
+
+    backend = matplotlib.get_backend()
+    matplotlib.use("svg")  # the user's choice, which a PNG must not switch
+    try:
+        figure = selection().figure()
+        assert [len(axes.patches) for axes in figure.axes] == [6]  # 3 scores x 2 candidates
+        path = selection().plot(tmp_path / "bars.png")
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert matplotlib.get_backend() == "svg"
+    finally:
+        matplotlib.use(backend)
