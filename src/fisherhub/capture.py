@@ -256,12 +256,13 @@ def _capturing(head: torch.nn.Module) -> Iterator[_HeadCapture]:
 
 
 @contextlib.contextmanager
-def _inference_mode(model: torch.nn.Module) -> Iterator[None]:
-    """``torch.no_grad()`` and eval mode (no dropout), restoring every module's training flag after."""
+def _inference_mode(model: torch.nn.Module, gradients: bool = False) -> Iterator[None]:
+    """Eval mode (no dropout) and ``torch.no_grad()`` (``torch.enable_grad()`` with ``gradients``), restoring
+    every module's training flag after."""
     training = {module: module.training for module in model.modules()}
     model.eval()
     try:
-        with torch.no_grad():
+        with torch.enable_grad() if gradients else torch.no_grad():
             yield
     finally:
         for module, flag in training.items():
@@ -478,6 +479,16 @@ def pilot_mean(model: torch.nn.Module, tokenizer) -> torch.Tensor:
     if count == 0:
         raise InputError("the tokenizer turned every probe document into fewer than 2 tokens")
     return (total / count).float()
+
+
+def check_spec_head(spec: SketchSpec, model: torch.nn.Module, tokenizer=None) -> None:
+    """Refuse a spec whose head checksum is not ``model``'s (a spec made for another base model)."""
+    fingerprint = model_fingerprint(model, tokenizer)
+    if spec.model_fingerprint is not None and spec.model_fingerprint.head_checksum != fingerprint.head_checksum:
+        raise InputError(
+            f"the spec is for another base model (head checksum {spec.model_fingerprint.head_checksum} vs "
+            f"{fingerprint.head_checksum}); make it for this model (spec_for_model / network_spec_for_model)"
+        )
 
 
 def _check_same_base_model(like: Signature, model: torch.nn.Module, fingerprint: ModelFingerprint) -> None:

@@ -17,10 +17,9 @@ of LoRA adapters (their ``adapter_config.json``, matched by PEFT's own rule).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import inspect
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 from transformers.pytorch_utils import Conv1D
@@ -153,19 +152,6 @@ def _spec_modules(spec: SketchSpec, model: torch.nn.Module) -> dict[str, torch.n
 
 
 # -- one batch ---------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def _gradient_mode(model: torch.nn.Module) -> Iterator[None]:
-    """Eval mode (no dropout) with autograd on, restoring every module's training flag after."""
-    training = {module: module.training for module in model.modules()}
-    model.eval()
-    try:
-        with torch.enable_grad():
-            yield
-    finally:
-        for module, flag in training.items():
-            module.training = flag
-
-
 @dataclasses.dataclass
 class _Hooks:
     """Forward hooks on the embeddings (output made a leaf that requires grad) and on each module (x kept
@@ -250,7 +236,7 @@ def sketch_network_batch(
     if "position_ids" in inspect.signature(model.forward).parameters:
         inputs["position_ids"] = (attention_mask.cumsum(dim=1) - 1).clamp_min(0).to(device)
     try:
-        with _gradient_mode(model):
+        with capture._inference_mode(model, gradients=True):
             logits = model(**inputs).logits
             if logits.shape[:2] != input_ids.shape:
                 raise InputError(f"the model returned logits of shape {tuple(logits.shape)}: it must score every position")
@@ -280,12 +266,7 @@ def resolve_network_spec(model, tokenizer, spec: SketchSpec | Signature | None =
     if not isinstance(spec, SketchSpec):
         raise InputError(f"spec must be a SketchSpec, a Signature (like) or None, got {type(spec).__name__}")
     _spec_modules(spec, model)
-    fingerprint = capture.model_fingerprint(model, tokenizer)
-    if spec.model_fingerprint is not None and spec.model_fingerprint.head_checksum != fingerprint.head_checksum:
-        raise InputError(
-            f"the spec is for another base model (head checksum {spec.model_fingerprint.head_checksum} vs "
-            f"{fingerprint.head_checksum}); make it with network_spec_for_model(model)"
-        )
+    capture.check_spec_head(spec, model, tokenizer)
     return spec
 
 

@@ -218,12 +218,7 @@ def resolve_spec(model, tokenizer, spec: SketchSpec | Signature | None = None, *
         return capture.spec_for_model(model, tokenizer, **spec_options)
     if not isinstance(spec, SketchSpec):
         raise InputError(f"spec must be a SketchSpec, a Signature (like) or None, got {type(spec).__name__}")
-    fingerprint = capture.model_fingerprint(model, tokenizer)
-    if spec.model_fingerprint is not None and spec.model_fingerprint.head_checksum != fingerprint.head_checksum:
-        raise InputError(
-            f"the spec is for another base model (head checksum {spec.model_fingerprint.head_checksum} vs "
-            f"{fingerprint.head_checksum}); make it with capture.spec_for_model(model)"
-        )
+    capture.check_spec_head(spec, model, tokenizer)
     return spec
 
 
