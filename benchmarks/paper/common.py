@@ -1,7 +1,7 @@
 """Shared pieces of the paper-reproduction experiments on SmolLM2-135M-Instruct (CPU, offline).
 
 Model loading, documents → examples (Hugging Face ``labels`` convention), per-token head inputs a and
-labels y captured with ``fisherhub.capture`` (the errors e = softmax(W a) − onehot(y) are recomputed
+labels y captured with ``fisherhub.lm.capture`` (the errors e = softmax(W a) − onehot(y) are recomputed
 from them in float32 when needed, so the cache holds N×d floats instead of N×K), signatures, LoRA
 training with PEFT and scored-token losses. Everything expensive is cached under
 ``benchmarks/.cache/paper/`` (git-ignored) and every experiment resumes from what is there.

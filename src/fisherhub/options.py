@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from fisherhub.core.errors import InputError
-from fisherhub.core.registry import DEFAULT_ESTIMATOR, DEFAULT_M, DEFAULT_SEED, ESTIMATORS, FISHER_TYPES, GRANULARITIES
+from fisherhub.core.registry import (
+    DEFAULT_ESTIMATOR, DEFAULT_M, DEFAULT_SEED, ERROR_SPACES, ESTIMATORS, FISHER_TYPES, GRANULARITIES,
+)
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 #: repo types signatures are read from; pushes go to the first two (a Space has no card section for them)
@@ -59,6 +61,8 @@ class SpecOptions:
                               choices=GRANULARITIES)
     fisher: str = option(FISHER_TYPES[0], "empirical: labels from the data; true: labels sampled from the model",
                          choices=FISHER_TYPES)
+    error_space: str = option(ERROR_SPACES[0], "logits: sketch (a, e), e over the vocabulary; head-input: (a, δ = Wᵀe), "
+                              "the loss gradient at the head's input (SPEC §2b)", choices=ERROR_SPACES)
     reflection: bool | None = option(
         None,
         "Householder reflection on the pilot activation mean (on whenever a tokenizer is given): about half the "
@@ -69,7 +73,10 @@ class SpecOptions:
 
     def __post_init__(self) -> None:
         check_positive(self, ("m",))
-        for name, allowed in (("estimator", ESTIMATORS), ("granularity", GRANULARITIES), ("fisher", FISHER_TYPES)):
+        for name, allowed in (
+            ("estimator", ESTIMATORS), ("granularity", GRANULARITIES), ("fisher", FISHER_TYPES),
+            ("error_space", ERROR_SPACES),
+        ):
             if getattr(self, name) not in allowed:
                 raise InputError(f"{flag(name)} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
 

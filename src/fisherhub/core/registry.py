@@ -14,6 +14,11 @@ DEFAULT_ESTIMATOR = "maclaurin-hadamard-permuted"
 PREVIOUS_DEFAULT_ESTIMATOR = "maclaurin-hadamard"
 GRANULARITIES = ("token", "sequence")
 FISHER_TYPES = ("empirical", "true")
+#: what the error side of a head sketch is: e = ∂ℓ/∂z (K numbers), or δ = Wᵀe = ∂ℓ/∂a (d numbers).
+ERROR_SPACES = ("logits", "head-input")
+#: network sketches (SPEC §2b): the full kernel (g·g')² of the concatenated gradient, or the block-diagonal
+#: Σ_l (g_l·g'_l)².
+KERNELS = ("full", "block")
 #: random features per sketch: the joint signature is m float32 = 16 KiB at the default.
 DEFAULT_M = 4096
 DEFAULT_SEED = 0

@@ -60,7 +60,14 @@ class SketchState:
         """
         if not isinstance(batch, HeadBatch):
             raise InputError(f"SketchState.update takes a HeadBatch, got {type(batch).__name__}")
-        batch.check(self.spec.d, self.spec.vocab_size)
+        if self.spec.error_space == "head-input" and (
+            batch.from_logits or not isinstance(batch.errors, torch.Tensor) or batch.errors.shape[1:] != (self.spec.d,)
+        ):
+            raise InputError(
+                f"error space 'head-input' sketches δ = Wᵀe, the loss gradient at the head's input: give errors of "
+                f"shape (N, d={self.spec.d}), not logits or e"
+            )
+        batch.check(self.spec.d, self.spec.error_dimension)
         device = self.sums.device
         rows = batch.scored_rows()
         batch = batch.scored()

@@ -26,7 +26,7 @@ import torch
 from fisherhub.core.batch import IGNORE_INDEX, HeadBatch
 from fisherhub.core.errors import InputError
 from fisherhub.core.hashing import Stream, uniforms
-from fisherhub.core.registry import FISHER_TYPES
+from fisherhub.core.registry import ERROR_SPACES, FISHER_TYPES
 from fisherhub.core.state import SketchState
 from fisherhub.lm.head import HeadModel
 from fisherhub.lm.positions import ScoredPositions, attention_mask, document_indices, scored_positions
@@ -70,12 +70,13 @@ def _capturing(head: torch.nn.Module, inputs_only: bool) -> Iterator[_HeadCaptur
 
 
 @contextlib.contextmanager
-def _inference_mode(model: torch.nn.Module) -> Iterator[None]:
-    """``torch.no_grad()`` and eval mode (no dropout), restoring every module's training flag after."""
+def inference_mode(model: torch.nn.Module, gradients: bool = False) -> Iterator[None]:
+    """Eval mode (no dropout) and ``torch.no_grad()`` (``torch.enable_grad()`` with ``gradients``), restoring
+    every module's training flag after."""
     training = {module: module.training for module in model.modules()}
     model.eval()
     try:
-        with torch.no_grad():
+        with torch.enable_grad() if gradients else torch.no_grad():
             yield
     finally:
         for module, flag in training.items():
@@ -103,7 +104,7 @@ def forward(
     if "position_ids" in inspect.signature(base.forward).parameters:
         inputs["position_ids"] = (mask.cumsum(dim=1) - 1).clamp_min(0).to(device)
     outputs = None
-    with _inference_mode(head.model), _capturing(head.head, inputs_only) as capture:
+    with inference_mode(head.model), _capturing(head.head, inputs_only) as capture:
         try:
             outputs = head.model(**inputs)
         except _HeadReached:
@@ -187,6 +188,7 @@ def head_batches(
     seed: int = 0,
     token_chunk_size: int = TOKEN_CHUNK_SIZE,
     materialize_errors: bool = False,
+    error_space: str = ERROR_SPACES[0],
 ) -> Iterator[HeadBatch]:
     """The batch's scored tokens as ``HeadBatch`` values of ``token_chunk_size`` scored tokens each.
 
@@ -195,7 +197,8 @@ def head_batches(
     over as logits and targets (views, nothing copied), unless ``materialize_errors``; every other case as
     errors e = ∂ℓ_t/∂z_t (float32) with the labels they were computed with (``fisher="true"``: y_t sampled from
     p_t with ``_sample_labels``, so the labels do not depend on batching, padding or device). Yields nothing
-    when no token is scored (the model is then not run).
+    when no token is scored (the model is then not run). ``error_space="head-input"`` hands over
+    δ = Wᵀe = ∂ℓ_t/∂a_t (N, d) instead of e: one (N, K) × (K, d) product per chunk, no backward pass.
     """
     if not isinstance(token_chunk_size, int) or token_chunk_size < 1:
         raise InputError(f"token_chunk_size must be a positive int, got {token_chunk_size!r}")
@@ -203,7 +206,8 @@ def head_batches(
     pass_ = _forward_pass(head, batch, fisher)
     if pass_ is None:
         return
-    from_logits = fisher == "empirical" and head.transform.softcap is None and not materialize_errors
+    head_input = error_space == "head-input"
+    from_logits = fisher == "empirical" and head.transform.softcap is None and not materialize_errors and not head_input
     device = pass_.head_outputs.device
     for start in range(0, len(pass_.flat_positions), token_chunk_size):
         chunk = pass_.flat_positions[start : start + token_chunk_size]
@@ -227,10 +231,13 @@ def head_batches(
             targets = _sample_labels(probabilities, seed, documents, positions)
         errors = probabilities  # p − onehot(y), in place
         errors[torch.arange(len(targets), device=device), targets] -= 1.0
+        errors = head.transform.head_output_gradient(logits, errors)
+        if head_input:
+            errors = errors @ head.weight.detach().to(errors.device, torch.float32)
         yield HeadBatch(
             activations=pass_.activations.index_select(0, rows).float(),
             doc_index=documents,
-            errors=head.transform.head_output_gradient(logits, errors),
+            errors=errors,
             targets=targets,
         )
 
@@ -248,7 +255,8 @@ def sketch_batch(
         )
     scored = 0
     for head_batch in head_batches(
-        head, batch, fisher=state.spec.fisher, seed=state.spec.seed, token_chunk_size=token_chunk_size
+        head, batch, fisher=state.spec.fisher, seed=state.spec.seed, token_chunk_size=token_chunk_size,
+        error_space=state.spec.error_space,
     ):
         state.update(head_batch)
         scored += int((head_batch.targets != IGNORE_INDEX).sum()) if head_batch.from_logits else len(head_batch)

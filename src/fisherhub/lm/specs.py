@@ -62,6 +62,15 @@ def check_same_base_model(like: Signature, head: HeadModel, tokenizer=None) -> N
         )
 
 
+def check_spec_head(spec: SketchSpec, head: HeadModel) -> None:
+    """Refuse a spec whose head checksum is not the model's (a spec made for another base model)."""
+    if spec.model_fingerprint is not None and spec.model_fingerprint.head_checksum != head.head_checksum:
+        raise InputError(
+            f"the spec is for another base model (head checksum {spec.model_fingerprint.head_checksum} vs "
+            f"{head.head_checksum}); make it for this model (spec_for_model / network_spec_for_model)"
+        )
+
+
 def spec_for_model(
     model: torch.nn.Module | HeadModel,
     tokenizer=None,
@@ -71,7 +80,7 @@ def spec_for_model(
     **spec_options,
 ) -> SketchSpec:
     """The sketch spec for ``model``: d, K and the fingerprint from its head, the ``options`` (m, seed,
-    estimator, granularity, Fisher type, reflection: a ``SpecOptions``, or its fields as keywords; defaults in
+    estimator, granularity, Fisher type, reflection, error space ("head-input": (a, δ = Wᵀe), SPEC §2b): a ``SpecOptions``, or its fields as keywords; defaults in
     ``fisherhub.options.SpecOptions``), and the Householder
     reflection on ``pilot_mean`` (computed on the embedded probe documents, so it needs the tokenizer).
 
@@ -96,6 +105,7 @@ def spec_for_model(
     spec = SketchSpec(
         d=head.d, vocab_size=head.vocab_size, m=options.m, seed=options.seed, estimator=options.estimator,
         granularity=options.granularity, fisher=options.fisher, model_fingerprint=head.fingerprint(tokenizer),
+        error_space=options.error_space,
     )
     reflection = tokenizer is not None if options.reflection is None else options.reflection
     if not reflection:

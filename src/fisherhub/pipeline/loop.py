@@ -31,7 +31,7 @@ from fisherhub.core.state import SketchState
 from fisherhub.data.documents import DocumentCounts, DocumentStream, check_has_documents, load_source
 from fisherhub.lm.capture import sketch_batch
 from fisherhub.lm.head import HeadModel
-from fisherhub.lm.specs import spec_for_model
+from fisherhub.lm.specs import check_spec_head, spec_for_model
 from fisherhub.options import DataArgs, RunOptions, SketchArgs
 from fisherhub.pipeline.checkpoints import Checkpointer, Progress
 
@@ -109,11 +109,7 @@ def resolve_spec(head: HeadModel, tokenizer, spec: SketchSpec | Signature | None
         return spec_for_model(head, tokenizer, **spec_options)
     if not isinstance(spec, SketchSpec):
         raise InputError(f"spec must be a SketchSpec, a Signature (like) or None, got {type(spec).__name__}")
-    if spec.model_fingerprint is not None and spec.model_fingerprint.head_checksum != head.head_checksum:
-        raise InputError(
-            f"the spec is for another base model (head checksum {spec.model_fingerprint.head_checksum} vs "
-            f"{head.head_checksum}); make it with fisherhub.spec_for_model(model)"
-        )
+    check_spec_head(spec, head)
     return spec
 
 
