@@ -92,7 +92,8 @@ def test_accelerate_launch_two_processes_gives_the_one_process_signature(install
     launch = [str(installed), "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0"]
     checkpoint = tiny / "launch2-checkpoint"
-    result = _run([*launch, "-m", "fisherhub", "sketch", *sketch_options(tiny, "launch2"), "--checkpoint", str(checkpoint)],
+    result = _run([*launch, "-m", "fisherhub", "sketch", *sketch_options(tiny, "launch2"), "--checkpoint", str(checkpoint),
+                   "--keep-checkpoint"],
                   cwd=tiny)
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(path.name for path in checkpoint.glob("*.json")) == ["rank0-of2.json", "rank1-of2.json"]
