@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from tiny_models import tiny_causal_lm, tiny_tokenizer
+from tiny_models import saved_tiny_model
 
 from fisherhub import Signature, alignment_matrix
 from fisherhub.cli import main
@@ -18,10 +18,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 def model_folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tiny-gemma")
-    tiny_causal_lm("gemma", tie_word_embeddings=True, vocab_size=96).save_pretrained(folder)
-    tiny_tokenizer(96).save_pretrained(folder)
-    return folder
+    return saved_tiny_model(tmp_path_factory.mktemp("tiny-gemma"), "gemma", tie_word_embeddings=True, vocab_size=96)
 
 
 def write_jsonl(path, texts):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import tiny_causal_lm, tiny_tokenizer
+from tiny_models import saved_tiny_model
 
 from fisherhub import Signature
 from fisherhub.pipeline import loop as pipeline_sketch
@@ -22,10 +22,7 @@ TEXTS = [f"document {i}: the quick brown fox jumps over {i % 7} lazy dogs." for 
 
 @pytest.fixture(scope="module")
 def model_folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=96).save_pretrained(folder)
-    tiny_tokenizer(96).save_pretrained(folder)
-    return folder
+    return saved_tiny_model(tmp_path_factory.mktemp("tiny-llama"), "llama", tie_word_embeddings=False, vocab_size=96)
 
 
 @pytest.fixture

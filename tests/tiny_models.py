@@ -87,3 +87,10 @@ def tiny_tokenizer(vocab_size: int = 64) -> transformers.PreTrainedTokenizerFast
     return transformers.PreTrainedTokenizerFast(
         tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>", unk_token="<unk>",
     )
+
+
+def saved_tiny_model(folder, arch: str, tie_word_embeddings: bool, vocab_size: int):
+    """A tiny random model and its tokenizer saved to ``folder`` (for the CLI, which loads by path); returns it."""
+    tiny_causal_lm(arch, tie_word_embeddings=tie_word_embeddings, vocab_size=vocab_size).save_pretrained(folder)
+    tiny_tokenizer(vocab_size).save_pretrained(folder)
+    return folder

@@ -76,46 +76,6 @@ def run(namespace: argparse.Namespace) -> int:
 def _command_line(namespace: argparse.Namespace) -> list[str]:
     """The options of ``namespace`` that differ from their defaults, as command-line words."""
     parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    words = []
-    for action in parser._actions:
-        value = getattr(namespace, action.dest, action.default)
-        if not action.option_strings or value == action.default:
-            continue
-        flag = max(action.option_strings, key=len)
-        if isinstance(action, argparse.BooleanOptionalAction):  # option_strings: --name, --no-name
-            words.append(action.option_strings[0 if value else 1])
-        elif action.nargs == 0:  # store_true / store_false
-            words.append(flag)
-        else:
-            words += [flag, str(value)]
-    return words
-
-
-def _how_to_resume(namespace: argparse.Namespace) -> str:
-    """One line: the command that continues from the last checkpoint, or how to make the next run resumable."""
-    words = [word for word in _command_line(namespace) if word != "--resume"]
-    launcher = "accelerate launch [your launch options] scripts/sketch.py" if _num_processes() > 1 else "fisherhub sketch"
-    if namespace.checkpoint:
-        return (
-            f"continue from the last checkpoint in {namespace.checkpoint} (the start, if none was written yet) with: "
-            f"{launcher} {shlex.join(words)} --resume"
-        )
-    return (
-        f"no --checkpoint was given, so nothing was kept; to make a run resumable: {launcher} {shlex.join(words)} "
-        "--checkpoint DIR (then add --resume after an interruption)"
-    )
-
-
-def _num_processes() -> int:
-    from accelerate import PartialState
-
-    return PartialState().num_processes
-
-
-def _command_line(namespace: argparse.Namespace) -> list[str]:
-    """The options of ``namespace`` that differ from their defaults, as command-line words."""
-    parser = argparse.ArgumentParser()
     add_sketch_arguments(parser)
     words = []
     for action in parser._actions:
@@ -135,7 +95,7 @@ def _command_line(namespace: argparse.Namespace) -> list[str]:
 def _how_to_resume(namespace: argparse.Namespace) -> str:
     """One line: the command that continues from the last checkpoint, or how to make the next run resumable."""
     words = [word for word in _command_line(namespace) if word != "--resume"]
-    launcher = "accelerate launch [your launch options] scripts/sketch.py" if _num_processes() > 1 else "fisherhub sketch"
+    launcher = "accelerate launch [your launch options] -m fisherhub sketch" if _num_processes() > 1 else "fisherhub sketch"
     if namespace.checkpoint:
         return (
             f"continue from the last checkpoint in {namespace.checkpoint} (the start, if none was written yet) with: "
