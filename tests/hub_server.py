@@ -106,6 +106,7 @@ class Repo:
         self.type, self.id, self.private, self.sdk, self.created, self.prs = repo_type, repo_id, private, sdk, now(), 0
         self.gated: str | bool = False  # "auto" / "manual": file contents need a granted token (``granted``)
         self.granted: set[str] = set()
+        self.read_only = False  # commits answer 403, as the Hub does for a token without write access
         self.commits: dict[str, Commit] = {}
         self.cards: dict[str, dict | None] = {}  # commit id -> parsed card metadata
         self.refs = {"refs/heads/main": self.add_commit(None, {".gitattributes": GITATTRIBUTES}, "initial commit")}
@@ -323,6 +324,8 @@ class HubServer:
         parent = header.get("parentCommit")
         with self.lock:
             repo = self.repo(repo_id, TYPES[t])
+            if repo.read_only and not create_pr:
+                raise HubError(403, f"You don't have the rights to push to {repo_id}: your token is read-only for it")
             ref = repo.ref_name(rev)
             if ref is None or (create_pr and not ref.startswith("refs/heads/")):
                 raise HubError(404, f"Invalid rev id: {rev} (commit to a branch or refs/pr/N)", "RevisionNotFound")

@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+import httpx2
 from huggingface_hub import constants
 from huggingface_hub.errors import (
     GatedRepoError,
+    HfHubHTTPError,
     LocalEntryNotFoundError,
     OfflineModeIsEnabled,
     RemoteEntryNotFoundError,
@@ -50,6 +52,14 @@ class OfflineCacheError(HubError):
     """Offline (or the Hub unreachable) and the file is not in the local cache."""
 
 
+class HubAccessError(HubError):
+    """The Hub refused the request (401/403): no token, or one without the rights it needs."""
+
+
+class HubUnreachableError(HubError):
+    """The Hub could not be reached (no connection, wrong ``HF_ENDPOINT``)."""
+
+
 @contextlib.contextmanager
 def hub_errors(where: str, path: str | None = None) -> Iterator[None]:
     """Re-raise the client's not-found and offline exceptions as ``HubError`` types naming ``where``
@@ -72,6 +82,20 @@ def hub_errors(where: str, path: str | None = None) -> Iterator[None]:
     except RemoteEntryNotFoundError as exc:
         raise SignatureNotFoundError(
             f"{where}: no file {path!r} at this revision; `fisherhub list` shows the signatures it has"
+        ) from exc
+    except HfHubHTTPError as exc:
+        status = exc.response.status_code if getattr(exc, "response", None) is not None else None
+        if status not in (401, 403):
+            raise
+        raise HubAccessError(
+            f"{where}: the Hub refused the request ({status} {'unauthorized' if status == 401 else 'forbidden'}): "
+            "use a token with write access to the repo (HF_TOKEN or `hf auth login`), or open a pull request "
+            "instead (--create-pr)"
+        ) from exc
+    except httpx2.TransportError as exc:
+        raise HubUnreachableError(
+            f"{where}: the Hub ({constants.ENDPOINT}) cannot be reached ({exc}): check the connection and HF_ENDPOINT, "
+            "or read what is cached with HF_HUB_OFFLINE=1"
         ) from exc
     except (LocalEntryNotFoundError, OfflineModeIsEnabled) as exc:
         state = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else f"the Hub ({constants.ENDPOINT}) is unreachable"
