@@ -30,6 +30,7 @@ from fisherhub.capture import (
     output_head,
     spec_for_model,
 )
+from fisherhub.core.errors import InputError
 from fisherhub.defaults import load_model_and_tokenizer
 
 BENCHMARKS_DIR = Path(__file__).resolve().parents[1]
@@ -97,17 +98,22 @@ def lm_examples(tokenizer, texts: Sequence[str], max_tokens: int, scored_budget:
 @dataclasses.dataclass(frozen=True)
 class DomainSplit:
     """A domain's task data (signature and LoRA training: the first ``scored_tokens`` tokens of documents
-    cut to ``max_tokens``) and its held-out documents (perplexity: the next ``eval_docs`` documents)."""
+    cut to ``max_tokens``) and its held-out documents (perplexity: the next documents, cut the same way,
+    until exactly ``eval_tokens`` tokens are scored)."""
 
     max_tokens: int = 64
     scored_tokens: int = 2000
-    eval_docs: int = 4
+    eval_tokens: int = 1024
 
     def split(self, tokenizer, texts: Sequence[str]) -> tuple[list[Example], list[Example]]:
         task = lm_examples(tokenizer, texts, self.max_tokens, scored_budget=self.scored_tokens)
         rest = task[-1].doc_index + 1
-        held_out = lm_examples(tokenizer, texts[rest:], self.max_tokens, first_doc_index=rest)
-        return task, held_out[: self.eval_docs]
+        held_out = lm_examples(tokenizer, texts[rest:], self.max_tokens, scored_budget=self.eval_tokens,
+                               first_doc_index=rest)
+        if sum(e.num_scored for e in held_out) < self.eval_tokens:
+            raise InputError(f"{len(texts)} documents leave fewer than {self.eval_tokens} held-out tokens "
+                             "after the task data; build the domain with more documents")
+        return task, held_out
 
 
 def label_example(tokenizer, prompt: str, label_id: int, doc_index: int) -> Example:
@@ -300,6 +306,9 @@ class LoraSettings:
     learning_rate: float = 1e-3
 
 
+#: LoRA training seeds of every transfer experiment (each seed is one ground truth; selections are scored per seed)
+LORA_SEEDS = (0, 1)
+
 
 def config_key(*configs) -> str:
     """Short hash of dataclass configurations (cache file names)."""
@@ -398,6 +407,10 @@ class LoraBench:
                 rows.append(-log_probs.gather(1, columns.expand(len(targets), -1)))
         nll = torch.cat(rows)
         return nll[:, 0] if candidate_ids is None else nll
+
+    def document_nll(self, examples: Sequence[Example]) -> list[float]:
+        """Σ_t −log p(label_t) over each example's scored tokens (one sum per example, in order)."""
+        return [float(part.sum()) for part in self.nll(examples).split([e.num_scored for e in examples])]
 
     # -- adapters ---------------------------------------------------------------------------------
     def adapter(self, name: str, examples: Sequence[Example], seed: int = 0) -> dict[str, torch.Tensor]:

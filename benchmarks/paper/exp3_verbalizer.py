@@ -3,9 +3,9 @@
 Fixed prompts "Review: <VADER snippet>\\nSentiment:" (human-rated snippets with |score| ≥ 1: movie
 reviews, product reviews, tweets) and six verbalizer pairs, each a single token after the prompt:
 positive/negative, good/bad, yes/no, great/terrible, happy/sad, 1/0. A task is the prompt with its
-label word as the one scored target. Ground truth: a LoRA adapter trained on task s (three seeds)
+label word as the one scored target. Ground truth: a LoRA adapter trained on task s (``common.LORA_SEEDS``)
 lowers the held-out loss of task t by transfer[s, t] nats. For each (target, seed) every method picks
-one of the five other tasks; top-1 over the 18 trials. Activation-only similarity and paired CKA see
+one of the five other tasks; top-1 over the 12 trials. Activation-only similarity and paired CKA see
 identical activations, so they tie every candidate (expected top-1 1/5).
 Paper: FisherSketch 66.7%, activation-only 20% (= random), error-only 72.2%.
 
@@ -22,13 +22,14 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
 from benchmarks.domains import sentiment_snippets
 from benchmarks.paper import baselines, common
 from benchmarks.paper.report import heatmaps, matrix_rows, print_table, write_json
-from benchmarks.paper.scoring import combine, random_selection, selection_score
+from benchmarks.paper.scoring import HeldOutLosses, combine, random_selection, selection_score
 from fisherhub import alignment_matrix
 from fisherhub.core.errors import InputError
 from fisherhub.core.exact import exact_alignment, linear_cka
@@ -44,8 +45,9 @@ VERBALIZERS = {
 TEMPLATE = "Review: {text}\nSentiment:"
 MIN_ABS_SCORE = 1.0  # VADER human rating in [-4, 4]; weaker ratings are left out as ambiguous
 TEXT_TOKENS = 40  # snippets are cut to their first 40 tokens
-POOL, HELD_OUT = 256, 64  # prompts for signatures and LoRA training / for the ground-truth loss
-SEEDS = (0, 1, 2)
+SNIPPETS = 3000  # VADER snippets drawn (2,140 of them rated |score| >= 1)
+POOL, HELD_OUT = 256, 1024  # prompts for signatures and LoRA training / for the ground-truth loss
+SEEDS = common.LORA_SEEDS
 PAPER = {"fishersketch": 0.667, "activation": 0.20, "error": 0.722}
 METHODS = {
     "fishersketch": "FisherSketch A", "activation": "activation-only S_a", "error": "error-only S_e",
@@ -68,7 +70,7 @@ def label_ids(tokenizer) -> dict[str, tuple[int, int]]:
 
 def prompts(tokenizer) -> tuple[list[str], torch.Tensor]:
     """Prompts and sentiment signs (+1 / −1) of the clearly rated snippets, in dataset order."""
-    rows = [r for r in sentiment_snippets() if abs(r["score"]) >= MIN_ABS_SCORE][: POOL + HELD_OUT]
+    rows = [r for r in sentiment_snippets(SNIPPETS) if abs(r["score"]) >= MIN_ABS_SCORE][: POOL + HELD_OUT]
     texts = [tokenizer.decode(tokenizer(r["text"], add_special_tokens=False)["input_ids"][:TEXT_TOKENS]) for r in rows]
     return [TEMPLATE.format(text=t) for t in texts], torch.tensor([1 if r["score"] > 0 else -1 for r in rows])
 
@@ -117,20 +119,20 @@ def main() -> None:
     bench = common.LoraBench(model, settings, common.CACHE_DIR)
     bench.prefix_states(pool[names[0]] + held_out, group="verbalizer")
     candidates = [i for pair in (ids[t] for t in names) for i in pair]
-    ledger = common.Ledger(common.CACHE_DIR / f"exp3_nll_{common.config_key(settings)}_{common.examples_key(held_out)}.json")
+    ledger = common.Ledger(common.CACHE_DIR / f"exp3_prompt_nll_{common.config_key(settings)}_{common.examples_key(held_out)}.json")
 
-    def task_losses(weights) -> list[float]:
+    def task_losses(weights) -> list[list[float]]:
+        """−log p(label) of every held-out prompt, for each task's labels."""
         with bench.using(weights) as adapted:
             nll = adapted.nll(held_out, candidate_ids=candidates)
-        return [float(torch.where(positive[POOL:], nll[:, 2 * k], nll[:, 2 * k + 1]).mean()) for k in range(len(names))]
+        return [torch.where(positive[POOL:], nll[:, 2 * k], nll[:, 2 * k + 1]).tolist() for k in range(len(names))]
 
-    base = torch.tensor(ledger.get("base", lambda: task_losses(None)), dtype=torch.float64)
-    transfers = []
-    for seed in SEEDS:
-        adapted = torch.tensor([ledger.get(f"{task}|{seed}", lambda task=task, seed=seed: task_losses(
-            bench.adapter(f"verbalizer-{task.replace('/', '-')}", pool[task], seed))) for task in tqdm(names, desc=f"seed {seed}")],
-            dtype=torch.float64)
-        transfers.append(base[None, :] - adapted)
+    base = np.array(ledger.get("base", lambda: task_losses(None)))
+    adapted = np.array([[ledger.get(f"{task}|{seed}", lambda task=task, seed=seed: task_losses(
+        bench.adapter(f"verbalizer-{task.replace('/', '-')}", pool[task], seed))) for task in tqdm(names, desc=f"seed {seed}")]
+        for seed in SEEDS])
+    ground_truth = HeldOutLosses(base, adapted, np.ones_like(base), relative_perplexity=False)
+    transfers = [torch.from_numpy(t) for t in ground_truth.transfer()]
 
     selection = {key: combine([selection_score(score, transfer) for transfer in transfers]) for key, score in scores.items()}
     selection["random"] = combine([random_selection(transfer) for transfer in transfers])
@@ -152,7 +154,7 @@ def main() -> None:
         "paper": PAPER, "sketch_id": spec.sketch_id, "tasks": names, "verbalizers": VERBALIZERS,
         "template": TEMPLATE, "prompts": {"pool": POOL, "held_out": HELD_OUT, "min_abs_score": MIN_ABS_SCORE,
                                           "positive_share": float(positive.double().mean())},
-        "lora": dataclasses.asdict(settings), "seeds": list(SEEDS), "base_nll": base.tolist(),
+        "lora": dataclasses.asdict(settings), "seeds": list(SEEDS), "held_out_nll": ground_truth.as_dict(),
         "transfer_per_seed": [matrix_rows(t) for t in transfers], "best_source_seed_agreement": seed_agreement,
         "scores": {k: matrix_rows(v) for k, v in scores.items()},
         "selection": {k: s.as_dict() for k, s in selection.items()},

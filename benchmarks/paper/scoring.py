@@ -20,6 +20,33 @@ TIE_TOLERANCE = 1e-9
 
 
 @dataclasses.dataclass(frozen=True)
+class HeldOutLosses:
+    """The ground truth as held-out loss sums per unit (a document or a prompt) of each target.
+
+    ``base[t, u]`` and ``adapted[r, s, t, u]`` (LoRA seed r, source s) are Σ −log p over unit u of target t,
+    ``counts[t, u]`` its scored tokens (0 pads targets with fewer units). Transfer is the drop of the
+    target's mean held-out loss in nats, or with ``relative_perplexity`` 1 − ppl_s/ppl_base = 1 − exp(−drop).
+    ``weights[t, u]`` (how often each unit is drawn: a bootstrap resample) reweights the units.
+    """
+
+    base: np.ndarray
+    adapted: np.ndarray
+    counts: np.ndarray
+    relative_perplexity: bool
+
+    def transfer(self, weights: np.ndarray | None = None) -> np.ndarray:
+        """Transfer [seed, source, target]."""
+        weights = np.ones_like(self.counts) if weights is None else weights
+        tokens = (weights * self.counts).sum(axis=-1)
+        drop = (weights * self.base).sum(axis=-1) / tokens - (weights * self.adapted).sum(axis=-1) / tokens
+        return -np.expm1(-drop) if self.relative_perplexity else drop
+
+    def as_dict(self) -> dict:
+        return {"base": self.base.tolist(), "adapted": self.adapted.tolist(), "counts": self.counts.tolist(),
+                "relative_perplexity": self.relative_perplexity}
+
+
+@dataclasses.dataclass(frozen=True)
 class SelectionScore:
     """Top-1 accuracy, regret (transfer of the best source minus that of the chosen one) and the
     per-target Spearman correlation between score and transfer (mean over targets; a constant score

@@ -13,13 +13,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
 from benchmarks.paper import baselines, common
 from benchmarks.paper.report import heatmaps, matrix_rows, print_table, write_json
 from benchmarks.paper.scoring import (
+    HeldOutLosses,
     SelectionScore,
+    combine,
     pooled_spearman,
     random_selection,
     selection_score,
@@ -39,21 +42,25 @@ DEFAULT_LORA, DEFAULT_SPLIT = common.LoraSettings(), common.DomainSplit()
 
 @dataclasses.dataclass
 class TransferStudy:
-    """Names, base and adapted held-out NLLs, the transfer matrix [source, target] and method scores."""
+    """Names, the held-out losses (base and per seed and source), method scores and the settings."""
 
     names: list[str]
-    base_nll: torch.Tensor
-    adapted_nll: torch.Tensor
-    transfer: torch.Tensor
+    ground_truth: HeldOutLosses
     scores: dict[str, torch.Tensor]
     sketch_id: str
     settings: common.LoraSettings
     split: common.DomainSplit
     tokens: list[int]
 
+    @property
+    def transfer(self) -> torch.Tensor:
+        """Transfer [source, target], mean over seeds."""
+        return torch.from_numpy(self.ground_truth.transfer().mean(axis=0))
+
     def selection(self) -> dict[str, SelectionScore]:
-        results = {key: selection_score(score, self.transfer) for key, score in self.scores.items()}
-        return results | {"random": random_selection(self.transfer)}
+        per_seed = self.ground_truth.transfer()
+        results = {key: combine([selection_score(score, t) for t in per_seed]) for key, score in self.scores.items()}
+        return results | {"random": combine([random_selection(t) for t in per_seed])}
 
     def pooled(self, symmetric: bool = False) -> dict[str, tuple[float, float]]:
         return {key: pooled_spearman(score, self.transfer, symmetric) for key, score in self.scores.items()}
@@ -61,9 +68,10 @@ class TransferStudy:
     def as_dict(self) -> dict:
         return {
             "domains": self.names, "sketch_id": self.sketch_id, "lora": dataclasses.asdict(self.settings),
-            "split": dataclasses.asdict(self.split), "task_tokens": self.tokens,
-            "base_nll": self.base_nll.tolist(), "adapted_nll": matrix_rows(self.adapted_nll),
+            "seeds": list(common.LORA_SEEDS), "split": dataclasses.asdict(self.split), "task_tokens": self.tokens,
+            "held_out": self.ground_truth.as_dict(),
             "transfer": matrix_rows(self.transfer),
+            "transfer_per_seed": [matrix_rows(torch.from_numpy(t)) for t in self.ground_truth.transfer()],
             "scores": {key: matrix_rows(score) for key, score in self.scores.items()},
             "selection": {key: s.as_dict() for key, s in self.selection().items()},
             "pooled_spearman": {key: {"rho": r, "p": p} for key, (r, p) in self.pooled().items()},
@@ -72,7 +80,7 @@ class TransferStudy:
 
 
 def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: common.LoraSettings = DEFAULT_LORA,
-                   split: common.DomainSplit = DEFAULT_SPLIT) -> TransferStudy:
+                   split: common.DomainSplit = DEFAULT_SPLIT, seeds: Sequence[int] = common.LORA_SEEDS) -> TransferStudy:
     """Signatures, baselines, adapters and held-out NLLs of ``texts`` (domain → documents), all cached."""
     model, tokenizer = common.load_base_model()
     spec = common.paper_spec(model, tokenizer)
@@ -95,28 +103,36 @@ def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: com
     bench = common.LoraBench(model, settings, common.CACHE_DIR)
     for name in tqdm(names, desc="prefix states"):
         bench.prefix_states(task_examples[name] + eval_examples[name], group=name)
-    nll_ledger = common.Ledger(common.CACHE_DIR / f"{group}_nll_{common.config_key(settings, split)}.json")
+    nll_ledger = common.Ledger(common.CACHE_DIR / f"{group}_document_nll_{common.config_key(settings, split)}.json")
 
     keys = {name: f"{name}:{common.examples_key(task_examples[name])}" for name in names}
     eval_keys = {name: f"{name}:{common.examples_key(eval_examples[name])}" for name in names}
 
-    def held_out_nll(source: str | None, weights, target: str) -> float:
+    def held_out_nll(source: str | None, seed: int, weights, target: str) -> list[float]:
         with bench.using(weights) as adapted:
-            return nll_ledger.get(f"{keys[source] if source else 'base'}|{eval_keys[target]}",
-                                  lambda: float(adapted.nll(eval_examples[target]).mean()))
+            return nll_ledger.get(f"{f'{keys[source]}|seed{seed}' if source else 'base'}|{eval_keys[target]}",
+                                  lambda: adapted.document_nll(eval_examples[target]))
 
-    base_nll = torch.tensor([held_out_nll(None, None, t) for t in names], dtype=torch.float64)
-    adapted = torch.zeros(len(names), len(names), dtype=torch.float64)
-    for s, source in enumerate(tqdm(names, desc="adapters")):
-        done = [f"{keys[source]}|{eval_keys[t]}" for t in names]
-        if all(key in nll_ledger.entries for key in done):
-            adapted[s] = torch.tensor([nll_ledger.entries[key] for key in done])
-            continue
-        weights = bench.adapter(source, task_examples[source])
-        adapted[s] = torch.tensor([held_out_nll(source, weights, t) for t in names])
-    transfer = 1.0 - torch.exp(adapted - base_nll[None, :])
-    return TransferStudy(names, base_nll, adapted, transfer, scores, spec.sketch_id, settings, split,
-                         [len(t) for t in tasks])
+    units = max(len(eval_examples[t]) for t in names)
+    counts = np.zeros((len(names), units))
+    for t, target in enumerate(names):
+        counts[t, : len(eval_examples[target])] = [e.num_scored for e in eval_examples[target]]
+    base = _padded([held_out_nll(None, 0, None, t) for t in names], units)
+    adapted = np.zeros((len(seeds), len(names), len(names), units))
+    for r, seed in enumerate(seeds):
+        for s, source in enumerate(tqdm(names, desc=f"adapters, seed {seed}")):
+            done = [f"{keys[source]}|seed{seed}|{eval_keys[t]}" for t in names]
+            if all(key in nll_ledger.entries for key in done):
+                adapted[r, s] = _padded([nll_ledger.entries[key] for key in done], units)
+                continue
+            weights = bench.adapter(source, task_examples[source], seed)
+            adapted[r, s] = _padded([held_out_nll(source, seed, weights, t) for t in names], units)
+    ground_truth = HeldOutLosses(base, adapted, counts, relative_perplexity=True)
+    return TransferStudy(names, ground_truth, scores, spec.sketch_id, settings, split, [len(t) for t in tasks])
+
+
+def _padded(rows: Sequence[Sequence[float]], width: int) -> np.ndarray:
+    return np.array([list(row) + [0.0] * (width - len(row)) for row in rows])
 
 
 def report(study: TransferStudy, title: str, figure: str) -> list[list]:
