@@ -433,7 +433,8 @@ def sketch_batch(state: SketchState, model: torch.nn.Module, batch: Mapping, *, 
     ``batch``: ``input_ids`` (B, T), optional ``attention_mask`` (B, T) and ``labels`` (B, T, shifted
     inside), ``doc_index`` (B,) global document indices. A document must not span batches (``flush``
     closes it). Batches without scored tokens change nothing. The empirical Fisher of a head without
-    softcapping goes the fast way (``_sketch_from_logits``); the others through ``head_gradient_chunks``.
+    softcapping goes the fast way (``_sketch_from_logits``); the others, and error space "head-input"
+    (δ = Wᵀe), through ``head_gradient_chunks``.
     """
     weight = _head_parameters(model)[0]
     if (state.spec.vocab_size, state.spec.d) != tuple(weight.shape):
@@ -442,7 +443,8 @@ def sketch_batch(state: SketchState, model: torch.nn.Module, batch: Mapping, *, 
             f"{tuple(weight.shape)}: make the spec with spec_for_model(model)"
         )
     _check_chunk_size(token_chunk_size)
-    if state.spec.fisher == "empirical" and LogitTransform.of(model).softcap is None:
+    head_input = state.spec.error_space == "head-input"  # δ = Wᵀe: one (N, K) × (K, d) product per chunk
+    if state.spec.fisher == "empirical" and LogitTransform.of(model).softcap is None and not head_input:
         forward = _forward_pass(model, batch, "empirical")
         if forward is not None:
             _sketch_from_logits(state, forward, token_chunk_size)
@@ -452,7 +454,8 @@ def sketch_batch(state: SketchState, model: torch.nn.Module, batch: Mapping, *, 
     for chunk in head_gradient_chunks(
         model, batch, fisher=state.spec.fisher, seed=state.spec.seed, token_chunk_size=token_chunk_size
     ):
-        state.update(chunk.activations, chunk.errors, chunk.doc_index)
+        errors = chunk.errors @ weight.to(chunk.errors.device, torch.float32) if head_input else chunk.errors
+        state.update(chunk.activations, errors, chunk.doc_index)
         scored += len(chunk.doc_index)
     state.flush()
     return scored
@@ -503,10 +506,12 @@ def spec_for_model(
     fisher: str = "empirical",
     reflection: bool | None = None,
     like: Signature | None = None,
+    error_space: str = "logits",
 ) -> SketchSpec:
     """The sketch spec for ``model``: d, K and the fingerprint from its head, and the Householder
     reflection on ``pilot_mean`` (computed on the embedded probe documents, so it needs the tokenizer).
 
+    ``error_space``: "logits" sketches (a, e), "head-input" sketches (a, δ = Wᵀe) (SPEC §2b).
     ``reflection``: None (default) uses it whenever the tokenizer is given; True requires it; False
     goes without. The reflection cuts the standard error of A by about half (benchmarks/README.md).
     Only its use enters the sketch id: signatures whose pilot directions agree within
@@ -528,7 +533,7 @@ def spec_for_model(
     vocab_size, d = _head_parameters(model)[0].shape
     spec = SketchSpec(
         d=d, vocab_size=vocab_size, m=m, seed=seed, estimator=estimator or DEFAULT_ESTIMATOR,
-        granularity=granularity, fisher=fisher, model_fingerprint=fingerprint,
+        granularity=granularity, fisher=fisher, model_fingerprint=fingerprint, error_space=error_space,
     )
     if reflection is None:
         reflection = tokenizer is not None

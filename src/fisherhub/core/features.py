@@ -3,6 +3,8 @@
 Token granularity, feature r:
     φ_r = (u_r·a)(v_r·a)(s_r·e)(t_r·e)/√m,  ψ^a_r = (u_r·a)(v_r·a)/√m,  ψ^e_r = (s_r·e)(t_r·e)/√m
 Sequence granularity (a document G = Σ_t e_t a_tᵀ): φ_r = (Σ_t (s_r·e_t)(u_r·a_t)) (Σ_t (t_r·e_t)(v_r·a_t))/√m.
+Error space "head-input": e is replaced by δ = Wᵀe ∈ R^d, projected by the estimator's activation-side
+projector with its own seed (``HEAD_INPUT_LABEL``), without a reflection.
 """
 
 from __future__ import annotations
@@ -12,24 +14,35 @@ import math
 
 import torch
 
+from fisherhub.core.errors import InputError
+from fisherhub.core.hashing import derived_seed
 from fisherhub.core.projectors import ACTIVATION_PROJECTORS, VOCABULARY_PROJECTORS, Projector
 from fisherhub.core.spec import ESTIMATORS, SketchSpec
 
 #: the three sketches of a task, in the order of ``features_from_projections`` and of the state's sums.
 SKETCHES = ("joint", "activation", "error")
+#: the label of the δ = Wᵀe projections' seed, ``derived_seed(spec.seed, HEAD_INPUT_LABEL)``.
+HEAD_INPUT_LABEL = "head-input/error"
 
 
 class FeatureMap:
     """The four projections of a spec: (u, v) on activations, (s, t) on errors."""
 
     def __init__(self, spec: SketchSpec):
+        if spec.modules is not None:
+            raise InputError("a network spec (modules=...) is sketched by core.network.NetworkFeatureMap")
         self.spec = spec
         self.scale = 1.0 / math.sqrt(spec.m)
         activation_kind, vocabulary_kind = ESTIMATORS[spec.estimator]
         self.activation_projector: Projector = ACTIVATION_PROJECTORS[activation_kind](
             spec.d, spec.m, spec.seed, spec.reflection_tensor
         )
-        self.error_projector = VOCABULARY_PROJECTORS[vocabulary_kind](spec.vocab_size, spec.m, spec.seed)
+        if spec.error_space == "head-input":
+            self.error_projector = ACTIVATION_PROJECTORS[activation_kind](
+                spec.d, spec.m, derived_seed(spec.seed, HEAD_INPUT_LABEL)
+            )
+        else:
+            self.error_projector = VOCABULARY_PROJECTORS[vocabulary_kind](spec.vocab_size, spec.m, spec.seed)
 
     def projections(self, activations: torch.Tensor, errors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """(u·a, v·a, s·e, t·e), each (N, m) float32."""

@@ -9,6 +9,8 @@ unlike ``torch.Generator`` streams.
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import torch
 
@@ -51,6 +53,14 @@ def random_arrangement(seed: int, stream: int, population: int, count: int) -> t
     return torch.from_numpy(np.argsort(keys, kind="stable")[:count].astype(np.int64))
 
 
+def derived_seed(seed: int, label: str) -> int:
+    """A seed in [0, 2⁶³) for an independent set of projections named ``label`` (e.g. a module name):
+    the top 63 bits of ``hash64(seed, Stream.DERIVED_SEED, k)``, k the first 8 bytes (little-endian) of
+    sha256(label)."""
+    key = np.array([int.from_bytes(hashlib.sha256(label.encode()).digest()[:8], "little")], dtype=np.uint64)
+    return int(hash64(seed, Stream.DERIVED_SEED, key)[0] >> np.uint64(1))
+
+
 def uniforms(seed: int, stream: int, index: np.ndarray) -> torch.Tensor:
     """Float64 uniforms in [0, 1) from the top 53 hash bits of each index."""
     bits = hash64(seed, stream, index) >> np.uint64(11)
@@ -69,3 +79,4 @@ class Stream:
     TRUE_FISHER_LABELS = 7
     ACTIVATION_INDEX_P = 8
     ACTIVATION_INDEX_Q = 9
+    DERIVED_SEED = 10

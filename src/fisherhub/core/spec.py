@@ -25,6 +25,11 @@ DEFAULT_ESTIMATOR = "maclaurin-hadamard"
 REFLECTION_TOLERANCE = 1e-4
 GRANULARITIES = ("token", "sequence")
 FISHER_TYPES = ("empirical", "true")
+#: what the error side of a head sketch is: e = ∂ℓ/∂z (K numbers), or δ = Wᵀe = ∂ℓ/∂a (d numbers).
+ERROR_SPACES = ("logits", "head-input")
+#: network sketches (SPEC §2b): the full kernel (g·g')² of the concatenated gradient, or the block-diagonal
+#: Σ_l (g_l·g'_l)².
+KERNELS = ("full", "block")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +55,11 @@ class SketchSpec:
     signature and reused when sketching ``like`` one. Only whether a reflection is used enters the
     sketch id; the directions of two signatures must agree within ``REFLECTION_TOLERANCE``, so
     signatures sketched independently (another machine, another device) stay comparable.
+
+    ``error_space`` (head sketches): "logits" sketches (a, e), "head-input" sketches (a, δ = Wᵀe).
+    ``modules`` (network sketches, SPEC §2b, ``core.network``): the sketched linear modules as
+    (name, in_features, out_features), with ``kernel`` "full" or "block"; d and vocab_size stay the head's.
+    Fields at their defaults stay out of the sketch id, so head signatures keep their ids.
     """
 
     d: int
@@ -61,6 +71,9 @@ class SketchSpec:
     fisher: str = "empirical"
     model_fingerprint: ModelFingerprint | None = None
     reflection: tuple[float, ...] | None = dataclasses.field(default=None, repr=False)
+    error_space: str = "logits"
+    modules: tuple[tuple[str, int, int], ...] | None = dataclasses.field(default=None, repr=False)
+    kernel: str = "full"
 
     def __post_init__(self) -> None:
         from fisherhub.core.errors import InputError
@@ -85,6 +98,21 @@ class SketchSpec:
             if not torch.isfinite(vector).all() or vector.norm() == 0:
                 raise InputError("reflection (pilot activation mean) must be finite and non-zero")
             object.__setattr__(self, "reflection", tuple(vector.tolist()))
+        if self.error_space not in ERROR_SPACES:
+            raise InputError(f"unknown error space {self.error_space!r}; choose one of {ERROR_SPACES}")
+        if self.kernel not in KERNELS:
+            raise InputError(f"unknown kernel {self.kernel!r}; choose one of {KERNELS}")
+        if self.modules is not None:
+            object.__setattr__(self, "modules", _checked_modules(self.modules))
+            if self.error_space != "logits" or self.reflection is not None:
+                raise InputError("network sketches (modules=...) take neither an error space nor a reflection")
+        elif self.kernel != "full":
+            raise InputError(f"kernel={self.kernel!r} is for network sketches only (give modules=...)")
+
+    @property
+    def error_dimension(self) -> int:
+        """Width of a head sketch's error side: K for e, d for δ = Wᵀe."""
+        return self.d if self.error_space == "head-input" else self.vocab_size
 
     # -- identity -------------------------------------------------------------------------------
     @property
@@ -106,7 +134,18 @@ class SketchSpec:
             "head_checksum": fingerprint.head_checksum,
             "tokenizer_checksum": fingerprint.tokenizer_checksum,
             "reflection": None if self.reflection is None else "householder-pilot-mean",
+            **self._extension_fields(),
         }
+
+    def _extension_fields(self) -> dict[str, Any]:
+        """The fields added after format version 1 that differ from their defaults."""
+        fields: dict[str, Any] = {}
+        if self.error_space != "logits":
+            fields["error_space"] = self.error_space
+        if self.modules is not None:
+            fields["modules"] = [list(module) for module in self.modules]
+            fields["kernel"] = self.kernel
+        return fields
 
     @property
     def sketch_id(self) -> str:
@@ -150,8 +189,10 @@ class SketchSpec:
     # -- (de)serialisation ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict; the reflection vector travels separately (see ``Signature``)."""
-        data = {k: v for k, v in dataclasses.asdict(self).items() if k != "reflection"}
+        extension = ("error_space", "modules", "kernel")
+        data = {k: v for k, v in dataclasses.asdict(self).items() if k != "reflection" and k not in extension}
         data["reflection_checksum"] = self.reflection_checksum
+        data.update(self._extension_fields())
         return data
 
     @classmethod
@@ -169,3 +210,21 @@ class SketchSpec:
         if spec.reflection_checksum != data.get("reflection_checksum"):
             raise SignatureFileError("the stored reflection vector does not match the spec's reflection checksum")
         return spec
+
+
+def _checked_modules(modules) -> tuple[tuple[str, int, int], ...]:
+    """``modules`` as a tuple of (name, in_features, out_features): non-empty, unique names, positive sizes."""
+    from fisherhub.core.errors import InputError
+
+    checked = []
+    for module in modules:
+        if (
+            not isinstance(module, (tuple, list)) or len(module) != 3 or not isinstance(module[0], str)
+            or not all(isinstance(size, int) and not isinstance(size, bool) and size > 0 for size in module[1:])
+        ):
+            raise InputError(f"each module must be (name, in_features, out_features) with positive sizes, got {module!r}")
+        checked.append((module[0], int(module[1]), int(module[2])))
+    names = [name for name, _, _ in checked]
+    if not checked or len(set(names)) != len(names):
+        raise InputError(f"modules must be a non-empty list of distinct module names, got {names}")
+    return tuple(checked)

@@ -59,6 +59,8 @@ class SketchState:
     ) -> SketchState:
         """``update`` with e = softmax(z) − onehot(y) computed from the logits z (N, K) and next tokens
         y (N,), without forming e (``project_softmax_errors``); rows with y = −100 are not scored."""
+        if self.spec.error_space != "logits":
+            raise InputError(f"update_from_logits sketches e; error space {self.spec.error_space!r} takes update(a, δ)")
         self._check_logits(logits, targets)
         device = self.sums.device
         scored = (targets != IGNORE_INDEX).nonzero().flatten()
@@ -122,10 +124,13 @@ class SketchState:
     def _check_batch(self, activations: torch.Tensor, errors: torch.Tensor, doc_index: torch.Tensor) -> None:
         if not isinstance(errors, torch.Tensor):
             raise InputError(f"errors must be a torch.Tensor, got {type(errors).__name__}")
-        if errors.ndim != 2 or errors.shape[1] != self.spec.vocab_size:
-            raise InputError(
-                f"errors must have shape (N, K={self.spec.vocab_size}), got {tuple(errors.shape)}: "
+        if errors.ndim != 2 or errors.shape[1] != self.spec.error_dimension:
+            what = "δ = Wᵀe is the gradient at the head's input" if self.spec.error_space == "head-input" else (
                 "e must span the whole vocabulary of the head"
+            )
+            raise InputError(
+                f"errors must have shape (N, {self.spec.error_dimension}) for error space {self.spec.error_space!r}, "
+                f"got {tuple(errors.shape)}: {what}"
             )
         self._check_shapes(activations, errors.shape[0], doc_index)
         _check_finite("errors", errors)
