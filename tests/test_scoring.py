@@ -152,8 +152,16 @@ def test_no_signal_when_every_candidate_is_the_target_itself():
     results = head_results(tasks)
     assert regime(results).name == "no-signal"
     selection = score_selection(results)
-    assert selection.choice.geometry == "fisher" and not selection.verdict.clear
-    assert "no geometry separates" in selection.verdict.message
+    assert selection.choice.geometry == "fisher" and not selection.verdict.clear  # the only fallback given
+    # head-input A that does not separate either: auto scores by whichever of the two is less flat
+    for values in ((0.10, 0.12, 0.14, 0.16), (0.13, 0.13, 0.13, 0.13)):
+        head_input = [dataclasses.replace(r, fisher=v, stderr=0.02) for r, v in zip(results, values)]
+        p_head, p_input = (separation(Scores.of(k, head_input if k == "head_input" else results)).p_value
+                           for k in ("fisher", "head_input"))
+        choice = score_selection(results, head_input=head_input).choice
+        assert not choice.separations["head_input"].separates
+        assert choice.geometry == ("head_input" if p_input < p_head else "fisher")
+    assert choice.geometry == "fisher"  # equal head-input scores are the flattest possible
 
 
 def test_auto_prefers_a_network_level_geometry_that_separates():

@@ -22,7 +22,7 @@ if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
 
 from benchmarks.domains import smiles_domains
 from benchmarks.paper.report import print_table
-from benchmarks.paper.transfer import METHODS, run
+from benchmarks.paper.transfer import LABELS, run
 
 SMILES_SUBDOMAINS = (
     "moses_small", "moses_large", "moses_few_rings", "moses_many_rings", "moses_halogenated", "moses_sulfur",
@@ -41,7 +41,7 @@ def main() -> None:
     n = len(study.names)
     unordered = study.pooled(symmetric=True)
     print_table(["method", "rho (ordered)", "p", "rho (unordered)", "p", "paper rho", "paper p"],
-                [[METHODS[key], rho, p, *unordered[key], *PAPER.get(key, (None, None))]
+                [[LABELS.get(key, key), rho, p, *unordered[key], *PAPER.get(key, (None, None))]
                  for key, (rho, p) in study.pooled().items()],
                 title=f"Experiment 5: similarity vs cross-domain perplexity reduction: Spearman over the {n * (n - 1)} "
                       f"ordered (source, target) pairs and over the {n * (n - 1) // 2} unordered pairs "

@@ -17,12 +17,14 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from benchmarks.paper import baselines, common
-from benchmarks.paper.report import heatmaps, matrix_rows, print_table, write_json
+from benchmarks.paper import baselines, common, methods
+from benchmarks.paper.methods import trust_table
+from benchmarks.paper.report import heatmaps, matrix_rows, print_bootstrap, print_table, regime_counts, write_json
 from benchmarks.paper.scoring import (
     HeldOutLosses,
     SelectionScore,
     combine,
+    paired_bootstrap,
     pooled_spearman,
     random_selection,
     selection_score,
@@ -37,6 +39,7 @@ METHODS = {
     "embedding": "mean text embedding (LoraRetriever-style)",
     "diagonal_fisher": "diagonal head Fisher (TaskEmb-style)",
 }
+LABELS = METHODS | methods.LABELS
 DEFAULT_LORA, DEFAULT_SPLIT = common.LoraSettings(), common.DomainSplit()
 
 
@@ -51,6 +54,8 @@ class TransferStudy:
     settings: common.LoraSettings
     split: common.DomainSplit
     tokens: list[int]
+    selections: dict[str, list[dict]]
+    official: dict
 
     @property
     def transfer(self) -> torch.Tensor:
@@ -76,7 +81,19 @@ class TransferStudy:
             "selection": {key: s.as_dict() for key, s in self.selection().items()},
             "pooled_spearman": {key: {"rho": r, "p": p} for key, (r, p) in self.pooled().items()},
             "pooled_spearman_unordered": {key: {"rho": r, "p": p} for key, (r, p) in self.pooled(True).items()},
+            "bootstrap": self.bootstrap(), "selections": self.selections, "trust": self.trust(),
+            "regimes": {key: regime_counts(value) for key, value in self.selections.items()}, "official": self.official,
         }
+
+    def bootstrap(self) -> dict:
+        """``paired_bootstrap`` of every method (computed once)."""
+        if "_bootstrap" not in self.__dict__:
+            self.__dict__["_bootstrap"] = paired_bootstrap(self.scores, self.ground_truth)
+        return self.__dict__["_bootstrap"]
+
+    def trust(self) -> dict:
+        transfers = [torch.from_numpy(t) for t in self.ground_truth.transfer()]
+        return {key: trust_table(value, transfers) for key, value in self.selections.items()}
 
 
 def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: common.LoraSettings = DEFAULT_LORA,
@@ -89,13 +106,19 @@ def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: com
     task_examples, eval_examples = captured.task_examples, captured.eval_examples
     sketch = alignment_matrix(signatures, names)
     scores = {"fishersketch": sketch.fisher, "activation": sketch.activation, "error": sketch.error}
+    def error_path(k: int):
+        path = common.CACHE_DIR / "errors" / f"{names[k]}.npy"
+        if not path.exists():
+            common.cached_errors(model, tasks[k], path)
+        return path
+
     baseline_ledger = common.Ledger(common.CACHE_DIR / f"{group}_baselines_{common.config_key(split)}.json")
     task_texts = [[tokenizer.decode(e.input_ids) for e in task_examples[name]] for name in names]
     computed = {
         "linear_cka": lambda: baselines.feature_cka_matrix([t.activations for t in tasks]),
         "embedding": lambda: baselines.sentence_embedding_matrix(task_texts),
         "diagonal_fisher": lambda: baselines.diagonal_fisher_matrix(
-            tasks, lambda k: common.cached_errors(model, tasks[k], common.CACHE_DIR / "errors" / f"{names[k]}.npy")),
+            tasks, lambda k: common.cached_errors(model, tasks[k], error_path(k))),
     }
     for key, compute in computed.items():
         scores[key] = torch.tensor(baseline_ledger.get(key, lambda compute=compute: compute().tolist()), dtype=torch.float64)
@@ -128,7 +151,10 @@ def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: com
             weights = bench.adapter(source, task_examples[source], seed)
             adapted[r, s] = _padded([held_out_nll(source, seed, weights, t) for t in names], units)
     ground_truth = HeldOutLosses(base, adapted, counts, relative_perplexity=True)
-    return TransferStudy(names, ground_truth, scores, spec.sketch_id, settings, split, [len(t) for t in tasks])
+    added, selections, official_recommendations = methods.added_methods(
+        model, tokenizer, spec, group.split("_")[0], names, tasks, task_examples, sketch, error_path)
+    return TransferStudy(names, ground_truth, scores | added, spec.sketch_id, settings, split, [len(t) for t in tasks],
+                         selections, official_recommendations)
 
 
 def _padded(rows: Sequence[Sequence[float]], width: int) -> np.ndarray:
@@ -139,12 +165,17 @@ def report(study: TransferStudy, title: str, figure: str) -> list[list]:
     """Print the selection table and write the heatmaps; return the table rows."""
     selection, pooled = study.selection(), study.pooled()
     random_top1 = selection["random"].top1
-    rows = [[METHODS.get(key, key), s.top1, s.top1 / random_top1, s.mean_regret, s.max_regret, s.mean_spearman,
+    rows = [[LABELS.get(key, key), s.top1, s.top1 / random_top1, s.mean_regret, s.max_regret, s.mean_spearman,
              *(pooled.get(key, (None, None)))] for key, s in selection.items()]
     print_table(["method", "top-1", "x random", "mean regret", "max regret", "Spearman/target", "pooled rho", "pooled p"],
                 rows, title=title)
-    heatmaps({"transfer (1 - ppl_s/ppl_base)": study.transfer} | {METHODS[k]: v for k, v in study.scores.items()},
+    heatmaps({"transfer (1 - ppl_s/ppl_base)": study.transfer} | {LABELS.get(k, k): v for k, v in study.scores.items()},
              study.names, common.RESULTS_DIR / figure, title, columns=4)
+    bootstrap = study.bootstrap()
+    print_bootstrap(bootstrap, LABELS, ("fishersketch", "embedding"),
+                    f"{title}: paired bootstrap ({bootstrap['draws']} draws over targets and held-out documents)")
+    print("regimes:", {key: regime_counts(value) for key, value in study.selections.items()})
+    print("trust:", study.trust())
     return rows
 
 

@@ -53,6 +53,8 @@ REGIME_GEOMETRY = {
     "no-signal": None,
 }
 REGIMES = tuple(REGIME_GEOMETRY)
+#: when no geometry separates the candidates, auto scores by the least flat of these (smallest heterogeneity p)
+FALLBACK_GEOMETRIES = ("network", "fisher", "head_input")
 #: the AlignmentResult fields of the head geometries: (score, standard error)
 HEAD_FIELDS = {"fisher": ("fisher", "stderr"), "activation": ("activation", "activation_stderr"),
                "error": ("error", "error_stderr")}
@@ -257,7 +259,8 @@ class AutoChoice:
 def auto_geometry(scores: Mapping[str, Scores], head: Sequence[AlignmentResult]) -> AutoChoice:
     """The geometry carrying the signal. In ``AUTO_ORDER``: network-level A when given and it separates the
     candidates; else the head geometry of the regime (coupled / separable: A, activation-dark: S_e,
-    error-flat: S_a); else head-input A when given and it separates; else A, and nothing separates."""
+    error-flat: S_a); else head-input A when given and it separates; else nothing separates, and it scores
+    by the least flat of ``FALLBACK_GEOMETRIES`` (the verdict then says no candidate is clearly better)."""
     head_regime = regime(head)
     separations = {name: separation(s) for name, s in scores.items()}
     for step in AUTO_ORDER:
@@ -267,8 +270,10 @@ def auto_geometry(scores: Mapping[str, Scores], head: Sequence[AlignmentResult])
         if step in scores and separations[step].separates:
             return AutoChoice(step, head_regime, separations, f"{step} A separates the candidates "
                               f"(heterogeneity p = {separations[step].p_value:.2g}); head regime {head_regime.name}")
-    return AutoChoice("fisher", head_regime, separations,
-                      f"no geometry separates the candidates (head regime {head_regime.name}); scored by A")
+    fallback = min((name for name in FALLBACK_GEOMETRIES if name in scores), key=lambda name: separations[name].p_value)
+    return AutoChoice(fallback, head_regime, separations,
+                      f"no geometry separates the candidates (head regime {head_regime.name}); scored by {fallback}, "
+                      f"the least flat (heterogeneity p = {separations[fallback].p_value:.2g})")
 
 
 def auto_scores(scores: Mapping[str, Scores], head: Sequence[AlignmentResult]) -> tuple[Scores, AutoChoice]:
