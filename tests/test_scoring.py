@@ -10,7 +10,7 @@ import torch
 from core_helpers import sketch, softmax_errors, synthetic_task
 from scipy import stats
 
-from fisherhub import SketchSpec, alignment_matrix
+from fisherhub import SketchSpec, SketchState, alignment_matrix
 from fisherhub.core.errors import InputError
 from fisherhub.scoring import (
     CLEAR_GAP_Z,
@@ -218,3 +218,38 @@ def test_rank_nearest_orders_by_alignment_and_skips_other_sketches():
     assert [n.name for n in rank_nearest(target, {"far": sketch(SPEC, a2, e2), "near": sketch(SPEC, a1, e1)}, limit=1)] == ["near"]
     with pytest.raises(InputError, match="sketch id"):
         rank_nearest(target, {"other": sketch(other_spec, a1, e1)})
+
+
+def test_nearest_signatures_on_the_hub(hub, hf_api, hf_hub_cache):
+    """Adapters and signed datasets of the base model, ranked against the target; other base models, other
+    sketches and the target itself left out."""
+    from huggingface_hub import CommitOperationAdd
+
+    from fisherhub.hub import push_signature
+    from fisherhub.hub.nearest import collect_signatures, nearest_signatures
+
+    def signature(offset: float, block: tuple[int, int], seed: int, spec: SketchSpec = SPEC, base: str = "org/base"):
+        a, e = synthetic_task(TOKENS, D, VOCAB, seed=seed, label_block=block, activations=offset_activations(offset, seed))
+        return SketchState(spec).update(a, e, torch.arange(TOKENS)).finalize({"base_model": base, "dataset": f"d{seed}"})
+
+    target = signature(0.0, (0, 64), 0)
+    near, far, foreign = signature(0.0, (0, 64), 1), signature(5.0, (64, 128), 2), signature(0.0, (0, 64), 3, base="org/other")
+    hf_api.create_repo("org/adapter")
+    hf_api.create_commit("org/adapter", [
+        CommitOperationAdd("adapter_config.json", b'{"base_model_name_or_path": "org/base"}'),
+        CommitOperationAdd("README.md", b"---\nbase_model: org/base\nlibrary_name: peft\n---\n# adapter\n"),
+    ], commit_message="adapter")
+    push_signature(far, "org/adapter", repo_type="model")
+    for repo, sig in (("org/near-data", near), ("org/foreign-data", foreign), ("org/target-data", target)):
+        hf_api.create_repo(repo, repo_type="dataset")
+        push_signature(sig, repo)
+    other_sketch = signature(0.0, (0, 64), 4, spec=SketchSpec(d=D, vocab_size=VOCAB, m=2048, seed=5))
+    push_signature(other_sketch, "org/near-data")
+
+    collected = collect_signatures("org/base")
+    assert sorted(s.metadata["dataset"] for s in collected.values()) == ["d0", "d1", "d2", "d4"]
+    found = nearest_signatures(target)
+    assert [n.name.split(":")[0].split("@")[0] for n in found] == ["datasets/org/near-data", "org/adapter"]
+    assert found[0].alignment.fisher > found[1].alignment.fisher
+    with pytest.raises(InputError, match="no signature of org/nobody"):
+        nearest_signatures(target, "org/nobody")

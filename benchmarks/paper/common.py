@@ -360,27 +360,11 @@ class LoraBench:
     def prefix_states(self, examples: Sequence[Example], group: str, batch_size: int = 8) -> None:
         """Compute (or load from ``group``'s cache file) the lower-layer states of ``examples``."""
         path = self.cache / f"prefix-L{self.settings.first_layer}" / f"{group}.safetensors"
-        if path.exists():
-            self._states.update(load_file(path))
-        keys = {_prefix_key(e): e for e in examples}
-        missing = [e for k, e in keys.items() if k not in self._states]
-        with torch.no_grad(), decoder_slice(self.decoder, 0, self.settings.first_layer, final_norm=False):
-            for start in tqdm(range(0, len(missing), batch_size), desc=f"prefix {group}", leave=False):
-                chunk = missing[start : start + batch_size]
-                batch = collate([Example(e.input_ids[:-1], e.labels[:-1], e.doc_index) for e in chunk])
-                mask = batch["attention_mask"]
-                hidden = self.decoder(input_ids=batch["input_ids"], attention_mask=mask,
-                                      position_ids=_positions(mask), use_cache=False).last_hidden_state
-                for row, example in enumerate(chunk):
-                    self._states[_prefix_key(example)] = hidden[row, mask[row] == 1].clone()
-        if missing or not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            save_file({k: self._states[k].contiguous() for k in keys}, f"{path}.tmp")
-            os.replace(f"{path}.tmp", path)
+        self._states.update(prefix_states(self.decoder, self.settings.first_layer, examples, path, batch_size))
 
     def scored_logits(self, examples: Sequence[Example]) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits (N, K) and labels (N,) of the scored tokens of ``examples`` (prefix states needed)."""
-        states = [self._states[_prefix_key(e)] for e in examples]
+        states = [self._states[prefix_key(e)] for e in examples]
         width = max(len(s) for s in states)
         hidden = torch.zeros(len(states), width, states[0].shape[1])
         mask = torch.zeros(len(states), width, dtype=torch.long)
@@ -458,7 +442,30 @@ class LoraBench:
         yield self
 
 
-def _prefix_key(example: Example) -> str:
+def prefix_states(decoder, first_layer: int, examples: Sequence[Example], path: Path,
+                  batch_size: int = 8) -> dict[str, torch.Tensor]:
+    """The output of the decoder's layers below ``first_layer`` on each example's ``input_ids[:-1]`` (the last
+    input token feeds no scored prediction), keyed by ``prefix_key``; loaded from and saved to ``path``."""
+    states = load_file(path) if path.exists() else {}
+    keys = {prefix_key(e): e for e in examples}
+    missing = [e for k, e in keys.items() if k not in states]
+    with torch.no_grad(), decoder_slice(decoder, 0, first_layer, final_norm=False):
+        for start in tqdm(range(0, len(missing), batch_size), desc=f"prefix {path.stem}", leave=False):
+            chunk = missing[start : start + batch_size]
+            batch = collate([Example(e.input_ids[:-1], e.labels[:-1], e.doc_index) for e in chunk])
+            mask = batch["attention_mask"]
+            hidden = decoder(input_ids=batch["input_ids"], attention_mask=mask,
+                             position_ids=_positions(mask), use_cache=False).last_hidden_state
+            for row, example in enumerate(chunk):
+                states[prefix_key(example)] = hidden[row, mask[row] == 1].clone()
+    if missing or not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.contiguous() for k, v in states.items()}, f"{path}.tmp")
+        os.replace(f"{path}.tmp", path)
+    return {k: states[k] for k in keys}
+
+
+def prefix_key(example: Example) -> str:
     return hashlib.sha1(json.dumps(example.input_ids[:-1]).encode()).hexdigest()
 
 

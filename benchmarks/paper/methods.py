@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -55,10 +56,77 @@ def head_input_signature(spec, model, inputs: common.HeadInputs, name: str, cach
     return signature
 
 
+class _PrefixEmbedding(torch.nn.Module):
+    """Stands in for the input embeddings of the model cut to its top layers: row r of a batch gets its example's
+    cached lower-layer states (left-padded as ``common.collate``; its last position feeds no scored prediction
+    and gets zeros). ``weight`` is the real embedding matrix (the capture reads its device)."""
+
+    def __init__(self, embeddings: torch.nn.Embedding):
+        super().__init__()
+        self.weight = embeddings.weight
+        self.rows: list[torch.Tensor] = []
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        hidden = torch.zeros(*input_ids.shape, self.weight.shape[1])
+        width = input_ids.shape[1]
+        for row, states in enumerate(self.rows):
+            hidden[row, width - len(states) - 1 : width - 1] = states
+        return hidden
+
+
+class _ScoredHead(torch.nn.Module):
+    """Stands in for the LM head: logits at the scored positions (``mask``, set before each batch), zeros
+    elsewhere. The loss reads only those, so its gradients are the real head's, at a fraction of the cost
+    when few positions are scored (one per prompt in exp. 3)."""
+
+    def __init__(self, head: torch.nn.Module):
+        super().__init__()
+        self.head = head
+        self.weight = head.weight
+        self.mask: torch.Tensor | None = None
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        logits = self.head(hidden[self.mask])
+        return torch.zeros(*hidden.shape[:2], logits.shape[-1], dtype=logits.dtype).index_put((self.mask,), logits)
+
+
+def scored_mask(batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """(B, T): positions whose next token is scored (HF ``labels`` convention)."""
+    mask = torch.zeros_like(batch["labels"], dtype=torch.bool)
+    mask[:, :-1] = batch["labels"][:, 1:] != common.IGNORE_INDEX
+    return mask
+
+
+class _PassThrough(torch.nn.Module):
+    """A decoder layer that returns its input (the layers below the cached states)."""
+
+    def forward(self, hidden_states, *args, **kwargs):
+        return hidden_states
+
+
+@contextlib.contextmanager
+def top_layers(model, first_layer: int):
+    """``model`` running its layers ≥ ``first_layer`` only, on cached lower-layer states, and its head at the
+    scored positions only (yields the two stand-ins; ``network_signature`` sets them per batch); the layers
+    below pass their input through. Module names stay the
+    full model's, and so do the gradients of modules in the top layers (the layers below do not depend on
+    them), so network specs and signatures are those of the full model."""
+    decoder = model.get_decoder()
+    embeddings, layers, head = decoder.embed_tokens, decoder.layers, model.lm_head
+    stand_in = _PrefixEmbedding(embeddings)
+    decoder.embed_tokens, model.lm_head = stand_in, _ScoredHead(head)
+    decoder.layers = torch.nn.ModuleList([_PassThrough() for _ in range(first_layer)] + list(layers)[first_layer:])
+    try:
+        yield stand_in, model.lm_head
+    finally:
+        decoder.embed_tokens, decoder.layers, model.lm_head = embeddings, layers, head
+
+
 def network_spec(model, tokenizer, module_set: str, lora: common.LoraSettings, granularity: str):
-    """The network spec of a module set (``NETWORK_SETS``): m = ``NETWORK_M``, the head's seed."""
+    """The network spec of a module set (``NETWORK_SETS``: for "lora" the adapters' targets in the top layers);
+    m = ``NETWORK_M``, the head's seed."""
     if module_set == "lora":
-        modules = [f"model.layers.{layer}.self_attn.{target}" for layer in range(lora.first_layer, len(model.model.layers))
+        modules = [f"model.layers.{layer}.self_attn.{target}" for layer in range(lora.first_layer, len(model.get_decoder().layers))
                    for target in lora.target_modules]
     else:
         modules = "all-linear"
@@ -67,13 +135,21 @@ def network_spec(model, tokenizer, module_set: str, lora: common.LoraSettings, g
 
 
 def network_signature(spec, model, examples: Sequence[common.Example], name: str, cache: Path,
-                      batch_size: int = 8) -> Signature:
-    """The network signature of a task's examples (one forward + backward per batch; cached under ``cache``)."""
+                      batch_size: int = 8, prefix: Mapping[str, torch.Tensor] | None = None, stand_in=None) -> Signature:
+    """The network signature of a task's examples (one forward + backward per batch; cached under ``cache``).
+    With ``prefix`` (``common.prefix_states``) the model runs inside ``top_layers`` and ``stand_in`` is what
+    that yields (the embedding and head stand-ins)."""
     path = cache / spec.sketch_id / f"{name}.sig"
     if path.exists():
         return Signature.load(path)
     state = NetworkSketchState(spec)
-    for batch in tqdm(list(common.batches(examples, batch_size)), desc=f"network {name}", leave=False):
+    for start in tqdm(range(0, len(examples), batch_size), desc=f"network {name}", leave=False):
+        chunk = examples[start : start + batch_size]
+        batch = common.collate(chunk)
+        if stand_in is not None:
+            embeddings, head = stand_in
+            embeddings.rows = [prefix[common.prefix_key(e)] for e in chunk]
+            head.mask = scored_mask(batch)
         sketch_network_batch([state], model, batch)
     signature = state.finalize({"base_model": "HuggingFaceTB/SmolLM2-135M-Instruct", "dataset": name})
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -122,7 +198,7 @@ def added_methods(model, tokenizer, spec, suite: str, names: Sequence[str], inpu
     kinds = {"head_input": [head_input_signature(spec, model, task, f"{suite}-{name.replace('/', '-')}", cache)
                             for task, name in zip(inputs, names)]}
     for module_set in network_sets:
-        kinds[f"network_{module_set}"] = suite_network_signatures(suite, module_set, model, tokenizer, dict(examples))
+        kinds[f"network_{module_set}"] = suite_network_signatures(suite, module_set, tokenizer, dict(examples))
     matrices = extra_matrices(kinds, names)
     scores = {key: matrix.fisher for key, matrix in matrices.items()}
     auto_head, selections_head = regime_scores(head, {"head_input": matrices["head_input"]})

@@ -391,10 +391,12 @@ class Neighbour:
 def rank_nearest(target: Signature, signatures: Mapping[str, Signature], limit: int | None = None,
                  score: str = "fisher") -> list[Neighbour]:
     """The signatures most aligned with ``target`` (by head A, or ``score`` a head geometry), those with the
-    target's sketch id only (the others cannot be compared), nearest first; ``limit`` keeps the first ones."""
+    target's sketch id only (the others cannot be compared) and not the target itself, nearest first; ``limit``
+    keeps the first ones."""
     if score not in HEAD_FIELDS:
         raise InputError(f"unknown score {score!r} for nearest signatures; choose one of {', '.join(HEAD_FIELDS)}")
-    comparable = [(name, s) for name, s in signatures.items() if s.sketch_id == target.sketch_id]
+    own = target.to_bytes()
+    comparable = [(name, s) for name, s in signatures.items() if s.sketch_id == target.sketch_id and s.to_bytes() != own]
     if not comparable:
         raise InputError(f"none of the {len(signatures)} signatures has the target's sketch id {target.sketch_id}; "
                          "sketch the target with the same spec as the candidates")
