@@ -197,6 +197,10 @@ def test_shrunk_coupling_pulls_noisy_rho_to_the_cohort_mean():
     assert shrunk[0] > 0.2 and shrunk[3] < 1.4
     undefined = [dataclasses.replace(base, coupling=None, coupling_stderr=None)] * 2
     assert shrunk_coupling(undefined) == [1.0, 1.0]
+    # toward 1: τ² = mean((ρ − 1)² − se²) = (0.64 + 0.16 + 0 + 0.16)/4 − 0.0025 = 0.2375
+    toward_one = shrunk_coupling(spread, prior_mean=1.0)
+    assert toward_one == pytest.approx([1 + 0.2375 / (0.2375 + 0.0025) * (c - 1) for c in (0.2, 0.6, 1.0, 1.4)])
+    assert shrunk_coupling(noisy[:3], prior_mean=1.0) == pytest.approx([1.0, 1.0, 1.0])  # τ² = 0: all at 1
 
 
 def test_probability_best_is_seeded_and_sums_to_one():

@@ -163,7 +163,7 @@ def regime_scores(head: AlignmentMatrix, others: Mapping[str, AlignmentMatrix] |
     selection of every target (its regime, auto's choice and the verdict), candidates = the other tasks."""
     names, n = head.names, len(head.names)
     others = dict(others or {})
-    auto, shrunk = torch.zeros(n, n, dtype=torch.float64), torch.zeros(n, n, dtype=torch.float64)
+    auto, shrunk, separable = (torch.zeros(n, n, dtype=torch.float64) for _ in range(3))
     selections = []
     for target in range(n):
         candidates = [s for s in range(n) if s != target]
@@ -172,8 +172,9 @@ def regime_scores(head: AlignmentMatrix, others: Mapping[str, AlignmentMatrix] |
         selection = score_selection(results, "auto", [names[s] for s in candidates], **extra)
         auto[candidates, target] = torch.tensor(selection.scores.values, dtype=torch.float64)
         shrunk[candidates, target] = torch.tensor(shrunk_fisher(results).values, dtype=torch.float64)
+        separable[candidates, target] = torch.tensor(shrunk_fisher(results, 1.0).values, dtype=torch.float64)
         selections.append({"target": names[target], "candidates": [names[s] for s in candidates], **selection.as_dict()})
-    return {"auto": auto, "fisher_shrunk": shrunk}, selections
+    return {"auto": auto, "fisher_shrunk": shrunk, "fisher_shrunk_separable": separable}, selections
 
 
 def extra_matrices(signatures: Mapping[str, Sequence[Signature]], names: Sequence[str]) -> dict[str, AlignmentMatrix]:
@@ -202,7 +203,8 @@ def added_methods(model, tokenizer, spec, suite: str, names: Sequence[str], inpu
     matrices = extra_matrices(kinds, names)
     scores = {key: matrix.fisher for key, matrix in matrices.items()}
     auto_head, selections_head = regime_scores(head, {"head_input": matrices["head_input"]})
-    scores |= {"auto_head": auto_head["auto"], "fisher_shrunk": auto_head["fisher_shrunk"]}
+    scores |= {"auto_head": auto_head["auto"], "fisher_shrunk": auto_head["fisher_shrunk"],
+               "fisher_shrunk_separable": auto_head["fisher_shrunk_separable"]}
     selections = {"auto_head": selections_head}
     if network_sets:
         others = {"head_input": matrices["head_input"], "network": matrices[f"network_{network_sets[0]}"]}
@@ -242,6 +244,7 @@ def trust_table(selections: Sequence[dict], transfers: Sequence[torch.Tensor]) -
 LABELS = {
     "head_input": "head-input A (a, δ = Wᵀe)", "network_lora": "network-level A, LoRA modules",
     "network_all_linear": "network-level A, all-linear", "auto_head": "auto (head + head-input)",
-    "auto": "auto (+ network-level)", "fisher_shrunk": "A with shrunk ρ",
+    "auto": "auto (+ network-level)", "fisher_shrunk": "A, ρ shrunk to the cohort mean",
+    "fisher_shrunk_separable": "A, ρ shrunk toward 1 (separable)",
     "official_auto": "official fishersketch recommend(auto)", "random": "random",
 }

@@ -44,24 +44,23 @@ def suite_tasks(suite: str, tokenizer) -> dict[str, list[common.Example]]:
 
 def suite_network_signatures(suite: str, module_set: str, tokenizer, tasks=None) -> list:
     """One network signature per task of ``suite`` over ``module_set`` (``methods.NETWORK_SETS``), from a fresh
-    base model (no adapters). "lora" runs the top layers only, on the lower-layer states cached by the ground
-    truth (computed here when missing)."""
+    base model (no adapters). The model runs from the lowest sketched layer up (for "lora" the top layers, on
+    the lower-layer states cached by the ground truth, computed here when missing) and its head at the scored
+    positions only (``methods.top_layers``)."""
     tasks = suite_tasks(suite, tokenizer) if tasks is None else tasks
     cache = common.CACHE_DIR / "network"
-    names = {name: f"{suite}-{name.replace('/', '-')}" for name in tasks}
     model, _ = common.load_base_model()
     lora = common.LoraSettings()
-    if module_set != "lora":
-        spec = methods.network_spec(model, tokenizer, module_set, lora, GRANULARITY[suite])
-        return [methods.network_signature(spec, model, tasks[name], names[name], cache) for name in tasks]
+    first_layer = lora.first_layer if module_set == "lora" else 0
     spec = methods.network_spec(model, tokenizer, module_set, lora, GRANULARITY[suite])
     signatures = []
     for name, examples in tasks.items():
-        prefix = common.prefix_states(model.get_decoder(), lora.first_layer, examples,
-                                      common.CACHE_DIR / f"prefix-L{lora.first_layer}" / f"{PREFIX_GROUP.get(suite, name)}.safetensors")
-        with methods.top_layers(model, lora.first_layer) as stand_in:
-            signatures.append(methods.network_signature(spec, model, examples, names[name], cache, prefix=prefix,
-                                                        stand_in=stand_in))
+        group = PREFIX_GROUP.get(suite, name)
+        prefix = common.prefix_states(model.get_decoder(), first_layer, examples,
+                                      common.CACHE_DIR / f"prefix-L{first_layer}" / f"{group}.safetensors")
+        with methods.top_layers(model, first_layer) as stand_in:
+            signatures.append(methods.network_signature(spec, model, examples, f"{suite}-{name.replace('/', '-')}",
+                                                        cache, prefix=prefix, stand_in=stand_in))
     return signatures
 
 

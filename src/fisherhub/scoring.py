@@ -220,30 +220,37 @@ def regime(results: Sequence[AlignmentResult]) -> Regime:
     return Regime(name, activation, error, coupling_z, threshold, f"{detail}; {evidence(activation)}; {evidence(error)}")
 
 
-def shrunk_coupling(results: Sequence[AlignmentResult]) -> list[float]:
-    """Empirical-Bayes ρ: ρ̂_i = ρ̄ + τ²/(τ² + se_i²)·(ρ_i − ρ̄) over the candidates where ρ is defined, with ρ̄ the
-    inverse-variance mean and τ² = max(0, (Q − (n − 1)) / (Σw − Σw²/Σw)), w = 1/se² (DerSimonian–Laird);
-    ρ̄ where ρ is undefined, 1 (A = S_a S_e) where it is defined nowhere."""
+def shrunk_coupling(results: Sequence[AlignmentResult], prior_mean: float | None = None) -> list[float]:
+    """Empirical-Bayes ρ over the candidates where ρ is defined: ρ̂_i = μ + τ²/(τ² + se_i²)·(ρ_i − μ).
+
+    Without ``prior_mean``, μ is the inverse-variance mean and τ² = max(0, (Q − (n − 1)) / (Σw − Σw²/Σw)),
+    w = 1/se² (DerSimonian–Laird); with it (1: toward the separable A = S_a S_e), μ = ``prior_mean`` and
+    τ² = max(0, mean((ρ_i − μ)² − se_i²)). Where ρ is undefined, μ (1 when ρ is defined nowhere).
+    """
     defined = [i for i, r in enumerate(results) if r.coupling is not None and r.coupling_stderr]
     if not defined:
-        return [1.0] * len(results)
+        return [1.0 if prior_mean is None else prior_mean] * len(results)
     values = [results[i].coupling for i in defined]
     stderr = [results[i].coupling_stderr for i in defined]
-    q, _, mean = heterogeneity(values, stderr)
-    weight = _floored(stderr).pow(-2)
-    spread = float(weight.sum() - weight.square().sum() / weight.sum())
-    tau2 = max(0.0, (q - (len(defined) - 1)) / spread) if spread > 0 else 0.0
+    if prior_mean is None:
+        q, _, mean = heterogeneity(values, stderr)
+        weight = _floored(stderr).pow(-2)
+        spread = float(weight.sum() - weight.square().sum() / weight.sum())
+        tau2 = max(0.0, (q - (len(defined) - 1)) / spread) if spread > 0 else 0.0
+    else:
+        mean = prior_mean
+        tau2 = max(0.0, sum((v - mean) ** 2 - se * se for v, se in zip(values, stderr)) / len(values))
     shrunk = [mean] * len(results)
     for i, value, se in zip(defined, values, stderr):
         shrunk[i] = mean + tau2 / (tau2 + se * se) * (value - mean) if tau2 > 0 else mean
     return shrunk
 
 
-def shrunk_fisher(results: Sequence[AlignmentResult]) -> Scores:
+def shrunk_fisher(results: Sequence[AlignmentResult], prior_mean: float | None = None) -> Scores:
     """A = S_a·S_e·ρ̂ with the shrunk ρ̂ (``shrunk_coupling``); standard errors those of the plain A."""
-    rho = shrunk_coupling(results)
-    return Scores("fisher_shrunk", tuple(r.activation * r.error * c for r, c in zip(results, rho)),
-                  tuple(r.stderr for r in results))
+    rho = shrunk_coupling(results, prior_mean)
+    name = "fisher_shrunk" if prior_mean is None else "fisher_shrunk_separable"
+    return Scores(name, tuple(r.activation * r.error * c for r, c in zip(results, rho)), tuple(r.stderr for r in results))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -362,11 +369,11 @@ class ScoredSelection:
 
 def score_selection(head: Sequence[AlignmentResult], score: str = "auto", names: Sequence[str] | None = None,
                     **other: Sequence[AlignmentResult]) -> ScoredSelection:
-    """Score the candidates of one target by ``score`` ("auto", a head geometry, "fisher_shrunk" or a key of
-    ``other``) and give the verdict. ``head``: each candidate's head alignment with the target; ``other``:
+    """Score the candidates of one target by ``score`` ("auto", a head geometry, "fisher_shrunk",
+    "fisher_shrunk_separable" or a key of ``other``) and give the verdict. ``head``: each candidate's head alignment with the target; ``other``:
     alignments of other signature kinds (``head_input=``, ``network=``), one per candidate."""
     scores = candidate_scores(head, **other)
-    scores["fisher_shrunk"] = shrunk_fisher(head)
+    scores["fisher_shrunk"], scores["fisher_shrunk_separable"] = shrunk_fisher(head), shrunk_fisher(head, 1.0)
     choice = None
     if score == "auto":
         scored, choice = auto_scores(scores, head)
@@ -375,7 +382,7 @@ def score_selection(head: Sequence[AlignmentResult], score: str = "auto", names:
         scored, no_signal = scores[score], not separation(scores[score]).separates
     else:
         raise InputError(f"unknown score {score!r}; choose 'auto' or one of {', '.join(scores)}")
-    geometries = {k: v for k, v in scores.items() if k != "fisher_shrunk"}
+    geometries = {k: v for k, v in scores.items() if not k.startswith("fisher_shrunk")}
     return ScoredSelection(scored, choice, verdict(scored, geometries, names, no_signal=no_signal))
 
 
