@@ -184,13 +184,15 @@ def extra_matrices(signatures: Mapping[str, Sequence[Signature]], names: Sequenc
 
 def added_methods(model, tokenizer, spec, suite: str, names: Sequence[str], inputs: Sequence[common.HeadInputs],
                   examples: Mapping[str, Sequence[common.Example]], head: AlignmentMatrix, error_path_of,
-                  network_sets: Sequence[str] = ("lora",)) -> tuple[dict[str, torch.Tensor], dict[str, list[dict]], dict]:
+                  network_sets: Sequence[str] = ("lora",), official_package: bool = True
+                  ) -> tuple[dict[str, torch.Tensor], dict[str, list[dict]], dict | None]:
     """The score matrices of issue 19's methods on a suite, the scored selections of the two autos, and the
     official package's raw recommendations.
 
     head-input A; network-level A for each of ``network_sets``; ``auto_head`` (auto over the head and
     head-input geometries), ``auto`` (also over the first network set), A with the shrunk ρ; the official
-    package's ``recommend(method="auto")``. ``error_path_of(k)``: the .npy file of task k's e (written if missing).
+    package's ``recommend(method="auto")`` unless not ``official_package`` (it costs about 0.2 s per token on one
+    CPU thread). ``error_path_of(k)``: the .npy file of task k's e (written if missing).
     """
     from benchmarks.paper import official
     from benchmarks.paper.network_signatures import suite_network_signatures
@@ -210,6 +212,8 @@ def added_methods(model, tokenizer, spec, suite: str, names: Sequence[str], inpu
         others = {"head_input": matrices["head_input"], "network": matrices[f"network_{network_sets[0]}"]}
         auto, selections["auto"] = regime_scores(head, others)
         scores["auto"] = auto["auto"]
+    if not official_package:
+        return scores, selections, None
     folder = common.CACHE_DIR / "official" / suite
     activation_paths = []
     for task, name in zip(inputs, names):

@@ -97,7 +97,8 @@ class TransferStudy:
 
 
 def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: common.LoraSettings = DEFAULT_LORA,
-                   split: common.DomainSplit = DEFAULT_SPLIT, seeds: Sequence[int] = common.LORA_SEEDS) -> TransferStudy:
+                   split: common.DomainSplit = DEFAULT_SPLIT, seeds: Sequence[int] = common.LORA_SEEDS,
+                   official_package: bool = True) -> TransferStudy:
     """Signatures, baselines, adapters and held-out NLLs of ``texts`` (domain → documents), all cached."""
     model, tokenizer = common.load_base_model()
     spec = common.paper_spec(model, tokenizer)
@@ -152,7 +153,8 @@ def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: com
             adapted[r, s] = _padded([held_out_nll(source, seed, weights, t) for t in names], units)
     ground_truth = HeldOutLosses(base, adapted, counts, relative_perplexity=True)
     added, selections, official_recommendations = methods.added_methods(
-        model, tokenizer, spec, group.split("_")[0], names, tasks, task_examples, sketch, error_path)
+        model, tokenizer, spec, group.split("_")[0], names, tasks, task_examples, sketch, error_path,
+        official_package=official_package)
     return TransferStudy(names, ground_truth, scores | added, spec.sketch_id, settings, split, [len(t) for t in tasks],
                          selections, official_recommendations)
 
@@ -179,10 +181,21 @@ def report(study: TransferStudy, title: str, figure: str) -> list[list]:
     return rows
 
 
-def run(texts: Mapping[str, Sequence[str]], group: str, title: str, paper: dict, started: float) -> TransferStudy:
+def run(texts: Mapping[str, Sequence[str]], group: str, title: str, paper: dict, started: float,
+        official_package: bool = True) -> TransferStudy:
     """``transfer_study`` + ``report`` + ``benchmarks/results/paper_<group>.json`` and ``.png``."""
-    study = transfer_study(texts, group=group)
+    study = transfer_study(texts, group=group, official_package=official_package)
     report(study, title, f"paper_{group}.png")
     path = write_json(f"paper_{group}", {"description": title, "paper": paper, **study.as_dict()}, started)
     print(f"wrote {path}")
     return study
+
+
+def official_flag(description: str) -> bool:
+    """``--no-official`` on the command line: leave out the paper author's package (slow on CPU)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--no-official", action="store_true",
+                        help="leave out the official fishersketch package (about 0.2 s per token on one CPU thread)")
+    return not parser.parse_args().no_official
