@@ -112,6 +112,7 @@ def test_activation_dark_reads_as_such_and_auto_scores_by_the_errors():
     selection = score_selection(results)
     assert selection.choice.geometry == "error"
     assert selection.verdict.best == 0  # the candidate with the target's own labels
+    assert "activation" not in selection.verdict.agreeing  # identical S_a: it ties, it picks nothing
 
 
 def test_error_flat_reads_as_such_and_auto_scores_by_the_activations():

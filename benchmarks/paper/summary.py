@@ -29,12 +29,13 @@ def _cell(entry, digits: int = 3) -> str:
 
 def table(name: str) -> str:
     result = json.loads((RESULTS_DIR / f"{name}.json").read_text())
+    labels = LABELS | ({"linear_cka": "linear CKA (paired)"} if "exp3" in name else {})
     boot = result["bootstrap"]
     lines = ["| method | top-1 [95% CI] | mean regret | max regret | Δtop-1 vs head A | Δmean regret vs head A | "
              "Δtop-1 vs text embedding | Δmean regret vs text embedding |", "|---|---|---|---|---|---|---|---|"]
     for key in [k for k in ORDER if k in boot["methods"]]:
         metrics = boot["methods"][key]
-        cells = [LABELS.get(key, key), _cell(metrics["top1"]), _cell(metrics["mean_regret"]), _cell(metrics["max_regret"])]
+        cells = [labels.get(key, key), _cell(metrics["top1"]), _cell(metrics["mean_regret"]), _cell(metrics["max_regret"])]
         for reference in ("fishersketch", "embedding"):
             difference = boot["differences"].get(f"{key} - {reference}")
             cells += ["–", "–"] if difference is None else [_cell(difference["top1"]), _cell(difference["mean_regret"])]

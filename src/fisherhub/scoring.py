@@ -289,6 +289,14 @@ def auto_scores(scores: Mapping[str, Scores], head: Sequence[AlignmentResult]) -
     return scores[choice.geometry], choice
 
 
+def _unique_top(scores: Scores) -> int | None:
+    """The candidate a geometry ranks first, or None when it ties for first (a flat geometry picks nothing)."""
+    order = scores.order()
+    if len(order) > 1 and scores.values[order[0]] == scores.values[order[1]]:
+        return None
+    return order[0]
+
+
 def probability_best(scores: Scores, draws: int = DRAWS, seed: int = 0) -> list[float]:
     """P(candidate i has the highest true score) with true scores ~ N(value, se²), independent (seeded Monte Carlo)."""
     generator = torch.Generator().manual_seed(seed)
@@ -336,7 +344,7 @@ def verdict(scored: Scores, scores: Mapping[str, Scores] | None = None, names: S
         gap_z = gap / math.hypot(max(scored.stderr[best], STDERR_FLOOR), max(scored.stderr[runner_up], STDERR_FLOOR))
     p_best = probability_best(scored)[best]
     scores = dict(scores or {}) | {scored.geometry: scored}
-    agreeing = tuple(name for name, s in scores.items() if s.order()[0] == best)
+    agreeing = tuple(name for name, s in scores.items() if _unique_top(s) == best)
     clear = gap_z is None or (gap_z >= CLEAR_GAP_Z and not no_signal)
     random_top1 = 1.0 / len(scored)
     if runner_up is None:
