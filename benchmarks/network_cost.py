@@ -49,7 +49,7 @@ LORA_MODULES = ("q_proj", "v_proj")
 def load(random_weights: bool):
     """(model, tokenizer or None), name."""
     if not random_weights:
-        from fisherhub.defaults import load_model_and_tokenizer
+        from fisherhub.lm.loading import load_model_and_tokenizer
 
         return load_model_and_tokenizer(None), "SmolLM2-135M-Instruct"
     import transformers

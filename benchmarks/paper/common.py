@@ -29,6 +29,7 @@ from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.lm import head_batches, spec_for_model
 from fisherhub.lm.head import output_head
 from fisherhub.lm.loading import load_model_and_tokenizer
+from fisherhub.core.errors import InputError
 
 BENCHMARKS_DIR = Path(__file__).resolve().parents[1]
 CACHE_DIR = BENCHMARKS_DIR / ".cache" / "paper"
@@ -95,17 +96,22 @@ def lm_examples(tokenizer, texts: Sequence[str], max_tokens: int, scored_budget:
 @dataclasses.dataclass(frozen=True)
 class DomainSplit:
     """A domain's task data (signature and LoRA training: the first ``scored_tokens`` tokens of documents
-    cut to ``max_tokens``) and its held-out documents (perplexity: the next ``eval_docs`` documents)."""
+    cut to ``max_tokens``) and its held-out documents (perplexity: the next documents, cut the same way,
+    until exactly ``eval_tokens`` tokens are scored)."""
 
     max_tokens: int = 64
     scored_tokens: int = 2000
-    eval_docs: int = 4
+    eval_tokens: int = 1024
 
     def split(self, tokenizer, texts: Sequence[str]) -> tuple[list[Example], list[Example]]:
         task = lm_examples(tokenizer, texts, self.max_tokens, scored_budget=self.scored_tokens)
         rest = task[-1].doc_index + 1
-        held_out = lm_examples(tokenizer, texts[rest:], self.max_tokens, first_doc_index=rest)
-        return task, held_out[: self.eval_docs]
+        held_out = lm_examples(tokenizer, texts[rest:], self.max_tokens, scored_budget=self.eval_tokens,
+                               first_doc_index=rest)
+        if sum(e.num_scored for e in held_out) < self.eval_tokens:
+            raise InputError(f"{len(texts)} documents leave fewer than {self.eval_tokens} held-out tokens "
+                             "after the task data; build the domain with more documents")
+        return task, held_out
 
 
 def label_example(tokenizer, prompt: str, label_id: int, doc_index: int) -> Example:
@@ -298,6 +304,9 @@ class LoraSettings:
     learning_rate: float = 1e-3
 
 
+#: LoRA training seeds of every transfer experiment (each seed is one ground truth; selections are scored per seed)
+LORA_SEEDS = (0, 1)
+
 
 def config_key(*configs) -> str:
     """Short hash of dataclass configurations (cache file names)."""
@@ -349,27 +358,11 @@ class LoraBench:
     def prefix_states(self, examples: Sequence[Example], group: str, batch_size: int = 8) -> None:
         """Compute (or load from ``group``'s cache file) the lower-layer states of ``examples``."""
         path = self.cache / f"prefix-L{self.settings.first_layer}" / f"{group}.safetensors"
-        if path.exists():
-            self._states.update(load_file(path))
-        keys = {_prefix_key(e): e for e in examples}
-        missing = [e for k, e in keys.items() if k not in self._states]
-        with torch.no_grad(), decoder_slice(self.decoder, 0, self.settings.first_layer, final_norm=False):
-            for start in tqdm(range(0, len(missing), batch_size), desc=f"prefix {group}", leave=False):
-                chunk = missing[start : start + batch_size]
-                batch = collate([Example(e.input_ids[:-1], e.labels[:-1], e.doc_index) for e in chunk])
-                mask = batch["attention_mask"]
-                hidden = self.decoder(input_ids=batch["input_ids"], attention_mask=mask,
-                                      position_ids=_positions(mask), use_cache=False).last_hidden_state
-                for row, example in enumerate(chunk):
-                    self._states[_prefix_key(example)] = hidden[row, mask[row] == 1].clone()
-        if missing or not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            save_file({k: self._states[k].contiguous() for k in keys}, f"{path}.tmp")
-            os.replace(f"{path}.tmp", path)
+        self._states.update(prefix_states(self.decoder, self.settings.first_layer, examples, path, batch_size))
 
     def scored_logits(self, examples: Sequence[Example]) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits (N, K) and labels (N,) of the scored tokens of ``examples`` (prefix states needed)."""
-        states = [self._states[_prefix_key(e)] for e in examples]
+        states = [self._states[prefix_key(e)] for e in examples]
         width = max(len(s) for s in states)
         hidden = torch.zeros(len(states), width, states[0].shape[1])
         mask = torch.zeros(len(states), width, dtype=torch.long)
@@ -396,6 +389,10 @@ class LoraBench:
                 rows.append(-log_probs.gather(1, columns.expand(len(targets), -1)))
         nll = torch.cat(rows)
         return nll[:, 0] if candidate_ids is None else nll
+
+    def document_nll(self, examples: Sequence[Example]) -> list[float]:
+        """Σ_t −log p(label_t) over each example's scored tokens (one sum per example, in order)."""
+        return [float(part.sum()) for part in self.nll(examples).split([e.num_scored for e in examples])]
 
     # -- adapters ---------------------------------------------------------------------------------
     def adapter(self, name: str, examples: Sequence[Example], seed: int = 0) -> dict[str, torch.Tensor]:
@@ -443,7 +440,30 @@ class LoraBench:
         yield self
 
 
-def _prefix_key(example: Example) -> str:
+def prefix_states(decoder, first_layer: int, examples: Sequence[Example], path: Path,
+                  batch_size: int = 8) -> dict[str, torch.Tensor]:
+    """The output of the decoder's layers below ``first_layer`` on each example's ``input_ids[:-1]`` (the last
+    input token feeds no scored prediction), keyed by ``prefix_key``; loaded from and saved to ``path``."""
+    states = load_file(path) if path.exists() else {}
+    keys = {prefix_key(e): e for e in examples}
+    missing = [e for k, e in keys.items() if k not in states]
+    with torch.no_grad(), decoder_slice(decoder, 0, first_layer, final_norm=False):
+        for start in tqdm(range(0, len(missing), batch_size), desc=f"prefix {path.stem}", leave=False):
+            chunk = missing[start : start + batch_size]
+            batch = collate([Example(e.input_ids[:-1], e.labels[:-1], e.doc_index) for e in chunk])
+            mask = batch["attention_mask"]
+            hidden = decoder(input_ids=batch["input_ids"], attention_mask=mask,
+                             position_ids=_positions(mask), use_cache=False).last_hidden_state
+            for row, example in enumerate(chunk):
+                states[prefix_key(example)] = hidden[row, mask[row] == 1].clone()
+    if missing or not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.contiguous() for k, v in states.items()}, f"{path}.tmp")
+        os.replace(f"{path}.tmp", path)
+    return {k: states[k] for k in keys}
+
+
+def prefix_key(example: Example) -> str:
     return hashlib.sha1(json.dumps(example.input_ids[:-1]).encode()).hexdigest()
 
 

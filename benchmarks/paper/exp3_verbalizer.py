@@ -3,9 +3,9 @@
 Fixed prompts "Review: <VADER snippet>\\nSentiment:" (human-rated snippets with |score| ≥ 1: movie
 reviews, product reviews, tweets) and six verbalizer pairs, each a single token after the prompt:
 positive/negative, good/bad, yes/no, great/terrible, happy/sad, 1/0. A task is the prompt with its
-label word as the one scored target. Ground truth: a LoRA adapter trained on task s (three seeds)
+label word as the one scored target. Ground truth: a LoRA adapter trained on task s (``common.LORA_SEEDS``)
 lowers the held-out loss of task t by transfer[s, t] nats. For each (target, seed) every method picks
-one of the five other tasks; top-1 over the 18 trials. Activation-only similarity and paired CKA see
+one of the five other tasks; top-1 over the 12 trials. Activation-only similarity and paired CKA see
 identical activations, so they tie every candidate (expected top-1 1/5).
 Paper: FisherSketch 66.7%, activation-only 20% (= random), error-only 72.2%.
 
@@ -22,13 +22,15 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
 from benchmarks.domains import sentiment_snippets
-from benchmarks.paper import baselines, common
-from benchmarks.paper.report import heatmaps, matrix_rows, print_table, write_json
-from benchmarks.paper.scoring import combine, random_selection, selection_score
+from benchmarks.paper import baselines, common, methods
+from benchmarks.paper.report import heatmaps, matrix_rows, print_bootstrap, print_table, regime_counts, write_json
+from benchmarks.paper.methods import trust_table
+from benchmarks.paper.scoring import HeldOutLosses, combine, paired_bootstrap, random_selection, selection_score
 from fisherhub import alignment_matrix
 from fisherhub.core.errors import InputError
 from fisherhub.core.exact import exact_alignment, linear_cka
@@ -44,15 +46,16 @@ VERBALIZERS = {
 TEMPLATE = "Review: {text}\nSentiment:"
 MIN_ABS_SCORE = 1.0  # VADER human rating in [-4, 4]; weaker ratings are left out as ambiguous
 TEXT_TOKENS = 40  # snippets are cut to their first 40 tokens
-POOL, HELD_OUT = 256, 64  # prompts for signatures and LoRA training / for the ground-truth loss
-SEEDS = (0, 1, 2)
+SNIPPETS = 3000  # VADER snippets drawn (2,140 of them rated |score| >= 1)
+POOL, HELD_OUT = 256, 1024  # prompts for signatures and LoRA training / for the ground-truth loss
+SEEDS = common.LORA_SEEDS
 PAPER = {"fishersketch": 0.667, "activation": 0.20, "error": 0.722}
 METHODS = {
     "fishersketch": "FisherSketch A", "activation": "activation-only S_a", "error": "error-only S_e",
     "linear_cka": "linear CKA (paired)", "embedding": "mean text embedding (LoraRetriever-style)",
     "diagonal_fisher": "diagonal head Fisher (TaskEmb-style)",
     "exact_fisher": "exact A, Gram form (diagnostic)", "exact_error": "exact S_e, Gram form (diagnostic)",
-}
+} | methods.LABELS
 
 
 def label_ids(tokenizer) -> dict[str, tuple[int, int]]:
@@ -68,9 +71,24 @@ def label_ids(tokenizer) -> dict[str, tuple[int, int]]:
 
 def prompts(tokenizer) -> tuple[list[str], torch.Tensor]:
     """Prompts and sentiment signs (+1 / −1) of the clearly rated snippets, in dataset order."""
-    rows = [r for r in sentiment_snippets() if abs(r["score"]) >= MIN_ABS_SCORE][: POOL + HELD_OUT]
+    rows = [r for r in sentiment_snippets(SNIPPETS) if abs(r["score"]) >= MIN_ABS_SCORE][: POOL + HELD_OUT]
     texts = [tokenizer.decode(tokenizer(r["text"], add_special_tokens=False)["input_ids"][:TEXT_TOKENS]) for r in rows]
     return [TEMPLATE.format(text=t) for t in texts], torch.tensor([1 if r["score"] > 0 else -1 for r in rows])
+
+
+def task_examples(tokenizer) -> tuple[dict[str, list[common.Example]], list[common.Example], list[str], torch.Tensor]:
+    """Each task's pool examples (prompt + its label word), the held-out prompts (labelled with the first
+    task's words), the prompts and which of them are positive."""
+    ids = label_ids(tokenizer)
+    texts, signs = prompts(tokenizer)
+    positive = signs > 0
+
+    def examples(task: str, documents: range) -> list[common.Example]:
+        return [common.label_example(tokenizer, texts[i], ids[task][0] if positive[i] else ids[task][1], i)
+                for i in documents]
+
+    pool = {task: examples(task, range(POOL)) for task in VERBALIZERS}
+    return pool, examples(next(iter(VERBALIZERS)), range(POOL, POOL + HELD_OUT)), texts, positive
 
 
 def main() -> None:
@@ -79,15 +97,7 @@ def main() -> None:
     spec = common.paper_spec(model, tokenizer)
     ids = label_ids(tokenizer)
     names = list(VERBALIZERS)
-    texts, signs = prompts(tokenizer)
-    positive = signs > 0
-
-    def examples(task: str, documents: range) -> list[common.Example]:
-        return [common.label_example(tokenizer, texts[i], ids[task][0] if positive[i] else ids[task][1], i)
-                for i in documents]
-
-    pool = {task: examples(task, range(POOL)) for task in names}
-    held_out = examples(names[0], range(POOL, POOL + HELD_OUT))
+    pool, held_out, texts, positive = task_examples(tokenizer)
 
     # the prompts' head inputs once (they are the same for every task), then one signature per task
     inputs, _ = common.capture_task(model, spec, pool[names[0]], "verbalizer_prompts", common.CACHE_DIR / "tasks")
@@ -95,18 +105,21 @@ def main() -> None:
     tasks = [common.HeadInputs(inputs.activations, torch.where(positive_doc, ids[t][0], ids[t][1]), inputs.doc_index)
              for t in names]
     signatures = [common.sketch_head_inputs(spec, model, task, name) for task, name in zip(tasks, names)]
+
+    def error_path(k: int):
+        return common.CACHE_DIR / "errors" / f"verbalizer-{names[k].replace('/', '-')}.npy"
+
     sketch = alignment_matrix(signatures, names)
     scores = {
         "fishersketch": sketch.fisher, "activation": sketch.activation, "error": sketch.error,
         "linear_cka": torch.tensor([[linear_cka(a.activations, b.activations) for b in tasks] for a in tasks]),
         "embedding": baselines.sentence_embedding_matrix(
             [[texts[i] + VERBALIZERS[t][0 if positive[i] else 1] for i in range(POOL)] for t in names]),
-        "diagonal_fisher": baselines.diagonal_fisher_matrix(
-            tasks, lambda k: common.head_errors(model, tasks[k].activations, tasks[k].targets)),
+        "diagonal_fisher": baselines.diagonal_fisher_matrix(tasks, lambda k: common.cached_errors(model, tasks[k], error_path(k))),
     }
     # diagnostic: the exact quantities the sketch estimates (U-statistic norms), to tell estimator noise
     # from what the Fisher alignment itself says
-    errors = [common.head_errors(model, t.activations, t.targets) for t in tasks]
+    errors = [common.cached_errors(model, t, error_path(k)) for k, t in enumerate(tasks)]
     exact = [[exact_alignment(a.activations, ea, b.activations, eb, exclude_self_pairs=True)
               for b, eb in zip(tasks, errors)] for a, ea in zip(tasks, errors)]
     scores["exact_fisher"] = torch.tensor([[r.fisher for r in row] for row in exact])
@@ -117,21 +130,24 @@ def main() -> None:
     bench = common.LoraBench(model, settings, common.CACHE_DIR)
     bench.prefix_states(pool[names[0]] + held_out, group="verbalizer")
     candidates = [i for pair in (ids[t] for t in names) for i in pair]
-    ledger = common.Ledger(common.CACHE_DIR / f"exp3_nll_{common.config_key(settings)}_{common.examples_key(held_out)}.json")
+    ledger = common.Ledger(common.CACHE_DIR / f"exp3_prompt_nll_{common.config_key(settings)}_{common.examples_key(held_out)}.json")
 
-    def task_losses(weights) -> list[float]:
+    def task_losses(weights) -> list[list[float]]:
+        """−log p(label) of every held-out prompt, for each task's labels."""
         with bench.using(weights) as adapted:
             nll = adapted.nll(held_out, candidate_ids=candidates)
-        return [float(torch.where(positive[POOL:], nll[:, 2 * k], nll[:, 2 * k + 1]).mean()) for k in range(len(names))]
+        return [torch.where(positive[POOL:], nll[:, 2 * k], nll[:, 2 * k + 1]).tolist() for k in range(len(names))]
 
-    base = torch.tensor(ledger.get("base", lambda: task_losses(None)), dtype=torch.float64)
-    transfers = []
-    for seed in SEEDS:
-        adapted = torch.tensor([ledger.get(f"{task}|{seed}", lambda task=task, seed=seed: task_losses(
-            bench.adapter(f"verbalizer-{task.replace('/', '-')}", pool[task], seed))) for task in tqdm(names, desc=f"seed {seed}")],
-            dtype=torch.float64)
-        transfers.append(base[None, :] - adapted)
+    base = np.array(ledger.get("base", lambda: task_losses(None)))
+    adapted = np.array([[ledger.get(f"{task}|{seed}", lambda task=task, seed=seed: task_losses(
+        bench.adapter(f"verbalizer-{task.replace('/', '-')}", pool[task], seed))) for task in tqdm(names, desc=f"seed {seed}")]
+        for seed in SEEDS])
+    ground_truth = HeldOutLosses(base, adapted, np.ones_like(base), relative_perplexity=False)
+    transfers = [torch.from_numpy(t) for t in ground_truth.transfer()]
 
+    added, selections, official_recommendations = methods.added_methods(
+        model, tokenizer, spec, "exp3", names, tasks, pool, sketch, error_path)
+    scores |= added
     selection = {key: combine([selection_score(score, transfer) for transfer in transfers]) for key, score in scores.items()}
     selection["random"] = combine([random_selection(transfer) for transfer in transfers])
     best = torch.stack([t.clone().fill_diagonal_(-torch.inf).argmax(dim=0) for t in transfers])
@@ -143,8 +159,15 @@ def main() -> None:
                 title=f"Experiment 3: verbalizer shift, {len(names)} tasks x {len(SEEDS)} seeds = "
                       f"{len(names) * len(SEEDS)} selections (random top-1 = 1/{len(names) - 1})")
     print(f"best source identical across the {len(SEEDS)} seeds for {seed_agreement:.0%} of targets")
+    bootstrap = paired_bootstrap(scores, ground_truth)
+    print_bootstrap(bootstrap, METHODS, ("fishersketch", "embedding"),
+                    f"Experiment 3, paired bootstrap ({bootstrap['draws']} draws over targets and held-out prompts)")
+    trust = {key: trust_table(value, transfers) for key, value in selections.items()}
+    regimes = {key: regime_counts(value) for key, value in selections.items()}
+    print("regimes:", regimes)
+    print("trust:", trust)
     mean_transfer = torch.stack(transfers).mean(dim=0)
-    heatmaps({"transfer (nats, mean over seeds)": mean_transfer} | {METHODS[k]: v for k, v in scores.items()},
+    heatmaps({"transfer (nats, mean over seeds)": mean_transfer} | {METHODS.get(k, k): v for k, v in scores.items()},
              names, common.RESULTS_DIR / "paper_exp3_verbalizer.png",
              "Exp. 3: verbalizer shift on SmolLM2-135M (rows: source, columns: target)", columns=4)
     path = write_json("paper_exp3_verbalizer", {
@@ -152,11 +175,12 @@ def main() -> None:
         "paper": PAPER, "sketch_id": spec.sketch_id, "tasks": names, "verbalizers": VERBALIZERS,
         "template": TEMPLATE, "prompts": {"pool": POOL, "held_out": HELD_OUT, "min_abs_score": MIN_ABS_SCORE,
                                           "positive_share": float(positive.double().mean())},
-        "lora": dataclasses.asdict(settings), "seeds": list(SEEDS), "base_nll": base.tolist(),
+        "lora": dataclasses.asdict(settings), "seeds": list(SEEDS), "held_out_nll": ground_truth.as_dict(),
         "transfer_per_seed": [matrix_rows(t) for t in transfers], "best_source_seed_agreement": seed_agreement,
         "scores": {k: matrix_rows(v) for k, v in scores.items()},
         "selection": {k: s.as_dict() for k, s in selection.items()},
-        "sketch_stderr": matrix_rows(sketch.stderr),
+        "sketch_stderr": matrix_rows(sketch.stderr), "bootstrap": bootstrap, "selections": selections,
+        "trust": trust, "regimes": regimes, "official": official_recommendations,
     }, started)
     print(f"wrote {path}")
 

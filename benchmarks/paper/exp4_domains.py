@@ -21,16 +21,17 @@ if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
 
 from benchmarks.domains import natural_domains
 from benchmarks.paper import common
-from benchmarks.paper.transfer import run
+from benchmarks.paper.transfer import official_flag, run
 
 
 def main() -> None:
+    official_package = official_flag(__doc__.splitlines()[0])
     started = time.time()
     domains = natural_domains()
     run({name: domains[name]["text"] for name in common.NATURAL_DOMAINS}, "exp4_domains",
         f"Experiment 4: LoRA source selection over {len(common.NATURAL_DOMAINS)} natural domains, SmolLM2-135M "
         "(paper, Llama-3.1-8B, 100 domains: FisherSketch 45.7% top-1 = 10.9x random, max regret 0.119)",
-        {"top1": 0.457, "x_random": 10.9, "max_regret": 0.119, "domains": 100}, started)
+        {"top1": 0.457, "x_random": 10.9, "max_regret": 0.119, "domains": 100}, started, official_package)
 
 
 if __name__ == "__main__":

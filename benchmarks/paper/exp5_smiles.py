@@ -22,7 +22,7 @@ if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
 
 from benchmarks.domains import smiles_domains
 from benchmarks.paper.report import print_table
-from benchmarks.paper.transfer import METHODS, run
+from benchmarks.paper.transfer import LABELS, official_flag, run
 
 SMILES_SUBDOMAINS = (
     "moses_small", "moses_large", "moses_few_rings", "moses_many_rings", "moses_halogenated", "moses_sulfur",
@@ -32,16 +32,17 @@ PAPER = {"fishersketch": (0.53, 0.006), "activation": (None, 0.081)}
 
 
 def main() -> None:
+    official_package = official_flag(__doc__.splitlines()[0])
     started = time.time()
     domains = smiles_domains()
     study = run({name: domains[name]["text"] for name in SMILES_SUBDOMAINS}, "exp5_smiles",
                 f"Experiment 5: {len(SMILES_SUBDOMAINS)} SMILES subdomains, SmolLM2-135M (paper: FisherSketch "
                 "Spearman 0.53, p = 0.006; activation-only p = 0.081)",
-                {"fishersketch_spearman": 0.53, "fishersketch_p": 0.006, "activation_p": 0.081, "domains": 9}, started)
+                {"fishersketch_spearman": 0.53, "fishersketch_p": 0.006, "activation_p": 0.081, "domains": 9}, started, official_package)
     n = len(study.names)
     unordered = study.pooled(symmetric=True)
     print_table(["method", "rho (ordered)", "p", "rho (unordered)", "p", "paper rho", "paper p"],
-                [[METHODS[key], rho, p, *unordered[key], *PAPER.get(key, (None, None))]
+                [[LABELS.get(key, key), rho, p, *unordered[key], *PAPER.get(key, (None, None))]
                  for key, (rho, p) in study.pooled().items()],
                 title=f"Experiment 5: similarity vs cross-domain perplexity reduction: Spearman over the {n * (n - 1)} "
                       f"ordered (source, target) pairs and over the {n * (n - 1) // 2} unordered pairs "

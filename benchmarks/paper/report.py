@@ -123,3 +123,38 @@ def scatter_panels(panels: Mapping[str, tuple[torch.Tensor, torch.Tensor, torch.
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
+
+
+def bootstrap_rows(bootstrap: Mapping, labels: Mapping[str, str], references: Sequence[str]) -> list[list]:
+    """Rows: method, top-1 [95% CI], mean regret [CI], max regret [CI], and top-1 / mean-regret differences
+    against each of ``references`` (method − reference, paired bootstrap CI)."""
+    def cell(entry: Mapping) -> str:
+        low, high = entry["ci95"]
+        return f"{entry['value']:.3f} [{low:.3f}, {high:.3f}]"
+
+    rows = []
+    for key, metrics in bootstrap["methods"].items():
+        row = [labels.get(key, key), cell(metrics["top1"]), cell(metrics["mean_regret"]), cell(metrics["max_regret"])]
+        for reference in references:
+            difference = bootstrap["differences"].get(f"{key} - {reference}")
+            row += ["–", "–"] if difference is None else [cell(difference["top1"]), cell(difference["mean_regret"])]
+        rows.append(row)
+    return rows
+
+
+def print_bootstrap(bootstrap: Mapping, labels: Mapping[str, str], references: Sequence[str], title: str) -> str:
+    headers = ["method", "top-1 [95% CI]", "mean regret", "max regret"]
+    for reference in references:
+        headers += [f"Δtop-1 vs {reference}", f"Δmean regret vs {reference}"]
+    return print_table(headers, bootstrap_rows(bootstrap, labels, references), title=title)
+
+
+def regime_counts(selections: Sequence[Mapping]) -> dict[str, int]:
+    """How many selections each head regime and each auto choice got."""
+    counts: dict[str, int] = {}
+    for selection in selections:
+        choice = selection["choice"]
+        for key in (f"regime {choice['regime']['name']}", f"auto scored by {choice['geometry']}",
+                    "verdict clear" if selection["verdict"]["clear"] else "verdict not clear"):
+            counts[key] = counts.get(key, 0) + 1
+    return counts

@@ -20,6 +20,33 @@ TIE_TOLERANCE = 1e-9
 
 
 @dataclasses.dataclass(frozen=True)
+class HeldOutLosses:
+    """The ground truth as held-out loss sums per unit (a document or a prompt) of each target.
+
+    ``base[t, u]`` and ``adapted[r, s, t, u]`` (LoRA seed r, source s) are Σ −log p over unit u of target t,
+    ``counts[t, u]`` its scored tokens (0 pads targets with fewer units). Transfer is the drop of the
+    target's mean held-out loss in nats, or with ``relative_perplexity`` 1 − ppl_s/ppl_base = 1 − exp(−drop).
+    ``weights[t, u]`` (how often each unit is drawn: a bootstrap resample) reweights the units.
+    """
+
+    base: np.ndarray
+    adapted: np.ndarray
+    counts: np.ndarray
+    relative_perplexity: bool
+
+    def transfer(self, weights: np.ndarray | None = None) -> np.ndarray:
+        """Transfer [seed, source, target]."""
+        weights = np.ones_like(self.counts) if weights is None else weights
+        tokens = (weights * self.counts).sum(axis=-1)
+        drop = (weights * self.base).sum(axis=-1) / tokens - (weights * self.adapted).sum(axis=-1) / tokens
+        return -np.expm1(-drop) if self.relative_perplexity else drop
+
+    def as_dict(self) -> dict:
+        return {"base": self.base.tolist(), "adapted": self.adapted.tolist(), "counts": self.counts.tolist(),
+                "relative_perplexity": self.relative_perplexity}
+
+
+@dataclasses.dataclass(frozen=True)
 class SelectionScore:
     """Top-1 accuracy, regret (transfer of the best source minus that of the chosen one) and the
     per-target Spearman correlation between score and transfer (mean over targets; a constant score
@@ -111,3 +138,75 @@ def pooled_spearman(score: torch.Tensor, transfer: torch.Tensor, symmetric: bool
 
 def finite_or_none(value: float) -> float | None:
     return None if value is None or math.isnan(value) else value
+
+
+#: bootstrap resamples of every suite (fixed before any result)
+BOOTSTRAP_DRAWS, BOOTSTRAP_SEED = 2000, 0
+
+
+def _choice_weights(score: np.ndarray) -> np.ndarray:
+    """(S, T): for each target column, 1/|tied best| on the candidates a score picks (ties split evenly)."""
+    n = score.shape[0]
+    weights = np.zeros_like(score, dtype=np.float64)
+    for target in range(score.shape[1]):
+        candidates = _candidates(n, target)
+        chosen = candidates[_tied_best(score[candidates, target])]
+        weights[chosen, target] = 1.0 / len(chosen)
+    return weights
+
+
+def _per_target(weights: np.ndarray, transfer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Top-1 and regret (…, T) of choice ``weights`` (S, T) against transfers (…, S, T) (the diagonal excluded)."""
+    n = transfer.shape[-2]
+    truth = np.where(np.eye(n, dtype=bool), -np.inf, transfer)
+    best = truth.max(axis=-2, keepdims=True)
+    is_best = truth >= best - TIE_TOLERANCE * np.maximum(1.0, np.abs(best))
+    top1 = (weights * is_best).sum(axis=-2)
+    regret = best[..., 0, :] - (weights * np.where(np.isfinite(truth), truth, 0.0)).sum(axis=-2)
+    return top1, regret
+
+
+def paired_bootstrap(scores: dict[str, torch.Tensor], truth: HeldOutLosses, draws: int = BOOTSTRAP_DRAWS,
+                     seed: int = BOOTSTRAP_SEED) -> dict:
+    """Top-1, mean and max regret of every method (and "random": every candidate tied) with 95% percentile
+    intervals, and the same for every difference between two methods, from one paired bootstrap: each draw
+    resamples the targets and, within each target, its held-out units (documents or prompts), so the ground
+    truth's own noise is in the intervals; every method is scored on the same draws. Metrics are means over
+    the LoRA seeds."""
+    rng = np.random.default_rng(seed)
+    n_targets = truth.counts.shape[0]
+    valid = truth.counts > 0
+    methods = {k: _choice_weights(np.asarray(v, dtype=np.float64)) for k, v in scores.items()}
+    methods["random"] = 1.0 / (n_targets - 1) * (1.0 - np.eye(n_targets))
+    samples = {k: {"top1": [], "mean_regret": [], "max_regret": []} for k in methods}
+    for _ in range(draws):
+        targets = np.bincount(rng.integers(0, n_targets, n_targets), minlength=n_targets)
+        unit_weights = np.zeros_like(truth.counts)
+        for t in range(n_targets):
+            units = np.flatnonzero(valid[t])
+            unit_weights[t, units] = np.bincount(rng.integers(0, len(units), len(units)), minlength=len(units))
+        transfer = truth.transfer(unit_weights)  # (R, S, T)
+        for key, weights in methods.items():
+            top1, regret = _per_target(weights, transfer)  # (R, T)
+            drawn = targets > 0
+            samples[key]["top1"].append(float((top1 @ targets).mean() / n_targets))
+            samples[key]["mean_regret"].append(float((regret @ targets).mean() / n_targets))
+            samples[key]["max_regret"].append(float(regret[:, drawn].max(axis=1).mean()))
+    point = {}
+    transfer = truth.transfer()
+    for key, weights in methods.items():
+        top1, regret = _per_target(weights, transfer)
+        point[key] = {"top1": float(top1.mean()), "mean_regret": float(regret.mean()),
+                      "max_regret": float(regret.max(axis=1).mean())}
+    arrays = {k: {m: np.array(v) for m, v in s.items()} for k, s in samples.items()}
+
+    def interval(values: np.ndarray) -> list[float]:
+        return [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))]
+
+    keys = list(methods)
+    return {
+        "draws": draws, "seed": seed,
+        "methods": {k: {m: {"value": point[k][m], "ci95": interval(arrays[k][m])} for m in point[k]} for k in keys},
+        "differences": {f"{a} - {b}": {m: {"value": point[a][m] - point[b][m], "ci95": interval(arrays[a][m] - arrays[b][m])}
+                                       for m in point[a]} for a in keys for b in keys if a != b},
+    }

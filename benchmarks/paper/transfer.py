@@ -13,13 +13,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
-from benchmarks.paper import baselines, common
-from benchmarks.paper.report import heatmaps, matrix_rows, print_table, write_json
+from benchmarks.paper import baselines, common, methods
+from benchmarks.paper.methods import trust_table
+from benchmarks.paper.report import heatmaps, matrix_rows, print_bootstrap, print_table, regime_counts, write_json
 from benchmarks.paper.scoring import (
+    HeldOutLosses,
     SelectionScore,
+    combine,
+    paired_bootstrap,
     pooled_spearman,
     random_selection,
     selection_score,
@@ -34,26 +39,33 @@ METHODS = {
     "embedding": "mean text embedding (LoraRetriever-style)",
     "diagonal_fisher": "diagonal head Fisher (TaskEmb-style)",
 }
+LABELS = METHODS | methods.LABELS
 DEFAULT_LORA, DEFAULT_SPLIT = common.LoraSettings(), common.DomainSplit()
 
 
 @dataclasses.dataclass
 class TransferStudy:
-    """Names, base and adapted held-out NLLs, the transfer matrix [source, target] and method scores."""
+    """Names, the held-out losses (base and per seed and source), method scores and the settings."""
 
     names: list[str]
-    base_nll: torch.Tensor
-    adapted_nll: torch.Tensor
-    transfer: torch.Tensor
+    ground_truth: HeldOutLosses
     scores: dict[str, torch.Tensor]
     sketch_id: str
     settings: common.LoraSettings
     split: common.DomainSplit
     tokens: list[int]
+    selections: dict[str, list[dict]]
+    official: dict
+
+    @property
+    def transfer(self) -> torch.Tensor:
+        """Transfer [source, target], mean over seeds."""
+        return torch.from_numpy(self.ground_truth.transfer().mean(axis=0))
 
     def selection(self) -> dict[str, SelectionScore]:
-        results = {key: selection_score(score, self.transfer) for key, score in self.scores.items()}
-        return results | {"random": random_selection(self.transfer)}
+        per_seed = self.ground_truth.transfer()
+        results = {key: combine([selection_score(score, t) for t in per_seed]) for key, score in self.scores.items()}
+        return results | {"random": combine([random_selection(t) for t in per_seed])}
 
     def pooled(self, symmetric: bool = False) -> dict[str, tuple[float, float]]:
         return {key: pooled_spearman(score, self.transfer, symmetric) for key, score in self.scores.items()}
@@ -61,18 +73,32 @@ class TransferStudy:
     def as_dict(self) -> dict:
         return {
             "domains": self.names, "sketch_id": self.sketch_id, "lora": dataclasses.asdict(self.settings),
-            "split": dataclasses.asdict(self.split), "task_tokens": self.tokens,
-            "base_nll": self.base_nll.tolist(), "adapted_nll": matrix_rows(self.adapted_nll),
+            "seeds": list(common.LORA_SEEDS), "split": dataclasses.asdict(self.split), "task_tokens": self.tokens,
+            "held_out": self.ground_truth.as_dict(),
             "transfer": matrix_rows(self.transfer),
+            "transfer_per_seed": [matrix_rows(torch.from_numpy(t)) for t in self.ground_truth.transfer()],
             "scores": {key: matrix_rows(score) for key, score in self.scores.items()},
             "selection": {key: s.as_dict() for key, s in self.selection().items()},
             "pooled_spearman": {key: {"rho": r, "p": p} for key, (r, p) in self.pooled().items()},
             "pooled_spearman_unordered": {key: {"rho": r, "p": p} for key, (r, p) in self.pooled(True).items()},
+            "bootstrap": self.bootstrap(), "selections": self.selections, "trust": self.trust(),
+            "regimes": {key: regime_counts(value) for key, value in self.selections.items()}, "official": self.official,
         }
+
+    def bootstrap(self) -> dict:
+        """``paired_bootstrap`` of every method (computed once)."""
+        if "_bootstrap" not in self.__dict__:
+            self.__dict__["_bootstrap"] = paired_bootstrap(self.scores, self.ground_truth)
+        return self.__dict__["_bootstrap"]
+
+    def trust(self) -> dict:
+        transfers = [torch.from_numpy(t) for t in self.ground_truth.transfer()]
+        return {key: trust_table(value, transfers) for key, value in self.selections.items()}
 
 
 def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: common.LoraSettings = DEFAULT_LORA,
-                   split: common.DomainSplit = DEFAULT_SPLIT) -> TransferStudy:
+                   split: common.DomainSplit = DEFAULT_SPLIT, seeds: Sequence[int] = common.LORA_SEEDS,
+                   official_package: bool = True) -> TransferStudy:
     """Signatures, baselines, adapters and held-out NLLs of ``texts`` (domain → documents), all cached."""
     model, tokenizer = common.load_base_model()
     spec = common.paper_spec(model, tokenizer)
@@ -81,13 +107,19 @@ def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: com
     task_examples, eval_examples = captured.task_examples, captured.eval_examples
     sketch = alignment_matrix(signatures, names)
     scores = {"fishersketch": sketch.fisher, "activation": sketch.activation, "error": sketch.error}
+    def error_path(k: int):
+        path = common.CACHE_DIR / "errors" / f"{names[k]}.npy"
+        if not path.exists():
+            common.cached_errors(model, tasks[k], path)
+        return path
+
     baseline_ledger = common.Ledger(common.CACHE_DIR / f"{group}_baselines_{common.config_key(split)}.json")
     task_texts = [[tokenizer.decode(e.input_ids) for e in task_examples[name]] for name in names]
     computed = {
         "linear_cka": lambda: baselines.feature_cka_matrix([t.activations for t in tasks]),
         "embedding": lambda: baselines.sentence_embedding_matrix(task_texts),
         "diagonal_fisher": lambda: baselines.diagonal_fisher_matrix(
-            tasks, lambda k: common.cached_errors(model, tasks[k], common.CACHE_DIR / "errors" / f"{names[k]}.npy")),
+            tasks, lambda k: common.cached_errors(model, tasks[k], error_path(k))),
     }
     for key, compute in computed.items():
         scores[key] = torch.tensor(baseline_ledger.get(key, lambda compute=compute: compute().tolist()), dtype=torch.float64)
@@ -95,47 +127,75 @@ def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: com
     bench = common.LoraBench(model, settings, common.CACHE_DIR)
     for name in tqdm(names, desc="prefix states"):
         bench.prefix_states(task_examples[name] + eval_examples[name], group=name)
-    nll_ledger = common.Ledger(common.CACHE_DIR / f"{group}_nll_{common.config_key(settings, split)}.json")
+    nll_ledger = common.Ledger(common.CACHE_DIR / f"{group}_document_nll_{common.config_key(settings, split)}.json")
 
     keys = {name: f"{name}:{common.examples_key(task_examples[name])}" for name in names}
     eval_keys = {name: f"{name}:{common.examples_key(eval_examples[name])}" for name in names}
 
-    def held_out_nll(source: str | None, weights, target: str) -> float:
+    def held_out_nll(source: str | None, seed: int, weights, target: str) -> list[float]:
         with bench.using(weights) as adapted:
-            return nll_ledger.get(f"{keys[source] if source else 'base'}|{eval_keys[target]}",
-                                  lambda: float(adapted.nll(eval_examples[target]).mean()))
+            return nll_ledger.get(f"{f'{keys[source]}|seed{seed}' if source else 'base'}|{eval_keys[target]}",
+                                  lambda: adapted.document_nll(eval_examples[target]))
 
-    base_nll = torch.tensor([held_out_nll(None, None, t) for t in names], dtype=torch.float64)
-    adapted = torch.zeros(len(names), len(names), dtype=torch.float64)
-    for s, source in enumerate(tqdm(names, desc="adapters")):
-        done = [f"{keys[source]}|{eval_keys[t]}" for t in names]
-        if all(key in nll_ledger.entries for key in done):
-            adapted[s] = torch.tensor([nll_ledger.entries[key] for key in done])
-            continue
-        weights = bench.adapter(source, task_examples[source])
-        adapted[s] = torch.tensor([held_out_nll(source, weights, t) for t in names])
-    transfer = 1.0 - torch.exp(adapted - base_nll[None, :])
-    return TransferStudy(names, base_nll, adapted, transfer, scores, spec.sketch_id, settings, split,
-                         [len(t) for t in tasks])
+    units = max(len(eval_examples[t]) for t in names)
+    counts = np.zeros((len(names), units))
+    for t, target in enumerate(names):
+        counts[t, : len(eval_examples[target])] = [e.num_scored for e in eval_examples[target]]
+    base = _padded([held_out_nll(None, 0, None, t) for t in names], units)
+    adapted = np.zeros((len(seeds), len(names), len(names), units))
+    for r, seed in enumerate(seeds):
+        for s, source in enumerate(tqdm(names, desc=f"adapters, seed {seed}")):
+            done = [f"{keys[source]}|seed{seed}|{eval_keys[t]}" for t in names]
+            if all(key in nll_ledger.entries for key in done):
+                adapted[r, s] = _padded([nll_ledger.entries[key] for key in done], units)
+                continue
+            weights = bench.adapter(source, task_examples[source], seed)
+            adapted[r, s] = _padded([held_out_nll(source, seed, weights, t) for t in names], units)
+    ground_truth = HeldOutLosses(base, adapted, counts, relative_perplexity=True)
+    added, selections, official_recommendations = methods.added_methods(
+        model, tokenizer, spec, group.split("_")[0], names, tasks, task_examples, sketch, error_path,
+        official_package=official_package)
+    return TransferStudy(names, ground_truth, scores | added, spec.sketch_id, settings, split, [len(t) for t in tasks],
+                         selections, official_recommendations)
+
+
+def _padded(rows: Sequence[Sequence[float]], width: int) -> np.ndarray:
+    return np.array([list(row) + [0.0] * (width - len(row)) for row in rows])
 
 
 def report(study: TransferStudy, title: str, figure: str) -> list[list]:
     """Print the selection table and write the heatmaps; return the table rows."""
     selection, pooled = study.selection(), study.pooled()
     random_top1 = selection["random"].top1
-    rows = [[METHODS.get(key, key), s.top1, s.top1 / random_top1, s.mean_regret, s.max_regret, s.mean_spearman,
+    rows = [[LABELS.get(key, key), s.top1, s.top1 / random_top1, s.mean_regret, s.max_regret, s.mean_spearman,
              *(pooled.get(key, (None, None)))] for key, s in selection.items()]
     print_table(["method", "top-1", "x random", "mean regret", "max regret", "Spearman/target", "pooled rho", "pooled p"],
                 rows, title=title)
-    heatmaps({"transfer (1 - ppl_s/ppl_base)": study.transfer} | {METHODS[k]: v for k, v in study.scores.items()},
+    heatmaps({"transfer (1 - ppl_s/ppl_base)": study.transfer} | {LABELS.get(k, k): v for k, v in study.scores.items()},
              study.names, common.RESULTS_DIR / figure, title, columns=4)
+    bootstrap = study.bootstrap()
+    print_bootstrap(bootstrap, LABELS, ("fishersketch", "embedding"),
+                    f"{title}: paired bootstrap ({bootstrap['draws']} draws over targets and held-out documents)")
+    print("regimes:", {key: regime_counts(value) for key, value in study.selections.items()})
+    print("trust:", study.trust())
     return rows
 
 
-def run(texts: Mapping[str, Sequence[str]], group: str, title: str, paper: dict, started: float) -> TransferStudy:
+def run(texts: Mapping[str, Sequence[str]], group: str, title: str, paper: dict, started: float,
+        official_package: bool = True) -> TransferStudy:
     """``transfer_study`` + ``report`` + ``benchmarks/results/paper_<group>.json`` and ``.png``."""
-    study = transfer_study(texts, group=group)
+    study = transfer_study(texts, group=group, official_package=official_package)
     report(study, title, f"paper_{group}.png")
     path = write_json(f"paper_{group}", {"description": title, "paper": paper, **study.as_dict()}, started)
     print(f"wrote {path}")
     return study
+
+
+def official_flag(description: str) -> bool:
+    """``--no-official`` on the command line: leave out the paper author's package (slow on CPU)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--no-official", action="store_true",
+                        help="leave out the official fishersketch package (about 0.2 s per token on one CPU thread)")
+    return not parser.parse_args().no_official
