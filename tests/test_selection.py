@@ -227,7 +227,9 @@ def test_cli_select(world, target_signature, tmp_path, capsys):
     code = main(["select", str(data_file), *adapters, "--base-model", BASE, "--text-column", "body", "--top-k", "1"])
     out = capsys.readouterr().out
     assert code == 0
-    assert f"best: {adapter_repo(0)}" in out and adapter_repo(1) not in out  # --top-k 1 shows one row
+    rows = [line for line in out.splitlines() if line.startswith(("1 ", "2 "))]
+    assert f"best: {adapter_repo(0)}" in out and rows == [rows[0]] and adapter_repo(0) in rows[0]  # one row
+    assert f"verdict: {adapter_repo(0)} is clearly better" in out
 
 
 # -- bad input ----------------------------------------------------------------------------------------

@@ -104,3 +104,18 @@ def test_bar_chart_leaves_the_backend_alone(tmp_path):
         assert matplotlib.get_backend() == "svg"
     finally:
         matplotlib.use(backend)
+
+
+def test_auto_scores_by_the_geometry_with_the_signal_and_every_selection_has_a_verdict():
+    from fisherhub.selection.scoring import score_selection
+
+    # activation-dark: S_a is the same for every candidate, S_e tells them apart
+    results = [result(0.1 * k, 0.95, 0.2 + 0.25 * k) for k in range(3)]
+    scored = score_selection(results, "auto", names=["a", "b", "c"])
+    assert scored.choice.regime.name == "activation-dark" and scored.scores.geometry == "error"
+    assert scored.verdict.best == 2 and "c" in scored.verdict.message
+    rows = [RankedCandidate(name, "fisher", r, name, None).ranked_by("error") for name, r in zip("abc", results)]
+    shown = Selection(best_first(rows), [], "error", {}, verdict=scored.verdict, choice=scored.choice).table()
+    assert "auto: scored by S_e (error)" in shown and f"verdict: {scored.verdict.message}" in shown
+    with pytest.raises(InputError, match="a row is ranked by one of"):
+        rows[0].ranked_by("auto")

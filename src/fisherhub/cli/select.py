@@ -22,7 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("target", metavar="TARGET", help="signature file or Hub reference, or a dataset to sketch")
     parser.add_argument("candidates", metavar="CANDIDATES", nargs="*", help="adapter repos or folders, dataset repos")
     parser.add_argument("--base-model", default=None, help="base model id (discovery, filtering, and to sketch TARGET)")
-    parser.add_argument("--score", default="fisher", choices=SCORES, help="rank by A (fisher), S_a or S_e only")
+    parser.add_argument("--score", default="fisher", choices=SCORES,
+                        help="rank by A (fisher), S_a or S_e only, or auto: the geometry that carries the signal among "
+                             "the candidates (the verdict under the table says how far to trust the pick)")
     parser.add_argument("--top-k", type=int, default=None, help="show the k best candidates only")
     parser.add_argument("--plot", default=None, metavar="PNG", help="write a bar chart of the scores with error bars")
     add_arguments(parser.add_argument_group("a dataset TARGET"), DataArgs, only=("split", "text_column", "max_documents"))
@@ -44,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(selection.table(limit=args.top_k))
     best = selection.best
-    print(f"best: {best.candidate} ({args.score} {best.score:.3f} ± {best.stderr:.3f}), from {best.signature_source}")
+    print(f"best: {best.candidate} ({selection.score} {best.score:.3f} ± {best.stderr:.3f}), from {best.signature_source}")
     if args.plot:
         print(f"wrote {selection.plot(args.plot, limit=args.top_k)}")
     return 0

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from fisherhub.selection.results import RankedCandidate
 
 SCORE_LABELS = {"fisher": "A (Fisher)", "activation": "S_a (activation)", "error": "S_e (error)"}
+#: the geometries a row can be ranked by (``auto`` resolves to one of them)
+ROW_SCORES = tuple(SCORE_LABELS)
 #: the ``AlignmentResult`` field holding each score's standard error
 STDERR_FIELDS = {"fisher": "stderr", "activation": "activation_stderr", "error": "error_stderr"}
 
@@ -24,7 +26,10 @@ Row = TypeVar("Row", bound="RankedCandidate")
 
 def check_score(score: str) -> str:
     if score not in SCORES:
-        raise InputError(f"score must be one of {SCORES} (Fisher alignment, activation or error only), got {score!r}")
+        raise InputError(
+            f"score must be one of {SCORES} (Fisher alignment, activation or error only, or auto: the geometry that "
+            f"carries the signal), got {score!r}"
+        )
     return score
 
 

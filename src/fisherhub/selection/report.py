@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from fisherhub.selection.ranking import SCORE_LABELS, SCORES
+from fisherhub.selection.ranking import ROW_SCORES, SCORE_LABELS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -51,8 +51,13 @@ def _caption(selection: Selection, limit: int | None) -> str:
         *([f"note: {ABOVE_ONE}"] if any(max(row.fisher, row.activation, row.error) > 1.0 for row in rows) else []),
         *([f"note: {BLANK_COUPLING}"] if any(row.coupling is None for row in rows) else []),
     ]
+    trust = []
+    if selection.choice is not None:
+        trust.append(f"auto: scored by {SCORE_LABELS.get(selection.score, selection.score)}: {selection.choice.reason}")
+    if selection.verdict is not None:
+        trust.append(f"verdict: {selection.verdict.message}")
     skipped = ["skipped:", *(f"  {s.candidate}: {s.reason}" for s in selection.skipped)] if selection.skipped else []
-    return "\n".join([*legend, *skipped])
+    return "\n".join([*trust, *legend, *skipped])
 
 
 def plain_table(selection: Selection, limit: int | None = None) -> str:
@@ -86,10 +91,10 @@ def bar_chart(selection: Selection, limit: int | None = None) -> Figure:
 
     rows = selection.ranking[:limit]
     positions = np.arange(len(rows))
-    width = 0.8 / len(SCORES)
+    width = 0.8 / len(ROW_SCORES)
     figure = Figure(figsize=(max(4.0, 1.2 * len(rows) + 2.0), 3.8), layout="constrained")
     axes = figure.subplots()
-    for offset, score in enumerate(SCORES):
+    for offset, score in enumerate(ROW_SCORES):
         ranked = [row.ranked_by(score) for row in rows]
         axes.bar(
             positions + (offset - 1) * width,
@@ -103,5 +108,5 @@ def bar_chart(selection: Selection, limit: int | None = None) -> Figure:
     axes.set_ylabel("alignment with the target")
     axes.set_title(f"ranked by {SCORE_LABELS[selection.score]}; best: {selection.best.candidate}", fontsize=10)
     axes.axhline(0.0, color="black", linewidth=0.6)
-    figure.legend(loc="outside lower center", ncol=len(SCORES), fontsize=8)
+    figure.legend(loc="outside lower center", ncol=len(ROW_SCORES), fontsize=8)
     return figure

@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fisherhub.core.alignment import AlignmentResult
-from fisherhub.core.errors import FisherHubError
+from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.core.signature import Signature
 from fisherhub.selection import peft_loading, report
-from fisherhub.selection.ranking import STDERR_FIELDS, best_first, check_score
+from fisherhub.selection.ranking import ROW_SCORES, STDERR_FIELDS, best_first, check_score
 
 if TYPE_CHECKING:
+    from fisherhub.selection.scoring import AutoChoice, Verdict
     from matplotlib.figure import Figure
     from rich.table import Table
 
@@ -84,7 +85,10 @@ class RankedCandidate:
         return self.alignment.coupling
 
     def ranked_by(self, score: str) -> RankedCandidate:
-        return dataclasses.replace(self, score_name=check_score(score))
+        """This row scored by one geometry (``fisher``, ``activation`` or ``error``)."""
+        if check_score(score) not in ROW_SCORES:
+            raise InputError(f"a row is ranked by one of {ROW_SCORES}; select_adapter(score='auto') picks among them")
+        return dataclasses.replace(self, score_name=score)
 
 
 @dataclasses.dataclass
@@ -98,6 +102,8 @@ class Selection:
     targets: dict[str, Signature]
     base_model: str | None = None
     model: Any = None  # the PeftModel, when select_adapter(load=True)
+    verdict: Verdict | None = None  # how far to trust the pick (``selection.scoring.verdict``)
+    choice: AutoChoice | None = None  # with score="auto": the geometry scored by, the regime, and why
 
     @property
     def best(self) -> RankedCandidate:

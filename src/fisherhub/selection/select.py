@@ -9,7 +9,8 @@ from typing import Any
 from fisherhub.core.alignment import alignment
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.selection.candidates import Skip, candidate_name, discover, resolve_candidate
-from fisherhub.selection.ranking import best_first, check_score, choose_options, common_base_model
+from fisherhub.selection.ranking import ROW_SCORES, best_first, check_score, choose_options, common_base_model
+from fisherhub.selection.scoring import score_selection
 from fisherhub.selection.results import NoCompatibleCandidatesError, RankedCandidate, Selection, Skipped
 from fisherhub.selection.target import SketchOptions, Target, TargetSketcher, data_to_sketch, given_signatures
 
@@ -38,7 +39,10 @@ def select_adapter(
     target's signatures name, else the one the candidates' signatures name) filters signatures and adapters,
     and is what is loaded when ``model`` / ``tokenizer`` are not given. A candidate that cannot be compared
     with the target (another base model, sketch id or pilot direction) is skipped, with its reason.
-    ``score``: ``fisher`` (default), ``activation`` (S_a only) or ``error`` (S_e only). With ``load=True`` the
+    ``score``: ``fisher`` (default), ``activation`` (S_a only), ``error`` (S_e only) or ``auto`` (the geometry
+    that carries the signal among these candidates, from their regime: ``selection.scoring``). Every selection
+    carries a ``verdict`` (the gap between #1 and #2 in standard errors, P(best) against random, which geometries
+    agree, or "no candidate is clearly better"), shown under its table. With ``load=True`` the
     best ``top_k`` (default 1) adapters are loaded onto ``model`` (or the loaded base model) into
     ``selection.model``.
     """
@@ -80,10 +84,16 @@ def select_adapter(
         except Skip as skip:
             skipped.append(Skipped(candidate.name, skip.reason))
             continue
-        rows.append(RankedCandidate(candidate.name, score, result, option.source, candidate.adapter))
+        rows.append(RankedCandidate(candidate.name, "fisher", result, option.source, candidate.adapter))
     if not rows:
         raise NoCompatibleCandidatesError(skipped)
-    selection = Selection(best_first(rows), skipped, score, dict(targets.signatures), base_model)
+    scored = score_selection([row.alignment for row in rows], score, names=[row.candidate for row in rows])
+    geometry = scored.scores.geometry if scored.scores.geometry in ROW_SCORES else "fisher"
+    rows = [row.ranked_by(geometry) for row in rows]
+    selection = Selection(
+        best_first(rows), skipped, geometry, dict(targets.signatures), base_model, verdict=scored.verdict,
+        choice=scored.choice,
+    )
     if load:
         base = model if model is not None or sketcher is None else sketcher.model
         selection.model = selection.load(base, top_k)
