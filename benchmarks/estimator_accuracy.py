@@ -590,9 +590,9 @@ def plot(configs: list[dict], constants: dict[tuple[str, bool], StderrConstants]
                     for v in filter(succeeded, config["variants"])
                     if Variant(v["estimator"], v["m"], v["reflection"]).label == label
                 ]
-                axis.plot(*zip(*points), style, marker="o", color=colors[label], label=f"{label} [{config['name']}]")
+                axis.plot(*zip(*points), linestyle=style, marker="o", color=colors[label], label=f"{label} [{config['name']}]")
             reference = config["random_projection_reference"]
-            axis.plot([int(m) for m in reference], [r[metric] for r in reference.values()], style, color="black", lw=2,
+            axis.plot([int(m) for m in reference], [r[metric] for r in reference.values()], linestyle=style, color="black", lw=2,
                       label=f"Gaussian projection of exact F̂ [{config['name']}]")
         axis.set(xscale="log", xlabel="m", ylabel="Spearman vs exact", title=title)
         axis.minorticks_off()
