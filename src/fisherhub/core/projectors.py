@@ -322,7 +322,7 @@ class ChunkPermutedFoldedSRHTProjector(_VocabularyProjector):
         ``row_width`` apart with the padding in x's storage (then the fold copies x into a padded buffer)."""
         rows = x.shape[0]
         padded = x.stride(1) == 1 and (rows <= 1 or x.stride(0) == self.row_width)
-        end = x.storage_offset() + max(rows - 1, 0) * self.row_width + self.row_width
+        end = x.storage_offset() + rows * self.row_width  # floats the padded rows span (none for no rows)
         if not padded or end * x.element_size() > x.untyped_storage().nbytes():
             return None
         return x.as_strided(
