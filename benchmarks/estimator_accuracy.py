@@ -25,7 +25,7 @@ Per configuration and m, ``random_projection_reference`` scores a Gaussian rando
 Fisher matrices with exact norms (simulated from their Gram matrix): what a sketch of m numbers, linear in F
 and fixed before the data, can be expected to reach on these tasks.
 
-    python benchmarks/estimator_accuracy.py            # full run (≈ 40 min on 2 shared cores)
+    python benchmarks/estimator_accuracy.py            # full run (≈ 40 min on 2 shared cores, estimated from --reduced)
     python benchmarks/estimator_accuracy.py --reduced  # every configuration at m = 4096, at most 3 seeds
     python benchmarks/estimator_accuracy.py --quick    # small smoke run (writes to the temp dir)
     python benchmarks/estimator_accuracy.py --structured [--seeds 3]   # the structured-vocabulary design
