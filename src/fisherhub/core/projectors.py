@@ -176,17 +176,18 @@ class _VocabularyProjector(Projector):
         self.transform_size = transform_size
         self.signs = signs  # D, (2, K) float32 ±1: the sign of coordinate j on each side
         self.bins = torch.arange(vocab_size) % transform_size  # the bin coordinate j folds into
+        self.row_width = vocab_size  # floats per row of the scratch buffers (≥ K; a subclass may pad)
         self._scratch_buffers: dict[tuple[str, torch.device], torch.Tensor] = {}
         streams = (Stream.VOCAB_INDEX_P, Stream.VOCAB_INDEX_Q)
         self.rows, self._flat_rows = kept_rows(seed, streams, transform_size, m)
 
     def _scratch(self, name: str, rows: int, device: torch.device) -> torch.Tensor:
-        """A float32 (rows, K) buffer (for exp(z), or a permuted copy), kept between calls: a fresh one each
-        block would cost as much in page faults as the exp itself."""
+        """A float32 (rows, K) view of a (rows, ``row_width``) buffer (for exp(z), or a permuted copy), kept
+        between calls: a fresh one each block would cost as much in page faults as the exp itself."""
         buffer = self._scratch_buffers.get((name, device))
         if buffer is None or buffer.shape[0] < rows:
-            buffer = self._scratch_buffers[(name, device)] = torch.empty(rows, self.in_features, device=device)
-        return buffer[:rows]
+            buffer = self._scratch_buffers[(name, device)] = torch.empty(rows, self.row_width, device=device)
+        return buffer[:rows, : self.in_features]
 
     def fold(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """(N, K) float32 -> (N, 2, T): ``Σ_j D[s, j] x_j`` in bin j mod T for each side s (into ``out``)."""
@@ -295,7 +296,11 @@ def _accumulate_slices(x: torch.Tensor, signs: torch.Tensor, out: torch.Tensor) 
 class ChunkPermutedFoldedSRHTProjector(_VocabularyProjector):
     """``FoldedSRHTProjector``'s fold and transform after a random permutation of the vocabulary in chunks
     of ``PERMUTATION_CHUNK`` coordinates (the < ``PERMUTATION_CHUNK`` coordinates of a partial last chunk
-    stay last): coordinate j goes to position pos(j), bin(j) = pos(j) mod Q, sign D[j] i.i.d."""
+    stay last): coordinate j goes to position pos(j), bin(j) = pos(j) mod Q, sign D[j] i.i.d.
+
+    Scratch rows are padded to whole chunks (``row_width``), so the permutation is one gather of aligned
+    chunks whatever K; the padding is gathered last, after position K, and never folded.
+    """
 
     def __init__(self, vocab_size: int, m: int, seed: int):
         super().__init__(vocab_size, m, seed, next_power_of_two(m), _iid_signs(vocab_size, seed))
@@ -307,16 +312,32 @@ class ChunkPermutedFoldedSRHTProjector(_VocabularyProjector):
         self.bins = torch.empty_like(self.coordinate_at)
         self.bins[self.coordinate_at] = torch.arange(vocab_size) % self.transform_size
         self._position_signs = self.signs[:, self.coordinate_at].contiguous()
+        self.row_width = -(-vocab_size // PERMUTATION_CHUNK) * PERMUTATION_CHUNK
+        self._padded_chunk_order = torch.cat(
+            [self.chunk_order, torch.arange(self.chunks, self.row_width // PERMUTATION_CHUNK)]
+        )  # the partial last chunk, if any, stays last
+
+    def _chunks(self, x: torch.Tensor) -> torch.Tensor | None:
+        """x (N, K) as (N, row_width / chunk, chunk) over its rows' storage, or None if its rows are not
+        ``row_width`` apart with the padding in x's storage (then the fold copies x into a padded buffer)."""
+        rows = x.shape[0]
+        padded = x.stride(1) == 1 and (rows <= 1 or x.stride(0) == self.row_width)
+        end = x.storage_offset() + rows * self.row_width  # floats the padded rows span (none for no rows)
+        if not padded or end * x.element_size() > x.untyped_storage().nbytes():
+            return None
+        return x.as_strided(
+            (rows, self.row_width // PERMUTATION_CHUNK, PERMUTATION_CHUNK),
+            (self.row_width, PERMUTATION_CHUNK, 1),
+            x.storage_offset(),
+        )
 
     def _fold_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
-        order, signs = self._on(x, self.chunk_order, self._position_signs)
+        order, signs = self._on(x, self._padded_chunk_order, self._position_signs)
+        chunks = self._chunks(x)
+        if chunks is None:
+            chunks = self._chunks(self._scratch("padded input", x.shape[0], x.device).copy_(x))
         permuted = self._scratch("permuted", x.shape[0], x.device)
-        full = self.chunks * PERMUTATION_CHUNK
-        torch.index_select(
-            x[:, :full].unflatten(1, (self.chunks, PERMUTATION_CHUNK)), 1, order,
-            out=permuted[:, :full].unflatten(1, (self.chunks, PERMUTATION_CHUNK)),
-        )
-        permuted[:, full:] = x[:, full:]
+        torch.index_select(chunks, 1, order, out=self._chunks(permuted))
         _accumulate_slices(permuted, signs, out)
 
 
