@@ -114,11 +114,7 @@ class DataArgs:
     max_length: int = option(512, "truncate documents to this many tokens")
 
     def __post_init__(self) -> None:
-        from fisherhub.data.files import missing_data_file
-
         check_positive(self, ("max_documents", "max_tokens"), optional=True)
-        if (missing := missing_data_file(self.dataset)) is not None:
-            raise InputError(f"--dataset {missing!r}: no such data file (from {os.getcwd()}); check the path")
         if not isinstance(self.max_length, int) or self.max_length < 2:
             raise InputError(f"--max-length must be an int ≥ 2 (a scored token needs a context), got {self.max_length!r}")
 

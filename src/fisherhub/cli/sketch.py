@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import shlex
 import sys
 from pathlib import Path
 
+from fisherhub.core.errors import InputError
 from fisherhub.options import (
     DataArgs, HelpFormatter, ModelOptions, RunOptions, SketchArgs, SpecOptions, add_arguments, from_namespace,
 )
@@ -32,7 +34,13 @@ def add_sketch_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def sketch_args(namespace: argparse.Namespace) -> SketchArgs:
-    return from_namespace(SketchArgs, namespace, data=from_namespace(DataArgs, namespace))
+    """The run the flags describe; bad values and a missing data file are refused here, before anything heavy."""
+    from fisherhub.data.files import missing_data_file
+
+    args = from_namespace(SketchArgs, namespace, data=from_namespace(DataArgs, namespace))
+    if (missing := missing_data_file(args.data.dataset)) is not None:
+        raise InputError(f"--dataset {missing!r}: no such data file (from {os.getcwd()}); check the path")
+    return args
 
 
 def run(namespace: argparse.Namespace) -> int:
