@@ -138,13 +138,14 @@ def test_base_model_read_from_the_adapter_config(world, hub_server):
 
 
 def test_mixing_weights_mapping():
-    weights = mixing_weights([0.9, 0.8, 0.5, 0.01], [0.1, 0.05, 0.1, 0.1], temperature=1.0)
-    assert weights[3] == 0.0  # 0.01 is not above 2 standard errors
+    weights = mixing_weights([0.9, 0.6, 0.3, 0.15], [0.1, 0.05, 0.1, 0.1], temperature=1.0)
+    assert weights[3] == 0.0  # 0.15 is not above 2 standard errors
     assert math.isclose(sum(weights), 1.0)
-    assert math.isclose(weights[1] / weights[0], math.exp(-1.0)) and math.isclose(weights[2] / weights[0], math.exp(-4.0))
-    assert mixing_weights([0.9, 0.8], [0.1, 0.1], temperature=1e-6) == [1.0, 0.0]
-    flat = mixing_weights([0.9, 0.8], [0.1, 0.1], temperature=1e6)
-    assert math.isclose(flat[0], 0.5, rel_tol=1e-5)
+    assert math.isclose(weights[0], 0.5) and math.isclose(weights[1] / weights[0], 2 / 3) and math.isclose(weights[2], 1 / 6)
+    sharp = mixing_weights([0.9, 0.6], [0.1, 0.1], temperature=0.5)
+    assert math.isclose(sharp[1] / sharp[0], (2 / 3) ** 2)
+    assert mixing_weights([0.9, 0.8], [0.1, 0.1], temperature=1e-3)[1] < 1e-40
+    assert math.isclose(mixing_weights([0.9, 0.8], [0.1, 0.1], temperature=1e6)[0], 0.5, rel_tol=1e-5)
     with pytest.raises(InputError, match="nothing to mix"):
         mixing_weights([0.1, 0.05], [0.1, 0.1])
     with pytest.raises(InputError, match="temperature"):

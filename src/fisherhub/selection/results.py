@@ -148,8 +148,8 @@ class Selection:
     # -- mixing -------------------------------------------------------------------------------------
     def weights(self, temperature: float = 1.0, top_k: int | None = None) -> dict[str, float]:
         """Mixing weights of the ``top_k`` best candidates (default: all), by candidate, summing to 1
-        (``ranking.mixing_weights``): w_i ∝ exp((A_i − A_best) / (temperature · σ_best)) for the candidates
-        whose score is above 2 standard errors, 0 for the others."""
+        (``ranking.mixing_weights``): w_i ∝ A_i^(1/temperature) for the candidates whose score is above 2
+        standard errors, 0 for the others."""
         rows = self.ranking if top_k is None else self.ranking[: peft_loading.check_top_k(top_k)]
         weights = mixing_weights([row.score for row in rows], [row.stderr for row in rows], temperature)
         return {row.candidate: weight for row, weight in zip(rows, weights)}
