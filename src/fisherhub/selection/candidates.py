@@ -143,10 +143,11 @@ def _adapter_config_base(snapshot, subfolder: str | None, token: str | None) -> 
     """``base_model_name_or_path`` of the repo's ``adapter_config.json`` (under ``subfolder``); one small
     download through the cache (offline: the cached copy)."""
     path = f"{subfolder}/{ADAPTER_CONFIG}" if subfolder else ADAPTER_CONFIG
-    if not snapshot.complete and not snapshot.cached_file(path).is_file():
-        return None  # offline and never fetched: the card (or nothing) decides
+    local = snapshot.download(path, token) if snapshot.complete else snapshot.cached_file(path)
+    if not local.is_file():
+        return None  # offline and never fetched: nothing names the base model
     try:
-        config = json.loads(snapshot.download(path, token).read_text() if snapshot.complete else snapshot.cached_file(path).read_text())
+        config = json.loads(local.read_text())
     except (ValueError, UnicodeDecodeError) as exc:
         raise Skip(f"malformed {path} ({exc}): save the adapter again with PeftModel.save_pretrained") from exc
     return config.get("base_model_name_or_path") if isinstance(config, dict) else None
@@ -154,7 +155,8 @@ def _adapter_config_base(snapshot, subfolder: str | None, token: str | None) -> 
 
 def _hub_candidate(name: str, base_model: str | None, listing=None, token: str | None = None) -> Candidate:
     """A Hub adapter repo (or dataset repo). ``org/name:folder`` and ``hf://org/name/folder`` name an adapter
-    saved under ``folder`` of the repo (its ``adapter_config.json`` and ``fisher_signatures/`` there).
+    saved under ``folder`` of the repo (its ``adapter_config.json`` and ``fisher_signatures/`` there; the
+    repo's card, which describes the repo, is not read for it).
     Requests: one ``repo_info`` (none for a listed repo); the adapter's base model from the card, and from
     its ``adapter_config.json`` (one small download) when the card names none or the adapter is in a
     subfolder; then the chosen signature's index and file when it is ranked."""
@@ -173,9 +175,8 @@ def _hub_candidate(name: str, base_model: str | None, listing=None, token: str |
         if snapshot.complete and config_path not in snapshot.files:
             where = f"the folder {subfolder!r} of the model repo" if subfolder else "the model repo"
             raise Skip(f"not an adapter: {where} has no {ADAPTER_CONFIG} (a full model, not a PEFT adapter)")
-        card = snapshot.card_data or {}
-        card_base = card.get("base_model") if not subfolder else None
-        _check_adapter_base(card_base or _adapter_config_base(snapshot, subfolder, token), base_model)
+        card = {} if subfolder else snapshot.card_data or {}  # the card describes the repo, not a folder in it
+        _check_adapter_base(card.get("base_model") or _adapter_config_base(snapshot, subfolder, token), base_model)
         options = hub_options(ref.repo_id, "model", snapshot=snapshot, token=token, subfolder=subfolder)
         options = _with_training_data(options, card.get("datasets"), base_model, token)
     except HubError as exc:
