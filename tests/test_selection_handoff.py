@@ -107,6 +107,10 @@ def test_private_adapter_ranked_and_loaded_with_the_token_skipped_without(world)
     reason = {s.candidate: s.reason for s in without.skipped}[world["private"]]
     assert "not found" in reason and "private repo needs a token" in reason
 
+    discovered = select_adapter(world["target"], base_model=BASE, token=READER)  # the listing sees it too
+    assert {row.candidate for row in discovered.ranking} == {*world["repos"], world["private"]}
+    assert {row.candidate for row in select_adapter(world["target"], base_model=BASE).ranking} == set(world["repos"])
+
 
 def test_adapter_in_a_subfolder_ranked_and_loaded(world):
     short, uri = "handoff/many-adapters:domain-1", "hf://handoff/many-adapters/domain-1"
