@@ -12,7 +12,7 @@ mixes them with ``Selection.weights()`` (temperature 1); the held-out mean token
 model, each adapter, the selected (best-ranked) adapter, the weighted mix and, for reference, a uniform mix.
 Writes benchmarks/results/mixing.{json,png}.
 
-    python benchmarks/mixing.py            # ≈ 5 min on 2 shared cores
+    python benchmarks/mixing.py            # ≈ 8 min on 2 shared cores (training: 15 steps × 3 adapters)
     python benchmarks/mixing.py --quick    # fewer steps and documents (writes to the temp dir)
 """
 
