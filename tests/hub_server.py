@@ -23,7 +23,8 @@ refs/pr/<n> or a commit id (40 hex, or a unique prefix of 7+).
 
 Errors: 404 with X-Error-Code RepoNotFound / RevisionNotFound / EntryNotFound (the client maps them to its
 exceptions); a gated repo (``Repo.gated``) lists its info and tree but answers file reads with 401 (no token)
-or 403 (a token not in ``Repo.granted``) and X-Error-Code GatedRepo, as the Hub does; 401 on writes without a Bearer token, 400 with a message for anything unsupported or failing
+or 403 (a token not in ``Repo.granted``) and X-Error-Code GatedRepo, as the Hub does; a private repo whose
+``granted`` is not empty is hidden (404 RepoNotFound, left out of listings) from reads with any other token; 401 on writes without a Bearer token, 400 with a message for anything unsupported or failing
 here: never 5xx/408/429, which the client retries with a long backoff. Tags come from the card as on the
 Hub: ``tags``, ``library_name``, ``license:``, ``language:``, ``dataset:`` and, for models, ``base_model:<id>``
 and ``base_model:<relation>:<id>`` (``base_model_relation``, else ``adapter`` when the repo has
@@ -236,6 +237,18 @@ class HubServer:
                 raise HubError(404, f"Repository not found: {repo_type} {repo_id}", "RepoNotFound")
             return repo
 
+    def readable(self, h, repo_id: str, repo_type: str) -> Repo:
+        """The repo, as a read with this request's token sees it (a private repo: 404 unless granted)."""
+        repo = self.repo(repo_id, repo_type)
+        if not self.may_read(h, repo):
+            raise HubError(404, f"Repository not found: {repo_type} {repo_id}", "RepoNotFound")
+        return repo
+
+    @staticmethod
+    def may_read(h, repo: Repo) -> bool:
+        token = h.headers.get("Authorization", "").removeprefix("Bearer ")
+        return not (repo.private and repo.granted) or token in repo.granted
+
     def files(self, repo_id: str, repo_type: str = "model", revision: str = "main") -> dict[str, bytes]:
         with self.lock:
             return dict(self.repo(repo_id, repo_type).resolve(revision).files)
@@ -285,7 +298,7 @@ class HubServer:
         with self.lock:
             for (repo_type, repo_id), repo in self.repos.items():
                 info = repo.info(repo.resolve("main"))
-                if (repo_type != TYPES[t] or q.get("author", [info["author"]])[0] != info["author"]
+                if (repo_type != TYPES[t] or not self.may_read(h, repo) or q.get("author", [info["author"]])[0] != info["author"]
                         or q.get("search", [""])[0].lower() not in repo_id.lower()
                         or not all(f in info["tags"] for f in q.get("filter", []))):
                     continue
@@ -294,17 +307,17 @@ class HubServer:
 
     def repo_info(self, h, body, t, repo_id, rev):
         with self.lock:
-            repo = self.repo(repo_id, TYPES[t])
+            repo = self.readable(h, repo_id, TYPES[t])
             return 200, repo.info(repo.resolve(rev or "main"), blobs=flag(h.query, "blobs"))
 
     def tree(self, h, body, t, repo_id, rev, path):
         with self.lock:
-            files = self.repo(repo_id, TYPES[t]).resolve(rev).files
+            files = self.readable(h, repo_id, TYPES[t]).resolve(rev).files
             return 200, tree_entries(files, path or "", flag(h.query, "recursive"))
 
     def commits(self, h, body, t, repo_id, rev):
         with self.lock:
-            repo = self.repo(repo_id, TYPES[t])
+            repo = self.readable(h, repo_id, TYPES[t])
             history = repo.history(repo.resolve(rev).oid)
         return 200, [{"id": c.oid, "title": c.title, "message": c.message, "date": c.date,
                       "authors": [{"user": self.user}]} for c in history]
@@ -369,7 +382,7 @@ class HubServer:
     def resolve_file(self, h, body, prefix, repo_id, rev, path):
         repo_type = {p: t for t, p in PREFIX.items()}[prefix]
         with self.lock:
-            repo = self.repo(repo_id, repo_type)
+            repo = self.readable(h, repo_id, repo_type)
             token = h.headers.get("Authorization", "").removeprefix("Bearer ")
             if repo.gated and token not in repo.granted:  # as the Hub: 401 without a token, 403 with one
                 raise HubError(401 if not token else 403, f"Access to {repo_type} {repo_id} is restricted and you are "

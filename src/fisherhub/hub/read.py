@@ -124,24 +124,28 @@ def _infos(
     return infos
 
 
-def snapshot_signatures(snapshot: RepoSnapshot, token: str | None = None, *, read_headers: bool = True) -> list[SignatureInfo]:
-    """The signatures of a repo snapshot (see ``list_signatures``). Without ``read_headers`` the files the
-    index lists are described by their entries (no request per file)."""
+def snapshot_signatures(
+    snapshot: RepoSnapshot, token: str | None = None, *, read_headers: bool = True, subfolder: str | None = None
+) -> list[SignatureInfo]:
+    """The signatures of a repo snapshot (see ``list_signatures``), or of the adapter saved under its
+    ``subfolder``. Without ``read_headers`` the files the index lists are described by their entries (no
+    request per file)."""
     api = HfApi(token=token)
+    prefix = f"{subfolder}/" if subfolder else ""
 
     def header(path: str):
         if snapshot.complete:
-            return _remote_header(api, snapshot.ref.with_path(path))
-        return _local_header(snapshot.cached_file(path))
+            return _remote_header(api, snapshot.ref.with_path(prefix + path))
+        return _local_header(snapshot.cached_file(prefix + path))
 
     try:
-        entries = snapshot.entries(token)
+        entries = snapshot.entries(token, subfolder)
     except CardError as exc:
         logger.warning("%s; reading the signature files without it", exc)
         entries = []
     return _infos(
-        entries, snapshot.signature_files, snapshot.complete, header,
-        lambda path: {"ref": snapshot.ref.with_path(path)}, read_headers,
+        entries, snapshot.signature_files_in(subfolder), snapshot.complete, header,
+        lambda path: {"ref": snapshot.ref.with_path(prefix + path)}, read_headers,
     )
 
 

@@ -46,18 +46,33 @@ class RepoSnapshot:
 
     @property
     def signature_files(self) -> dict[str, int | None]:
-        return {path: size for path, size in self.files.items() if is_signature_file(path)}
+        return self.signature_files_in(None)
+
+    def signature_files_in(self, subfolder: str | None) -> dict[str, int | None]:
+        """The signature files under ``subfolder`` (None: the repo root), by their path from that folder."""
+        prefix = f"{subfolder}/" if subfolder else ""
+        inside = {path[len(prefix):]: size for path, size in self.files.items() if path.startswith(prefix)}
+        return {path: size for path, size in inside.items() if is_signature_file(path)}
 
     def cached_file(self, path: str) -> Path:
         """Where the cache keeps ``path`` of this commit (present when it was fetched)."""
         return Path(cache_folder(self.ref)) / "snapshots" / str(self.ref.revision) / path
 
-    def entries(self, token: str | None = None) -> list[dict[str, Any]]:
+    def entries(self, token: str | None = None, subfolder: str | None = None) -> list[dict[str, Any]]:
         """The signatures this commit lists: its index, then the card block's entries for files the index does
         not list (pushed by an older fisherhub, which wrote only the card). Files are fetched through the cache
         at the revision asked for, so that the cache can answer the same question offline. A snapshot from a
         listing (``listed``) takes the card block it carries when there is one: the index's rendering, from
-        the same commit, so no download. ``CardError`` when the index or the block is malformed."""
+        the same commit, so no download. With ``subfolder`` (an adapter saved under a folder of the repo) only
+        that folder's ``fisher_signatures/index.json`` (the repo's card describes the repo, not the folder);
+        its paths are relative to the folder. ``CardError`` when the index or the block is malformed."""
+        if subfolder:
+            index = f"{subfolder}/{INDEX_PATH}"
+            if not self.complete:
+                data = self.cached_file(index).read_bytes() if self.cached_file(index).is_file() else None
+            else:
+                data = self.download(index, token).read_bytes() if index in self.files else None
+            return parse_index(data, f"{self.ref} ({subfolder})") if data is not None else []
         card = signature_entries(self.card_data, str(self.ref))
         if self.listed and card:
             return card

@@ -73,21 +73,27 @@ def _local_option(path: Path) -> SignatureOption:
     return SignatureOption(signature.sketch_id, signature.metadata.get("base_model"), str(path), lambda: signature)
 
 
-def hub_options(repo_id: str, repo_type: str, revision: str | None = None, snapshot=None) -> list[SignatureOption]:
-    """The loadable signatures of a Hub repo (``snapshot``: as a listing described it) from its index or card,
-    without a request per file; tensors are fetched when chosen."""
+def hub_options(
+    repo_id: str, repo_type: str, revision: str | None = None, snapshot=None, *,
+    token: str | None = None, subfolder: str | None = None,
+) -> list[SignatureOption]:
+    """The loadable signatures of a Hub repo (``snapshot``: as a listing described it), or of the adapter under
+    its ``subfolder``, from its index or card, without a request per file; tensors are fetched when chosen."""
     from fisherhub.hub import SignatureRef, load_signature, repo_snapshot, snapshot_signatures
 
-    snapshot = snapshot or repo_snapshot(SignatureRef(repo_id, repo_type, revision))
+    snapshot = snapshot or repo_snapshot(SignatureRef(repo_id, repo_type, revision), token)
     options = []
-    for info in snapshot_signatures(snapshot, read_headers=False):
+    for info in snapshot_signatures(snapshot, token, read_headers=False, subfolder=subfolder):
         if info.problem is None and info.sketch_id:
             ref = info.location
-            options.append(SignatureOption(info.sketch_id, info.base_model, ref, lambda ref=ref: load_signature(ref)))
+            load = lambda ref=ref: load_signature(ref, token=token)  # noqa: E731
+            options.append(SignatureOption(info.sketch_id, info.base_model, ref, load))
     return options
 
 
-def _with_training_data(options: list[SignatureOption], datasets: Any, base_model: str | None) -> list[SignatureOption]:
+def _with_training_data(
+    options: list[SignatureOption], datasets: Any, base_model: str | None, token: str | None = None
+) -> list[SignatureOption]:
     """The adapter's own signatures, plus, when none is for ``base_model``, those of the dataset repos its card
     names as training data (``datasets:``)."""
     from fisherhub.hub import HubError
@@ -97,7 +103,7 @@ def _with_training_data(options: list[SignatureOption], datasets: Any, base_mode
     names = [datasets] if isinstance(datasets, str) else list(datasets or [])
     for name in names:
         try:
-            options = [*options, *hub_options(str(name), "dataset")]
+            options = [*options, *hub_options(str(name), "dataset", token=token)]
         except HubError:  # a dataset named in the card but not on this Hub carries no signature
             continue
     return options
@@ -133,24 +139,49 @@ def _local_candidate(folder: Path, base_model: str | None) -> Candidate:
     return Candidate(str(folder), AdapterLocation(str(folder)), options)
 
 
-def _hub_candidate(name: str, base_model: str | None, listing=None) -> Candidate:
+def _adapter_config_base(snapshot, subfolder: str | None, token: str | None) -> str | None:
+    """``base_model_name_or_path`` of the repo's ``adapter_config.json`` (under ``subfolder``); one small
+    download through the cache (offline: the cached copy)."""
+    path = f"{subfolder}/{ADAPTER_CONFIG}" if subfolder else ADAPTER_CONFIG
+    local = snapshot.download(path, token) if snapshot.complete else snapshot.cached_file(path)
+    if not local.is_file():
+        return None  # offline and never fetched: nothing names the base model
+    try:
+        config = json.loads(local.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Skip(f"malformed {path} ({exc}): save the adapter again with PeftModel.save_pretrained") from exc
+    return config.get("base_model_name_or_path") if isinstance(config, dict) else None
+
+
+def _hub_candidate(name: str, base_model: str | None, listing=None, token: str | None = None) -> Candidate:
+    """A Hub adapter repo (or dataset repo). ``org/name:folder`` and ``hf://org/name/folder`` name an adapter
+    saved under ``folder`` of the repo (its ``adapter_config.json`` and ``fisher_signatures/`` there; the
+    repo's card, which describes the repo, is not read for it).
+    Requests: one ``repo_info`` (none for a listed repo); the adapter's base model from the card, and from
+    its ``adapter_config.json`` (one small download) when the card names none or the adapter is in a
+    subfolder; then the chosen signature's index and file when it is ranked."""
     from fisherhub.hub import HubError, SignatureRef, repo_snapshot
 
     ref = SignatureRef.parse(name) if listing is None else listing.ref
-    if ref is None or ref.path is not None:
-        raise Skip("not a local adapter folder, nor a Hub repo id (org/name, datasets/org/name, with @revision)")
+    if ref is None or (ref.path is not None and ref.repo_type != "model"):
+        raise Skip("not a local adapter folder, nor a Hub repo id (org/name[@revision][:subfolder], "
+                   "hf://org/name[@revision]/subfolder, datasets/org/name)")
+    subfolder = ref.path.rstrip("/") if ref.path else None
+    config_path = f"{subfolder}/{ADAPTER_CONFIG}" if subfolder else ADAPTER_CONFIG
     try:
         if ref.repo_type == "dataset":
-            return Candidate(name, None, hub_options(ref.repo_id, "dataset", ref.revision))
-        snapshot = listing or repo_snapshot(ref)  # offline: from the cache
-        if snapshot.complete and ADAPTER_CONFIG not in snapshot.files:
-            raise Skip(f"not an adapter: the model repo has no {ADAPTER_CONFIG} (a full model, not a PEFT adapter)")
-        card = snapshot.card_data or {}
-        _check_adapter_base(card.get("base_model"), base_model)
-        options = _with_training_data(hub_options(ref.repo_id, "model", snapshot=snapshot), card.get("datasets"), base_model)
+            return Candidate(name, None, hub_options(ref.repo_id, "dataset", ref.revision, token=token))
+        snapshot = listing or repo_snapshot(dataclasses.replace(ref, path=None), token)  # offline: the cache
+        if snapshot.complete and config_path not in snapshot.files:
+            where = f"the folder {subfolder!r} of the model repo" if subfolder else "the model repo"
+            raise Skip(f"not an adapter: {where} has no {ADAPTER_CONFIG} (a full model, not a PEFT adapter)")
+        card = {} if subfolder else snapshot.card_data or {}  # the card describes the repo, not a folder in it
+        _check_adapter_base(card.get("base_model") or _adapter_config_base(snapshot, subfolder, token), base_model)
+        options = hub_options(ref.repo_id, "model", snapshot=snapshot, token=token, subfolder=subfolder)
+        options = _with_training_data(options, card.get("datasets"), base_model, token)
     except HubError as exc:
         raise Skip(str(exc)) from exc
-    return Candidate(name, AdapterLocation(ref.repo_id, snapshot.ref.revision), options)
+    return Candidate(name, AdapterLocation(ref.repo_id, snapshot.ref.revision, subfolder), options)
 
 
 def candidate_name(name) -> str:
@@ -158,27 +189,27 @@ def candidate_name(name) -> str:
     return name.ref.repo_id if hasattr(name, "ref") else os.fspath(name)
 
 
-def resolve_candidate(name, base_model: str | None) -> Candidate:
+def resolve_candidate(name, base_model: str | None, token: str | None = None) -> Candidate:
     """A repo found by discovery (a ``RepoSnapshot``), a local adapter folder, else a Hub repo id; its signature
-    options (``Skip`` when it cannot be one)."""
+    options (``Skip`` when it cannot be one). ``token`` goes to every Hub call."""
     from fisherhub.hub import RepoSnapshot
 
     if isinstance(name, RepoSnapshot):
-        return _hub_candidate(name.ref.repo_id, base_model, name)
+        return _hub_candidate(name.ref.repo_id, base_model, name, token)
     text = os.fspath(name)
     if os.path.isdir(text):
         return _local_candidate(Path(text), base_model)
-    return _hub_candidate(text, base_model)
+    return _hub_candidate(text, base_model, token=token)
 
 
-def discover(base_model: str | None) -> list:
+def discover(base_model: str | None, token: str | None = None) -> list:
     """The adapters of ``base_model`` that the Hub lists."""
     from fisherhub.hub import find_adapters
     from fisherhub.lm.loading import canonical_model_id
 
     if base_model is None:
         raise InputError("no candidates given: pass adapter repo ids or folders, or base_model= to discover adapters")
-    found = find_adapters(canonical_model_id(base_model))
+    found = find_adapters(canonical_model_id(base_model), token=token)
     if not found:
         raise InputError(
             f"no candidates: the Hub lists no adapters of {base_model!r} (tag base_model:adapter:{base_model}). "

@@ -40,17 +40,24 @@ def adapter_names(candidates: Sequence[str]) -> list[str]:
     return names
 
 
+def check_top_k(top_k: int | None) -> int:
+    """``top_k`` (default 1), refused unless a positive int."""
+    count = 1 if top_k is None else top_k
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise InputError(f"top_k must be a positive int, got {top_k!r}")
+    return count
+
+
 def load_adapters(
     ranking: Sequence[RankedCandidate], model, base_model: str | None, top_k: int | None,
-    signature: Signature | None = None,
+    signature: Signature | None = None, token: str | None = None,
 ):
     """A ``peft.PeftModel`` on ``model`` (None: ``base_model`` loaded, at what ``signature`` records) with the
-    ``top_k`` (default 1) best rows' adapters under ``adapter_names``, the best one active."""
+    ``top_k`` (default 1) best rows' adapters under ``adapter_names``, the best one active; each from its repo
+    at the commit ranked (and its subfolder), with ``token``."""
     from peft import PeftModel
 
-    count = 1 if top_k is None else top_k
-    if not isinstance(count, int) or count < 1:
-        raise InputError(f"top_k must be a positive int, got {top_k!r}")
+    count = check_top_k(top_k)
     rows = ranking[:count]
     datasets_only = [row.candidate for row in rows if row.adapter is None]
     if datasets_only:
@@ -61,9 +68,8 @@ def load_adapters(
     if model is None:
         model = load_base_model(base_model, signature)[0]
     names = adapter_names([row.candidate for row in rows])
-    first = rows[0].adapter
-    peft_model = PeftModel.from_pretrained(model, first.path, adapter_name=names[0], revision=first.revision)
+    peft_model = PeftModel.from_pretrained(model, rows[0].adapter.path, adapter_name=names[0], **rows[0].adapter.hub_kwargs(token))
     for row, name in zip(rows[1:], names[1:]):
-        peft_model.load_adapter(row.adapter.path, adapter_name=name, revision=row.adapter.revision)
+        peft_model.load_adapter(row.adapter.path, adapter_name=name, **row.adapter.hub_kwargs(token))
     peft_model.set_adapter(names[0])
     return peft_model.eval()

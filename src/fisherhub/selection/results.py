@@ -12,7 +12,9 @@ from fisherhub.core.alignment import AlignmentResult
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.core.signature import Signature
 from fisherhub.selection import peft_loading, report
-from fisherhub.selection.ranking import ROW_SCORES, STDERR_FIELDS, best_first, check_score
+from fisherhub.selection.ranking import (
+    MIX_TYPES, ROW_SCORES, STDERR_FIELDS, best_first, check_score, mixing_weights,
+)
 
 if TYPE_CHECKING:
     from fisherhub.selection.scoring import AutoChoice, Verdict
@@ -22,10 +24,15 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class AdapterLocation:
-    """Where ``peft`` loads an adapter from: a Hub repo id (at ``revision``) or a local folder."""
+    """Where ``peft`` loads an adapter from: a Hub repo id (at ``revision``, under ``subfolder``) or a local folder."""
 
     path: str
     revision: str | None = None
+    subfolder: str | None = None
+
+    def hub_kwargs(self, token: str | None) -> dict[str, Any]:
+        """What ``PeftModel.from_pretrained`` / ``load_adapter`` take besides the path."""
+        return {"revision": self.revision, "token": token, **({"subfolder": self.subfolder} if self.subfolder else {})}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +111,7 @@ class Selection:
     model: Any = None  # the PeftModel, when select_adapter(load=True)
     verdict: Verdict | None = None  # how far to trust the pick (``selection.scoring.verdict``)
     choice: AutoChoice | None = None  # with score="auto": the geometry scored by, the regime, and why
+    token: str | None = dataclasses.field(default=None, repr=False)  # select_adapter's token, used again to load
 
     @property
     def best(self) -> RankedCandidate:
@@ -142,5 +150,38 @@ class Selection:
         active; with ``top_k`` the k best are loaded as named adapters (``set_adapter(name)`` switches;
         ``peft_config`` lists them by name). The base model is modified in place, as ``peft`` does."""
         return peft_loading.load_adapters(
-            self.ranking, model, self.base_model, top_k, next(iter(self.targets.values()), None)
+            self.ranking, model, self.base_model, top_k, next(iter(self.targets.values()), None), self.token
         )
+
+    # -- mixing -------------------------------------------------------------------------------------
+    def weights(self, temperature: float = 1.0, top_k: int | None = None) -> dict[str, float]:
+        """Mixing weights of the ``top_k`` best candidates (default: all), by candidate, summing to 1
+        (``ranking.mixing_weights``): w_i ∝ A_i^(1/temperature) for the candidates whose score is above 2
+        standard errors, 0 for the others."""
+        rows = self.ranking if top_k is None else self.ranking[: peft_loading.check_top_k(top_k)]
+        weights = mixing_weights([row.score for row in rows], [row.stderr for row in rows], temperature)
+        return {row.candidate: weight for row, weight in zip(rows, weights)}
+
+    def mix(self, model=None, top_k: int = 2, combination_type: str = "cat", adapter_name: str = "mix",
+            temperature: float = 1.0):
+        """``load(model, top_k)`` and PEFT's ``add_weighted_adapter`` of those adapters with ``weights``
+        (those of weight 0 left out) as ``adapter_name``, active. ``cat`` stacks the LoRA factors, so the mix's
+        update is exactly ΔW = Σ w_i ΔW_i (its rank the sum of the ranks); ``linear`` sums the factors,
+        A = Σ √(w_i s_i) A_i and B = Σ √(w_i s_i) B_i (s_i the LoRA scaling), same rank, whose product has
+        cross terms B_i A_j: the weighted sum of the updates only when one weight is nonzero."""
+        if combination_type not in MIX_TYPES:
+            raise InputError(f"combination_type must be one of {MIX_TYPES}, got {combination_type!r}")
+        weights = self.weights(temperature, top_k)
+        peft_model = self.load(model, top_k)
+        names = peft_loading.adapter_names(list(weights))
+        if adapter_name in names:
+            raise InputError(f"adapter_name {adapter_name!r} is taken by a loaded adapter; pass another")
+        kept = [(name, weight) for name, weight in zip(names, weights.values()) if weight > 0]
+        try:
+            peft_model.add_weighted_adapter(
+                [name for name, _ in kept], [weight for _, weight in kept], adapter_name, combination_type=combination_type
+            )
+        except ValueError as exc:  # e.g. linear over adapters of different ranks or target modules
+            raise InputError(f"PEFT cannot mix these adapters with {combination_type!r}: {exc}. Try 'cat'") from exc
+        peft_model.set_adapter(adapter_name)
+        return peft_model.eval()

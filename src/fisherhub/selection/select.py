@@ -26,6 +26,7 @@ def select_adapter(
     model=None,
     tokenizer=None,
     sketch: SketchOptions | None = None,
+    token: str | None = None,
 ) -> Selection:
     """Rank ``candidates`` by the alignment of their training data's signature with ``target``'s.
 
@@ -44,21 +45,23 @@ def select_adapter(
     carries a ``verdict`` (the gap between #1 and #2 in standard errors, P(best) against random, which geometries
     agree, or "no candidate is clearly better"), shown under its table. With ``load=True`` the
     best ``top_k`` (default 1) adapters are loaded onto ``model`` (or the loaded base model) into
-    ``selection.model``.
+    ``selection.model``. ``token`` (default: the logged-in one, ``HF_TOKEN``) goes to every Hub call:
+    discovery, repo infos, signature and config downloads, and ``Selection.load`` / ``mix``; a private repo
+    it cannot read is skipped, saying so.
     """
     score = check_score(score)
-    given = given_signatures(target, base_model)
+    given = given_signatures(target, base_model, token)
     data = data_to_sketch(target) if given is None else None
     if base_model is None and given is not None:
         base_model = common_base_model((s.metadata.get("base_model") for s in given), "the target's signatures")
-    names = list(candidates) if candidates is not None else discover(base_model)
+    names = list(candidates) if candidates is not None else discover(base_model, token)
     if not names:
         raise InputError("no candidates given: pass adapter repo ids or folders, or None and base_model= to discover")
     skipped: list[Skipped] = []
     resolved = []
     for name in names:
         try:
-            resolved.append(resolve_candidate(name, base_model))
+            resolved.append(resolve_candidate(name, base_model, token))
         except Skip as skip:
             skipped.append(Skipped(candidate_name(name), skip.reason))
     if base_model is None:
@@ -92,7 +95,7 @@ def select_adapter(
     rows = [row.ranked_by(geometry) for row in rows]
     selection = Selection(
         best_first(rows), skipped, geometry, dict(targets.signatures), base_model, verdict=scored.verdict,
-        choice=scored.choice,
+        choice=scored.choice, token=token,
     )
     if load:
         base = model if model is not None or sketcher is None else sketcher.model

@@ -35,15 +35,15 @@ def _is_signature_ref(target: str) -> bool:
     return target.startswith(("hf://", "datasets/")) or ":" in target
 
 
-def _referenced_signatures(reference: str, base_model: str | None) -> list[Signature]:
+def _referenced_signatures(reference: str, base_model: str | None, token: str | None = None) -> list[Signature]:
     """The signatures a reference names: a local file, or a Hub reference (a repo: all its signatures for
     ``base_model``)."""
     from fisherhub.hub import SignatureRef, load_signature
 
     ref = SignatureRef.parse(reference)
     if os.path.isfile(reference) or ref is None or ref.path is not None:
-        return [load_signature(reference)]  # a file, or a clear error for what is not a reference
-    options = hub_options(ref.repo_id, ref.repo_type, ref.revision)
+        return [load_signature(reference, token=token)]  # a file, or a clear error for what is not a reference
+    options = hub_options(ref.repo_id, ref.repo_type, ref.revision, token=token)
     matching = [option.load() for option in options if option.is_for(base_model)]
     if not matching:
         wanted = f" for {base_model}" if base_model else ""
@@ -51,12 +51,12 @@ def _referenced_signatures(reference: str, base_model: str | None) -> list[Signa
     return matching
 
 
-def given_signatures(target: Any, base_model: str | None) -> list[Signature] | None:
+def given_signatures(target: Any, base_model: str | None, token: str | None = None) -> list[Signature] | None:
     """The signatures a ``Signature`` or signature-reference target is; None for a target to sketch."""
     if isinstance(target, Signature):
         return [target]
     if isinstance(target, (str, os.PathLike)) and _is_signature_ref(os.fspath(target)):
-        return _referenced_signatures(os.fspath(target), base_model)
+        return _referenced_signatures(os.fspath(target), base_model, token)
     return None
 
 
