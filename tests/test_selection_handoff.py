@@ -112,6 +112,18 @@ def test_private_adapter_ranked_and_loaded_with_the_token_skipped_without(world)
     assert {row.candidate for row in select_adapter(world["target"], base_model=BASE).ranking} == set(world["repos"])
 
 
+def test_select_cli_takes_the_token(world, tmp_path, capsys):
+    from fisherhub.cli import main
+
+    target = tmp_path / "target.safetensors"
+    world["target"].save(target)
+    assert main(["select", str(target), world["private"], world["repos"][0], "--token", READER]) == 0
+    shown = capsys.readouterr().out
+    assert world["private"] in shown and "skipped" not in shown
+    assert main(["select", str(target), world["private"], world["repos"][0]]) == 0
+    assert "private repo needs a token" in capsys.readouterr().out
+
+
 def test_adapter_in_a_subfolder_ranked_and_loaded(world):
     short, uri = "handoff/many-adapters:domain-1", "hf://handoff/many-adapters/domain-1"
     selection = select_adapter(world["target"], [short, uri, "handoff/many-adapters:no-such-folder"])

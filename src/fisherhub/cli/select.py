@@ -27,6 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "the candidates (the verdict under the table says how far to trust the pick)")
     parser.add_argument("--top-k", type=int, default=None, help="show the k best candidates only")
     parser.add_argument("--plot", default=None, metavar="PNG", help="write a bar chart of the scores with error bars")
+    parser.add_argument("--token", default=None, help="Hub token for private or gated adapters (default: HF_TOKEN or "
+                                                     "the one `hf auth login` saved)")
     add_arguments(parser.add_argument_group("a dataset TARGET"), DataArgs, only=("split", "text_column", "max_documents"))
     parser.set_defaults(func=run)
 
@@ -37,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     data = DataArgs(args.target, split=args.split, text_column=args.text_column, max_documents=args.max_documents)
     selection = select_adapter(
         args.target, args.candidates or None, base_model=args.base_model, score=args.score,
-        sketch=SketchOptions(data=data),
+        sketch=SketchOptions(data=data), token=args.token,
     )
     if sys.stdout.isatty():
         from rich.console import Console
