@@ -83,13 +83,20 @@ def inference_mode(model: torch.nn.Module, gradients: bool = False) -> Iterator[
             module.training = flag
 
 
+def model_inputs(model: torch.nn.Module, input_ids: torch.Tensor, mask: torch.Tensor, device) -> dict:
+    """The forward pass's keyword arguments on ``device``, without a cache; position ids count non-padding
+    tokens (as in generation) where the model takes them, so left padding does not shift them."""
+    inputs = {"input_ids": input_ids.to(device), "attention_mask": mask.to(device), "use_cache": False}
+    if "position_ids" in inspect.signature(model.forward).parameters:
+        inputs["position_ids"] = (mask.cumsum(dim=1) - 1).clamp_min(0).to(device)
+    return inputs
+
+
 def forward(
     head: HeadModel, input_ids: torch.Tensor, mask: torch.Tensor, *, inputs_only: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Head inputs a (B, T, d), head outputs z (B, T, K) and the logits the model returns (or None); with
     ``inputs_only`` the forward pass stops at the head (z and logits are None).
-
-    Position ids count non-padding tokens (as in generation), so left padding does not shift them.
     """
     base = head.base
     embeddings = base.get_input_embeddings().weight
@@ -99,10 +106,7 @@ def forward(
             f"0..{embeddings.shape[0] - 1} (padding included): the batch was tokenized with a tokenizer that "
             "does not belong to this model"
         )
-    device = embeddings.device
-    inputs = {"input_ids": input_ids.to(device), "attention_mask": mask.to(device), "use_cache": False}
-    if "position_ids" in inspect.signature(base.forward).parameters:
-        inputs["position_ids"] = (mask.cumsum(dim=1) - 1).clamp_min(0).to(device)
+    inputs = model_inputs(base, input_ids, mask, embeddings.device)
     outputs = None
     with inference_mode(head.model), _capturing(head.head, inputs_only) as capture:
         try:

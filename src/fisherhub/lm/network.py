@@ -18,7 +18,6 @@ of LoRA adapters (their ``adapter_config.json``, matched by PEFT's own rule).
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Iterable, Mapping, Sequence
 
 import torch
@@ -30,7 +29,7 @@ from fisherhub.core.registry import KERNELS
 from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
 from fisherhub.data.documents import DocumentStream, check_has_documents
-from fisherhub.lm.capture import inference_mode
+from fisherhub.lm.capture import inference_mode, model_inputs
 from fisherhub.lm.head import HeadModel
 from fisherhub.lm.positions import attention_mask as batch_attention_mask
 from fisherhub.lm.positions import document_indices, scored_positions
@@ -236,9 +235,7 @@ def sketch_network_batch(
     hooks = _Hooks(network_batch, attended.to(device))
     handles = [embeddings.register_forward_hook(hooks.on_embeddings)]
     handles += [module.register_forward_hook(hooks.on_module(i)) for i, module in enumerate(named.values())]
-    inputs = {"input_ids": input_ids.to(device), "attention_mask": attention_mask.to(device), "use_cache": False}
-    if "position_ids" in inspect.signature(model.forward).parameters:
-        inputs["position_ids"] = (attention_mask.cumsum(dim=1) - 1).clamp_min(0).to(device)
+    inputs = model_inputs(model, input_ids, attention_mask, device)
     try:
         with inference_mode(model, gradients=True):
             logits = model(**inputs).logits
