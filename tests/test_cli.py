@@ -49,6 +49,20 @@ def test_sketch_then_compare(model_folder, tmp_path, capsys):
     assert torch.allclose(torch.tensor(written["activation"], dtype=torch.float64), expected.activation)
 
 
+def test_sketch_hands_back_its_process_group(model_folder, tmp_path, monkeypatch):
+    """A gloo group alive at interpreter exit can abort the process (SIGABRT) after the signature is written."""
+    from accelerate import PartialState
+
+    destroyed = []
+    monkeypatch.setattr(PartialState, "destroy_process_group", lambda self, group=None: destroyed.append(group))
+    data = write_jsonl(tmp_path / "prose.jsonl", [f"the story {i} goes on and on, slowly." for i in range(6)])
+    code = main([
+        "sketch", "--dataset", str(data), "--text-column", "content", "--model", str(model_folder), "-m", "64",
+        "--output", str(tmp_path / "prose.safetensors"), "--no-progress", "--cpu",
+    ])
+    assert code == 0 and destroyed == [None]
+
+
 def test_reflection_is_on_by_default_and_can_be_turned_off(model_folder, tmp_path):
     data = write_jsonl(tmp_path / "prose.jsonl", [f"the story {i} goes on and on, slowly." for i in range(12)])
     common = ["sketch", "--dataset", str(data), "--text-column", "content", "--model", str(model_folder), "-m", "256",

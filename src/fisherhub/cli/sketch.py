@@ -48,10 +48,22 @@ def run(namespace: argparse.Namespace) -> int:
     from accelerate import PartialState
 
     from fisherhub.cli.allocator import keep_freed_memory
+
+    keep_freed_memory()
+    try:
+        return _sketch_and_write(args, namespace)
+    finally:  # a process that exits with its gloo group alive can abort in interpreter shutdown (SIGABRT)
+        if PartialState().initialized:
+            PartialState().destroy_process_group()
+
+
+def _sketch_and_write(args: SketchArgs, namespace: argparse.Namespace) -> int:
+    """Sketch, then (main process) write and push; the checkpoints go once every process has finished."""
+    from accelerate import PartialState
+
     from fisherhub.pipeline.checkpoints import remove_checkpoints, remove_if_empty
     from fisherhub.pipeline.loop import sketch
 
-    keep_freed_memory()
     try:
         signature = sketch(args)
     except KeyboardInterrupt:
