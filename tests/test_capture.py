@@ -14,6 +14,7 @@ import torch
 import transformers
 from tiny_models import (
     ARCHITECTURES,
+    SCALED_ARCHITECTURES,
     SOFTCAPPED_ARCHITECTURES,
     tiny_causal_lm,
     tiny_tokenizer,
@@ -109,7 +110,9 @@ def autograd_reference(model, batch, per_token_head_gradients: bool = False) -> 
 
 # -- a and e against autograd ---------------------------------------------------------------------
 @pytest.mark.parametrize(
-    "arch,tied", [(arch, tied) for arch in ARCHITECTURES for tied in (False, True)] + [(SOFTCAPPED_ARCHITECTURES[0], True)]
+    "arch,tied",
+    [(arch, tied) for arch in ARCHITECTURES for tied in (False, True)]
+    + [(arch, True) for arch in (*SOFTCAPPED_ARCHITECTURES, *SCALED_ARCHITECTURES)],
 )
 def test_captured_e_is_the_logit_gradient_and_a_the_head_input(arch, tied):
     model = tiny_causal_lm(arch, tie_word_embeddings=tied, vocab_size=VOCAB_SIZE)
@@ -129,6 +132,19 @@ def test_captured_e_is_the_logit_gradient_and_a_the_head_input(arch, tied):
                                    rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("arch,scale", [("cohere", 0.5), ("granite", 1 / 4.0)])
+def test_a_logit_scale_is_chained_into_e(arch, scale):
+    model = tiny_causal_lm(arch, tie_word_embeddings=False, vocab_size=VOCAB_SIZE)
+    assert LogitTransform.of(model) == LogitTransform(scale=scale)
+    batch = encode(["the old bridge.", "x1 = 2 * y;"])
+    reference = autograd_reference(model, batch)
+    capture = captured(model, batch)
+    p_minus_onehot = torch.softmax(reference["logits"], -1) - torch.nn.functional.one_hot(reference["targets"], VOCAB_SIZE)
+    torch.testing.assert_close(capture["errors"], scale * p_minus_onehot, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(capture["errors"].T @ capture["activations"], reference["head_weight_gradient"],
+                               rtol=1e-4, atol=1e-5)
+
+
 def test_softcapping_is_chained_into_e():
     model = tiny_causal_lm("gemma2", tie_word_embeddings=False, vocab_size=VOCAB_SIZE)
     assert LogitTransform.of(model).softcap == model.config.final_logit_softcapping == 2.0
@@ -139,6 +155,21 @@ def test_softcapping_is_chained_into_e():
     assert (capture["errors"] - p_minus_onehot).abs().max() > 1e-2  # the cap changes e visibly ...
     torch.testing.assert_close(capture["errors"].T @ capture["activations"], reference["head_weight_gradient"],
                                rtol=1e-4, atol=1e-5)  # ... and keeps Σ e aᵀ the head gradient
+
+
+def test_documents_longer_than_the_models_positions_are_truncated_to_them():
+    """GPT-2's learned position embeddings have n_positions rows: a longer document would index past them."""
+    from fisherhub.pipeline.loop import sketch_texts
+
+    config = transformers.GPT2Config(vocab_size=VOCAB_SIZE, n_embd=32, n_layer=1, n_head=4, n_positions=16,
+                                     bos_token_id=2, eos_token_id=1, pad_token_id=0)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    texts = ["the quick brown fox jumps over the lazy dog " * 2, "short one", "rain falls on the old bridge again"]
+    with pytest.warns(UserWarning, match="max_length 512 exceeds the model's 16 positions"):
+        signature = sketch_texts(texts, model, TOKENIZER, m=64)
+    lengths = [min(16, len(TOKENIZER(text)["input_ids"])) for text in texts]
+    assert signature.num_tokens == sum(length - 1 for length in lengths)
+    assert signature.metadata["max_length"] == "16"
 
 
 # -- alignments against exact forms ------------------------------------------------------------------
@@ -375,5 +406,6 @@ def test_bad_batches_and_unknown_logit_transforms_are_refused():
                                        num_attention_heads=2, num_key_value_heads=1, logit_scale=0.5,
                                        bos_token_id=2, eos_token_id=1, pad_token_id=0)
     scaled = transformers.AutoModelForCausalLM.from_config(config)
+    scaled.logit_scale = 0.7  # the forward scales by 0.7, its config says 0.5: a transform fisherhub does not know
     with pytest.raises(InputError, match="changes its logits after the output head"):
         sketch_batch(SketchState(spec_for_model(scaled, m=64, reflection=False)), scaled, batch)

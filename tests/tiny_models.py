@@ -4,7 +4,8 @@
     tokenizer = tiny_tokenizer(64)        # len(tokenizer) == 64, pad/eos/bos/unk tokens, adds <bos>
 
 Architectures: ``ARCHITECTURES`` (Llama, Qwen2, GPT-2, Gemma v1: plain heads) and
-``SOFTCAPPED_ARCHITECTURES`` (Gemma 2: final-logit softcapping after the head). Models come back in
+``SOFTCAPPED_ARCHITECTURES`` (Gemma 2: final-logit softcapping after the head) and ``SCALED_ARCHITECTURES``
+(Cohere, Granite: a constant logit scale after the head). Models come back in
 ``eval()`` mode, float32, with eager attention (deterministic on CPU).
 """
 
@@ -18,6 +19,9 @@ from tokenizers import Regex, Tokenizer, models, pre_tokenizers, processors
 
 ARCHITECTURES = ("llama", "qwen2", "gpt2", "gemma")
 SOFTCAPPED_ARCHITECTURES = ("gemma2",)
+#: heads whose logits the model scales by a constant: Cohere multiplies by ``logit_scale``, Granite divides by
+#: ``logits_scaling``
+SCALED_ARCHITECTURES = ("cohere", "granite")
 
 SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<unk>")
 _FREQUENT_CHARACTERS = " etaoinsrhldcumfpgwybvkxjqz.,0123456789=+-*/()[]{}:;_'\"!?#<>\nETAOINSRHLDCUMFPGWYBVKXJQZ"
@@ -39,10 +43,18 @@ def _config(arch: str, tie_word_embeddings: bool, vocab_size: int, hidden_size: 
         "qwen2": transformers.Qwen2Config,
         "gemma": transformers.GemmaConfig,
         "gemma2": transformers.Gemma2Config,
+        "cohere": transformers.CohereConfig,
+        "granite": transformers.GraniteConfig,
     }
     if arch not in config_classes:
-        raise ValueError(f"unknown tiny architecture {arch!r}; choose from {ARCHITECTURES + SOFTCAPPED_ARCHITECTURES}")
-    extra = {"final_logit_softcapping": 2.0, "query_pre_attn_scalar": 8} if arch == "gemma2" else {}
+        raise ValueError(
+            f"unknown tiny architecture {arch!r}; choose from {ARCHITECTURES + SOFTCAPPED_ARCHITECTURES + SCALED_ARCHITECTURES}"
+        )
+    extra = {
+        "gemma2": {"final_logit_softcapping": 2.0, "query_pre_attn_scalar": 8},
+        "cohere": {"logit_scale": 0.5},
+        "granite": {"logits_scaling": 4.0},
+    }.get(arch, {})
     return config_classes[arch](
         vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=2 * hidden_size,
         num_hidden_layers=num_layers, num_attention_heads=heads, num_key_value_heads=max(1, heads // 2),

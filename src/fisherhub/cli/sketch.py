@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import os
 import shlex
 import sys
@@ -51,10 +52,17 @@ def run(namespace: argparse.Namespace) -> int:
 
     keep_freed_memory()
     try:
-        return _sketch_and_write(args, namespace)
+        status = _sketch_and_write(args, namespace)
     finally:  # a process that exits with its gloo group alive can abort in interpreter shutdown (SIGABRT)
+        launched = PartialState().initialized and PartialState().num_processes > 1
         if PartialState().initialized:
             PartialState().destroy_process_group()
+    if launched:  # the work is written: skip the interpreter's teardown, where gloo's threads can still abort it
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status
 
 
 def _sketch_and_write(args: SketchArgs, namespace: argparse.Namespace) -> int:

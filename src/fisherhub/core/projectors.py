@@ -278,19 +278,28 @@ class FoldedSRHTProjector(_VocabularyProjector):
 
     def __init__(self, vocab_size: int, m: int, seed: int):
         super().__init__(vocab_size, m, seed, next_power_of_two(m), _iid_signs(vocab_size, seed))
+        self._sign_ratio = self.signs[0] * self.signs[1]
 
     def _fold_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
-        (signs,) = self._on(x, self.signs)
-        _accumulate_slices(x, signs, out)
+        signs, ratio = self._on(x, self.signs, self._sign_ratio)
+        _sum_signed_slices(x, signs[0], ratio, out, signed=self._scratch("signed", x.shape[0], x.device))
 
 
-def _accumulate_slices(x: torch.Tensor, signs: torch.Tensor, out: torch.Tensor) -> None:
-    """out (N, 2, Q) = Σ_b D_b x_b over the slices x_b of width Q of x (N, K), slice by slice in order."""
+def _sum_signed_slices(
+    x: torch.Tensor, signs: torch.Tensor, ratio: torch.Tensor, out: torch.Tensor, signed: torch.Tensor
+) -> None:
+    """out (N, 2, Q) = Σ_b D_b x_b over the slices x_b of width Q of x (N, K), summed in slice order, for the
+    two sides' signs D_0 = ``signs`` and D_1 = D_0 ∘ ``ratio``. ``signed`` (N, K; may be x) receives x ∘ D_0,
+    then in place ∘ D_0 D_1, which is x ∘ D_1 exactly for ±1 signs: each side is one sum over the slices."""
     q, width = out.shape[2], x.shape[1]
-    out.zero_()
-    for start in range(0, width, q):
-        stop = min(start + q, width)
-        out[:, :, : stop - start].addcmul_(x[:, None, start:stop], signs[None, :, start:stop])
+    full = width // q * q
+    torch.mul(x, signs, out=signed)
+    for side in range(2):
+        if side:
+            signed.mul_(ratio)
+        torch.sum(signed[:, :full].unflatten(1, (full // q, q)), dim=1, out=out[:, side])
+        if full < width:  # the partial last slice, added last
+            out[:, side, : width - full] += signed[:, full:]
 
 
 class ChunkPermutedFoldedSRHTProjector(_VocabularyProjector):
@@ -312,6 +321,7 @@ class ChunkPermutedFoldedSRHTProjector(_VocabularyProjector):
         self.bins = torch.empty_like(self.coordinate_at)
         self.bins[self.coordinate_at] = torch.arange(vocab_size) % self.transform_size
         self._position_signs = self.signs[:, self.coordinate_at].contiguous()
+        self._position_sign_ratio = self._position_signs[0] * self._position_signs[1]
         self.row_width = -(-vocab_size // PERMUTATION_CHUNK) * PERMUTATION_CHUNK
         self._padded_chunk_order = torch.cat(
             [self.chunk_order, torch.arange(self.chunks, self.row_width // PERMUTATION_CHUNK)]
@@ -332,13 +342,13 @@ class ChunkPermutedFoldedSRHTProjector(_VocabularyProjector):
         )
 
     def _fold_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
-        order, signs = self._on(x, self._padded_chunk_order, self._position_signs)
+        order, signs, ratio = self._on(x, self._padded_chunk_order, self._position_signs, self._position_sign_ratio)
         chunks = self._chunks(x)
         if chunks is None:
             chunks = self._chunks(self._scratch("padded input", x.shape[0], x.device).copy_(x))
         permuted = self._scratch("permuted", x.shape[0], x.device)
         torch.index_select(chunks, 1, order, out=self._chunks(permuted))
-        _accumulate_slices(permuted, signs, out)
+        _sum_signed_slices(permuted, signs[0], ratio, out, signed=permuted)
 
 
 class SliceSignFoldedSRHTProjector(_VocabularyProjector):

@@ -7,8 +7,9 @@ its output z during an inference forward pass. The scored tokens are then handed
 - empirical Fisher of a plain head: views of z and a over consecutive positions with the next tokens y
   (−100 where a position is not scored); the core projects e = softmax(z) − onehot(y) without forming it;
 - otherwise, in float32 whatever the model's dtype, ``p = softmax(ẑ)`` and ``e = ∂ℓ/∂z`` with y the next token
-  or a label sampled from p ("true" Fisher), through the softcapping's chain rule
-  ``e = (p − onehot(y)) ∘ (1 − (ẑ/c)²)`` for ``ẑ = c·tanh(z/c)``, so g = e aᵀ stays the per-token head gradient.
+  or a label sampled from p ("true" Fisher), through the chain rule of the logit scale s and softcapping
+  ``e = s·(p − onehot(y)) ∘ (1 − (ẑ/c)²)`` for ``ẑ = c·tanh(s·z/c)``, so g = e aᵀ stays the per-token head
+  gradient.
 
 Any other change the model makes to the logits after its head is detected on the first scored token of each
 batch and refused.
@@ -197,7 +198,7 @@ def head_batches(
     """The batch's scored tokens as ``HeadBatch`` values of ``token_chunk_size`` scored tokens each.
 
     ``batch``: ``input_ids`` (B, T), optional ``attention_mask`` and ``labels`` (B, T, shifted inside),
-    ``doc_index`` (B,) global document indices. The empirical Fisher of a head without softcapping is handed
+    ``doc_index`` (B,) global document indices. The empirical Fisher of a plain head (ẑ = z) is handed
     over as logits and targets (views, nothing copied), unless ``materialize_errors``; every other case as
     errors e = ∂ℓ_t/∂z_t (float32) with the labels they were computed with (``fisher="true"``: y_t sampled from
     p_t with ``_sample_labels``, so the labels do not depend on batching, padding or device). Yields nothing
@@ -211,7 +212,7 @@ def head_batches(
     if pass_ is None:
         return
     head_input = error_space == "head-input"
-    from_logits = fisher == "empirical" and head.transform.softcap is None and not materialize_errors and not head_input
+    from_logits = fisher == "empirical" and head.transform.is_identity and not materialize_errors and not head_input
     device = pass_.head_outputs.device
     for start in range(0, len(pass_.flat_positions), token_chunk_size):
         chunk = pass_.flat_positions[start : start + token_chunk_size]

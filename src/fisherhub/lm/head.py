@@ -1,8 +1,8 @@
 """``HeadModel``: a causal LM's output head, resolved once per model (SPEC §1).
 
 The head is ``model.get_output_embeddings()`` (PEFT wrappers unwrapped; a PEFT-wrapped head's base layer):
-its weight W (K, d) and optional bias, the map from its output z to the logits the loss sees (final-logit
-softcapping), the model's fingerprint (checksums of [W | b] in float32 and of the tokenizer) and the check
+its weight W (K, d) and optional bias, the map from its output z to the logits the loss sees (a logit scale,
+final-logit softcapping), the model's fingerprint (checksums of [W | b] in float32 and of the tokenizer) and the check
 that the tokenizer cannot produce ids ≥ K. ``HeadModel.of(model, tokenizer)`` computes all of it once and
 reuses it while the head's weights are unchanged (same storage, same in-place version counter).
 """
@@ -26,6 +26,12 @@ def unwrapped(model: torch.nn.Module) -> torch.nn.Module:
     """The transformers model inside a PEFT wrapper (the model itself otherwise)."""
     get_base_model = getattr(model, "get_base_model", None)
     return get_base_model() if callable(get_base_model) else model
+
+
+def text_config(model: torch.nn.Module):
+    """The config of the (unwrapped) model's language part (``get_text_config()``), or None."""
+    config = getattr(unwrapped(model), "config", None)
+    return config.get_text_config() if config is not None and hasattr(config, "get_text_config") else config
 
 
 def output_head(model: torch.nn.Module) -> torch.nn.Module:
@@ -133,30 +139,51 @@ def _head_as_stored(model: torch.nn.Module, weight: torch.Tensor, bias: torch.Te
     return stored[0], stored[1], True
 
 
+#: config attributes that scale the head's output before the loss: name -> True if the logits are multiplied by
+#: it (Cohere's ``logit_scale``, Falcon-H1's ``lm_head_multiplier``, MuseSpark's ``output_multiplier``), False if
+#: divided (Granite's ``logits_scaling``)
+LOGIT_SCALE_ATTRIBUTES = {"logit_scale": True, "lm_head_multiplier": True, "output_multiplier": True, "logits_scaling": False}
+
+
 @dataclasses.dataclass(frozen=True)
 class LogitTransform:
-    """The map from head output z to the logits the loss sees: ẑ = c·tanh(z/c) when ``softcap`` = c, else ẑ = z."""
+    """The map from head output z to the logits the loss sees: ẑ = c·tanh(s·z/c) with ``softcap`` = c, else
+    ẑ = s·z; s (``scale``) is the model's logit scale, 1 for most models."""
 
+    scale: float = 1.0
     softcap: float | None = None
 
     @classmethod
     def of(cls, model: torch.nn.Module) -> LogitTransform:
-        config = getattr(unwrapped(model), "config", None)
-        if config is not None and hasattr(config, "get_text_config"):
-            config = config.get_text_config()
+        base, config = unwrapped(model), text_config(model)
         softcap = getattr(config, "final_logit_softcapping", None)
-        return cls(softcap=float(softcap) if softcap else None)
+        scale = 1.0
+        for name, multiplies in LOGIT_SCALE_ATTRIBUTES.items():
+            value = getattr(config, name, None)
+            if value is None:  # Falcon-H1 keeps its multiplier on the inner model
+                value = getattr(getattr(base, "model", None), name, None)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value not in (0, 1):
+                scale *= float(value) if multiplies else 1.0 / float(value)
+        return cls(scale=scale, softcap=float(softcap) if softcap else None)
+
+    @property
+    def is_identity(self) -> bool:
+        """ẑ = z: the logits are the head's output, so e = softmax(z) − onehot(y) needs no chain rule."""
+        return self.scale == 1.0 and self.softcap is None
 
     def apply(self, head_output: torch.Tensor) -> torch.Tensor:
+        scaled = head_output if self.scale == 1.0 else head_output * self.scale
         if self.softcap is None:
-            return head_output
-        return self.softcap * torch.tanh(head_output / self.softcap)
+            return scaled
+        return self.softcap * torch.tanh(scaled / self.softcap)
 
     def head_output_gradient(self, logits: torch.Tensor, logit_gradient: torch.Tensor) -> torch.Tensor:
-        """∂ℓ/∂z from ∂ℓ/∂ẑ (in place): multiply by dẑ/dz = 1 − (ẑ/c)²."""
-        if self.softcap is None:
-            return logit_gradient
-        return logit_gradient.mul_(1.0 - (logits / self.softcap) ** 2)
+        """∂ℓ/∂z from ∂ℓ/∂ẑ (in place): multiply by dẑ/dz = s·(1 − (ẑ/c)²)."""
+        if self.softcap is not None:
+            logit_gradient.mul_(1.0 - (logits / self.softcap) ** 2)
+        if self.scale != 1.0:
+            logit_gradient.mul_(self.scale)
+        return logit_gradient
 
     def check(self, head_output: torch.Tensor, model_logits: torch.Tensor) -> None:
         """Refuse models whose returned logits (one token's row) are not ``apply(head output)``."""
@@ -168,7 +195,8 @@ class LogitTransform:
             raise InputError(
                 "the model changes its logits after the output head in a way fisherhub does not model "
                 f"(max difference {float((model_logits.float() - expected).abs().max()):.4g}); supported are plain "
-                "heads and final_logit_softcapping. The head gradient would not be e aᵀ for this model."
+                "heads, final_logit_softcapping and a constant logit scale (config "
+                f"{', '.join(LOGIT_SCALE_ATTRIBUTES)}). The head gradient would not be e aᵀ for this model."
             )
 
 

@@ -32,7 +32,7 @@ from fisherhub.data.documents import DocumentStream, check_has_documents
 from fisherhub.lm.capture import inference_mode, model_inputs
 from fisherhub.lm.head import HeadModel
 from fisherhub.lm.positions import attention_mask as batch_attention_mask
-from fisherhub.lm.positions import document_indices, scored_positions
+from fisherhub.lm.positions import document_indices, scored_positions, within_model_context
 from fisherhub.lm.specs import check_spec_head
 from fisherhub.options import DataArgs, RunOptions, SpecOptions
 
@@ -294,7 +294,7 @@ def sketch_network_kernels(
     base = resolve_network_spec(model, tokenizer, spec, **spec_options)
     device = model.get_input_embeddings().weight.device
     states = {kernel: NetworkSketchState(dataclasses.replace(base, kernel=kernel), device=device) for kernel in dict.fromkeys(kernels)}
-    stream = DocumentStream(data, tokenizer)
+    stream = DocumentStream(dataclasses.replace(data, max_length=within_model_context(data.max_length, model)), tokenizer)
     with tqdm(total=stream.estimated_documents(), unit="doc", desc="network sketch", disable=not progress) as bar:
         for batch in stream.batches(batch_size):
             sketch_network_batch(list(states.values()), model, batch.as_model_inputs())

@@ -8,12 +8,14 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Mapping
 
 import torch
 
 from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.core.errors import InputError
+from fisherhub.lm.head import text_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,3 +90,30 @@ def document_indices(batch: Mapping, batch_size: int) -> torch.Tensor:
     if (doc_index < 0).any() or (doc_index >= 2**31).any():
         raise InputError("batch['doc_index'] must hold global document indices in [0, 2**31)")
     return doc_index.long().cpu()
+
+
+#: config attributes that bound a model's positions (learned or tabled position embeddings index by them)
+MAX_POSITION_ATTRIBUTES = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+
+
+def max_positions(model: torch.nn.Module) -> int | None:
+    """The most positions ``model`` takes (its config's ``max_position_embeddings`` or alike), None if unstated."""
+    config = text_config(model)
+    for name in MAX_POSITION_ATTRIBUTES:
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 2:
+            return value
+    return None
+
+
+def within_model_context(max_length: int, model: torch.nn.Module) -> int:
+    """``max_length``, or the model's position limit where that is smaller (with a warning: a longer document
+    would index past the model's position embeddings)."""
+    limit = max_positions(model)
+    if limit is None or max_length <= limit:
+        return max_length
+    warnings.warn(
+        f"max_length {max_length} exceeds the model's {limit} positions (its config); documents are truncated to "
+        f"{limit} tokens", stacklevel=3,
+    )
+    return limit

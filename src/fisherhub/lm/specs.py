@@ -10,11 +10,11 @@ from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
 from fisherhub.lm.capture import forward
 from fisherhub.lm.head import HeadModel, non_finite_model_error
-from fisherhub.lm.positions import scored_positions
+from fisherhub.lm.positions import max_positions, scored_positions
 from fisherhub.lm.probe_text import PROBE_DOCUMENTS
 from fisherhub.options import SpecOptions
 
-#: probe documents are truncated to this many tokens for the pilot mean.
+#: probe documents are truncated to this many tokens for the pilot mean (fewer if the model takes fewer).
 PROBE_MAX_TOKENS = 256
 
 
@@ -23,8 +23,9 @@ def pilot_mean(model: torch.nn.Module | HeadModel, tokenizer) -> torch.Tensor:
     passes stop at the head's input, so the head (K × d, the largest GEMM of a big-vocabulary model) never runs."""
     head = HeadModel.of(model, tokenizer)
     total, count = torch.zeros(head.d, dtype=torch.float64), 0
+    max_tokens = min(PROBE_MAX_TOKENS, max_positions(head.base) or PROBE_MAX_TOKENS)
     for text in PROBE_DOCUMENTS:
-        input_ids = tokenizer(text, return_tensors="pt", truncation=True, max_length=PROBE_MAX_TOKENS)["input_ids"]
+        input_ids = tokenizer(text, return_tensors="pt", truncation=True, max_length=max_tokens)["input_ids"]
         scored = scored_positions({"input_ids": input_ids})
         if len(scored):
             activations = forward(head, input_ids, torch.ones_like(input_ids), inputs_only=True)[0]

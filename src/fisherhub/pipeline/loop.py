@@ -31,6 +31,7 @@ from fisherhub.core.state import SketchState
 from fisherhub.data.documents import DocumentCounts, DocumentStream, check_has_documents, load_source
 from fisherhub.lm.capture import sketch_batch
 from fisherhub.lm.head import HeadModel
+from fisherhub.lm.positions import within_model_context
 from fisherhub.lm.specs import check_spec_head, spec_for_model
 from fisherhub.options import DataArgs, RunOptions, SketchArgs
 from fisherhub.pipeline.checkpoints import Checkpointer, Progress
@@ -136,6 +137,7 @@ def sketch_dataset(
     data = dataclasses.replace(data, dataset=dataset) if data is not None else DataArgs(dataset)
     source = load_source(data)
     head = HeadModel.of(model, tokenizer)
+    data = dataclasses.replace(data, max_length=within_model_context(data.max_length, head.base))
     stream = DocumentStream(data, tokenizer, source=source)
     sketch_spec = resolve_spec(head, tokenizer, spec, **spec_options)
     state, state_progress = SketchState(sketch_spec, device=head.device), Progress()
@@ -265,7 +267,8 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
     if args.device_map is None:
         model.to(accelerator.device)
     head = HeadModel.of(model, tokenizer)
-    stream = DocumentStream(args.data, tokenizer, accelerator.process_index, accelerator.num_processes, source=source)
+    data = dataclasses.replace(args.data, max_length=within_model_context(args.data.max_length, model))
+    stream = DocumentStream(data, tokenizer, accelerator.process_index, accelerator.num_processes, source=source)
     spec = _main_process_reflection(accelerator, spec_for_model(head, tokenizer, args.spec_options(), like=like))
     checkpointer = None
     if args.checkpoint:
@@ -288,6 +291,6 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
     if checkpointer is not None:
         checkpointer.save(state, progress)
     totals = _reduce_totals(accelerator, state, progress.counts)
-    check_has_documents(totals.seen, totals.too_short, args.data, state.document_counts.tolist())
-    metadata = _metadata(args.data, model_provenance(model_ref, model, revision).as_metadata())
+    check_has_documents(totals.seen, totals.too_short, data, state.document_counts.tolist())
+    metadata = _metadata(data, model_provenance(model_ref, model, revision).as_metadata())
     return state.finalize(metadata)
