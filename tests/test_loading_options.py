@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -129,6 +130,14 @@ def test_revision_of_a_hub_model(folders, hub, hf_api, hf_hub_cache, tmp_path):
     assert model_provenance(repo, old, first).revision == first
     with pytest.raises(InputError, match="cannot load model 'org/tiny-llama' \\(revision 'no-such-branch'\\)"):
         load_model_and_tokenizer(repo, revision="no-such-branch")
+
+
+@pytest.mark.parametrize("reference", ["/no/such/model-folder", "./no-such-folder", "org/name with spaces"])
+def test_a_missing_folder_is_named_as_one(reference, tmp_path, monkeypatch):
+    """A path that does not exist, and cannot be a Hub id, is refused as a path before transformers is asked."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match=rf"model '{re.escape(reference)}': no such folder \(from .+\), and not a Hub model id"):
+        load_model_and_tokenizer(reference)
 
 
 CUSTOM_CONFIG = '''

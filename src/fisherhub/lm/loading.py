@@ -184,6 +184,7 @@ def load_model_and_tokenizer(
                 f"revision {revision!r} applies to a Hub model id, but {os.fspath(source)!r} is a local folder, which "
                 "is read as it is: drop the revision, or check the revision out into the folder"
             )
+        _check_model_reference(source)
     common = {"revision": revision, "trust_remote_code": trust_remote_code}
     if gguf_file is not None:
         common["gguf_file"] = gguf_file
@@ -203,6 +204,22 @@ def load_model_and_tokenizer(
     if embedded:
         model.config.name_or_path = model.name_or_path = tokenizer.name_or_path = DEFAULT_MODEL_ID
     return model.eval(), tokenizer
+
+
+def _check_model_reference(source: str | os.PathLike) -> None:
+    """Refuse a reference that is neither an existing folder nor a valid Hub model id (huggingface_hub's rule)."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    if Path(source).exists():
+        return
+    try:
+        validate_repo_id(os.fspath(source))
+    except HFValidationError:
+        raise InputError(
+            f"model {os.fspath(source)!r}: no such folder (from {os.getcwd()}), and not a Hub model id (org/name): "
+            "check the path"
+        ) from None
 
 
 def model_provenance(model_id_or_path: str | os.PathLike | None, model=None, revision: str | None = None) -> ModelProvenance:
