@@ -271,6 +271,18 @@ def test_candidate_repo_without_adapter(world, target_signature):
         select_adapter(target_signature, [BASE])
 
 
+def test_signature_files_rank_as_source_datasets(world, target_signature, tmp_path):
+    """Local signature files of source datasets are candidates like dataset repos: ranked, with no adapter."""
+    files = [world["folders"][domain] / "fisher_signatures" / "training-data.safetensors" for domain in (1, 0)]
+    broken = tmp_path / "broken.safetensors"
+    broken.write_bytes(b"not a signature")
+    selection = select_adapter(target_signature, [*files, broken])
+    assert [row.candidate for row in selection.ranking] == [str(files[1]), str(files[0])]
+    assert all(row.adapter is None and row.signature_source == row.candidate for row in selection.ranking)
+    assert [skip.candidate for skip in selection.skipped] == [str(broken)]
+    assert "unreadable signature" in selection.skipped[0].reason
+
+
 def test_target_with_too_few_tokens(world):
     with pytest.raises(TooFewDocumentsError, match="target has too few tokens"):
         select_adapter(["aB"], [adapter_repo(0)], base_model=BASE, model=world["base"], tokenizer=world["tokenizer"])

@@ -2,7 +2,7 @@
 
 TARGET is a signature (file or Hub reference: ``datasets/org/name[:path]``, ``org/adapter:path``, ``hf://...``)
 or a dataset to sketch under the base model (Hub id, folder or data file). CANDIDATES are adapter repo ids,
-local adapter folders or ``datasets/org/name`` repos with signatures; none: the adapters of --base-model
+local adapter folders, ``datasets/org/name`` repos with signatures or signature files; none: the adapters of --base-model
 that the Hub lists.
 """
 
@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__, formatter_class=HelpFormatter,
     )
     parser.add_argument("target", metavar="TARGET", help="signature file or Hub reference, or a dataset to sketch")
-    parser.add_argument("candidates", metavar="CANDIDATES", nargs="*", help="adapter repos or folders, dataset repos")
+    parser.add_argument("candidates", metavar="CANDIDATES", nargs="*", help="adapter repos or folders, dataset repos, signature files")
     parser.add_argument("--base-model", default=None, help="base model id (discovery, filtering, and to sketch TARGET)")
     parser.add_argument("--score", default="fisher", choices=SCORES,
                         help="rank by A (fisher), S_a or S_e only, or auto: the geometry that carries the signal among "

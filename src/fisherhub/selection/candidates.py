@@ -190,8 +190,8 @@ def candidate_name(name) -> str:
 
 
 def resolve_candidate(name, base_model: str | None, token: str | None = None) -> Candidate:
-    """A repo found by discovery (a ``RepoSnapshot``), a local adapter folder, else a Hub repo id; its signature
-    options (``Skip`` when it cannot be one). ``token`` goes to every Hub call."""
+    """A repo found by discovery (a ``RepoSnapshot``), a local adapter folder, a local signature file (a source
+    dataset), else a Hub repo id; its signature options (``Skip`` when it cannot be one). ``token`` goes to every Hub call."""
     from fisherhub.hub import RepoSnapshot
 
     if isinstance(name, RepoSnapshot):
@@ -199,6 +199,8 @@ def resolve_candidate(name, base_model: str | None, token: str | None = None) ->
     text = os.fspath(name)
     if os.path.isdir(text):
         return _local_candidate(Path(text), base_model)
+    if os.path.isfile(text):  # a source dataset's signature file: ranked like a dataset repo, no adapter to load
+        return Candidate(text, None, [_local_option(Path(text))])
     return _hub_candidate(text, base_model, token=token)
 
 
