@@ -155,13 +155,11 @@ class LogitTransform:
 
     @classmethod
     def of(cls, model: torch.nn.Module) -> LogitTransform:
-        base, config = unwrapped(model), text_config(model)
+        config = text_config(model)
         softcap = getattr(config, "final_logit_softcapping", None)
         scale = 1.0
         for name, multiplies in LOGIT_SCALE_ATTRIBUTES.items():
             value = getattr(config, name, None)
-            if value is None:  # Falcon-H1 keeps its multiplier on the inner model
-                value = getattr(getattr(base, "model", None), name, None)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value not in (0, 1):
                 scale *= float(value) if multiplies else 1.0 / float(value)
         return cls(scale=scale, softcap=float(softcap) if softcap else None)

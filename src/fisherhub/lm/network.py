@@ -294,7 +294,8 @@ def sketch_network_kernels(
     base = resolve_network_spec(model, tokenizer, spec, **spec_options)
     device = model.get_input_embeddings().weight.device
     states = {kernel: NetworkSketchState(dataclasses.replace(base, kernel=kernel), device=device) for kernel in dict.fromkeys(kernels)}
-    stream = DocumentStream(dataclasses.replace(data, max_length=within_model_context(data.max_length, model)), tokenizer)
+    data = within_model_context(data, model)  # before the stream: the metadata records the limit it used
+    stream = DocumentStream(data, tokenizer)
     with tqdm(total=stream.estimated_documents(), unit="doc", desc="network sketch", disable=not progress) as bar:
         for batch in stream.batches(batch_size):
             sketch_network_batch(list(states.values()), model, batch.as_model_inputs())

@@ -16,6 +16,7 @@ import torch
 from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.core.errors import InputError
 from fisherhub.lm.head import text_config
+from fisherhub.options import DataArgs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,14 +107,14 @@ def max_positions(model: torch.nn.Module) -> int | None:
     return None
 
 
-def within_model_context(max_length: int, model: torch.nn.Module) -> int:
-    """``max_length``, or the model's position limit where that is smaller (with a warning: a longer document
-    would index past the model's position embeddings)."""
+def within_model_context(data: DataArgs, model: torch.nn.Module) -> DataArgs:
+    """``data``, with ``max_length`` lowered to the model's position limit where that is smaller (with a warning:
+    a longer document would index past the model's position embeddings)."""
     limit = max_positions(model)
-    if limit is None or max_length <= limit:
-        return max_length
+    if limit is None or data.max_length <= limit:
+        return data
     warnings.warn(
-        f"max_length {max_length} exceeds the model's {limit} positions (its config); documents are truncated to "
-        f"{limit} tokens", stacklevel=3,
+        f"max_length {data.max_length} exceeds the model's {limit} positions (its config); documents are truncated "
+        f"to {limit} tokens", stacklevel=3,
     )
-    return limit
+    return dataclasses.replace(data, max_length=limit)

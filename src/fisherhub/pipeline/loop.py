@@ -137,7 +137,7 @@ def sketch_dataset(
     data = dataclasses.replace(data, dataset=dataset) if data is not None else DataArgs(dataset)
     source = load_source(data)
     head = HeadModel.of(model, tokenizer)
-    data = dataclasses.replace(data, max_length=within_model_context(data.max_length, head.base))
+    data = within_model_context(data, head.base)
     stream = DocumentStream(data, tokenizer, source=source)
     sketch_spec = resolve_spec(head, tokenizer, spec, **spec_options)
     state, state_progress = SketchState(sketch_spec, device=head.device), Progress()
@@ -267,7 +267,7 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
     if args.device_map is None:
         model.to(accelerator.device)
     head = HeadModel.of(model, tokenizer)
-    data = dataclasses.replace(args.data, max_length=within_model_context(args.data.max_length, model))
+    data = within_model_context(args.data, model)
     stream = DocumentStream(data, tokenizer, accelerator.process_index, accelerator.num_processes, source=source)
     spec = _main_process_reflection(accelerator, spec_for_model(head, tokenizer, args.spec_options(), like=like))
     checkpointer = None
