@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from tiny_models import tiny_tokenizer  # noqa: E402
 
 from fisherhub import sketch_texts, spec_for_model  # noqa: E402
 from fisherhub.lm import HeadModel  # noqa: E402
+from throughput import peak_extra_memory  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GEMMA3_270M = {
@@ -40,32 +40,13 @@ GEMMA3_270M = {
 }
 
 
-def resident_bytes() -> int:
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
 def measured(call):
-    """(result, seconds, peak extra resident bytes) of ``call()``, the resident set sampled every 2 ms."""
-    start = peak = resident_bytes()
-    running = True
-
-    def sample():
-        nonlocal peak
-        while running:
-            peak = max(peak, resident_bytes())
-            time.sleep(0.002)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    """(result, seconds, peak extra resident bytes) of ``call()``."""
+    memory = {}
     began = time.perf_counter()
-    try:
+    with peak_extra_memory(memory):
         result = call()
-    finally:
-        seconds = time.perf_counter() - began
-        running = False
-        sampler.join()
-    return result, seconds, max(peak, resident_bytes()) - start
+    return result, time.perf_counter() - began, memory["bytes"]
 
 
 def main() -> None:
