@@ -47,16 +47,19 @@ def sketch_args(namespace: argparse.Namespace) -> SketchArgs:
 def run(namespace: argparse.Namespace) -> int:
     args = sketch_args(namespace)  # bad options and a missing data file are refused before anything heavy loads
     from accelerate import PartialState
+    from accelerate.state import is_initialized
 
     from fisherhub.cli.allocator import keep_freed_memory
 
     keep_freed_memory()
+    launched = False
     try:
         status = _sketch_and_write(args, namespace)
     finally:  # a process that exits with its gloo group alive can abort in interpreter shutdown (SIGABRT)
-        launched = PartialState().initialized and PartialState().num_processes > 1
-        if PartialState().initialized:
-            PartialState().destroy_process_group()
+        if is_initialized():  # the sketch made its Accelerator (PartialState() itself would set one up)
+            state = PartialState()
+            launched = state.num_processes > 1
+            state.destroy_process_group()
     if launched:  # the work is written: skip the interpreter's teardown, where gloo's threads can still abort it
         logging.shutdown()
         sys.stdout.flush()
