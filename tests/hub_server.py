@@ -20,6 +20,11 @@ refs/pr/<n> or a commit id (40 hex, or a unique prefix of 7+).
   POST /api/{t}/{id}/commit/{rev}  NDJSON header/file/deletedFile/deletedFolder; ?create_pr=1 -> refs/pr/N;
                                    412 "A commit has happened since..." when parentCommit is not the head
   HEAD|GET /[datasets/|spaces/]{id}/resolve/{rev}/{path}   X-Repo-Commit, ETag, Content-Length; Range -> 206
+  POST /[datasets/|spaces/]{id}.git/info/lfs/objects/batch   LFS "basic" upload actions -> PUT /lfs-upload/{sha256}
+                                   (files named ``*LFS_SUFFIXES`` are "lfs" at preupload, as the Hub answers for
+                                   Parquet; the commit names them by ``lfsFile`` sha256)
+
+``latency`` (seconds, default 0) is slept before every answer, as a distant Hub would take.
 
 Errors: 404 with X-Error-Code RepoNotFound / RevisionNotFound / EntryNotFound (the client maps them to its
 exceptions); a gated repo (``Repo.gated``) lists its info and tree but answers file reads with 401 (no token)
@@ -53,6 +58,7 @@ PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
 TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
 YAML_BLOCK = re.compile(r"^(\s*---(?:\r\n|\r|\n))([\S\s]*?)((?:\r\n|\r|\n)---[ \t]*(\r\n|\n|$))")  # the client's
 CONFLICT = "A commit has happened since. Please refresh and try again."  # the Hub's 412 message
+LFS_SUFFIXES = (".parquet",)  # uploaded through LFS (the Hub's preupload answer for these); the rest inline
 
 
 def git_blob_sha(data: bytes) -> str:
@@ -210,6 +216,8 @@ class HubServer:
         self.user, self.host, self.endpoint = user, host, ""
         self.repos: dict[tuple[str, str], Repo] = {}  # (repo type, repo id) -> Repo
         self.requests: list[tuple[str, str, str | None]] = []
+        self.lfs: dict[str, bytes] = {}  # sha256 -> content uploaded through LFS, until a commit names it
+        self.latency = 0.0  # seconds slept before each answer
         self.lock = threading.RLock()
         self._httpd: ThreadingHTTPServer | None = None
 
@@ -230,6 +238,8 @@ class HubServer:
         with self.lock:
             self.repos.clear()
             self.requests.clear()
+            self.lfs.clear()
+            self.latency = 0.0
 
     def repo(self, repo_id: str, repo_type: str = "model") -> Repo:
         with self.lock:
@@ -325,7 +335,8 @@ class HubServer:
     def preupload(self, h, body, t, repo_id, rev):
         with self.lock:
             files = self.repo(repo_id, TYPES[t]).resolve(rev).files
-        return 200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False,
+        return 200, {"files": [{"path": f["path"], "uploadMode": "lfs" if f["path"].endswith(LFS_SUFFIXES) else "regular",
+                                "shouldIgnore": False,
                                 "oid": git_blob_sha(files[f["path"]]) if f["path"] in files else None}
                                for f in body.get("files", [])]}
 
@@ -356,6 +367,10 @@ class HubServer:
                 if key == "file":
                     content = value.get("content", "")
                     files[path] = base64.b64decode(content) if value.get("encoding") == "base64" else content.encode()
+                elif key == "lfsFile":
+                    if (data := self.lfs.get(str(value.get("oid")))) is None:
+                        raise HubError(400, f"LFS object {value.get('oid')} of {path} was never uploaded")
+                    files[path] = data
                 elif key == "deletedFile":
                     if files.pop(path, None) is None:
                         raise HubError(404, f"A file with this name doesn't exist: {path}", "EntryNotFound")
@@ -399,6 +414,23 @@ class HubServer:
         return 206, data[span[0]: span[1] + 1], headers
 
 
+    def lfs_batch(self, h, body, prefix, repo_id):
+        self.repo(repo_id, {p: t for t, p in PREFIX.items()}[prefix])
+        objects = []
+        for obj in body.get("objects", []):
+            oid, size = str(obj.get("oid")), int(obj.get("size", 0))
+            upload = {"upload": {"href": f"{self.endpoint}/lfs-upload/{oid}"}}
+            objects.append({"oid": oid, "size": size, **({} if oid in self.lfs else {"actions": upload})})
+        return 200, {"transfer": "basic", "objects": objects}
+
+    def lfs_upload(self, h, body, oid):
+        if hashlib.sha256(body).hexdigest() != oid:
+            raise HubError(400, f"LFS upload: content does not hash to {oid}")
+        with self.lock:
+            self.lfs[oid] = body
+        return 200, {}
+
+
 SEG, API = r"([^/]+)", r"/api/(models|datasets|spaces)/([^/]+/[^/]+)"
 ROUTES = [  # (method, path pattern on the raw path, HubServer method); groups are URL-unquoted
     ("POST", r"/api/repos/create", "create_repo"),
@@ -411,8 +443,10 @@ ROUTES = [  # (method, path pattern on the raw path, HubServer method); groups a
     ("POST", API + r"/preupload/" + SEG, "preupload"),
     ("POST", API + r"/commit/" + SEG, "commit"),
     ("GET", r"/(datasets/|spaces/|)([^/]+/[^/]+)/resolve/" + SEG + r"/(.+)", "resolve_file"),
+    ("POST", r"/(datasets/|spaces/|)([^/]+/[^/]+)\.git/info/lfs/objects/batch", "lfs_batch"),
+    ("PUT", r"/lfs-upload/([0-9a-f]{64})", "lfs_upload"),
 ]
-NEEDS_TOKEN = {"create_repo", "whoami", "preupload", "commit"}
+NEEDS_TOKEN = {"create_repo", "whoami", "preupload", "commit", "lfs_batch"}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -454,8 +488,12 @@ class _Handler(BaseHTTPRequestHandler):
             if name in NEEDS_TOKEN and not self.headers.get("Authorization", "").startswith("Bearer "):
                 raise HubError(401, "Invalid credentials in Authorization header")
             ctype = self.headers.get("Content-Type", "")
+            if self.hub.latency:
+                time.sleep(self.hub.latency)
             if name == "commit":
                 body = raw.decode("utf-8")
+            elif name == "lfs_upload":
+                body = raw
             elif "x-www-form-urlencoded" in ctype:
                 body = parse_qs(raw.decode("utf-8"))
             else:

@@ -1,0 +1,81 @@
+"""``fisherhub index build|update|show``: a base model's published signatures gathered in one Hub dataset.
+
+``build BASE_MODEL --push datasets/ORG/NAME`` reads every adapter of BASE_MODEL the Hub lists (a bounded pool
+of requests), one row per signature, and pushes the rows as Parquet (``load_dataset("ORG/NAME")`` loads them);
+a build that was interrupted resumes from its work folder. ``update ORG/NAME`` reads again only the adapters
+whose commit changed (one listing). ``show ORG/NAME`` prints what the index holds. Rank from it with
+``fisherhub select TARGET --index ORG/NAME``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from fisherhub.options import HelpFormatter
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    from fisherhub.hub.pool import DEFAULT_WORKERS
+
+    parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="repos read at once")
+    parser.add_argument("--work", default=None, metavar="DIR",
+                        help="where rows read so far are kept, to resume (default ~/.cache/fisherhub/index/ORG--NAME)")
+    parser.add_argument("--token", default=None, help="Hub token (default: HF_TOKEN or the one `hf auth login` saved)")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from fisherhub.hub.signature_index import DEFAULT_DTYPE, SKETCH_DTYPES
+
+    parser = subparsers.add_parser("index", help="gather a base model's signatures in one Hub dataset, and rank from it",
+                                   description=__doc__, formatter_class=HelpFormatter)
+    commands = parser.add_subparsers(dest="index_command", metavar="ACTION", required=True)
+    build = commands.add_parser("build", help="gather every published signature of a base model's adapters",
+                                formatter_class=HelpFormatter)
+    build.add_argument("base_model", metavar="BASE_MODEL")
+    build.add_argument("--push", required=True, metavar="datasets/ORG/NAME", help="the dataset repo of the index")
+    build.add_argument("--dtype", default=DEFAULT_DTYPE, choices=tuple(SKETCH_DTYPES), help="float type of the stored sketches")
+    build.add_argument("--sketches", default="joint", choices=("joint", "all"),
+                       help="store the joint sketch only (rank by A; the rest comes from the shortlisted files) or all three")
+    build.add_argument("--private", action="store_true", help="create the index repo private")
+    _common(build)
+    build.set_defaults(func=run_build)
+    update = commands.add_parser("update", help="read again the adapters whose commit changed", formatter_class=HelpFormatter)
+    update.add_argument("index", metavar="ORG/NAME")
+    _common(update)
+    update.set_defaults(func=run_update)
+    show = commands.add_parser("show", help="what an index holds", formatter_class=HelpFormatter)
+    show.add_argument("index", metavar="ORG/NAME")
+    show.add_argument("--token", default=None, help="Hub token")
+    show.set_defaults(func=run_show)
+
+
+def run_build(args: argparse.Namespace) -> int:
+    from fisherhub.core.state import SKETCHES
+    from fisherhub.hub.pool import check_workers
+    from fisherhub.hub.signature_index import Layout, build_index
+
+    layout = Layout(args.dtype, SKETCHES if args.sketches == "all" else ("joint",))
+    commit, summary = build_index(args.base_model, args.push, work=args.work, layout=layout, token=args.token,
+                                  workers=check_workers(args.workers), private=args.private, progress=True)
+    print("\n".join(summary.lines()))
+    print(f"pushed {args.push}@{commit}")
+    return 0
+
+
+def run_update(args: argparse.Namespace) -> int:
+    from fisherhub.hub.pool import check_workers
+    from fisherhub.hub.signature_index import update_index
+
+    commit, summary, read = update_index(args.index, work=args.work, token=args.token, workers=check_workers(args.workers))
+    print("\n".join(summary.lines()))
+    print(f"read {read} changed repo(s); " + (f"pushed {args.index}@{commit}" if commit else "the index is up to date"))
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from fisherhub.hub.signature_index import IndexSummary, load_index
+
+    loaded = load_index(args.index, args.token)
+    print("\n".join(IndexSummary.of(loaded.table, loaded.base_model, loaded.state["repos"]).lines()))
+    print(f"index {args.index}@{loaded.commit}, layout {loaded.layout.as_dict()}")
+    return 0
