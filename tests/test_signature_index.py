@@ -5,10 +5,13 @@ commit, and ranked (selection/index_ranking.py) to exactly what ranking the shor
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from huggingface_hub import CommitOperationAdd, HfApi
 from test_hub import make_signature, set_files
@@ -17,10 +20,17 @@ from fisherhub.cli import main
 from fisherhub.core.errors import InputError
 from fisherhub.hub import push_signature
 from fisherhub.hub.pool import bounded_map
-from fisherhub.hub.signature_index import (
-    STATE_PATH, InterruptedBuild, Layout, build_index, load_index, read_rows, signature_row, update_index,
-)
 from fisherhub.hub.refs import SignatureRef
+from fisherhub.hub.signature_index import (
+    STATE_PATH,
+    InterruptedBuild,
+    Layout,
+    build_index,
+    load_index,
+    read_rows,
+    signature_row,
+    update_index,
+)
 from fisherhub.selection import select_adapter
 from fisherhub.selection.index_ranking import rank_index
 from fisherhub.selection.target import Target
@@ -94,9 +104,35 @@ def test_interrupted_build_resumes_to_the_same_index(adapters, hub, tmp_path):
     commit, summary = build_index(BASE, INDEX, work=tmp_path / "work")
     assert len(signature_files(hub)) == 6 - sum(json.loads(line)["rows"] for line in journal)
     resumed = load_index(INDEX)
-    fresh_commit, _ = build_index(BASE, "datasets/tester/fresh-index", work=tmp_path / "fresh")
+    build_index(BASE, "datasets/tester/fresh-index", work=tmp_path / "fresh")
     assert rows_by_repo(resumed.table) == rows_by_repo(load_index("datasets/tester/fresh-index").table)
     assert resumed.commit == commit and summary.rows == 6
+
+
+KILLED_BUILD = """
+import sys
+from fisherhub.hub.signature_index import build_index
+build_index("org/base", "datasets/tester/base-index", work=sys.argv[1], workers=1)
+"""
+
+
+def test_build_killed_midway_resumes(hub, hf_api, hf_hub_cache, tmp_path):
+    adapters = [add_adapter(hf_api, f"lora-{i}", i) for i in range(12)]
+    hub.latency = 0.05
+    work = tmp_path / "work"
+    process = subprocess.Popen([sys.executable, "-c", KILLED_BUILD, str(work)], env=os.environ.copy())
+    journal = work / "journal.jsonl"
+    deadline = time.monotonic() + 120
+    while not (journal.is_file() and journal.read_text().strip()) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    process.kill()
+    process.wait()
+    read_before = len(journal.read_text().splitlines())
+    assert 0 < read_before < 12 and ("dataset", "tester/base-index") not in hub.repos  # killed before pushing
+    hub.latency, hub.requests[:] = 0.0, []
+    build_index(BASE, INDEX, work=work)
+    assert len(signature_files(hub)) == 12 - read_before  # the repos journaled before the kill are not read again
+    assert sorted(rows_by_repo(load_index(INDEX).table)) == sorted(adapters)
 
 
 def test_update_reads_only_changed_repos(adapters, hub, hf_api, tmp_path):

@@ -24,16 +24,17 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from fisherhub.hub.signature_index import DEFAULT_DTYPE, SKETCH_DTYPES
+    from fisherhub.hub.index_layout import DEFAULT_DTYPE, INDEX_DTYPES
 
     parser = subparsers.add_parser("index", help="gather a base model's signatures in one Hub dataset, and rank from it",
                                    description=__doc__, formatter_class=HelpFormatter)
-    commands = parser.add_subparsers(dest="index_command", metavar="ACTION", required=True)
+    commands = parser.add_subparsers(dest="index_command", metavar="ACTION", required=True,
+                                     help="build, update or show an index")
     build = commands.add_parser("build", help="gather every published signature of a base model's adapters",
                                 formatter_class=HelpFormatter)
     build.add_argument("base_model", metavar="BASE_MODEL")
     build.add_argument("--push", required=True, metavar="datasets/ORG/NAME", help="the dataset repo of the index")
-    build.add_argument("--dtype", default=DEFAULT_DTYPE, choices=tuple(SKETCH_DTYPES), help="float type of the stored sketches")
+    build.add_argument("--dtype", default=DEFAULT_DTYPE, choices=INDEX_DTYPES, help="float type of the stored sketches")
     build.add_argument("--sketches", default="joint", choices=("joint", "all"),
                        help="store the joint sketch only (rank by A; the rest comes from the shortlisted files) or all three")
     build.add_argument("--private", action="store_true", help="create the index repo private")
@@ -50,9 +51,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_build(args: argparse.Namespace) -> int:
-    from fisherhub.core.state import SKETCHES
+    from fisherhub.core.features import SKETCHES
+    from fisherhub.hub.index_layout import Layout
     from fisherhub.hub.pool import check_workers
-    from fisherhub.hub.signature_index import Layout, build_index
+    from fisherhub.hub.signature_index import build_index
 
     layout = Layout(args.dtype, SKETCHES if args.sketches == "all" else ("joint",))
     commit, summary = build_index(args.base_model, args.push, work=args.work, layout=layout, token=args.token,

@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--index", default=None, metavar="ORG/NAME",
                         help="rank every row of this signature index (`fisherhub index build`) instead of CANDIDATES: one "
                              "download, then the --shortlist best ranked from their own files")
-    parser.add_argument("--shortlist", type=int, default=None, help="rows of --index ranked again from their files (default 10)")
+    parser.add_argument("--shortlist", type=int, default=None, help="rows of --index ranked again from their files (default 20)")
     parser.add_argument("--top-k", type=int, default=None, help="show the k best candidates only")
     parser.add_argument("--plot", default=None, metavar="PNG", help="write a bar chart of the scores with error bars")
     parser.add_argument("--token", default=None, help="Hub token for private or gated adapters (default: HF_TOKEN or "

@@ -25,10 +25,16 @@ from typing import Any
 import numpy as np
 
 from fisherhub.core.errors import FisherHubError, InputError, SignatureFileError
+from fisherhub.core.features import SKETCHES
 from fisherhub.core.signature import Signature
-from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
-from fisherhub.core.state import SKETCHES
+from fisherhub.core.spec import SketchSpec
 from fisherhub.hub.errors import HubError, hub_errors
+from fisherhub.hub.index_layout import (
+    DEFAULT_DTYPE,
+    DEFAULT_SKETCHES,
+    INDEX_DTYPES,
+    Layout,
+)
 from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_map
 from fisherhub.hub.refs import SignatureRef, is_signature_file
 from fisherhub.hub.snapshot import RepoSnapshot
@@ -48,33 +54,12 @@ OBTAINED = {
     "sketched": "sketched by the indexer from the card's datasets",
     "verified": "published by the repo and verified by the indexer",
 }
-SKETCH_DTYPES = {"float16": np.float16, "float32": np.float32}
-DEFAULT_DTYPE = "float16"
-DEFAULT_SKETCHES = ("joint",)
 #: rows written to one resume chunk of the work folder
 CHUNK_ROWS = 256
 #: a stored unit vector is refused when its length is this far from 1 (float16 rounding stays < 1e-3)
 UNIT_TOLERANCE = 1e-2
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _PROVENANCE = ("base_model", "base_model_revision", "dataset", "dataset_config", "dataset_split", "dataset_revision")
-
-
-@dataclasses.dataclass(frozen=True)
-class Layout:
-    """Which sketches a row stores, and in which float type."""
-
-    dtype: str = DEFAULT_DTYPE
-    sketches: tuple[str, ...] = DEFAULT_SKETCHES
-
-    def __post_init__(self):
-        if self.dtype not in SKETCH_DTYPES:
-            raise InputError(f"index dtype must be one of {tuple(SKETCH_DTYPES)}, got {self.dtype!r}")
-        if "joint" not in self.sketches or not set(self.sketches) <= set(SKETCHES):
-            raise InputError(f"index sketches must include 'joint' and be among {SKETCHES}, got {self.sketches!r}")
-        object.__setattr__(self, "sketches", tuple(s for s in SKETCHES if s in self.sketches))
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"dtype": self.dtype, "sketches": list(self.sketches)}
 
 
 def row_schema():
@@ -110,7 +95,7 @@ def signature_row(signature: Signature, ref: SignatureRef, obtained: str, layout
         "split_norms": signature.split_norms.double().tolist(), "lengths": lengths, "dtype": layout.dtype,
         "metadata": json.dumps(signature.metadata, sort_keys=True), "format": INDEX_FORMAT,
     }
-    dtype = np.dtype(SKETCH_DTYPES[layout.dtype]).newbyteorder("<")
+    dtype = np.dtype(layout.dtype).newbyteorder("<")
     for name, mean, length in zip(SKETCHES, means, lengths):
         row[name] = (mean / length).numpy().astype(dtype).tobytes() if name in layout.sketches and length > 0 else None
     return row
@@ -152,7 +137,7 @@ class IndexRows:
 def _decode(data: bytes | None, dtype: str, m: int, what: str) -> np.ndarray:
     if data is None:
         raise SignatureFileError(f"no {what} sketch")
-    item = np.dtype(SKETCH_DTYPES[dtype]).newbyteorder("<")
+    item = np.dtype(dtype).newbyteorder("<")
     if len(data) != m * item.itemsize:
         raise SignatureFileError(f"the {what} sketch has {len(data)} bytes, expected m × {item.itemsize} = {m * item.itemsize}")
     vector = np.frombuffer(data, dtype=item).astype(np.float32)
@@ -213,8 +198,8 @@ def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None, s
         raise SignatureFileError(f"split_norms must be 3 positive finite numbers, got {row.get('split_norms')}")
     if lengths.shape != (3,) or not (np.isfinite(lengths).all() and (lengths > 0).all()):
         raise SignatureFileError(f"lengths must be 3 positive finite numbers, got {row.get('lengths')}")
-    if row.get("dtype") not in SKETCH_DTYPES:
-        raise SignatureFileError(f"sketch dtype {row.get('dtype')!r} is none of {tuple(SKETCH_DTYPES)}")
+    if row.get("dtype") not in INDEX_DTYPES:
+        raise SignatureFileError(f"sketch dtype {row.get('dtype')!r} is none of {INDEX_DTYPES}")
     units = {name: _decode(row.get(name), row["dtype"], spec.m, name) for name in sketches}
     return spec, units, lengths, norms
 
@@ -387,7 +372,7 @@ def read_repos(
         from tqdm import tqdm
 
         bar = tqdm(total=len(todo), desc="reading repos", unit="repo")
-    batch = max(workers * 8, 1)
+    batch = workers * 4  # repos journaled together: a kill loses at most this many repos' reading
     for start in range(0, len(todo), batch):
         outcomes = bounded_map(lambda s: repo_rows(s, base_model, layout, token), todo[start : start + batch], workers,
                                catch=(FisherHubError,))
@@ -471,7 +456,7 @@ class IndexSummary:
         return out
 
 
-def render_card(summary: IndexSummary, layout: Layout, existing: dict[str, Any]) -> str:
+def render_card(summary: IndexSummary, layout: Layout, existing: dict[str, Any], repo_id: str) -> str:
     """The index's README.md: ``configs:`` (the data files), the tag, the ``fisherhub_index:`` block, a summary."""
     import yaml
 
@@ -482,14 +467,15 @@ def render_card(summary: IndexSummary, layout: Layout, existing: dict[str, Any])
                                    "layout": layout.as_dict(), "sketch_ids": sorted(summary.sketch_ids)}
     front = yaml.safe_dump(metadata, sort_keys=False, allow_unicode=True)
     name = summary.base_model
+    sketches = ", ".join(layout.sketches)
     body = "\n".join([
         f"# Fisher signature index of {name}", "",
-        f"Every published [fisherhub](https://github.com/fisherhub) signature of adapters of `{name}`, one row per "
-        "signature (repo, commit, file, sketch id and spec, provenance, counts, split norms, and the sketches as "
-        f"unit vectors in {layout.dtype}: {', '.join(layout.sketches)}).", "",
+        (f"Every published fisherhub signature of the adapters of `{name}`, one row per signature (repo, commit, "
+         "file, sketch id and spec, provenance, counts, split norms, and the sketches as unit vectors in "
+         f"{layout.dtype}: {sketches})."), "",
         "```", *summary.lines(), "```", "",
         "Rank every adapter for your data in one download:", "",
-        "```bash", f"fisherhub select my-target.safetensors --index ORG/NAME", "```", "",
+        "```bash", f"fisherhub select my-target.safetensors --index {repo_id}", "```", "",
     ])
     return f"---\n{front}---\n\n{body}"
 
@@ -515,7 +501,7 @@ def push_index(
         state = render_state(base_model, layout, work, sorted(summary.sketch_ids))
         info = api.create_commit(
             repo.repo_id, repo_type="dataset", commit_message=f"signature index of {base_model}: {table.num_rows} rows",
-            operations=[CommitOperationAdd("README.md", render_card(summary, layout, existing).encode()),
+            operations=[CommitOperationAdd("README.md", render_card(summary, layout, existing, repo.repo_id).encode()),
                         CommitOperationAdd(STATE_PATH, state)],
         )
     return info.oid
@@ -593,7 +579,7 @@ def listed_adapters(base_model: str, token: str | None = None) -> list[RepoSnaps
 
 
 def build_index(
-    base_model: str, push: str, *, work: str | os.PathLike | None = None, layout: Layout = Layout(),
+    base_model: str, push: str, *, work: str | os.PathLike | None = None, layout: Layout | None = None,
     token: str | None = None, workers: int = DEFAULT_WORKERS, private: bool = False, progress: bool = False,
     stop_after: int | None = None,
 ) -> tuple[str, IndexSummary]:
@@ -603,7 +589,7 @@ def build_index(
     so a build that was killed resumes where it stopped (repos whose commit moved since are read again)."""
     from fisherhub.lm.loading import canonical_model_id
 
-    base_model = canonical_model_id(base_model)
+    base_model, layout = canonical_model_id(base_model), layout or Layout()
     repo = index_ref(push)
     folder = WorkFolder(work or _default_work(repo), base_model, layout)
     snapshots = listed_adapters(base_model, token)
@@ -666,9 +652,3 @@ def update_index(
     table = pa.concat_tables([loaded.table.filter(pa.array(keep, type=pa.bool_())).cast(row_schema()), folder.table()])
     commit = push_index(table, loaded.ref, base_model, layout, folder, token=token)
     return commit, IndexSummary.of(table, base_model, folder.entries()), read
-
-
-def row_size(layout: Layout, m: int) -> int:
-    """Bytes of the sketches in one row (the rest is a few hundred bytes of text and numbers)."""
-    return len(layout.sketches) * m * np.dtype(SKETCH_DTYPES[layout.dtype]).itemsize
-

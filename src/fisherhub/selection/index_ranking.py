@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fisherhub.core.errors import InputError
-from fisherhub.core.state import SKETCHES
+from fisherhub.core.features import SKETCHES
 from fisherhub.selection.candidates import Skip, same_base_model
 from fisherhub.selection.ranking import incompatibility
 from fisherhub.selection.results import Skipped
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from fisherhub.selection.target import Target
 
 #: rows of an index ranked again from their own files (error bars, regime, verdict)
-SHORTLIST = 10
+SHORTLIST = 20
 #: the sketch each score ranks the rows by (``auto`` pre-ranks by A, then chooses among the shortlist)
 SCORE_SKETCH = {"fisher": "joint", "auto": "joint", "activation": "activation", "error": "error"}
 
