@@ -103,21 +103,20 @@ class Signatures:
 
 def build_world(server: HubServer, signatures: list[Signature], work: Path) -> list[str]:
     """One adapter repo per signature, its files as ``fisherhub push`` writes them (into a folder, then copied
-    into the server's state); returns the repo ids."""
-    server.reset()
-    repo_ids = []
+    into the server's state), added to the repos already there for the first signatures; returns the repo ids."""
+    repo_ids = [f"bench/lora-{i:05d}" for i in range(len(signatures))]
     for i, signature in enumerate(signatures):
+        if ("model", repo_ids[i]) in server.repos:
+            continue
         folder = work / f"lora-{i}"
         folder.mkdir(parents=True)
         (folder / "adapter_config.json").write_bytes(ADAPTER_CONFIG)
         push_signature(signature, folder)
         files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
         shutil.rmtree(folder)
-        repo_id = f"bench/lora-{i:05d}"
-        repo = Repo("model", repo_id)
+        repo = Repo("model", repo_ids[i])
         repo.refs["refs/heads/main"] = repo.add_commit(repo.refs["refs/heads/main"], files, "adapter with signature")
-        server.repos[("model", repo_id)] = repo
-        repo_ids.append(repo_id)
+        server.repos[("model", repo_ids[i])] = repo
     return repo_ids
 
 

@@ -3,7 +3,9 @@
 ``build BASE_MODEL --push datasets/ORG/NAME`` reads every adapter of BASE_MODEL the Hub lists (a bounded pool
 of requests), one row per signature, and pushes the rows as Parquet (``load_dataset("ORG/NAME")`` loads them);
 a build that was interrupted resumes from its work folder. ``update ORG/NAME`` reads again only the adapters
-whose commit changed (one listing). ``show ORG/NAME`` prints what the index holds. Rank from it with
+whose commit changed (one listing). ``sign BASE_MODEL --index ORG/NAME`` sketches the datasets that unsigned adapters' cards name (each
+dataset@revision once, into the index repo, never into anyone's repo) and adds their rows. ``show ORG/NAME``
+prints what the index holds. Rank from it with
 ``fisherhub select TARGET --index ORG/NAME``.
 """
 
@@ -44,6 +46,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     update.add_argument("index", metavar="ORG/NAME")
     _common(update)
     update.set_defaults(func=run_update)
+    sign = commands.add_parser("sign", help="sketch the datasets that unsigned adapters' cards name, add their rows",
+                               formatter_class=HelpFormatter)
+    sign.add_argument("base_model", metavar="BASE_MODEL")
+    sign.add_argument("--index", required=True, metavar="ORG/NAME", help="the index (built before) that gets the rows")
+    sign.add_argument("--model", default=None, help="where the base model loads from (default: BASE_MODEL)")
+    sign.add_argument("--max-documents", type=int, default=None, help="documents sketched per dataset (default: all)")
+    sign.add_argument("--text-column", default="text", help="the datasets' text column")
+    sign.add_argument("--report", default="sign-report.json", metavar="JSON", help="where the report is written")
+    _common(sign)
+    sign.set_defaults(func=run_sign)
     show = commands.add_parser("show", help="what an index holds", formatter_class=HelpFormatter)
     show.add_argument("index", metavar="ORG/NAME")
     show.add_argument("--token", default=None, help="Hub token")
@@ -71,6 +83,24 @@ def run_update(args: argparse.Namespace) -> int:
     commit, summary, read = update_index(args.index, work=args.work, token=args.token, workers=check_workers(args.workers))
     print("\n".join(summary.lines()))
     print(f"read {read} changed repo(s); " + (f"pushed {args.index}@{commit}" if commit else "the index is up to date"))
+    return 0
+
+
+def run_sign(args: argparse.Namespace) -> int:
+    import json
+
+    from fisherhub.lm.loading import load_model_and_tokenizer
+    from fisherhub.options import check_positive
+    from fisherhub.pipeline.index_signing import sign_unsigned
+
+    check_positive(args, ("max_documents",), optional=True)
+    model, tokenizer = load_model_and_tokenizer(args.model or args.base_model)
+    report = sign_unsigned(args.base_model, args.index, model=model, tokenizer=tokenizer, max_documents=args.max_documents,
+                           text_column=args.text_column, work=args.work, token=args.token)
+    with open(args.report, "w", encoding="utf-8") as handle:
+        json.dump(report.as_dict(), handle, indent=1)
+    print("\n".join(report.lines()))
+    print(f"wrote {args.report}" + (f"; pushed {args.index}@{report.commit}" if report.commit else ""))
     return 0
 
 

@@ -14,6 +14,7 @@ of the few best rows (``selection/index_ranking.py``). Building never writes to 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -74,8 +75,14 @@ def row_schema():
          ("num_documents", pa.int64()), ("num_tokens", pa.int64()),
          ("split_norms", pa.list_(pa.float64())), ("lengths", pa.list_(pa.float64())),
          ("dtype", text), *[(name, pa.binary()) for name in SKETCHES],
-         ("metadata", text), ("format", pa.int32())]
+         ("metadata", text), ("file_repo", text), ("file_commit", text), ("format", pa.int32())]
     )
+
+
+@functools.lru_cache(maxsize=64)
+def spec_json(spec: SketchSpec) -> str:
+    """The spec as a row stores it (the signatures of one base model share a few specs: made once each)."""
+    return json.dumps(spec.to_dict(), sort_keys=True)
 
 
 def signature_row(signature: Signature, ref: SignatureRef, obtained: str, layout: Layout) -> dict[str, Any]:
@@ -88,12 +95,13 @@ def signature_row(signature: Signature, ref: SignatureRef, obtained: str, layout
     row = {
         "repo_id": ref.repo_id, "repo_type": ref.repo_type, "commit": ref.revision, "path": ref.path,
         "obtained": obtained, "sketch_id": signature.sketch_id,
-        "spec": json.dumps(signature.spec.to_dict(), sort_keys=True),
+        "spec": spec_json(signature.spec),
         "reflection": None if reflection is None else reflection.numpy().astype("<f4").tobytes(),
         **{key: signature.metadata.get(key) or None for key in _PROVENANCE},
         "num_documents": signature.num_documents, "num_tokens": signature.num_tokens,
         "split_norms": signature.split_norms.double().tolist(), "lengths": lengths, "dtype": layout.dtype,
-        "metadata": json.dumps(signature.metadata, sort_keys=True), "format": INDEX_FORMAT,
+        "metadata": json.dumps(signature.metadata, sort_keys=True), "file_repo": None, "file_commit": None,
+        "format": INDEX_FORMAT,
     }
     dtype = np.dtype(layout.dtype).newbyteorder("<")
     for name, mean, length in zip(SKETCHES, means, lengths):
@@ -184,6 +192,9 @@ def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None, s
             and _COMMIT.fullmatch(str(row.get("commit"))) and is_signature_file(str(row.get("path")))
             and ".." not in str(row.get("path")).split("/")):
         raise SignatureFileError("the row does not name a repo, a 40-hex commit and a fisher_signatures/ file")
+    if row.get("file_repo") is not None and not (isinstance(row["file_repo"], str)
+                                                 and _COMMIT.fullmatch(str(row.get("file_commit")))):
+        raise SignatureFileError("the row's file is in another repo but names no 40-hex commit of it")
     if base_model is not None and not same_base_model(row.get("base_model"), base_model):
         raise SignatureFileError(f"other base model {row.get('base_model')!r}, not {base_model!r}")
     spec = specs(row)
@@ -561,7 +572,8 @@ def load_index(name: str | SignatureRef, token: str | None = None, columns: list
 
 
 # ----- build and update -----------------------------------------------------------------------------------
-def _default_work(repo: SignatureRef) -> Path:
+def default_work(repo: SignatureRef) -> Path:
+    """Where the rows read for the index ``repo`` are kept (``FISHERHUB_INDEX_WORK``, else the user's cache)."""
     return Path(os.environ.get("FISHERHUB_INDEX_WORK", Path.home() / ".cache" / "fisherhub" / "index")) / repo.repo_id.replace("/", "--")
 
 
@@ -591,7 +603,7 @@ def build_index(
 
     base_model, layout = canonical_model_id(base_model), layout or Layout()
     repo = index_ref(push)
-    folder = WorkFolder(work or _default_work(repo), base_model, layout)
+    folder = WorkFolder(work or default_work(repo), base_model, layout)
     snapshots = listed_adapters(base_model, token)
     read_repos(snapshots, base_model, layout, folder, token=token, workers=workers, progress=progress, stop_after=stop_after)
     if stop_after is not None:
@@ -621,6 +633,20 @@ def changed_repos(loaded: LoadedIndex, token: str | None = None) -> tuple[dict[s
     return changed, set(seen) - set(listed)
 
 
+def replace_repos(loaded: LoadedIndex, folder: WorkFolder, replaced: set[tuple[str, str]]):
+    """The rows of ``loaded`` but those of the ``replaced`` (repo type, repo id), plus the rows ``folder``
+    journaled; ``folder`` takes the state entries of the repos kept, so its state file describes the result."""
+    import pyarrow as pa
+
+    for entry in loaded.state["repos"]:
+        key = (entry["repo_type"], entry["repo_id"])
+        if key not in replaced and key not in folder.done:
+            folder.done[key] = {**entry, "chunk": None}
+    keys = zip(loaded.table.column("repo_type").to_pylist(), loaded.table.column("repo_id").to_pylist())
+    keep = pa.array([key not in replaced for key in keys], type=pa.bool_())
+    return pa.concat_tables([loaded.table.filter(keep).cast(row_schema()), folder.table()])
+
+
 def update_index(
     name: str, *, work: str | os.PathLike | None = None, token: str | None = None, workers: int = DEFAULT_WORKERS,
     progress: bool = False,
@@ -628,16 +654,10 @@ def update_index(
     """Bring the index ``name`` up to date: one listing (``expand=sha``) says which adapters changed commit,
     appeared or went; only those are read again (a ``repo_info`` each, then their signature files). Pushes
     when anything changed; returns (the new commit, None when nothing changed; the summary; repos read)."""
-    import pyarrow as pa
-
     loaded = load_index(name, token)
     layout, base_model = loaded.layout, loaded.base_model
     changed, gone = changed_repos(loaded, token)
-    folder = WorkFolder(work or _default_work(loaded.ref) / f"update-{loaded.commit[:12]}", base_model, layout)
-    for entry in loaded.state["repos"]:  # the index as it is, minus what moved
-        key = (entry["repo_type"], entry["repo_id"])
-        if entry["repo_id"] not in changed and entry["repo_id"] not in gone and key not in folder.done:
-            folder.done[key] = {**entry, "chunk": None}
+    folder = WorkFolder(work or default_work(loaded.ref) / f"update-{loaded.commit[:12]}", base_model, layout)
     if not changed and not gone:
         return None, IndexSummary.of(loaded.table, base_model, loaded.state["repos"]), 0
     from fisherhub.hub.snapshot import repo_snapshot
@@ -647,8 +667,6 @@ def update_index(
                            todo, workers, catch=(HubError,))
     snapshots = [outcome.value for outcome in outcomes if outcome.error is None]
     read = read_repos(snapshots, base_model, layout, folder, token=token, workers=workers, progress=progress)
-    keep = [(t, r) not in {("model", x) for x in (*changed, *gone)} for t, r in
-            zip(loaded.table.column("repo_type").to_pylist(), loaded.table.column("repo_id").to_pylist())]
-    table = pa.concat_tables([loaded.table.filter(pa.array(keep, type=pa.bool_())).cast(row_schema()), folder.table()])
+    table = replace_repos(loaded, folder, {("model", repo_id) for repo_id in (*changed, *gone)})
     commit = push_index(table, loaded.ref, base_model, layout, folder, token=token)
     return commit, IndexSummary.of(table, base_model, folder.entries()), read

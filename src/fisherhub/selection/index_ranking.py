@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fisherhub.core.errors import InputError
 from fisherhub.core.features import SKETCHES
-from fisherhub.selection.candidates import Skip, same_base_model
+from fisherhub.selection.candidates import SignedElsewhere, Skip, same_base_model
 from fisherhub.selection.ranking import incompatibility
 from fisherhub.selection.results import Skipped
 
@@ -60,18 +60,24 @@ class IndexRanking:
     scores: np.ndarray
     skipped: list[Skipped]
 
-    def candidates(self, shortlist: int = SHORTLIST) -> list[str]:
-        """The repos of the ``shortlist`` best rows, pinned to the commit each row names (``org/name@commit``,
-        ``datasets/org/name@commit``), each once."""
-        names: list[str] = []
+    def candidates(self, shortlist: int = SHORTLIST) -> list:
+        """The repos of the ``shortlist`` best rows, each once, pinned to the commit each row names
+        (``org/name@commit``, ``datasets/org/name@commit``); a row sketched by the indexer as the adapter with
+        its file in the index repo (``SignedElsewhere``)."""
+        from fisherhub.hub.refs import SignatureRef
+
+        names: dict[str, Any] = {}
         for i in self.order:
-            ref = self.rows.ref(i)
+            ref, row = self.rows.ref(i), self.rows.rows[i]
             name = f"{'datasets/' if ref.repo_type == 'dataset' else ''}{ref.repo_id}@{ref.revision}"
-            if name not in names:
-                names.append(name)
+            if row.get("file_repo"):
+                file = SignatureRef(row["file_repo"], "dataset", row["file_commit"], ref.path)
+                names.setdefault(name, SignedElsewhere(ref.repo_id, ref.revision, file, row["sketch_id"], row["base_model"]))
+            else:
+                names.setdefault(name, name)
             if len(names) == shortlist:
                 break
-        return names
+        return list(names.values())
 
 
 def _target_for(rows: IndexRows, targets: Target, token: str | None) -> Signature:
