@@ -21,9 +21,18 @@ from fisherhub.core.errors import FisherHubError
 from fisherhub.core.signature import Signature
 from fisherhub.hub.errors import HubError, hub_errors
 from fisherhub.hub.index import INDEX_PATH
-from fisherhub.hub.refs import SIGNATURE_FOLDER, SignatureRef
+from fisherhub.hub.refs import SIGNATURE_FOLDER
 from fisherhub.hub.signature_index import (
-    InterruptedBuild, RepoResult, WorkFolder, default_work, listed_adapters, load_index, push_index, read_rows, replace_repos, signature_row,
+    InterruptedBuild,
+    RepoResult,
+    WorkFolder,
+    default_work,
+    listed_adapters,
+    load_index,
+    push_index,
+    read_rows,
+    replace_repos,
+    signature_row,
 )
 from fisherhub.options import DataArgs
 
@@ -62,8 +71,8 @@ class SignReport:
 
     def lines(self) -> list[str]:
         sketched = [d for d in self.datasets if d.status == "sketched"]
-        out = [f"{self.unsigned} unsigned adapters, {self.naming_datasets} naming datasets in their card; "
-               f"{len(sketched)} of {len(self.datasets)} datasets sketched, {self.rows_added} rows added"]
+        out = [(f"{self.unsigned} unsigned adapters, {self.naming_datasets} naming datasets in their card; "
+               f"{len(sketched)} of {len(self.datasets)} datasets sketched, {self.rows_added} rows added")]
         out += [f"  skipped {d.dataset}: {d.reason}" for d in self.datasets if d.status == "skipped"]
         return out
 
