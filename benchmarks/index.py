@@ -9,7 +9,8 @@ Measured:
 - **build**: ``build_index`` at N = 1,000 and 2,000, sequential (``workers=1``) and with the pool;
 - **rank**: ``select_adapter(target, index=...)`` from a cold and a warm cache at N = 1,000, 2,000 and 10,000
   (the 10,000-row index is written from the rows the build makes, at the repos' commits, without reading
-  10,000 repos through the server: building it is extrapolated from 1,000 and 2,000); requests, bytes
+  10,000 repos through the server: building it is extrapolated from 1,000 and 2,000; the repos beyond the
+  2,000 built have a card without the signature block, which nothing here reads); requests, bytes
   downloaded (what the cache holds afterwards), the top-1 and top-10 against the exact ranking of all N
   signatures, and whether the final table equals ``select_adapter`` of the shortlisted candidates;
 - **per-repo**: today's ``select_adapter(target, base_model=...)`` (discovery + one signature per adapter)
@@ -53,7 +54,8 @@ from synthetic import add_output_arguments, machine_info, write_results
 
 from fisherhub import Signature, SketchSpec
 from fisherhub.core.features import SKETCHES
-from fisherhub.hub import push_signature
+from fisherhub.hub import INDEX_PATH, push_signature, signature_path
+from fisherhub.hub.index import entry_for, render_index
 from fisherhub.hub.refs import SignatureRef
 from fisherhub.hub.signature_index import (
     Layout,
@@ -74,6 +76,7 @@ M, D, VOCAB = 4096, 576, 49152
 LATENCY = 0.05
 WORKERS = 16
 ADAPTER_CONFIG = b'{"base_model_name_or_path": "bench/base-model", "peft_type": "LORA", "r": 8}'
+PLAIN_CARD = f"---\nbase_model: {BASE}\nlibrary_name: peft\ntags: [fisher-signatures]\n---\n".encode()
 LAYOUTS = {"float32, all three": Layout("float32", SKETCHES), "float16, all three": Layout("float16", SKETCHES),
            "float32, joint only": Layout("float32", ("joint",)), "float16, joint only": Layout("float16", ("joint",))}
 
@@ -101,19 +104,32 @@ class Signatures:
                          {"base_model": BASE, "dataset": dataset})
 
 
-def build_world(server: HubServer, signatures: list[Signature], work: Path) -> list[str]:
-    """One adapter repo per signature, its files as ``fisherhub push`` writes them (into a folder, then copied
-    into the server's state), added to the repos already there for the first signatures; returns the repo ids."""
+def pushed_files(signature: Signature, folder: Path) -> dict[str, bytes]:
+    """The files of an adapter repo as ``fisherhub push`` writes them (into a folder, read back)."""
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_bytes(ADAPTER_CONFIG)
+    push_signature(signature, folder)
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    shutil.rmtree(folder)
+    return files
+
+
+def plain_files(signature: Signature) -> dict[str, bytes]:
+    """The same signature file and ``fisher_signatures/index.json``, with a card that has no signature block
+    (rendering 10,000 cards costs minutes of CPU; ranking from the index never reads a card)."""
+    path = signature_path(signature)
+    return {"adapter_config.json": ADAPTER_CONFIG, "README.md": PLAIN_CARD, path: signature.to_bytes(),
+            INDEX_PATH: render_index([entry_for(signature, path)])}
+
+
+def build_world(server: HubServer, signatures: list[Signature], work: Path, pushed: int) -> list[str]:
+    """One adapter repo per signature, added to the repos already there; the first ``pushed`` laid out by
+    ``fisherhub push`` (``pushed_files``), the others by ``plain_files``. Returns the repo ids."""
     repo_ids = [f"bench/lora-{i:05d}" for i in range(len(signatures))]
     for i, signature in enumerate(signatures):
         if ("model", repo_ids[i]) in server.repos:
             continue
-        folder = work / f"lora-{i}"
-        folder.mkdir(parents=True)
-        (folder / "adapter_config.json").write_bytes(ADAPTER_CONFIG)
-        push_signature(signature, folder)
-        files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
-        shutil.rmtree(folder)
+        files = pushed_files(signature, work / f"lora-{i}") if i < pushed else plain_files(signature)
         repo = Repo("model", repo_ids[i])
         repo.refs["refs/heads/main"] = repo.add_commit(repo.refs["refs/heads/main"], files, "adapter with signature")
         server.repos[("model", repo_ids[i])] = repo
@@ -301,7 +317,7 @@ def main(argv: list[str] | None = None) -> None:
             work = Path(tmp)
             for n in sorted(set(args.rank_sizes) | set(args.build_sizes)):
                 print(f"N = {n}: building the world", flush=True)
-                repo_ids = build_world(SERVER, signatures[:n], work / f"folders-{n}")
+                repo_ids = build_world(SERVER, signatures[:n], work / f"folders-{n}", max(args.build_sizes))
                 if n in args.build_sizes:
                     for workers in ([1] if n == args.sequential_size else []) + [WORKERS]:
                         result["build"].append(build_run(n, workers, work))
