@@ -105,6 +105,8 @@ def test_sign_sketches_each_dataset_once_skips_with_reasons_and_resumes(world, h
     assert selection.best.signature_source.startswith("datasets/tester/base-index@")
     shortlisted = rank_index(load_index(INDEX), Target([target]), BASE).candidates()
     assert select_adapter(target, shortlisted).table() == selection.table()
+    sketched = select_adapter(texts(2, 20)[8:], index=INDEX, model=model, tokenizer=tokenizer)  # texts: sketched like a row
+    assert sketched.table() == selection.table()
 
 
 def test_cli_sign_writes_its_report(world, hub, tmp_path, capsys):
