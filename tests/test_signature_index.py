@@ -211,8 +211,19 @@ def test_cli_build_select_show(adapters, hub, tmp_path, capsys):
     assert main(["select", str(target), "--index", "tester/base-index", "--shortlist", "2"]) == 0
     out = capsys.readouterr().out
     assert f"best: {select_adapter(str(target), adapters).best.candidate}@" in out
-    assert main(["index", "show", "tester/base-index"]) == 0
-    assert "6 signatures from 7 repos" in capsys.readouterr().out
+    assert main(["index", "show", "tester/base-index", "--plot", str(tmp_path / "rows.png")]) == 0
+    assert "6 signatures from 7 repos" in capsys.readouterr().out and (tmp_path / "rows.png").stat().st_size > 0
+
+
+def test_row_alignments_equal_the_alignment_matrix():
+    from fisherhub import alignment_matrix
+    from fisherhub.selection.index_ranking import row_alignments
+
+    signatures = [make_signature(BASE, f"org/d{i}", seed=i) for i in range(4)]
+    ref = SignatureRef("org/a", "model", "a" * 40, "fisher_signatures/a.safetensors")
+    rows = read_rows(_table([signature_row(s, ref, "published", Layout("float32")) for s in signatures]), BASE, "test")
+    exact = alignment_matrix(signatures).fisher.numpy()
+    assert np.allclose(row_alignments(rows, [0, 1, 2, 3]), exact, atol=1e-5)
 
 
 def test_bounded_map_keeps_order_and_errors():

@@ -59,6 +59,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show = commands.add_parser("show", help="what an index holds", formatter_class=HelpFormatter)
     show.add_argument("index", metavar="ORG/NAME")
     show.add_argument("--token", default=None, help="Hub token")
+    show.add_argument("--plot", default=None, metavar="PNG",
+                      help="write a heatmap of the alignment A among the rows with the most tokens (up to 24)")
     show.set_defaults(func=run_show)
 
 
@@ -110,4 +112,42 @@ def run_show(args: argparse.Namespace) -> int:
     loaded = load_index(args.index, args.token)
     print("\n".join(IndexSummary.of(loaded.table, loaded.base_model, loaded.state["repos"]).lines()))
     print(f"index {args.index}@{loaded.commit}, layout {loaded.layout.as_dict()}")
+    if args.plot:
+        print(f"wrote {plot_rows(loaded, args.plot)}")
     return 0
+
+
+#: rows shown in ``index show --plot``
+PLOTTED_ROWS = 24
+
+
+def plot_rows(loaded, path: str) -> str:
+    """A heatmap of A among the rows of the most common sketch id with the most tokens."""
+    import collections
+
+    from matplotlib.figure import Figure
+
+    from fisherhub.hub.signature_index import read_rows
+    from fisherhub.selection.index_ranking import row_alignments
+
+    where = f"datasets/{loaded.ref.repo_id}"
+    rows = read_rows(loaded.table, loaded.base_model, where, loaded.commit)
+    if not len(rows):
+        from fisherhub.core.errors import InputError
+
+        raise InputError(f"{where}: no usable rows to plot")
+    common = collections.Counter(row["sketch_id"] for row in rows.rows).most_common(1)[0][0]
+    chosen = sorted((i for i, row in enumerate(rows.rows) if row["sketch_id"] == common),
+                    key=lambda i: -rows.rows[i]["num_tokens"])[:PLOTTED_ROWS]
+    matrix = row_alignments(rows, chosen)
+    names = [rows.rows[i]["repo_id"] for i in chosen]
+    figure = Figure(figsize=(2 + 0.35 * len(names), 1.5 + 0.35 * len(names)))
+    axis = figure.subplots()
+    image = axis.imshow(matrix, cmap="viridis")
+    axis.set_xticks(range(len(names)), names, rotation=90, fontsize=6)
+    axis.set_yticks(range(len(names)), names, fontsize=6)
+    axis.set_title(f"Fisher alignment A among {len(names)} rows of {loaded.base_model}'s index", fontsize=8)
+    figure.colorbar(image, ax=axis, shrink=0.8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    return path

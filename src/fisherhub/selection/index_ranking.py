@@ -48,6 +48,17 @@ def row_scores(rows: IndexRows, target: Signature, sketch: str = "joint") -> np.
     return scores
 
 
+def row_alignments(rows: IndexRows, indices: list[int], sketch: str = "joint") -> np.ndarray:
+    """(k, k) alignment A among the rows ``indices`` (rows of one sketch id), 1 on the diagonal (a signature
+    with itself, as ``alignment_matrix`` gives it)."""
+    k = SKETCHES.index(sketch)
+    units = rows.units[sketch][indices].astype(np.float64)
+    scaled = units * (rows.lengths[indices, k] / np.sqrt(rows.split_norms[indices, k]))[:, None]
+    matrix = scaled @ scaled.T
+    np.fill_diagonal(matrix, 1.0)
+    return matrix
+
+
 @dataclasses.dataclass(frozen=True)
 class IndexRanking:
     """Every usable row of an index scored against one target: the rows, their scores (best first), the
