@@ -179,11 +179,11 @@ class _SpecCache:
         return self.parsed[key]
 
 
-def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None, sketches: Iterable[str]):
-    """(spec, units by sketch, lengths, split norms) of a row, or ``SignatureFileError`` saying what is wrong:
-    the checks ``Signature.from_bytes`` makes of a file (spec and sketch id, shapes, finite values, positive
-    split norms, at least 2 documents each with a scored token), plus the row's own (its repo, commit and
-    path, its base model)."""
+def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
+    """(spec, lengths, split norms) of a row, or ``SignatureFileError`` saying what is wrong:
+    the checks ``Signature.from_bytes`` makes of a file (spec and sketch id, positive split norms, at least 2
+    documents each with a scored token), plus the row's own (its repo, commit and path, its base model); the
+    sketches' shapes and values are checked by ``_SketchColumn``."""
     from fisherhub.selection.candidates import same_base_model
 
     if row.get("format") != INDEX_FORMAT:
@@ -211,8 +211,7 @@ def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None, s
         raise SignatureFileError(f"lengths must be 3 positive finite numbers, got {row.get('lengths')}")
     if row.get("dtype") not in INDEX_DTYPES:
         raise SignatureFileError(f"sketch dtype {row.get('dtype')!r} is none of {INDEX_DTYPES}")
-    units = {name: _decode(row.get(name), row["dtype"], spec.m, name) for name in sketches}
-    return spec, units, lengths, norms
+    return spec, lengths, norms
 
 
 def check_table_columns(table, where: str) -> None:
@@ -223,6 +222,38 @@ def check_table_columns(table, where: str) -> None:
                          "with `fisherhub index build`")
 
 
+class _SketchColumn:
+    """One sketch column's vectors. When every row has the same dtype and byte length (an index this fisherhub
+    wrote), all are read at once from the Arrow buffer and checked together; otherwise row by row."""
+
+    def __init__(self, column, dtypes: list[Any]):
+        import pyarrow as pa
+
+        self.array, self.matrix = column.combine_chunks(), None
+        array = self.array
+        if not len(array) or array.null_count or len(set(dtypes)) != 1 or dtypes[0] not in INDEX_DTYPES:
+            return
+        wide = pa.types.is_large_binary(array.type)
+        offsets = np.frombuffer(array.buffers()[1], dtype=np.int64 if wide else np.int32, count=len(array) + 1,
+                                offset=array.offset * (8 if wide else 4))
+        sizes, item = np.diff(offsets), np.dtype(dtypes[0]).newbyteorder("<")
+        if (sizes == sizes[0]).all() and sizes[0] % item.itemsize == 0 and sizes[0] > 0:
+            data = np.frombuffer(array.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+            self.matrix = data.view(item).reshape(len(array), -1).astype(np.float32)
+            self.finite = np.isfinite(self.matrix).all(axis=1)
+            self.length = np.sqrt(np.einsum("ij,ij->i", self.matrix, self.matrix, dtype=np.float64))
+
+    def vector(self, i: int, dtype: str, m: int, what: str) -> np.ndarray:
+        """Row ``i``'s unit vector (m floats), or ``SignatureFileError``."""
+        if self.matrix is None or self.matrix.shape[1] != m:
+            return _decode(self.array[i].as_py(), dtype, m, what)
+        if not self.finite[i]:
+            raise SignatureFileError(f"the {what} sketch contains NaN or inf")
+        if abs(self.length[i] - 1.0) > UNIT_TOLERANCE:
+            raise SignatureFileError(f"the {what} sketch is not a unit vector (length {self.length[i]:.4g})")
+        return self.matrix[i]
+
+
 def read_rows(table, base_model: str | None, where: str, commit: str | None = None) -> IndexRows:
     """The checked rows of an Arrow ``table`` of index rows, for ``base_model`` (None: any): each row that
     fails a check skipped with its reason. Reads the sketches every row stores (the joint one always)."""
@@ -230,23 +261,31 @@ def read_rows(table, base_model: str | None, where: str, commit: str | None = No
     scalar_columns = [name for name in table.column_names if name not in SKETCHES]
     columns = {name: table.column(name).to_pylist() for name in scalar_columns}
     stored = [name for name in SKETCHES if table.column(name).null_count == 0] or ["joint"]
-    blobs = {name: table.column(name).to_pylist() for name in stored}
+    sketches = {name: _SketchColumn(table.column(name), columns["dtype"]) for name in stored}
     specs = _SpecCache()
-    rows, parsed, units, lengths, norms, skipped = [], [], {name: [] for name in stored}, [], [], []
+    rows, parsed, units, lengths, norms, skipped, kept = [], [], {name: [] for name in stored}, [], [], [], []
     for i in range(table.num_rows):
-        row = {name: values[i] for name, values in columns.items()} | {name: blobs[name][i] for name in stored}
+        row = {name: values[i] for name, values in columns.items()}
         try:
-            spec, row_units, row_lengths, row_norms = _check_row(row, specs, base_model, stored)
+            spec, row_lengths, row_norms = _check_row(row, specs, base_model)
+            row_units = {name: sketches[name].vector(i, row["dtype"], spec.m, name) for name in stored}
         except SignatureFileError as exc:
             skipped.append(SkippedRow(str(row.get("repo_id")), row.get("path"), f"index row: {exc}"))
             continue
-        rows.append({name: row[name] for name in scalar_columns})
+        rows.append(row)
         parsed.append(spec)
+        kept.append(i)
         for name in stored:
             units[name].append(row_units[name])
         lengths.append(row_lengths)
         norms.append(row_norms)
-    stack = {name: np.stack(vectors) if vectors else np.zeros((0, 0), np.float32) for name, vectors in units.items()}
+    stack = {}
+    for name, vectors in units.items():
+        matrix = sketches[name].matrix
+        if matrix is not None and len(kept) == table.num_rows and matrix.shape[1] == (vectors[0].shape[0] if vectors else 0):
+            stack[name] = matrix  # every row kept, read at once: no copy
+        else:
+            stack[name] = np.stack(vectors) if vectors else np.zeros((0, 0), np.float32)
     return IndexRows(rows, parsed, stack, np.array(lengths).reshape(-1, 3), np.array(norms).reshape(-1, 3), skipped, commit)
 
 
