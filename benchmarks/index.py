@@ -283,7 +283,7 @@ def plot(result: dict, path: Path) -> None:
     middle.plot(sizes, [r["cold"]["seconds"] for r in ranks], "o-", label="index, cold cache")
     middle.plot(sizes, [r["warm"]["seconds"] for r in ranks], "s-", label="index, warm cache")
     middle.plot([p["adapters"] for p in per_repo], [p["seconds"] for p in per_repo], "^--",
-                label="per-repo, sequential (10,000: extrapolated)")
+                label=f"per-repo, sequential (beyond {min(p['adapters'] for p in per_repo if p['measured']):,}: extrapolated)")
     middle.set(xscale="log", yscale="log", xlabel="adapters of the base model", ylabel="seconds",
                title=f"Ranking at {LATENCY * 1000:.0f} ms per request")
     middle.legend(fontsize=8)
