@@ -16,7 +16,7 @@ from typing import Any
 
 from fisherhub.core.errors import InputError
 from fisherhub.core.registry import (
-    DEFAULT_ESTIMATOR, DEFAULT_M, DEFAULT_SEED, ERROR_SPACES, ESTIMATORS, FISHER_TYPES, GRANULARITIES,
+    ALL_LINEAR, DEFAULT_ESTIMATOR, DEFAULT_M, DEFAULT_SEED, ERROR_SPACES, ESTIMATORS, FISHER_TYPES, GRANULARITIES, KERNELS,
 )
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -71,15 +71,47 @@ class SpecOptions:
         "device does; a bfloat16 run may not: then sketch --like the other)",
         action=argparse.BooleanOptionalAction,
     )
+    modules: str | list[str] | None = option(
+        None, f"sketch a network signature (SPEC §2b) of these linear modules instead of the head: {ALL_LINEAR} (every "
+        "linear module but the head, as in PEFT), or names / suffixes separated by commas (q_proj,v_proj)",
+        metavar=f"{ALL_LINEAR}|NAME,...",
+    )
+    adapters: list | None = option(
+        None, "sketch a network signature of the target modules of this PEFT LoRA adapter (folder or Hub id; repeat "
+        "the flag for the union of several)", flags=("--adapter",), action="append", metavar="DIR",
+    )
+    kernel: str = option(KERNELS[0], "network signatures: full is the Fisher of all the modules together (g·g')²; "
+                         "block drops the cross-module terms, Σ_l (g_l·g'_l)²", choices=KERNELS)
 
     def __post_init__(self) -> None:
         check_positive(self, ("m",))
         for name, allowed in (
             ("estimator", ESTIMATORS), ("granularity", GRANULARITIES), ("fisher", FISHER_TYPES),
-            ("error_space", ERROR_SPACES),
+            ("error_space", ERROR_SPACES), ("kernel", KERNELS),
         ):
             if getattr(self, name) not in allowed:
                 raise InputError(f"{flag(name)} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        if isinstance(self.modules, str) and self.modules != ALL_LINEAR:
+            self.modules = [name.strip() for name in self.modules.split(",") if name.strip()]
+        if isinstance(self.adapters, (str, os.PathLike)):
+            self.adapters = [self.adapters]
+        if self.modules is not None and self.adapters is not None:
+            raise InputError("--modules and --adapter both name the modules to sketch: give one of the two")
+        refused = {
+            "--fisher true": self.fisher != FISHER_TYPES[0], f"--error-space {self.error_space}": self.error_space != ERROR_SPACES[0],
+            "--reflection": self.reflection is True,
+        }
+        if self.is_network and any(refused.values()):
+            given = ", ".join(name for name, present in refused.items() if present)
+            raise InputError(f"network signatures (--modules / --adapter) take the empirical Fisher, the logits error "
+                             f"space and no reflection: drop {given}")
+        if not self.is_network and self.kernel != KERNELS[0]:
+            raise InputError(f"--kernel {self.kernel} is for network signatures: give --modules or --adapter")
+
+    @property
+    def is_network(self) -> bool:
+        """Whether these options make a network signature (SPEC §2b) rather than a head signature."""
+        return self.modules is not None or self.adapters is not None
 
     def spec_options(self) -> SpecOptions:
         """These options alone (for a ``SketchArgs``, which holds more)."""
