@@ -118,6 +118,8 @@ def _command_line(namespace: argparse.Namespace) -> list[str]:
             words.append(action.option_strings[0 if value else 1])
         elif action.nargs == 0:  # store_true / store_false
             words.append(flag)
+        elif isinstance(action, argparse._AppendAction):  # --adapter A --adapter B
+            words += [word for item in value for word in (flag, str(item))]
         else:
             words += [flag, str(value)]
     return words
