@@ -1,13 +1,13 @@
-"""Every option of sketching, with its default and help, once.
+"""Every option of sketching, with its default and help, once: the config dataclasses.
 
-Argument dataclasses whose fields carry ``metadata={"help": ...}`` (and, where the flag is not simply
-``--field-name``, its ``flags``); the command line's arguments are built from them (``add_arguments``), so
-``--help`` shows the same defaults the Python API uses. This module imports neither torch nor transformers.
+Their fields carry ``metadata={"help": ...}`` (and, where the flag is not simply ``--field-name``, its
+``flags``, ``choices``, ``action``, ...); ``cli/arguments.py`` builds the command line's arguments from them, so
+``--help`` shows the same defaults the Python API uses. This module imports neither argparse, torch nor
+transformers; bad values raise ``InputError`` naming the flag.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -30,9 +30,9 @@ DEFAULT_REPO_TYPE = "model"
 SCORES = ("fisher", "activation", "error", "auto")
 
 
-def option(default: Any, help: str, **argparse_options: Any) -> Any:
+def option(default: Any, help: str, **argument_options: Any) -> Any:
     """A dataclass field with its default and its command-line help (and ``flags``, ``choices``, ...)."""
-    return dataclasses.field(default=default, metadata={"help": help, **argparse_options})
+    return dataclasses.field(default=default, metadata={"help": help, **argument_options})
 
 
 def flag(name: str) -> str:
@@ -69,7 +69,6 @@ class SpecOptions:
         "Householder reflection on the pilot activation mean (on whenever a tokenizer is given): about half the "
         "standard error; signatures compare when their pilot directions agree within 1e-4 rad (float32 on any "
         "device does; a bfloat16 run may not: then sketch --like the other)",
-        action=argparse.BooleanOptionalAction,
     )
     modules: str | list[str] | None = option(
         None, f"sketch a network signature (SPEC §2b) of these linear modules instead of the head: {ALL_LINEAR} (every "
@@ -174,18 +173,6 @@ class DataArgs:
         return metadata
 
 
-def json_object(value: str) -> dict:
-    """A JSON object given inline or as the path of a JSON file (for ``--quantization-config``)."""
-    text = Path(value).read_text() if Path(value).is_file() else value
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not a JSON object or a JSON file: {value!r} ({exc})") from exc
-    if not isinstance(parsed, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {type(parsed).__name__}: {value!r}")
-    return parsed
-
-
 @dataclasses.dataclass(kw_only=True)
 class ModelOptions:
     """Which base model, and how it is loaded (``from_pretrained``'s options; docs/big_models.md)."""
@@ -199,9 +186,9 @@ class ModelOptions:
         "all of them (not with several processes)", metavar="MAP",
     )
     trust_remote_code: bool = option(False, "run the model repo's own modeling code")
-    quantization_config: dict | None = option(
+    quantization_config: dict | str | None = option(
         None, "transformers quantization config as JSON or a JSON file, e.g. '{\"quant_method\": \"bitsandbytes\", "
-        "\"load_in_4bit\": true}' (the head stays unquantized)", type=json_object, metavar="JSON|FILE",
+        "\"load_in_4bit\": true}' (the head stays unquantized)", metavar="JSON|FILE",
     )
     gguf_file: str | None = option(None, "load this GGUF file of the --model folder or Hub repo (de-quantized by "
                                    "transformers)", metavar="NAME")
@@ -209,6 +196,20 @@ class ModelOptions:
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise InputError(f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if isinstance(self.quantization_config, str):
+            self.quantization_config = json_object(self.quantization_config, "--quantization-config")
+
+
+def json_object(value: str, name: str) -> dict:
+    """A JSON object given inline or as the path of a JSON file (``name``: the flag, for the error)."""
+    text = Path(value).read_text() if Path(value).is_file() else value
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{name}: not a JSON object or a JSON file: {value!r} ({exc})") from exc
+    if not isinstance(parsed, dict):
+        raise InputError(f"{name}: expected a JSON object, got {type(parsed).__name__}: {value!r}")
+    return parsed
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -223,7 +224,7 @@ class RunOptions:
     keep_checkpoint: bool = option(False, "keep the --checkpoint files after a complete run (default: removed)")
     cpu: bool | None = option(None, "run on the CPU even if a GPU is present (default: the GPU when there is one)",
                               action="store_true")
-    progress: bool = option(True, "show a progress bar", action=argparse.BooleanOptionalAction)
+    progress: bool = option(True, "show a progress bar")
 
     def __post_init__(self) -> None:
         check_positive(self, ("batch_size", "token_chunk_size", "checkpoint_every"))
@@ -263,42 +264,3 @@ class DemoOptions:
     domains: list[str] | None = option(None, "a subset of the demo domains (default: all five)", nargs="+")
     max_documents: int | None = option(None, "documents per domain (default: all 100)")
     max_length: int = option(128, "tokens per document")
-
-
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Module docstrings as written, and each option's default after its help (unless the help already says it;
-    on/off flags say theirs through ``--x`` / ``--no-x``)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        default = action.default
-        if "default" in text or default is None or default is argparse.SUPPRESS or isinstance(default, bool):
-            return text
-        return f"{text} (default: {default})"
-
-
-def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, options: type, *,
-                  exclude: tuple[str, ...] = (), only: tuple[str, ...] | None = None) -> None:
-    """One argument per field of the ``options`` dataclass (fields with ``cli=False`` or in ``exclude``, or not in
-    ``only`` when given, are left out)."""
-    for field in dataclasses.fields(options):
-        meta = dict(field.metadata)
-        if meta.pop("cli", True) is False or field.name in exclude or (only is not None and field.name not in only):
-            continue
-        help_text = meta.pop("help")
-        flags = meta.pop("flags", (flag(field.name),))
-        default = field.default
-        if default is dataclasses.MISSING:
-            default = argparse.SUPPRESS
-        elif "action" not in meta:
-            if isinstance(field.default, bool):
-                meta["action"] = argparse.BooleanOptionalAction if field.default else "store_true"
-            elif field.type in ("int", "int | None"):
-                meta["type"] = int
-        parser.add_argument(*flags, dest=field.name, default=default, help=help_text, **meta)
-
-
-def from_namespace(options: type, namespace: argparse.Namespace, **values: Any) -> Any:
-    """An ``options`` dataclass from parsed arguments (fields the namespace lacks keep their defaults)."""
-    given = {field.name: getattr(namespace, field.name) for field in dataclasses.fields(options) if hasattr(namespace, field.name)}
-    return options(**{**given, **values})

@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fisherhub.options import SCORES, DataArgs, HelpFormatter, add_arguments
+from fisherhub.cli.arguments import HelpFormatter, add_arguments
+from fisherhub.options import SCORES, DataArgs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

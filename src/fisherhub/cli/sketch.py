@@ -16,9 +16,8 @@ import sys
 from pathlib import Path
 
 from fisherhub.core.errors import InputError
-from fisherhub.options import (
-    DataArgs, HelpFormatter, ModelOptions, RunOptions, SketchArgs, SpecOptions, add_arguments, from_namespace,
-)
+from fisherhub.cli.arguments import HelpFormatter, add_arguments, from_namespace
+from fisherhub.options import DataArgs, ModelOptions, RunOptions, SketchArgs, SpecOptions
 
 #: argument groups of ``fisherhub sketch``, in --help order: (title, options dataclass)
 GROUPS = (("data", DataArgs), ("model", ModelOptions), ("sketch", SpecOptions), ("run", RunOptions))
