@@ -59,6 +59,12 @@ def is_signature_file(path: str) -> bool:
     return path.startswith(f"{SIGNATURE_FOLDER}/") and path.endswith(".safetensors")
 
 
+def is_local_path_only(text: str) -> bool:
+    """Whether ``text`` can only name a local path: it starts with ``/`` or ``~``, or has a ``.`` or ``..`` part
+    (a Hub repo id has neither)."""
+    return text.startswith(("/", "~")) or bool({".", ".."} & set(re.split(r"[/\\:]", text)))
+
+
 def is_local_folder(text: str | os.PathLike) -> bool:
     """Whether ``text`` names an existing local folder (it then wins over a repo id of the same spelling,
     as in ``from_pretrained``)."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import signal
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -29,7 +28,7 @@ from typing import Any
 
 import torch
 
-from fisherhub.core.errors import InputError, SignatureFileError
+from fisherhub.core.errors import InputError
 from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
 from fisherhub.core.state import SketchState
@@ -45,20 +44,6 @@ from fisherhub.pipeline.checkpoints import Checkpointer, Progress
 
 #: test hook: a process kills itself (SIGKILL) after this many batches, to exercise ``resume``
 CRASH_AFTER_BATCHES_ENV = "FISHERHUB_CRASH_AFTER_BATCHES"
-
-
-def load_signature_ref(ref: str | os.PathLike) -> Signature:
-    """A signature from a local file or a Hub ref (``fisherhub.hub.load_signature``). A reference with a
-    ``.`` or ``..`` part, or starting with ``/`` or ``~``, can only be a local path."""
-    from fisherhub.hub import load_signature
-
-    text = os.fspath(ref)
-    if not os.path.isfile(text) and (text.startswith(("/", "~")) or {".", ".."} & set(re.split(r"[/\\:]", text))):
-        raise SignatureFileError(
-            f"{text}: no such signature file, and not a Hub reference (a Hub repo id has no '..' or '.' part); as a "
-            f"local path it is {os.path.abspath(os.path.expanduser(text))}"
-        )
-    return load_signature(text)
 
 
 def _crash_after() -> int | None:
@@ -302,10 +287,11 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
     The data source and a ``like`` signature are checked before the model is loaded. Returns the signature
     on every process and writes nothing but checkpoints.
     """
+    from fisherhub.hub import load_signature
     from fisherhub.lm.loading import DEFAULT_MODEL_REVISION, load_model_and_tokenizer, model_provenance
 
     source = load_source(args.data)
-    like = load_signature_ref(args.like) if args.like else None
+    like = load_signature(args.like) if args.like else None
     accelerator = accelerator or make_accelerator(args.cpu)
     if args.device_map is not None and accelerator.num_processes > 1:
         raise InputError(
