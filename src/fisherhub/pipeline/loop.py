@@ -6,7 +6,7 @@ a forward and a backward pass, for a network spec with ``modules``), and everyth
 all-reduce, checkpoints and resume) is the same.
 
 ``sketch(args)`` runs under ``accelerate`` (plain ``python`` is one process): process k of N sketches the
-documents with global index i ≡ k (mod N), or its shards of a stream (``data.documents.DocumentStream``), into its
+documents with global index i ≡ k (mod N), or its shards of a stream (``data.stream.DocumentStream``), into its
 own ``SketchState``; at the end a single all-reduce
 adds the sums and counts of all processes (no sample is padded or repeated, unlike accelerate's
 even-batches data loaders) and every process returns the signature. Every ``checkpoint_every`` batches
@@ -32,7 +32,8 @@ from fisherhub.core.errors import InputError
 from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
 from fisherhub.core.state import SketchState
-from fisherhub.data.documents import DocumentCounts, DocumentStream, check_has_documents, load_source
+from fisherhub.data.sources import load_source
+from fisherhub.data.stream import DocumentCounts, DocumentStream, check_has_documents
 from fisherhub.core.registry import KERNELS
 from fisherhub.lm.capture import sketch_batch
 from fisherhub.lm.head import HeadModel
