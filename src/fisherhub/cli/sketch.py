@@ -1,4 +1,6 @@
-"""``fisherhub sketch``: the signature of a dataset under a base model (also ``scripts/sketch.py``).
+"""``fisherhub sketch``: the signature of a dataset under a base model (also ``scripts/sketch.py``): of its
+output head, or with ``--modules all-linear|q_proj,v_proj`` / ``--adapter DIR`` of a set of linear modules
+(a network signature, docs/SPEC.md §2b).
 
 One process: ``fisherhub sketch --dataset DATA --output sig.safetensors``. N processes:
 ``accelerate launch [launch options] -m fisherhub sketch --dataset DATA ...`` (or ``scripts/sketch.py``
