@@ -65,6 +65,15 @@ def is_local_path_only(text: str) -> bool:
     return text.startswith(("/", "~")) or bool({".", ".."} & set(re.split(r"[/\\:]", text)))
 
 
+def is_signature_reference(text: str) -> bool:
+    """Whether ``text`` names signatures (for ``load_signature``) rather than a dataset to sketch: an existing
+    ``.safetensors`` file, or a Hub signature reference (``hf://``, ``datasets/...``, ``...:path``); any other
+    string (a Hub id, a folder, a data file) names a dataset."""
+    if os.path.exists(text):
+        return os.path.isfile(text) and text.endswith(".safetensors")
+    return text.startswith(("hf://", "datasets/")) or ":" in text
+
+
 def is_local_folder(text: str | os.PathLike) -> bool:
     """Whether ``text`` names an existing local folder (it then wins over a repo id of the same spelling,
     as in ``from_pretrained``)."""
