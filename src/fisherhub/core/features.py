@@ -16,9 +16,13 @@ import torch
 
 from fisherhub.core.errors import InputError
 from fisherhub.core.hashing import derived_seed
-from fisherhub.core.projectors import ACTIVATION_PROJECTORS, VOCABULARY_PROJECTORS, Projector
-from fisherhub.core.spec import SketchSpec
+from fisherhub.core.projectors import (
+    ACTIVATION_PROJECTORS,
+    VOCABULARY_PROJECTORS,
+    Projector,
+)
 from fisherhub.core.registry import ESTIMATORS
+from fisherhub.core.spec import SketchSpec
 
 #: the three sketches of a task, in the order of ``features_from_projections`` and of the state's sums.
 SKETCHES = ("joint", "activation", "error")

@@ -16,10 +16,10 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from fisherhub.core.batch import HeadBatch
+from fisherhub.core.errors import InputError, SignatureFileError, TooFewDocumentsError
 from fisherhub.core.features import SKETCHES, feature_map
 from fisherhub.core.network import NetworkBatch
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
-from fisherhub.core.errors import InputError, SignatureFileError, TooFewDocumentsError
 
 #: a split-sample norm within this many of its standard errors of zero is not resolved: it is clamped to that
 #: bound and the signature says so (``CLAMPED_NORMS_KEY``).

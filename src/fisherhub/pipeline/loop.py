@@ -14,7 +14,8 @@ each process saves its state and the global index it reached, so ``resume`` afte
 the checkpoint left off and yields the same sums as an uninterrupted run. Nothing is written but
 checkpoints: the CLI writes and pushes the signature.
 
-``sketch_texts`` / ``sketch_dataset`` are the in-process versions for an already loaded model.
+``sketch_texts`` / ``sketch_dataset`` (and ``sketch_network_kernels``: several kernels from one pass) are the
+in-process versions for an already loaded model.
 """
 
 from __future__ import annotations
@@ -29,12 +30,12 @@ from typing import Any
 import torch
 
 from fisherhub.core.errors import InputError
+from fisherhub.core.registry import KERNELS
 from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
 from fisherhub.core.state import SketchState
 from fisherhub.data.sources import load_source
 from fisherhub.data.stream import DocumentCounts, DocumentStream, check_has_documents
-from fisherhub.core.registry import KERNELS
 from fisherhub.lm.capture import sketch_batch
 from fisherhub.lm.head import HeadModel
 from fisherhub.lm.network import sketch_network_batch
@@ -289,7 +290,11 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
     on every process and writes nothing but checkpoints.
     """
     from fisherhub.hub import load_signature
-    from fisherhub.lm.loading import DEFAULT_MODEL_REVISION, load_model_and_tokenizer, model_provenance
+    from fisherhub.lm.loading import (
+        DEFAULT_MODEL_REVISION,
+        load_model_and_tokenizer,
+        model_provenance,
+    )
 
     source = load_source(args.data)
     like = load_signature(args.like) if args.like else None
