@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fisherhub.core.alignment import AlignmentResult
-from fisherhub.core.geometry import GEOMETRIES, SIGNIFICANCE_Z, bonferroni_z, ALPHA
+from fisherhub.core.geometry import ALPHA, GEOMETRIES, SIGNIFICANCE_Z, bonferroni_z
 
 ROOT = Path(__file__).resolve().parents[1]
 REGISTRY = ROOT / "src" / "fisherhub" / "core" / "geometry.py"

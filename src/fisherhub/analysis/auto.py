@@ -5,11 +5,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from fisherhub.core.alignment import AlignmentResult
-
 from fisherhub.analysis.regime import Regime, regime
 from fisherhub.analysis.scores import Scores
 from fisherhub.analysis.separation import Separation, separation
+from fisherhub.core.alignment import AlignmentResult
 
 #: ``score="auto"`` takes the first geometry in this order that has signal; the head regime decides
 #: among "fisher", "error" and "activation" (``regime.REGIME_GEOMETRY``)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from fisherhub.analysis.separation import aligned
 from fisherhub.core.errors import InputError
 from fisherhub.core.geometry import ALPHA, bonferroni_z
-
-from fisherhub.analysis.separation import aligned
 
 
 def mixing_weights(scores: Sequence[float], stderrs: Sequence[float], temperature: float = 1.0,

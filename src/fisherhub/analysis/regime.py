@@ -7,12 +7,11 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from fisherhub.analysis.scores import Scores
+from fisherhub.analysis.separation import Separation, separation
 from fisherhub.core.alignment import AlignmentResult
 from fisherhub.core.errors import InputError
 from fisherhub.core.geometry import ALPHA, GEOMETRIES, bonferroni_z
-
-from fisherhub.analysis.scores import Scores
-from fisherhub.analysis.separation import Separation, separation
 
 #: the head geometry each regime scores by (None: the head has no signal)
 REGIME_GEOMETRY = {

@@ -10,10 +10,9 @@ from typing import Any
 
 import torch
 
+from fisherhub.analysis.scores import Scores
 from fisherhub.core.geometry import ALPHA, bonferroni_z
 from fisherhub.core.shrinkage import floored, heterogeneity
-
-from fisherhub.analysis.scores import Scores
 
 
 @dataclasses.dataclass(frozen=True)

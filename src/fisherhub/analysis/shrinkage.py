@@ -6,12 +6,11 @@ from collections.abc import Sequence
 
 import torch
 
+from fisherhub.analysis.regime import defined_coupling
+from fisherhub.analysis.scores import Scores
 from fisherhub.core.alignment import AlignmentResult
 from fisherhub.core.geometry import GEOMETRIES
 from fisherhub.core.shrinkage import heterogeneity, shrink
-
-from fisherhub.analysis.regime import defined_coupling
-from fisherhub.analysis.scores import Scores
 
 
 def shrunk_coupling(results: Sequence[AlignmentResult], prior_mean: float | None = None) -> list[float]:

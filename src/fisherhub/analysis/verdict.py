@@ -12,15 +12,14 @@ from typing import Any
 
 import torch
 
-from fisherhub.core.alignment import AlignmentResult
-from fisherhub.core.errors import InputError
-from fisherhub.core.geometry import CLEAR_GAP_Z, SHRUNK
-from fisherhub.core.shrinkage import STDERR_FLOOR, floored
-
 from fisherhub.analysis.auto import AutoChoice, auto_scores
 from fisherhub.analysis.scores import Scores, candidate_scores
 from fisherhub.analysis.separation import separation
 from fisherhub.analysis.shrinkage import shrunk_fisher
+from fisherhub.core.alignment import AlignmentResult
+from fisherhub.core.errors import InputError
+from fisherhub.core.geometry import CLEAR_GAP_Z, SHRUNK
+from fisherhub.core.shrinkage import STDERR_FLOOR, floored
 
 #: Monte Carlo draws (seeded) for the probability that #1 is the best
 DRAWS = 20_000

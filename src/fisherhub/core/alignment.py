@@ -29,7 +29,7 @@ import torch
 from fisherhub.core.signature import Signature
 from fisherhub.core.state import CLAMPED_NORMS_KEY, SKETCHES
 from fisherhub.core.errors import InputError
-from fisherhub.core.geometry import GEOMETRIES, SIGNIFICANCE_Z
+from fisherhub.core.geometry import GEOMETRIES
 from fisherhub.core.shrinkage import shrink
 
 

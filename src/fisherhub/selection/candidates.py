@@ -19,7 +19,6 @@ from fisherhub.selection.errors import Skip
 from fisherhub.selection.rows import AdapterLocation
 
 
-
 def same_base_model(name: str | None, other: str | None) -> bool:
     """Whether two recorded base models are one (the embedded default's id, cache folder and GGUF revision are)."""
     from fisherhub.lm.loading import canonical_model_id

@@ -4,7 +4,6 @@ backend is left alone)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES, HEAD_SCORES, label
