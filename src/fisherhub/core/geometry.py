@@ -1,6 +1,6 @@
 """The geometries of an alignment, each spelled once: name, where its value and standard error live, null
-value, label, and the significance rules (SPEC §1b). No torch: every table, plot, legend, ranking, verdict
-and benchmark reads these.
+value, label, and the significance rules (SPEC §2, "Geometries and significance"). No torch: every table,
+plot, legend, ranking, verdict and benchmark reads these.
 
 Head geometries are fields of ``AlignmentResult`` / ``AlignmentMatrix`` (A, S_a, S_e, ρ); ``head_input`` and
 ``network`` are the Fisher alignment A of another signature kind (``signature``); the shrunk ones are A with ρ
