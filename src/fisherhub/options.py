@@ -25,9 +25,6 @@ REPO_TYPES = ("model", "dataset", "space")
 PUSH_REPO_TYPES = REPO_TYPES[:2]
 #: the type of a bare ``org/name``: a model (adapter) repo, as in ``hf://`` URIs and ``huggingface_hub``
 DEFAULT_REPO_TYPE = "model"
-#: what selection ranks candidates by: Fisher alignment A, one factor alone (S_a, S_e), or auto: the geometry
-#: that carries the signal among the candidates (``selection.scoring.auto_geometry``: the regime readout)
-SCORES = ("fisher", "activation", "error", "auto")
 
 
 def option(default: Any, help: str, **argument_options: Any) -> Any:

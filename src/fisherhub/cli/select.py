@@ -12,7 +12,8 @@ import argparse
 import sys
 
 from fisherhub.cli.arguments import HelpFormatter, add_arguments
-from fisherhub.options import SCORES, DataArgs
+from fisherhub.core.geometry import SCORES
+from fisherhub.options import DataArgs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
