@@ -60,9 +60,14 @@ def is_signature_file(path: str) -> bool:
 
 
 def is_local_path_only(text: str) -> bool:
-    """Whether ``text`` can only name a local path: it starts with ``/`` or ``~``, or has a ``.`` or ``..`` part
-    (a Hub repo id has neither)."""
-    return text.startswith(("/", "~")) or bool({".", ".."} & set(re.split(r"[/\\:]", text)))
+    """Whether ``text`` can only name a local path: it starts with ``/`` or ``~``, or the repo part of a short
+    reference (before ``:path``) has a ``.`` or ``..`` part (a Hub repo id has neither). ``hf://`` URIs and web
+    URLs are left to their parser, and a path inside a repo to ``check_path``."""
+    if text.startswith(("/", "~")):
+        return True
+    if "://" in text:
+        return False
+    return bool({".", ".."} & set(re.split(r"[/\\]", text.split(":", 1)[0])))
 
 
 def is_signature_reference(text: str) -> bool:
