@@ -25,8 +25,9 @@ from fisherhub.core.batch import HeadBatch
 from fisherhub import Signature, SketchState
 from fisherhub.lm.head import output_head
 from fisherhub.core.alignment import AlignmentMatrix, alignment_matrix
-from fisherhub.core.network import NetworkSketchState
-from fisherhub.lm.network import network_spec_for_model, sketch_network_batch
+from fisherhub.core.state import NetworkSketchState
+from fisherhub.lm.network import sketch_network_batch
+from fisherhub.lm.specs import network_spec_for_model
 from fisherhub.analysis.shrinkage import shrunk_fisher
 from fisherhub.analysis.verdict import score_selection
 from fisherhub.core.geometry import GEOMETRIES, SHRUNK, label, network_label
