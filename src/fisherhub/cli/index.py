@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from fisherhub.options import HelpFormatter
+from fisherhub.cli.arguments import HelpFormatter
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -127,6 +127,7 @@ def plot_rows(loaded, path: str) -> str:
 
     from matplotlib.figure import Figure
 
+    from fisherhub.core.geometry import label
     from fisherhub.hub.signature_index import read_rows
     from fisherhub.selection.index_ranking import row_alignments
 
@@ -146,7 +147,7 @@ def plot_rows(loaded, path: str) -> str:
     image = axis.imshow(matrix, cmap="viridis")
     axis.set_xticks(range(len(names)), names, rotation=90, fontsize=6)
     axis.set_yticks(range(len(names)), names, fontsize=6)
-    axis.set_title(f"Fisher alignment A among {len(names)} rows of {loaded.base_model}'s index", fontsize=8)
+    axis.set_title(f"{label('fisher')} among {len(names)} rows of {loaded.base_model}'s index", fontsize=8)
     figure.colorbar(image, ax=axis, shrink=0.8)
     figure.tight_layout()
     figure.savefig(path, dpi=120)

@@ -17,9 +17,11 @@ import numpy as np
 
 from fisherhub.core.errors import InputError
 from fisherhub.core.features import SKETCHES
-from fisherhub.selection.candidates import SignedElsewhere, Skip, same_base_model
+from fisherhub.core.geometry import GEOMETRIES
+from fisherhub.selection.candidates import SignedElsewhere, same_base_model
+from fisherhub.selection.errors import Skip
 from fisherhub.selection.ranking import incompatibility
-from fisherhub.selection.results import Skipped
+from fisherhub.selection.rows import Skipped
 
 if TYPE_CHECKING:
     from fisherhub.core.signature import Signature
@@ -28,8 +30,12 @@ if TYPE_CHECKING:
 
 #: rows of an index ranked again from their own files (error bars, regime, verdict)
 SHORTLIST = 20
-#: the sketch each score ranks the rows by (``auto`` pre-ranks by A, then chooses among the shortlist)
-SCORE_SKETCH = {"fisher": "joint", "auto": "joint", "activation": "activation", "error": "error"}
+
+
+def score_sketch(score: str) -> str:
+    """The sketch a score ranks the rows by: that of its geometry (``auto`` pre-ranks by A's, then chooses among
+    the shortlist)."""
+    return GEOMETRIES["fisher" if score == "auto" else score].sketch
 
 
 def row_scores(rows: IndexRows, target: Signature, sketch: str = "joint") -> np.ndarray:
@@ -117,7 +123,7 @@ def rank_index(
     where = f"datasets/{loaded.ref.repo_id}@{loaded.commit[:12]}"
     if base_model is not None and not same_base_model(loaded.base_model, base_model):
         raise InputError(f"{where} is the index of {loaded.base_model!r}, not of {base_model!r}")
-    sketch = SCORE_SKETCH[score]
+    sketch = score_sketch(score)
     if sketch not in loaded.layout.sketches:
         raise InputError(f"{where} stores the {', '.join(loaded.layout.sketches)} sketch(es) only: rank it with "
                          "score='fisher' or 'auto', or build an index with --sketches all")
