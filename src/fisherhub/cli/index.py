@@ -1,11 +1,11 @@
-"""``fisherhub index build|update|show``: a base model's published signatures gathered in one Hub dataset.
+"""``fisherhub index build|update|sign|show``: a base model's published signatures gathered in one Hub dataset.
 
 ``build BASE_MODEL --push datasets/ORG/NAME`` reads every adapter of BASE_MODEL the Hub lists (a bounded pool
 of requests), one row per signature, and pushes the rows as Parquet (``load_dataset("ORG/NAME")`` loads them);
 a build that was interrupted resumes from its work folder. ``update ORG/NAME`` reads again only the adapters
-whose commit changed (one listing). ``sign BASE_MODEL --index ORG/NAME`` sketches the datasets that unsigned adapters' cards name (each
-dataset@revision once, into the index repo, never into anyone's repo) and adds their rows. ``show ORG/NAME``
-prints what the index holds. Rank from it with
+whose commit changed (one listing). ``sign BASE_MODEL --index ORG/NAME`` sketches the datasets that unsigned
+adapters' cards name (each dataset@revision once, into the index repo, never into anyone's repo) and adds
+their rows. ``show ORG/NAME`` prints what the index holds. Rank from it with
 ``fisherhub select TARGET --index ORG/NAME``.
 """
 
@@ -16,10 +16,11 @@ import argparse
 from fisherhub.cli.arguments import HelpFormatter
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def _common(parser: argparse.ArgumentParser, workers: bool = True) -> None:
     from fisherhub.hub.pool import DEFAULT_WORKERS
 
-    parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="repos read at once")
+    if workers:
+        parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="repos read at once")
     parser.add_argument("--work", default=None, metavar="DIR",
                         help="where rows read so far are kept, to resume (default ~/.cache/fisherhub/index/ORG--NAME)")
     parser.add_argument("--token", default=None, help="Hub token (default: HF_TOKEN or the one `hf auth login` saved)")
@@ -31,10 +32,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("index", help="gather a base model's signatures in one Hub dataset, and rank from it",
                                    description=__doc__, formatter_class=HelpFormatter)
     commands = parser.add_subparsers(dest="index_command", metavar="ACTION", required=True,
-                                     help="build, update or show an index")
+                                     help="build, update, sign or show an index")
     build = commands.add_parser("build", help="gather every published signature of a base model's adapters",
                                 formatter_class=HelpFormatter)
-    build.add_argument("base_model", metavar="BASE_MODEL")
+    build.add_argument("base_model", metavar="BASE_MODEL", help="the base model whose adapters are gathered")
     build.add_argument("--push", required=True, metavar="datasets/ORG/NAME", help="the dataset repo of the index")
     build.add_argument("--dtype", default=DEFAULT_DTYPE, choices=INDEX_DTYPES, help="float type of the stored sketches")
     build.add_argument("--sketches", default="joint", choices=("joint", "all"),
@@ -43,21 +44,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _common(build)
     build.set_defaults(func=run_build)
     update = commands.add_parser("update", help="read again the adapters whose commit changed", formatter_class=HelpFormatter)
-    update.add_argument("index", metavar="ORG/NAME")
+    update.add_argument("index", metavar="ORG/NAME", help="the index to bring up to date")
     _common(update)
     update.set_defaults(func=run_update)
     sign = commands.add_parser("sign", help="sketch the datasets that unsigned adapters' cards name, add their rows",
                                formatter_class=HelpFormatter)
-    sign.add_argument("base_model", metavar="BASE_MODEL")
+    sign.add_argument("base_model", metavar="BASE_MODEL", help="the base model the datasets are sketched under")
     sign.add_argument("--index", required=True, metavar="ORG/NAME", help="the index (built before) that gets the rows")
     sign.add_argument("--model", default=None, help="where the base model loads from (default: BASE_MODEL)")
     sign.add_argument("--max-documents", type=int, default=None, help="documents sketched per dataset (default: all)")
     sign.add_argument("--text-column", default="text", help="the datasets' text column")
     sign.add_argument("--report", default="sign-report.json", metavar="JSON", help="where the report is written")
-    _common(sign)
+    _common(sign, workers=False)
     sign.set_defaults(func=run_sign)
     show = commands.add_parser("show", help="what an index holds", formatter_class=HelpFormatter)
-    show.add_argument("index", metavar="ORG/NAME")
+    show.add_argument("index", metavar="ORG/NAME", help="the index to show")
     show.add_argument("--token", default=None, help="Hub token")
     show.add_argument("--plot", default=None, metavar="PNG",
                       help="write a heatmap of the alignment A among the rows with the most tokens (up to 24)")
