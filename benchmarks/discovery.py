@@ -23,16 +23,13 @@ from __future__ import annotations
 import argparse
 import collections
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 HF_HOME = tempfile.mkdtemp(prefix="fisherhub-discovery-")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the local Hub server
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hub_server import HubServer, Repo  # noqa: E402  (standard library + yaml only)
+from fisherhub.testing.hub_server import HubServer, Repo  # noqa: E402  (standard library + yaml only)
 
 SERVER = HubServer().start()
 os.environ.update(  # read by huggingface_hub when it is imported: before any import of it
@@ -42,7 +39,7 @@ os.environ.update(  # read by huggingface_hub when it is imported: before any im
 
 import torch  # noqa: E402
 from huggingface_hub import constants  # noqa: E402
-from synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
+from benchmarks.synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from fisherhub.core.batch import HeadBatch

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -25,12 +24,11 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch
 import transformers
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from tiny_models import tiny_tokenizer  # noqa: E402
+from fisherhub.testing.tiny_models import tiny_tokenizer  # noqa: E402
 
 from fisherhub import sketch_texts, spec_for_model  # noqa: E402
 from fisherhub.lm import HeadModel  # noqa: E402
-from throughput import peak_extra_memory  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from benchmarks.throughput import peak_extra_memory
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GEMMA3_270M = {

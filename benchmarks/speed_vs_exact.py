@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -31,9 +30,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from synthetic import (
+from benchmarks.synthetic import (
     SyntheticConfig,
     SyntheticHead,
     SyntheticTask,

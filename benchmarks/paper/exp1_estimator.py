@@ -13,12 +13,7 @@ U-statistic (t ≠ s) norms are reported too. Paper (ViT-B/16): Spearman 0.97 (A
 from __future__ import annotations
 
 import functools
-import sys
 import time
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch
 from scipy import stats

@@ -14,12 +14,7 @@ put it at 0 within its error bars.
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np
 import torch

@@ -15,12 +15,7 @@ Paper: FisherSketch 66.7%, activation-only 20% (= random), error-only 72.2%.
 from __future__ import annotations
 
 import dataclasses
-import sys
 import time
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np
 import torch

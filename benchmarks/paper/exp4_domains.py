@@ -12,12 +12,7 @@ regret and per-target Spearman against the ground truth (``transfer`` module). P
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.domains import natural_domains
 from benchmarks.paper import common

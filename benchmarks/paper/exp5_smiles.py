@@ -13,12 +13,7 @@ Paper (9 SMILES domains): FisherSketch Spearman 0.53 (p = 0.006); activation-onl
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.domains import smiles_domains
 from benchmarks.paper.report import print_table

@@ -7,12 +7,7 @@ one forward and one backward pass of the full model per batch, on CPU), cached w
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.paper import common, methods
 

@@ -7,10 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.paper.common import RESULTS_DIR
 from benchmarks.paper.methods import LABELS
