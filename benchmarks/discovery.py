@@ -14,8 +14,8 @@ Timed, with an empty cache: ``find_adapters`` alone, and ``select_adapter(target
 discovery, one signature download per candidate, the ranking). Requests are counted at the server, by kind.
 Writes benchmarks/results/discovery.{json,png}.
 
-    python benchmarks/discovery.py            # sizes 100, 300, 1000 (≈ 2 min on 2 shared cores)
-    python benchmarks/discovery.py --quick    # sizes 20, 50 (writes to the temp dir)
+    python -m benchmarks.discovery            # sizes 100, 300, 1000 (≈ 2 min on 2 shared cores)
+    python -m benchmarks.discovery --quick    # sizes 20, 50 (writes to the temp dir)
 """
 
 from __future__ import annotations

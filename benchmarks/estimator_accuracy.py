@@ -25,10 +25,10 @@ Per configuration and m, ``random_projection_reference`` scores a Gaussian rando
 Fisher matrices with exact norms (simulated from their Gram matrix): what a sketch of m numbers, linear in F
 and fixed before the data, can be expected to reach on these tasks.
 
-    python benchmarks/estimator_accuracy.py            # full run (≈ 40 min on 2 shared cores, estimated from --reduced)
-    python benchmarks/estimator_accuracy.py --reduced  # every configuration at m = 4096, at most 3 seeds
-    python benchmarks/estimator_accuracy.py --quick    # small smoke run (writes to the temp dir)
-    python benchmarks/estimator_accuracy.py --structured [--seeds 3]   # the structured-vocabulary design
+    python -m benchmarks.estimator_accuracy            # full run (≈ 40 min on 2 shared cores, estimated from --reduced)
+    python -m benchmarks.estimator_accuracy --reduced  # every configuration at m = 4096, at most 3 seeds
+    python -m benchmarks.estimator_accuracy --quick    # small smoke run (writes to the temp dir)
+    python -m benchmarks.estimator_accuracy --structured [--seeds 3]   # the structured-vocabulary design
 
 Writes benchmarks/results/estimator_accuracy.{json,png}; ``--structured`` writes
 benchmarks/results/estimator_accuracy_structured.{json,png}: tasks sharing one softmax head whose label blocks
@@ -139,23 +139,23 @@ FULL_CONFIGS += tuple(
 )
 #: ``--reduced``: every full configuration at m = 4096 with at most 3 seeds (when the full run does not fit)
 REDUCED_CONFIGS = tuple(dataclasses.replace(c, sketch_sizes=(4096,), seeds=c.seeds[:3]) for c in FULL_CONFIGS)
-QUICK_CONFIGS = (
+QUICK_CONFIGS = (  # seconds: a smoke run of every code path, not a measurement
     BenchmarkConfig(
-        name="quick-K2048-d64",
-        synthetic=SyntheticConfig(vocab_size=2048, d=64, num_tasks=6, tokens_per_task=300, seed=1),
-        sketch_sizes=(1024, 4096),
+        name="quick-K1024-d32",
+        synthetic=SyntheticConfig(vocab_size=1024, d=32, num_tasks=5, tokens_per_task=160, seed=1),
+        sketch_sizes=(256, 1024),
         seeds=(0,),
     ),
     BenchmarkConfig(
-        name="quick-spread-K2048-d64",
-        synthetic=SyntheticConfig(vocab_size=2048, d=64, num_tasks=8, tokens_per_task=300, seed=1, **SPREAD_ACTIVATIONS),
-        sketch_sizes=(1024, 4096),
+        name="quick-spread-K1024-d32",
+        synthetic=SyntheticConfig(vocab_size=1024, d=32, num_tasks=5, tokens_per_task=160, seed=1, **SPREAD_ACTIVATIONS),
+        sketch_sizes=(256,),
         seeds=(0,),
     ),
     BenchmarkConfig(
-        name="quick-short-docs-heavy-tails-K2050-d64",  # K not a multiple of the permutation chunk
-        synthetic=SyntheticConfig(vocab_size=2050, d=64, num_tasks=6, tokens_per_task=300, seed=2, **SHORT_DOCUMENTS, **HEAVY_TAILS),
-        sketch_sizes=(1024,),
+        name="quick-short-docs-heavy-tails-K1026-d32",  # K not a multiple of the permutation chunk
+        synthetic=SyntheticConfig(vocab_size=1026, d=32, num_tasks=5, tokens_per_task=160, seed=2, **SHORT_DOCUMENTS, **HEAVY_TAILS),
+        sketch_sizes=(256,),
         seeds=(0, 1),
     ),
 )
@@ -578,6 +578,9 @@ class StructuredDesign:
 
 
 STRUCTURED = StructuredDesign()
+#: ``--structured --quick``: the same design at an eighth of the sizes, 6 tasks
+QUICK_STRUCTURED = StructuredDesign(vocab_size=1024, d=32, m=512, block=128, offsets=(0, 0, 32, 128, 512, 896),
+                                    tokens_per_task=200)
 
 
 def structured_tasks(design: StructuredDesign) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
@@ -732,8 +735,8 @@ def plot_structured(rows: list[dict], path: Path) -> None:
 
 
 def run_structured(args) -> None:
-    design = STRUCTURED
-    seeds = list(range(args.seeds))
+    design = QUICK_STRUCTURED if args.quick else STRUCTURED
+    seeds = list(range(1 if args.quick else args.seeds))
     started = time.perf_counter()
     tasks = structured_tasks(design)
     exact = structured_exact(tasks)
@@ -772,7 +775,7 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     available = QUICK_CONFIGS if args.quick else REDUCED_CONFIGS if args.reduced else FULL_CONFIGS
     selected = [c for c in available if args.only in (None, c.name)]
-    command = "python benchmarks/estimator_accuracy.py" + " --quick" * args.quick + " --reduced" * args.reduced + (
+    command = "python -m benchmarks.estimator_accuracy" + " --quick" * args.quick + " --reduced" * args.reduced + (
         f" --only {args.only}" if args.only else "")
     configs = [run_config(config) for config in selected]
     per_config = [config_constants(config) for config in configs]

@@ -13,8 +13,8 @@ count (1 and 2, ``torch.set_num_threads``):
 
 Generating the synthetic tokens is not timed. Writes benchmarks/results/speed_vs_exact.{json,png}.
 
-    python benchmarks/speed_vs_exact.py              # full run (≈ 25 min on 2 cores)
-    python benchmarks/speed_vs_exact.py --quick      # small smoke run (writes to the temp dir)
+    python -m benchmarks.speed_vs_exact              # full run (≈ 25 min on 2 cores)
+    python -m benchmarks.speed_vs_exact --quick      # small smoke run (writes to the temp dir)
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> None:
     exact = time_exact(config, kept)
     result = {
         "benchmark": "speed_vs_exact",
-        "command": "python benchmarks/speed_vs_exact.py" + (" --quick" if args.quick else ""),
+        "command": "python -m benchmarks.speed_vs_exact" + (" --quick" if args.quick else ""),
         "machine": machine_info(),
         "config": dataclasses.asdict(config),
         "exact_note": (
