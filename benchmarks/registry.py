@@ -25,21 +25,25 @@ SELECTION_SUITES = ("exp3", "exp4", "exp5")
 
 @dataclasses.dataclass(frozen=True)
 class Method:
-    """A selection method: its key (JSON), its label (tables and plots), the suites it runs in, and
-    ``score(inputs)`` → the [source, target] score matrix of the suite's tasks."""
+    """A selection method: its key (JSON), its label (tables and plots), ``score(inputs)`` → the [source,
+    target] score matrix of the suite's tasks, what it ``needs`` beyond the suite's data (left out where that
+    is not available), and whether its matrix is ``cached`` in the suite's ledger (slow baselines)."""
 
     name: str
     label: str
     score: Callable[..., torch.Tensor]
-    suites: tuple[str, ...] = SELECTION_SUITES
+    needs: tuple[str, ...] = ()
+    cached: bool = False
 
 
 #: suite → method name → method, in registration order (the order of every table)
 METHODS: dict[str, dict[str, Method]] = {suite: {} for suite in SELECTION_SUITES}
 
 
-def method(name: str, label: str, *, suites: Iterable[str] = SELECTION_SUITES):
-    """Register the decorated ``score(inputs) -> Tensor [source, target]`` as selection method ``name``."""
+def method(name: str, label: str, *, suites: Iterable[str] = SELECTION_SUITES, needs: Iterable[str] = (),
+           cached: bool = False):
+    """Register the decorated ``score(inputs) -> Tensor [source, target]`` as selection method ``name`` of
+    ``suites`` (see ``Method`` for ``needs`` and ``cached``)."""
     suites = tuple(suites)
     unknown = [s for s in suites if s not in METHODS]
     if unknown:
@@ -49,22 +53,28 @@ def method(name: str, label: str, *, suites: Iterable[str] = SELECTION_SUITES):
         for suite in suites:
             if name in METHODS[suite]:
                 raise ValueError(f"method {name!r} is registered twice for suite {suite}")
-            METHODS[suite][name] = Method(name, label, score, suites)
+            METHODS[suite][name] = Method(name, label, score, tuple(needs), cached)
         return score
 
     return register
 
 
-def methods_of(suite: str, only: Iterable[str] | None = None) -> dict[str, Method]:
-    """The methods of ``suite`` (all, or those named in ``only``); an unknown name is an error now."""
-    registered = METHODS[suite]
-    if only is None:
-        return dict(registered)
-    only = list(only)
-    unknown = [name for name in only if name not in registered]
+def methods_of(suite: str, available: Iterable[str] = (), only: Iterable[str] | None = None) -> dict[str, Method]:
+    """The methods of ``suite`` whose ``needs`` are all ``available`` (all of them, or those named in
+    ``only``); an unknown name in ``only`` is an error here, before the suite runs."""
+    registered, available = METHODS[suite], set(available)
+    names = list(registered) if only is None else list(only)
+    unknown = [name for name in names if name not in registered]
     if unknown:
-        raise SystemExit(f"unknown method(s) {unknown} for suite {suite}; registered: {sorted(registered)}")
-    return {name: registered[name] for name in only}
+        raise SystemExit(f"unknown method(s) {unknown} for suite {suite}; registered: {', '.join(registered)}")
+    return {name: registered[name] for name in names if set(registered[name].needs) <= available}
+
+
+def check_references(suite: str, references: Iterable[str]) -> None:
+    """The columns a suite's tables name (its references, its paper's figures) are registered methods of it."""
+    unknown = [name for name in references if name not in METHODS[suite]]
+    if unknown:
+        raise ValueError(f"suite {suite} refers to method(s) {unknown}, which are not registered for it")
 
 
 def labels(suite: str) -> dict[str, str]:

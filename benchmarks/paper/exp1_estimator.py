@@ -76,14 +76,14 @@ def main() -> None:
     spec = common.paper_spec(model, tokenizer)
     texts = natural_domains()
     names = list(common.NATURAL_DOMAINS)
-    captured = common.capture_domains(model, tokenizer, spec, {n: texts[n]["text"] for n in names}, common.DomainSplit())
+    captured = common.capture_domains(model, tokenizer, spec, {n: texts[n]["text"] for n in names}, common.domain_split())
     tasks, signatures = captured.inputs, captured.signatures
     # e = softmax(W a) − onehot(y): N×K float32 per task (393 MB at n=2000), kept on disk, two in memory
     errors = functools.lru_cache(maxsize=2)(
-        lambda i: common.cached_errors(model, tasks[i], common.CACHE_DIR / "errors" / f"{names[i]}.npy"))
+        lambda i: common.cached_errors(model, tasks[i], common.SETUP.cache_dir / "errors" / f"{names[i]}.npy"))
 
     # exact Gram blocks, one ledger entry per pair (resumable)
-    ledger = common.Ledger(common.CACHE_DIR / f"exp1_exact_{spec.sketch_id}.json")
+    ledger = common.Ledger(common.SETUP.cache_dir / f"exp1_exact_{spec.sketch_id}.json")
     pairs = [(i, j) for i in range(len(names)) for j in range(i, len(names))]
 
     def block(i: int, j: int) -> dict:
@@ -137,7 +137,7 @@ def main() -> None:
           f"sketch of one task given (a, e): {sketch_seconds:.1f} s "
           f"(pair: {exact_pair_seconds / (2 * sketch_seconds):.1f}x faster; paper: 89x)")
 
-    results = common.RESULTS_DIR
+    results = common.SETUP.results_dir
     heatmaps({f"exact {LABELS[q]}": exact["split"][q] for q in QUANTITIES}
              | {f"sketch {LABELS[q]}": getattr(sketch, q) for q in QUANTITIES},
              names, results / "paper_exp1_heatmaps.png",

@@ -70,7 +70,7 @@ def main() -> None:
     spec = common.paper_spec(model, tokenizer)
     texts = natural_domains()
     domains = common.capture_domains(model, tokenizer, spec, {n: texts[n]["text"] for n in common.NATURAL_DOMAINS},
-                                     common.DomainSplit()).inputs
+                                     common.domain_split()).inputs
     prompts = {label: prompt_set(domains, documents) for label, documents in PROMPT_SETS.items()}
 
     names, activations, errors, doc_indices, signatures = [], [], [], [], []
@@ -119,7 +119,7 @@ def main() -> None:
                       f"{len(prompts['P2'])} tokens per prompt set, m={spec.m})")
 
     heatmaps({"exact A": exact[0], "sketch A": sketch.fisher, "sketch S_a (activation-only)": sketch.activation,
-              "sketch S_e": sketch.error}, names, common.RESULTS_DIR / "paper_exp2_witness.png",
+              "sketch S_e": sketch.error}, names, common.SETUP.results_dir / "paper_exp2_witness.png",
              "Exp. 2: same prompts, disjoint label blocks (low/high half of the vocabulary)", columns=4,
              limits=(-0.1, 1.1))
     path = write_json("paper_exp2_witness", {

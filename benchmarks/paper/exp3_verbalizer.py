@@ -95,14 +95,14 @@ def main() -> None:
     pool, held_out, texts, positive = task_examples(tokenizer)
 
     # the prompts' head inputs once (they are the same for every task), then one signature per task
-    inputs, _ = common.capture_task(model, spec, pool[names[0]], "verbalizer_prompts", common.CACHE_DIR / "tasks")
+    inputs, _ = common.capture_task(model, spec, pool[names[0]], "verbalizer_prompts", common.SETUP.cache_dir / "tasks")
     positive_doc = positive[inputs.doc_index]
     tasks = [common.HeadInputs(inputs.activations, torch.where(positive_doc, ids[t][0], ids[t][1]), inputs.doc_index)
              for t in names]
     signatures = [common.sketch_head_inputs(spec, model, task, name) for task, name in zip(tasks, names)]
 
     def error_path(k: int):
-        return common.CACHE_DIR / "errors" / f"verbalizer-{names[k].replace('/', '-')}.npy"
+        return common.SETUP.cache_dir / "errors" / f"verbalizer-{names[k].replace('/', '-')}.npy"
 
     sketch = alignment_matrix(signatures, names)
     scores = {
@@ -121,11 +121,11 @@ def main() -> None:
     scores["exact_error"] = torch.tensor([[r.error for r in row] for row in exact])
 
     # ground truth: LoRA per (task, seed); held-out loss of every task from one pass over the prompts
-    settings = common.LoraSettings()
-    bench = common.LoraBench(model, settings, common.CACHE_DIR)
+    settings = common.lora_settings()
+    bench = common.LoraBench(model, settings, common.SETUP.cache_dir)
     bench.prefix_states(pool[names[0]] + held_out, group="verbalizer")
     candidates = [i for pair in (ids[t] for t in names) for i in pair]
-    ledger = common.Ledger(common.CACHE_DIR / f"exp3_prompt_nll_{common.config_key(settings)}_{common.examples_key(held_out)}.json")
+    ledger = common.Ledger(common.SETUP.cache_dir / f"exp3_prompt_nll_{common.config_key(settings)}_{common.examples_key(held_out)}.json")
 
     def task_losses(weights) -> list[list[float]]:
         """−log p(label) of every held-out prompt, for each task's labels."""
@@ -163,7 +163,7 @@ def main() -> None:
     print("trust:", trust)
     mean_transfer = torch.stack(transfers).mean(dim=0)
     heatmaps({"transfer (nats, mean over seeds)": mean_transfer} | {METHODS.get(k, k): v for k, v in scores.items()},
-             names, common.RESULTS_DIR / "paper_exp3_verbalizer.png",
+             names, common.SETUP.results_dir / "paper_exp3_verbalizer.png",
              "Exp. 3: verbalizer shift on SmolLM2-135M (rows: source, columns: target)", columns=4)
     path = write_json("paper_exp3_verbalizer", {
         "description": "Verbalizer-shift source selection, SmolLM2-135M-Instruct, VADER snippets",

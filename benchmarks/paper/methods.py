@@ -81,7 +81,7 @@ def added_methods(model, tokenizer, spec, suite: str, names: Sequence[str], inpu
     package's ``recommend(method="auto")`` unless not ``official_package`` (it costs about 0.2 s per token on one
     CPU thread). ``error_path_of(k)``: the .npy file of task k's e (written if missing).
     """
-    cache = common.CACHE_DIR / "tasks"
+    cache = common.SETUP.cache_dir / "tasks"
     kinds = {"head_input": [head_input_signature(spec, model, task, f"{suite}-{name.replace('/', '-')}", cache)
                             for task, name in zip(inputs, names)]}
     for module_set in network_sets:
@@ -98,7 +98,7 @@ def added_methods(model, tokenizer, spec, suite: str, names: Sequence[str], inpu
         scores["auto"] = auto["auto"]
     if not official_package:
         return scores, selections, None
-    folder = common.CACHE_DIR / "official" / suite
+    folder = common.SETUP.cache_dir / "official" / suite
     activation_paths = []
     for task, name in zip(inputs, names):
         path = folder / f"{name.replace('/', '-')}.a.npy"
@@ -126,13 +126,3 @@ def trust_table(selections: Sequence[dict], transfers: Sequence[torch.Tensor]) -
                   "mean_regret": sum(r[1] for r in rows) / len(rows) if rows else None,
                   "mean_probability_best": sum(r[2] for r in rows) / len(rows) if rows else None}
             for key, rows in groups.items()}
-
-
-#: table names of the methods above
-LABELS = {
-    "head_input": "head-input A (a, δ = Wᵀe)", "network_lora": "network-level A, LoRA modules",
-    "network_all_linear": "network-level A, all-linear", "auto_head": "auto (head + head-input)",
-    "auto": "auto (+ network-level)", "fisher_shrunk": "A, ρ shrunk to the cohort mean",
-    "fisher_shrunk_separable": "A, ρ shrunk toward 1 (separable)",
-    "official_auto": "official fishersketch recommend(auto)", "random": "random",
-}

@@ -136,16 +136,16 @@ def suite_network_signatures(suite: str, module_set: str, tokenizer, tasks: Mapp
     base model (no adapters). The model runs from the lowest sketched layer up (for "lora" the top layers, on
     the lower-layer states cached by the ground truth, computed here when missing) and its head at the scored
     positions only (``top_layers``)."""
-    cache = common.CACHE_DIR / "network"
+    cache = common.SETUP.cache_dir / "network"
     model, _ = common.load_base_model()
-    lora = common.LoraSettings()
+    lora = common.lora_settings()
     first_layer = lora.first_layer if module_set == "lora" else 0
     spec = network_spec(model, tokenizer, module_set, lora, GRANULARITY[suite])
     signatures = []
     for name, examples in tasks.items():
         group = PREFIX_GROUP.get(suite, name)
         prefix = common.prefix_states(model.get_decoder(), first_layer, examples,
-                                      common.CACHE_DIR / f"prefix-L{first_layer}" / f"{group}.safetensors")
+                                      common.SETUP.cache_dir / f"prefix-L{first_layer}" / f"{group}.safetensors")
         with top_layers(model, first_layer) as stand_in:
             signatures.append(network_signature(spec, model, examples, f"{suite}-{name.replace('/', '-')}",
                                                         cache, prefix=prefix, stand_in=stand_in))

@@ -26,7 +26,7 @@ def suite_tasks(suite: str, tokenizer) -> dict[str, list[common.Example]]:
         from benchmarks.paper.exp5_smiles import SMILES_SUBDOMAINS
 
         domains, names = smiles_domains(), SMILES_SUBDOMAINS
-    split = common.DomainSplit()
+    split = common.domain_split()
     return {name: split.split(tokenizer, domains[name]["text"])[0] for name in names}
 
 
