@@ -15,7 +15,7 @@ discovery, one signature download per candidate, the ranking). Requests are coun
 Writes benchmarks/results/discovery.{json,png}.
 
     python -m benchmarks.discovery            # sizes 100, 300, 1000 (≈ 2 min on 2 shared cores)
-    python -m benchmarks.discovery --quick    # sizes 20, 50 (writes to the temp dir)
+    python -m benchmarks.discovery --quick    # sizes 10, 20 (writes to the temp dir)
 """
 
 from __future__ import annotations
@@ -23,11 +23,14 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if "huggingface_hub" in sys.modules:
+    raise RuntimeError("huggingface_hub was imported before benchmarks.discovery could point it at its local Hub server")
 HF_HOME = tempfile.mkdtemp(prefix="fisherhub-discovery-")
 from fisherhub.testing.hub_server import HubServer, Repo  # noqa: E402  (standard library + yaml only)
 
@@ -196,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     add_output_arguments(parser)
     args = parser.parse_args(argv)
-    sizes = [20, 50] if args.quick else args.sizes
+    sizes = [10, 20] if args.quick else args.sizes
     torch.set_num_threads(args.threads)
     tasks = Tasks()
     target = tasks.state(TARGET_DOMAIN, TOKENS, seed=10**6, first_document=0).finalize({"base_model": BASE})

@@ -103,7 +103,10 @@ class Suite:
     quick: tuple[str, ...] = ("--quick",)
 
 
+#: every suite, in the order ``benchmarks.run --all`` runs them: discovery first, since it points
+#: ``huggingface_hub`` at its local server when it is imported, before anything else imports that
 SUITES = {suite.name: suite for suite in (
+    Suite("discovery", "benchmarks.discovery", "adapter discovery on a local Hub of N repos", ("discovery.json", "discovery.png")),
     Suite("estimator_accuracy", "benchmarks.estimator_accuracy", "sketch vs exact A, S_a, S_e, rho on synthetic tasks",
           ("estimator_accuracy.json", "estimator_accuracy.png")),
     Suite("estimator_accuracy_structured", "benchmarks.estimator_accuracy",
@@ -116,7 +119,6 @@ SUITES = {suite.name: suite for suite in (
     Suite("network_cost", "benchmarks.network_cost", "cost of network-level and head-input signatures",
           ("network_cost.json", "network_cost.png")),
     Suite("mixing", "benchmarks.mixing", "LoRA adapters selected and mixed by signature", ("mixing.json", "mixing.png")),
-    Suite("discovery", "benchmarks.discovery", "adapter discovery on a local Hub of N repos", ("discovery.json", "discovery.png")),
     Suite("exp1", "benchmarks.paper.exp1_estimator", "paper exp. 1: sketch vs exact on natural domains",
           ("paper_exp1_estimator.json", "paper_exp1_heatmaps.png", "paper_exp1_scatter.png")),
     Suite("exp2", "benchmarks.paper.exp2_witness", "paper exp. 2: witness of shared structure", ("paper_exp2_witness.json", "paper_exp2_witness.png")),

@@ -64,7 +64,7 @@ FULL = SpeedConfig(
     synthetic=SyntheticConfig(vocab_size=49152, d=576, num_tasks=20, tokens_per_task=2000, seed=3), m=4096, exact_tasks=3
 )
 QUICK = SpeedConfig(
-    synthetic=SyntheticConfig(vocab_size=8192, d=128, num_tasks=6, tokens_per_task=400, seed=3), m=1024, exact_tasks=3
+    synthetic=SyntheticConfig(vocab_size=2048, d=64, num_tasks=4, tokens_per_task=200, seed=3), m=512, exact_tasks=3
 )
 
 

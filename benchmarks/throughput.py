@@ -102,7 +102,8 @@ REDUCED = Config(batch_size=2, length=128, repeats=3, llama_tokens=64, scaling_v
                  scaling_tokens=64, timed_estimators=TIMED_IN_PARTS)
 #: seconds: 2-layer models with small heads (SmolLM2-shaped, random weights), the code paths only
 QUICK = Config(batch_size=2, length=16, repeats=1, llama_tokens=16, scaling_vocab_sizes=(2_048, 2_051), scaling_tokens=16,
-               m=512, smollm2_layers=2, smollm2_vocab=2_048, unaligned_vocab=2_051, llama3_vocab=4_096, llama3_hidden=256)
+               m=512, smollm2_layers=2, smollm2_vocab=2_048, unaligned_vocab=2_051, llama3_vocab=4_096, llama3_hidden=256,
+               timed_estimators=TIMED_IN_PARTS)
 
 
 # -- measuring ----------------------------------------------------------------------------------------

@@ -70,13 +70,14 @@ def compare(sketch: torch.Tensor, exact: torch.Tensor, stderr: torch.Tensor | No
     return result
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    common.paper_arguments(__doc__.splitlines()[0], argv=argv)
     started = time.time()
     model, tokenizer = common.load_base_model()
     spec = common.paper_spec(model, tokenizer)
-    texts = natural_domains()
-    names = list(common.NATURAL_DOMAINS)
-    captured = common.capture_domains(model, tokenizer, spec, {n: texts[n]["text"] for n in names}, common.domain_split())
+    texts = common.domain_texts(common.NATURAL_DOMAINS, natural_domains)
+    names = list(texts)
+    captured = common.capture_domains(model, tokenizer, spec, texts, common.domain_split())
     tasks, signatures = captured.inputs, captured.signatures
     # e = softmax(W a) − onehot(y): N×K float32 per task (393 MB at n=2000), kept on disk, two in memory
     errors = functools.lru_cache(maxsize=2)(
