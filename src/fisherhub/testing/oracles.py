@@ -7,8 +7,8 @@ import math
 
 import torch
 
-from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchSpec, SketchState
+from fisherhub.core.batch import HeadBatch
 
 
 def softmax_errors(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
