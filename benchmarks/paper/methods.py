@@ -4,7 +4,7 @@
   token instead of K), from the cached head inputs (no model pass).
 - network-level A over a module set (SPEC §2b, ``network``): the LoRA target modules of the ground truth's
   adapters (q_proj, v_proj of the top layers) or every linear module but the head ("all-linear").
-- ``score="auto"``, A with the shrunk coupling, and the verdict of every selection (``fisherhub.selection.scoring``),
+- ``score="auto"``, A with the shrunk coupling, and the verdict of every selection (``fisherhub.analysis``),
   from the alignment matrices of the head signatures and, where computed, the other kinds.
 """
 
@@ -22,7 +22,8 @@ from fisherhub.core.batch import HeadBatch
 from fisherhub import Signature, SketchState
 from fisherhub.lm.head import output_head
 from fisherhub.core.alignment import AlignmentMatrix, alignment_matrix
-from fisherhub.selection.scoring import score_selection, shrunk_fisher
+from fisherhub.analysis.shrinkage import shrunk_fisher
+from fisherhub.analysis.verdict import score_selection
 
 def head_input_signature(spec, model, inputs: common.HeadInputs, name: str, cache: Path,
                          chunk_size: int = 512) -> Signature:

