@@ -12,8 +12,9 @@ from tqdm import tqdm
 
 from benchmarks.paper import common
 from fisherhub import Signature
-from fisherhub.core.network import NetworkSketchState
-from fisherhub.lm.network import network_spec_for_model, sketch_network_batch
+from fisherhub.core.state import NetworkSketchState
+from fisherhub.lm.network import sketch_network_batch
+from fisherhub.lm.specs import network_spec_for_model
 
 #: module sets of the network-level signatures, fixed before any result: the adapters' targets, and all linear
 NETWORK_SETS = ("lora", "all_linear")
