@@ -1,6 +1,6 @@
 """The signature index against per-repo discovery on the local Hub server with 50 ms injected per request.
 
-A fresh in-process Hub server (tests/hub_server.py; the real ``huggingface_hub`` and ``datasets`` clients
+A fresh in-process Hub server (fisherhub.testing.hub_server; the real ``huggingface_hub`` and ``datasets`` clients
 talk to it over HTTP) holds N signed LoRA adapters of one base model, laid out as ``fisherhub push`` writes
 them. Signatures are synthetic (m = 4,096, d = 576 with a reflection, as a SmolLM-sized model gives): 10
 domains, each adapter its domain's centre plus its own noise of varied size; the target is from domain 3.
@@ -18,8 +18,8 @@ Measured:
 - **layouts**: float32 vs float16, all three sketches vs the joint one only, at N = 10,000: bytes per row
   and the top-1 / top-10 of the index ranking against the exact one.
 
-    nice -n 19 python benchmarks/index.py            # ≈ 15 min on 2 shared cores
-    python benchmarks/index.py --quick               # N = 100, 200, 400 (writes to the temp dir)
+    nice -n 19 python -m benchmarks.index            # ≈ 15 min on 2 shared cores
+    python -m benchmarks.index --quick               # N = 100, 200, 400 (writes to the temp dir)
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 HF_HOME = tempfile.mkdtemp(prefix="fisherhub-index-bench-")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the local Hub server
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hub_server import HubServer, Repo
+if "huggingface_hub" in sys.modules:
+    raise RuntimeError("huggingface_hub was imported before benchmarks.index could point it at its local Hub server")
+from fisherhub.testing.hub_server import HubServer, Repo  # noqa: E402  (standard library + yaml only)
 
 SERVER = HubServer().start()
 os.environ.update(  # read by huggingface_hub when it is imported: before any import of it
@@ -50,7 +50,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 from huggingface_hub import constants
-from synthetic import add_output_arguments, machine_info, write_results
+from benchmarks.synthetic import add_output_arguments, machine_info, write_results
 
 from fisherhub import Signature, SketchSpec
 from fisherhub.core.features import SKETCHES

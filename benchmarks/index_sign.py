@@ -1,13 +1,13 @@
 """``fisherhub index sign`` on the local Hub server: 200 unsigned adapters of one base model whose cards name
 20 datasets (16 readable, 2 gated, 1 missing, 1 without the text column), beside 10 signed adapters.
 
-The base model is a tiny random Llama (tests/tiny_models.py, saved to a folder: nothing is downloaded). The
+The base model is a tiny random Llama (fisherhub.testing.tiny_models, saved to a folder: nothing is downloaded). The
 index is built first (the signed adapters), then ``fisherhub index sign`` sketches each named dataset once
 and adds one row per (adapter, sketched dataset); its report (JSON) says why each skipped dataset was
 skipped. Then a target from one dataset's topic is ranked from the index. Writes
 benchmarks/results/index_sign.{json,png} and the command's report as index_sign_report.json.
 
-    nice -n 19 python benchmarks/index_sign.py
+    nice -n 19 python -m benchmarks.index_sign
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 HF_HOME = tempfile.mkdtemp(prefix="fisherhub-index-sign-")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the local Hub server, the tiny models
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hub_server import HubServer  # noqa: E402
+if "huggingface_hub" in sys.modules:
+    raise RuntimeError("huggingface_hub was imported before benchmarks.index_sign could point it at its local Hub server")
+from fisherhub.testing.hub_server import HubServer  # noqa: E402  (standard library + yaml only)
 
 SERVER = HubServer().start()
 os.environ.update(
@@ -34,8 +34,8 @@ os.environ.update(
 
 import torch  # noqa: E402
 from huggingface_hub import CommitOperationAdd, HfApi  # noqa: E402
-from synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
-from tiny_models import tiny_causal_lm, tiny_tokenizer  # noqa: E402
+from benchmarks.synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer  # noqa: E402
 
 import fisherhub  # noqa: E402
 from fisherhub.cli import main as cli  # noqa: E402
