@@ -37,7 +37,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 HF_HOME = tempfile.mkdtemp(prefix="fisherhub-index-bench-")
 if "huggingface_hub" in sys.modules:
     raise RuntimeError("huggingface_hub was imported before benchmarks.index could point it at its local Hub server")
-from fisherhub.testing.hub_server import HubServer, Repo  # noqa: E402  (standard library + yaml only)
+from fisherhub.testing.hub_server import HubServer, Repo
 
 SERVER = HubServer().start()
 os.environ.update(  # read by huggingface_hub when it is imported: before any import of it
@@ -50,8 +50,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 from huggingface_hub import constants
-from benchmarks.synthetic import add_output_arguments, machine_info, write_results
 
+from benchmarks.synthetic import add_output_arguments, machine_info, write_results
 from fisherhub import Signature, SketchSpec
 from fisherhub.core.features import SKETCHES
 from fisherhub.hub import INDEX_PATH, push_signature, signature_path

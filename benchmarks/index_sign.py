@@ -24,7 +24,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 HF_HOME = tempfile.mkdtemp(prefix="fisherhub-index-sign-")
 if "huggingface_hub" in sys.modules:
     raise RuntimeError("huggingface_hub was imported before benchmarks.index_sign could point it at its local Hub server")
-from fisherhub.testing.hub_server import HubServer  # noqa: E402  (standard library + yaml only)
+from fisherhub.testing.hub_server import HubServer
 
 SERVER = HubServer().start()
 os.environ.update(
@@ -32,15 +32,15 @@ os.environ.update(
     HF_HUB_DISABLE_XET="1", HF_TOKEN="hf_fisherhub_benchmark_token", HF_DATASETS_DISABLE_PROGRESS_BARS="1",
 )
 
-import torch  # noqa: E402
-from huggingface_hub import CommitOperationAdd, HfApi  # noqa: E402
-from benchmarks.synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
-from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer  # noqa: E402
+import torch
+from huggingface_hub import CommitOperationAdd, HfApi
 
-import fisherhub  # noqa: E402
-from fisherhub.cli import main as cli  # noqa: E402
-from fisherhub.hub import push_signature  # noqa: E402
-from fisherhub.selection import select_adapter  # noqa: E402
+import fisherhub
+from benchmarks.synthetic import add_output_arguments, machine_info, write_results
+from fisherhub.cli import main as cli
+from fisherhub.hub import push_signature
+from fisherhub.selection import select_adapter
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 BASE = "bench/base"
 INDEX = "bench/base-index"
