@@ -33,13 +33,14 @@ os.environ.update(
 )
 
 import torch
-from huggingface_hub import CommitOperationAdd, HfApi
+from huggingface_hub import HfApi
 
 import fisherhub
 from benchmarks.synthetic import add_output_arguments, machine_info, write_results
 from fisherhub.cli import main as cli
 from fisherhub.hub import push_signature
 from fisherhub.selection import select_adapter
+from fisherhub.testing.hub_repos import create_adapter, create_jsonl_dataset
 from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 BASE = "bench/base"
@@ -55,33 +56,20 @@ def texts(topic: int, n: int = 24) -> list[str]:
     return [f"{TOPICS[topic]} note {i}: more about {TOPICS[topic]} here" for i in range(n)]
 
 
-def adapter(api: HfApi, name: str, datasets: list[str] | None) -> str:
-    repo_id = f"bench/{name}"
-    api.create_repo(repo_id)
-    card = f"---\nbase_model: {BASE}\nlibrary_name: peft\n" + (f"datasets: {json.dumps(datasets)}\n" if datasets else "") + "---\n"
-    api.create_commit(repo_id, [CommitOperationAdd("adapter_config.json", json.dumps({"base_model_name_or_path": BASE}).encode()),
-                                CommitOperationAdd("README.md", card.encode())], commit_message="adapter")
-    return repo_id
-
-
 def build_world(api: HfApi, model, tokenizer) -> None:
     for k in range(DATASETS):
         if k == MISSING:
             continue
-        repo_id = f"bench/data-{k:02d}"
-        api.create_repo(repo_id, repo_type="dataset")
-        column = "body" if k == NO_TEXT else "text"
-        data = "".join(json.dumps({column: t}) + "\n" for t in texts(k)).encode()
-        api.create_commit(repo_id, [CommitOperationAdd("train.jsonl", data)], repo_type="dataset", commit_message="data")
+        repo_id = create_jsonl_dataset(api, f"bench/data-{k:02d}", [{"body" if k == NO_TEXT else "text": t} for t in texts(k)])
         if k in GATED:
             SERVER.repo(repo_id, "dataset").gated = "manual"
     for i in range(SIGNED):
-        repo_id = adapter(api, f"signed-{i:02d}", None)
+        repo_id = create_adapter(api, f"bench/signed-{i:02d}", BASE)
         signature = fisherhub.sketch_texts(texts(i % DATASETS)[:12], model, tokenizer, m=256, metadata={"base_model": BASE})
         push_signature(signature, repo_id)
     for i in range(ADAPTERS):  # adapter i names dataset i mod 20, every third one a second dataset too
         names = [f"bench/data-{i % DATASETS:02d}"] + ([f"bench/data-{(i * 7) % DATASETS:02d}"] if i % 3 == 0 else [])
-        adapter(api, f"unsigned-{i:03d}", list(dict.fromkeys(names)))
+        create_adapter(api, f"bench/unsigned-{i:03d}", BASE, list(dict.fromkeys(names)))
 
 
 def plot(result: dict, path: Path) -> None:

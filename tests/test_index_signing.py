@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from huggingface_hub import CommitOperationAdd, HfApi
+from huggingface_hub import HfApi
 from tiny_models import tiny_causal_lm, tiny_tokenizer
 
 import fisherhub
@@ -19,6 +19,7 @@ from fisherhub.pipeline import index_signing, loop
 from fisherhub.selection import select_adapter
 from fisherhub.selection.index_ranking import rank_index
 from fisherhub.selection.target import Target
+from fisherhub.testing.hub_repos import create_adapter, create_jsonl_dataset
 
 BASE = "org/base"
 INDEX = "datasets/tester/base-index"
@@ -30,20 +31,11 @@ def texts(topic: int, n: int = 12) -> list[str]:
 
 
 def adapter(api: HfApi, name: str, datasets: list[str] | None = None) -> str:
-    repo_id = f"org/{name}"
-    api.create_repo(repo_id)
-    card = f"---\nbase_model: {BASE}\nlibrary_name: peft\n" + (f"datasets: {json.dumps(datasets)}\n" if datasets else "") + "---\n"
-    api.create_commit(repo_id, [CommitOperationAdd("adapter_config.json", json.dumps({"base_model_name_or_path": BASE}).encode()),
-                                CommitOperationAdd("README.md", card.encode())], commit_message="adapter")
-    return repo_id
+    return create_adapter(api, f"org/{name}", BASE, datasets)
 
 
 def dataset(api: HfApi, name: str, rows: list[dict]) -> str:
-    repo_id = f"org/{name}"
-    api.create_repo(repo_id, repo_type="dataset")
-    data = "".join(json.dumps(row) + "\n" for row in rows).encode()
-    api.create_commit(repo_id, [CommitOperationAdd("train.jsonl", data)], repo_type="dataset", commit_message="data")
-    return repo_id
+    return create_jsonl_dataset(api, f"org/{name}", rows)
 
 
 @pytest.fixture

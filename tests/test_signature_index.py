@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pyarrow as pa
 import pytest
-from huggingface_hub import CommitOperationAdd, HfApi
+from huggingface_hub import HfApi
 from test_hub import make_signature, set_files
 
 from fisherhub.cli import main
@@ -34,18 +34,14 @@ from fisherhub.hub.signature_index import (
 from fisherhub.selection import select_adapter
 from fisherhub.selection.index_ranking import rank_index
 from fisherhub.selection.target import Target
+from fisherhub.testing.hub_repos import create_adapter
 
 BASE = "org/base"
 INDEX = "datasets/tester/base-index"
 
 
 def add_adapter(api: HfApi, name: str, seed: int, signed: bool = True) -> str:
-    repo_id = f"org/{name}"
-    api.create_repo(repo_id, exist_ok=True)
-    api.create_commit(repo_id, [
-        CommitOperationAdd("adapter_config.json", json.dumps({"base_model_name_or_path": BASE}).encode()),
-        CommitOperationAdd("README.md", f"---\nbase_model: {BASE}\nlibrary_name: peft\n---\n# {name}\n".encode()),
-    ], commit_message="adapter")
+    repo_id = create_adapter(api, f"org/{name}", BASE)
     if signed:
         push_signature(make_signature(BASE, f"org/data-{seed}", seed=seed), repo_id)
     return repo_id
