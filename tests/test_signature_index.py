@@ -235,3 +235,13 @@ def test_bounded_map_keeps_order_and_errors():
         bounded_map(work, range(6), workers=4, catch=(ValueError,))
     with pytest.raises(InputError):
         bounded_map(work, range(2), workers=0)
+
+
+def test_named_candidates_are_read_concurrently_in_a_bounded_pool(adapters, hub):
+    target = make_signature(BASE, "org/target", seed=30)
+    hub.latency = 0.02
+    sequential = select_adapter(target, adapters, workers=1)
+    assert hub.most_in_flight == 1
+    hub.most_in_flight = 0
+    pooled = select_adapter(target, adapters, workers=4)
+    assert 2 <= hub.most_in_flight <= 4 and pooled.table() == sequential.table()

@@ -24,7 +24,8 @@ refs/pr/<n> or a commit id (40 hex, or a unique prefix of 7+).
                                    (files named ``*LFS_SUFFIXES`` are "lfs" at preupload, as the Hub answers for
                                    Parquet; the commit names them by ``lfsFile`` sha256)
 
-``latency`` (seconds, default 0) is slept before every answer, as a distant Hub would take.
+``latency`` (seconds, default 0) is slept before every answer, as a distant Hub would take; while it is set,
+``most_in_flight`` counts the most requests answered at once (since ``reset()``).
 
 Errors: 404 with X-Error-Code RepoNotFound / RevisionNotFound / EntryNotFound (the client maps them to its
 exceptions); a gated repo (``Repo.gated``) lists its info and tree but answers file reads with 401 (no token)
@@ -218,6 +219,7 @@ class HubServer:
         self.requests: list[tuple[str, str, str | None]] = []
         self.lfs: dict[str, bytes] = {}  # sha256 -> content uploaded through LFS, until a commit names it
         self.latency = 0.0  # seconds slept before each answer
+        self.in_flight = self.most_in_flight = 0
         self.lock = threading.RLock()
         self._httpd: ThreadingHTTPServer | None = None
 
@@ -240,6 +242,7 @@ class HubServer:
             self.requests.clear()
             self.lfs.clear()
             self.latency = 0.0
+            self.most_in_flight = 0
 
     def repo(self, repo_id: str, repo_type: str = "model") -> Repo:
         with self.lock:
@@ -489,7 +492,14 @@ class _Handler(BaseHTTPRequestHandler):
                 raise HubError(401, "Invalid credentials in Authorization header")
             ctype = self.headers.get("Content-Type", "")
             if self.hub.latency:
-                time.sleep(self.hub.latency)
+                with self.hub.lock:
+                    self.hub.in_flight += 1
+                    self.hub.most_in_flight = max(self.hub.most_in_flight, self.hub.in_flight)
+                try:
+                    time.sleep(self.hub.latency)
+                finally:
+                    with self.hub.lock:
+                        self.hub.in_flight -= 1
             if name == "commit":
                 body = raw.decode("utf-8")
             elif name == "lfs_upload":
