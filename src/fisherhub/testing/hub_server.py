@@ -16,7 +16,7 @@ refs/pr/<n> or a commit id (40 hex, or a unique prefix of 7+).
   GET  /api/{t}/{id}[/revision/{rev}]   ?blobs= -> id, sha, siblings, tags, cardData, lastModified, ...
   GET  /api/{t}/{id}/tree/{rev}[/{path}]   ?recursive= -> directories and files
   GET  /api/{t}/{id}/commits/{rev}  history, newest first
-  POST /api/{t}/{id}/preupload/{rev}   uploadMode "regular" for every file, oid = remote blob sha1 or null
+  POST /api/{t}/{id}/preupload/{rev}   uploadMode "regular" ("lfs" for LFS_SUFFIXES), oid = remote blob sha1 or null
   POST /api/{t}/{id}/commit/{rev}  NDJSON header/file/deletedFile/deletedFolder; ?create_pr=1 -> refs/pr/N;
                                    412 "A commit has happened since..." when parentCommit is not the head
   HEAD|GET /[datasets/|spaces/]{id}/resolve/{rev}/{path}   X-Repo-Commit, ETag, Content-Length; Range -> 206
@@ -34,7 +34,8 @@ or 403 (a token not in ``Repo.granted``) and X-Error-Code GatedRepo, as the Hub 
 here: never 5xx/408/429, which the client retries with a long backoff. Tags come from the card as on the
 Hub: ``tags``, ``library_name``, ``license:``, ``language:``, ``dataset:`` and, for models, ``base_model:<id>``
 and ``base_model:<relation>:<id>`` (``base_model_relation``, else ``adapter`` when the repo has
-``adapter_config.json``, else ``finetune``). No LFS/Xet: every upload is inline base64 in the commit.
+``adapter_config.json``, else ``finetune``). No Xet; uploads are inline base64 in the commit but for
+``LFS_SUFFIXES`` (LFS, above).
 """
 
 from __future__ import annotations
