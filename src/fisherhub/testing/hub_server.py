@@ -384,7 +384,7 @@ class HubServer:
                     for p in gone:
                         del files[p]
                 else:
-                    raise HubError(400, f"Unsupported commit operation {key!r} (the test server takes no LFS/Xet)")
+                    raise HubError(400, f"Unsupported commit operation {key!r} (the test server takes no Xet)")
             try:
                 card_metadata(files.get("README.md", b"").decode("utf-8"))
             except Exception as err:
