@@ -67,7 +67,10 @@ def rows_by_repo(table) -> dict[str, tuple]:
 def test_build_push_load_dataset_and_rank(adapters, hub, tmp_path):
     commit, summary = build_index(BASE, INDEX, work=tmp_path / "work")
     assert summary.rows == 6 and summary.repos == 7 and summary.by_obtained == {"published": 6}
+    assert len(summary.neighbours) == 6 and all(repo != nearest for repo, _, _, nearest, _ in summary.neighbours)
     files = hub.files("tester/base-index", "dataset")
+    card = files["README.md"].decode()
+    assert "| adapter | dataset | tokens | nearest | A |" in card and "6 signatures from 7 repos" in card
     assert STATE_PATH in files and any(p.startswith("data/") and p.endswith(".parquet") for p in files)
     assert all(hub.commit_count(repo) == 3 for repo in adapters)  # nothing written to the repos read
 

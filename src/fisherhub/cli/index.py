@@ -111,7 +111,8 @@ def run_show(args: argparse.Namespace) -> int:
     from fisherhub.hub.signature_index import IndexSummary, load_index
 
     loaded = load_index(args.index, args.token)
-    print("\n".join(IndexSummary.of(loaded.table, loaded.base_model, loaded.state["repos"]).lines()))
+    summary = IndexSummary.of(loaded.table, loaded.base_model, loaded.state["repos"])
+    print("\n".join(summary.lines() + summary.neighbour_lines()))
     print(f"index {args.index}@{loaded.commit}, layout {loaded.layout.as_dict()}")
     if args.plot:
         print(f"wrote {plot_rows(loaded, args.plot)}")
@@ -124,23 +125,18 @@ PLOTTED_ROWS = 24
 
 def plot_rows(loaded, path: str) -> str:
     """A heatmap of A among the rows of the most common sketch id with the most tokens."""
-    import collections
-
     from matplotlib.figure import Figure
 
+    from fisherhub.core.errors import InputError
     from fisherhub.core.geometry import label
     from fisherhub.hub.signature_index import read_rows
-    from fisherhub.selection.index_ranking import row_alignments
+    from fisherhub.selection.index_ranking import largest_rows, row_alignments
 
     where = f"datasets/{loaded.ref.repo_id}"
     rows = read_rows(loaded.table, loaded.base_model, where, loaded.commit)
-    if not len(rows):
-        from fisherhub.core.errors import InputError
-
+    chosen = largest_rows(rows, PLOTTED_ROWS)
+    if not chosen:
         raise InputError(f"{where}: no usable rows to plot")
-    common = collections.Counter(row["sketch_id"] for row in rows.rows).most_common(1)[0][0]
-    chosen = sorted((i for i, row in enumerate(rows.rows) if row["sketch_id"] == common),
-                    key=lambda i: -rows.rows[i]["num_tokens"])[:PLOTTED_ROWS]
     matrix = row_alignments(rows, chosen)
     names = [rows.rows[i]["repo_id"] for i in chosen]
     figure = Figure(figsize=(2 + 0.35 * len(names), 1.5 + 0.35 * len(names)))

@@ -55,6 +55,8 @@ OBTAINED = {
     "sketched": "sketched by the indexer from the card's datasets",
     "verified": "published by the repo and verified by the indexer",
 }
+#: signatures whose nearest neighbour the card and ``index show`` list
+NEIGHBOUR_ROWS = 10
 #: rows written to one resume chunk of the work folder
 CHUNK_ROWS = 256
 #: a stored unit vector is refused when its length is this far from 1 (float16 rounding stays < 1e-3)
@@ -485,17 +487,37 @@ class IndexSummary:
     by_obtained: dict[str, int]
     sketch_ids: dict[str, int]
     problems: int
+    #: (repo, dataset, tokens, nearest other repo, A) for the signatures with the most tokens
+    neighbours: tuple[tuple[str, str, int, str, float], ...] = ()
 
     @classmethod
     def of(cls, table, base_model: str, repos: Iterable[dict[str, Any]]) -> IndexSummary:
         """From the rows (an Arrow table) and the state file's repo entries."""
         import collections
 
+        from fisherhub.selection.index_ranking import nearest_neighbours
+
         repos = list(repos)
         obtained = collections.Counter(table.column("obtained").to_pylist())
         sketch_ids = collections.Counter(table.column("sketch_id").to_pylist())
         problems = sum(len(repo.get("problems") or []) for repo in repos)
-        return cls(base_model, table.num_rows, len(repos), dict(obtained), dict(sketch_ids), problems)
+        rows = read_rows(table, base_model, "the index")
+        neighbours = tuple((rows.rows[i]["repo_id"], rows.rows[i]["dataset"] or "", rows.rows[i]["num_tokens"],
+                            rows.rows[j]["repo_id"], a) for i, j, a in nearest_neighbours(rows, NEIGHBOUR_ROWS))
+        return cls(base_model, table.num_rows, len(repos), dict(obtained), dict(sketch_ids), problems, neighbours)
+
+    def neighbour_table(self) -> list[str]:
+        """The neighbours as a Markdown table (empty without them)."""
+        if not self.neighbours:
+            return []
+        from fisherhub.core.geometry import GEOMETRIES
+
+        fisher = GEOMETRIES["fisher"]
+        out = [(f"Nearest neighbours among the {len(self.neighbours)} signatures with the most tokens "
+                f"({fisher.label} from the index's sketches):"), "",
+               f"| adapter | dataset | tokens | nearest | {fisher.symbol} |", "|---|---|---|---|---|"]
+        return out + [f"| {repo} | {dataset} | {tokens:,} | {nearest} | {a:.3f} |"
+                      for repo, dataset, tokens, nearest, a in self.neighbours]
 
     def lines(self) -> list[str]:
         out = [f"signature index of {self.base_model}: {self.rows} signatures from {self.repos} repos read"]
@@ -504,6 +526,11 @@ class IndexSummary:
         if self.problems:
             out.append(f"  {self.problems} signature(s) could not be read (listed in {STATE_PATH})")
         return out
+
+    def neighbour_lines(self) -> list[str]:
+        """The neighbours as terminal lines."""
+        return [f"  {repo} ({tokens:,} tokens): nearest {nearest}, A = {a:.3f}"
+                for repo, _, tokens, nearest, a in self.neighbours]
 
 
 def render_card(summary: IndexSummary, layout: Layout, existing: dict[str, Any], repo_id: str) -> str:
@@ -524,6 +551,7 @@ def render_card(summary: IndexSummary, layout: Layout, existing: dict[str, Any],
          "file, sketch id and spec, provenance, counts, split norms, and the sketches as unit vectors in "
          f"{layout.dtype}: {sketches})."), "",
         "```", *summary.lines(), "```", "",
+        *summary.neighbour_table(), "",
         "Rank every adapter for your data in one download:", "",
         "```bash", f"fisherhub select my-target.safetensors --index {repo_id}", "```", "",
     ])
