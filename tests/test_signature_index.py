@@ -186,6 +186,14 @@ def test_bad_rows_are_skipped_with_their_reason():
         read_rows(pa.table({"repo_id": ["x"]}), BASE, "test")
 
 
+def test_no_adapters_no_index_and_a_repo_that_is_not_one(hub, hf_api, hf_hub_cache, tmp_path):
+    with pytest.raises(InputError, match="lists no adapters"):
+        build_index("org/nobody", INDEX, work=tmp_path / "work")
+    hf_api.create_repo("tester/plain", repo_type="dataset")
+    with pytest.raises(InputError, match="not a fisherhub signature index"):
+        load_index("tester/plain")
+
+
 def test_damaged_or_older_index_is_a_clear_error(adapters, hub, tmp_path, capsys):
     build_index(BASE, INDEX, work=tmp_path / "work")
     files = hub.files("tester/base-index", "dataset")

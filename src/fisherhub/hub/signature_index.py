@@ -672,6 +672,8 @@ def build_index(
     repo = index_ref(push)
     folder = WorkFolder(work or default_work(repo), base_model, layout)
     snapshots = listed_adapters(base_model, token)
+    if not snapshots:
+        raise InputError(f"the Hub lists no adapters of {base_model!r} (tag base_model:adapter:{base_model}): nothing to index")
     read_repos(snapshots, base_model, layout, folder, token=token, workers=workers, progress=progress, stop_after=stop_after)
     if stop_after is not None:
         raise InterruptedBuild(f"stopped after {stop_after} repos; run again to resume")
