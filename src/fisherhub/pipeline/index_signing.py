@@ -37,8 +37,6 @@ from fisherhub.hub.signature_index import (
 from fisherhub.options import DataArgs
 
 SKETCHED_FOLDER = f"{SIGNATURE_FOLDER}/sketched"
-#: what a dataset named in a card can come to: sketched, or skipped with the reason
-STATUSES = ("sketched", "skipped")
 #: errors reading a third party's dataset that skip it (with the message) instead of stopping the run
 DATA_ERRORS = (FisherHubError, OSError, ValueError, KeyError)
 
