@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from fisherhub.core.alignment import AlignmentMatrix
+    from fisherhub.core.signature import Signature
 
 def _cell(value: float, error: float) -> str:
     return "—" if math.isnan(value) else f"{value:.3f}±{error:.3f}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fisherhub.core.errors import InputError, TooFewDocumentsError
 from fisherhub.core.signature import Signature
