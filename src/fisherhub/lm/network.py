@@ -287,7 +287,7 @@ def sketch_network_kernels(
     """Network signatures of ``dataset`` for several kernels from one pass (the projections are shared):
     kernel -> ``Signature``. ``spec`` / ``spec_options`` as for ``resolve_network_spec`` (its kernel is
     replaced by each of ``kernels``); ``data``: column and limit options (``DataArgs``)."""
-    from tqdm.auto import tqdm
+    from huggingface_hub.utils import tqdm  # off under HF_HUB_DISABLE_PROGRESS_BARS=1 or disable_progress_bars()
 
     data = dataclasses.replace(data, dataset=dataset) if data is not None else DataArgs(dataset)
     HeadModel.of(model, tokenizer)  # the tokenizer belongs to the model

@@ -72,7 +72,7 @@ def _run_batches(
     description: str = "sketching",
 ) -> None:
     """Sketch the stream's batches from ``progress.next_index`` on, updating ``state`` and ``progress``."""
-    from tqdm.auto import tqdm
+    from huggingface_hub.utils import tqdm  # off under HF_HUB_DISABLE_PROGRESS_BARS=1 or disable_progress_bars()
 
     crash_after = _crash_after()
     stream.counts = progress.counts  # the stream counts into the progress record (restored on resume)
