@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 from fisherhub.core.alignment import AlignmentMatrix
+from fisherhub.extras import require
 
 #: (field, stderr field, panel title) of the four heatmap panels
 PANELS = (
@@ -29,6 +30,7 @@ def alignment_figure(matrix: AlignmentMatrix, title: str | None = None):
     not significant (``fisherhub.legend``) are hatched grey instead of coloured; the legend lines that apply are
     printed under the panels.
     """
+    require("matplotlib")
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 

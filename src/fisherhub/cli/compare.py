@@ -16,6 +16,8 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from fisherhub.extras import require
+
 if TYPE_CHECKING:
     from fisherhub.core.alignment import AlignmentMatrix
     from fisherhub.core.signature import Signature
@@ -26,6 +28,7 @@ def _cell(value: float, error: float) -> str:
 
 def alignment_table(matrix: AlignmentMatrix):
     """A rich table of A ± stderr (rows and columns: the tasks)."""
+    require("rich")
     from rich.table import Table
 
     table = Table(title=f"Fisher alignment A ± stderr (sketch id {matrix.sketch_id})")
@@ -40,6 +43,7 @@ def alignment_table(matrix: AlignmentMatrix):
 
 def decomposition_table(matrix: AlignmentMatrix):
     """A rich table with one row per pair: A, S_a, S_e and ρ with standard errors (* = ρ ≠ 1 significantly)."""
+    require("rich")
     from rich.table import Table
 
     table = Table(
@@ -66,6 +70,7 @@ def report(
 ) -> AlignmentMatrix:
     """Print the alignment and decomposition tables and the legend lines that apply to them; write the heatmap
     PNG when a path is given."""
+    require("rich")
     from rich.console import Console
 
     from fisherhub.core.alignment import alignment_matrix

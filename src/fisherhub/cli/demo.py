@@ -12,10 +12,12 @@ import sys
 import time
 from pathlib import Path
 
+from fisherhub.extras import require
 from fisherhub.options import DemoOptions, HelpFormatter, RunOptions, SpecOptions, add_arguments
 
 
 def run(namespace: argparse.Namespace) -> int:
+    require("rich")
     from rich.console import Console
 
     from fisherhub.lm.specs import spec_for_model

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fisherhub.extras import require
 from fisherhub.options import SCORES, DataArgs, HelpFormatter, add_arguments
 
 
@@ -42,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
         sketch=SketchOptions(data=data), token=args.token,
     )
     if sys.stdout.isatty():
+        require("rich")
         from rich.console import Console
 
         Console().print(selection.rich_table(limit=args.top_k))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from fisherhub.extras import require
 from fisherhub.selection.ranking import ROW_SCORES, SCORE_LABELS
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ def plain_table(selection: Selection, limit: int | None = None) -> str:
 
 def rich_table(selection: Selection, limit: int | None = None) -> Table:
     """The same rows as a ``rich.table.Table``, the skipped candidates in its caption."""
+    require("rich")
     from rich.table import Table
 
     header, rows = _table_rows(selection, limit)
@@ -87,6 +89,8 @@ def rich_table(selection: Selection, limit: int | None = None) -> Table:
 def bar_chart(selection: Selection, limit: int | None = None) -> Figure:
     """A, S_a and S_e of each candidate side by side with ±1 stderr error bars, candidates in ranking order."""
     import numpy as np
+
+    require("matplotlib")
     from matplotlib.figure import Figure
 
     rows = selection.ranking[:limit]
