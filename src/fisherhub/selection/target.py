@@ -11,7 +11,8 @@ from fisherhub.core.errors import InputError, TooFewDocumentsError
 from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
 from fisherhub.options import DataArgs, RunOptions
-from fisherhub.selection.candidates import Skip, hub_options
+from fisherhub.selection.candidates import hub_options
+from fisherhub.selection.errors import Skip
 from fisherhub.selection.peft_loading import load_base_model
 from fisherhub.selection.ranking import incompatibility
 
