@@ -138,12 +138,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
 )
 
 #: Known imports against the layer order, each (importer, imported) with the reason it is still here. An entry
-#: that no longer matches an import fails the test, so the list only shrinks.
-#: hub.nearest ranks its neighbours with selection.scoring; issue 22 item 2 moves that ranking into
-#: analysis/ (the lead removes this entry when that work is merged).
-LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("fisherhub.hub.nearest", "fisherhub.selection.scoring"): "issue 22 item 2 moves rank_nearest to analysis/",
-}
+#: that no longer matches an import fails the test, so the list only shrinks (none today).
+LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 def layer_of(module: str) -> int | None:
