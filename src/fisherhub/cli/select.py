@@ -13,6 +13,7 @@ import sys
 
 from fisherhub.cli.arguments import HelpFormatter, add_arguments
 from fisherhub.core.geometry import SCORES
+from fisherhub.extras import require
 from fisherhub.options import DataArgs
 
 
@@ -44,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         sketch=SketchOptions(data=data), token=args.token,
     )
     if sys.stdout.isatty():
+        require("rich")
         from rich.console import Console
 
         Console().print(selection.rich_table(limit=args.top_k))
