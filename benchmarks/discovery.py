@@ -45,7 +45,7 @@ from huggingface_hub import constants  # noqa: E402
 from benchmarks.synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from fisherhub.core.batch import HeadBatch
+from fisherhub.core.batch import HeadBatch  # noqa: E402
 from fisherhub import SketchSpec, SketchState  # noqa: E402
 from fisherhub.hub import INDEX_PATH, find_adapters, push_signature  # noqa: E402
 from fisherhub.selection import select_adapter  # noqa: E402

@@ -470,3 +470,35 @@ def test_signatures_in_a_space_are_read_by_reference(hub, hf_api, hf_hub_cache):
     assert (info.path, info.listed, info.sketch_id) == ("fisher_signatures/a.safetensors", False, signature.sketch_id)
     with pytest.raises(InputError, match="repo_type must be one of"):
         push_signature(signature, "spaces/org/demo")
+
+
+def test_the_cache_is_read_through_huggingface_hub_for_what_was_fetched(hub, hf_api, dataset_repo, hf_hub_cache):
+    """``cached_snapshot`` (what ``HF_HUB_OFFLINE=1`` reads): the commit main was last seen at, only the files
+    fetched at it, each through ``try_to_load_from_cache``; also when the cache holds the commit's full file
+    listing (a partial ``snapshot_download``)."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import IncompleteSnapshotError
+
+    from fisherhub.hub.errors import OfflineCacheError
+    from fisherhub.hub.refs import repo_ref
+    from fisherhub.hub.snapshot import cached_snapshot
+
+    signature = make_signature()
+    path = push_signature(signature, DATA).ref.path
+    ref = repo_ref(DATA)
+    with pytest.raises(OfflineCacheError, match="holds nothing of this repo at main"):
+        cached_snapshot(repo_ref("datasets/org/never-fetched"))
+    load_signature(DATA)
+    snapshot = cached_snapshot(ref)
+    assert snapshot.ref.revision == hf_api.repo_info(dataset_repo, repo_type="dataset").sha
+    assert path in snapshot.files and not snapshot.complete
+    assert snapshot.cached_file(path).read_bytes() == signature.to_bytes()
+    assert snapshot.cached_file("fisher_signatures/never-fetched.safetensors") is None
+    assert [entry["path"] for entry in snapshot.entries()] == [path]
+
+    snapshot_download(dataset_repo, repo_type="dataset", allow_patterns=["README.md"])  # caches the commit's tree
+    with pytest.raises(IncompleteSnapshotError):  # which names files never fetched
+        snapshot_download(dataset_repo, repo_type="dataset", local_files_only=True)
+    assert set(cached_snapshot(ref).files) == {*snapshot.files, "README.md"}
+    with pytest.raises(OfflineCacheError):
+        cached_snapshot(repo_ref(DATA, revision="no-such-branch"))

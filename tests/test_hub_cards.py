@@ -182,3 +182,32 @@ def test_gated_repo_says_request_access(hub, hf_api, dataset_repo):
     assert load_signature(DATA).sketch_id == make_signature().sketch_id
     info = json.loads(json.dumps(hf_api.dataset_info("org/data").gated))
     assert info == "manual"
+
+
+def test_cards_are_read_as_their_repo_types_card_class(hub, hf_api, tmp_path):
+    """A model repo's card is a ``ModelCard`` (``ModelCardData``: its eval results parsed and written back),
+    a dataset's a ``DatasetCard``; a model card whose ``model-index`` its card data cannot parse is malformed:
+    refused, or repaired with the rest of the header kept and the old one verbatim in the body."""
+    from huggingface_hub import DatasetCard, DatasetCardData, ModelCardData
+
+    from fisherhub.hub.cards import read_card
+    from fisherhub.hub.errors import CardError
+
+    model_index = "model-index:\n- name: tuned\n  results:\n  - task: {type: text-generation}\n    dataset: {name: d, type: d}\n    metrics: [{type: accuracy, value: 0.5}]\n"
+    card = read_card(f"---\nlicense: mit\n{model_index}---\nBody\n", "org/a", "model")
+    assert isinstance(card, ModelCard) and isinstance(card.data, ModelCardData)
+    assert card.data.eval_results[0].metric_value == 0.5
+    assert "model-index" in card.data.to_dict() and "metrics" in str(card)
+    dataset_card = read_card("---\nlicense: mit\n---\nBody\n", "org/d", "dataset")
+    assert isinstance(dataset_card, DatasetCard) and isinstance(dataset_card.data, DatasetCardData)
+    assert isinstance(read_card(None, "org/d", "dataset"), DatasetCard)
+
+    broken = "---\nlicense: mit\nmodel-index: [{results: oops}]\n---\n# Body\n"
+    with pytest.raises(CardError, match="malformed YAML header"):
+        read_card(broken, "org/a", "model")
+    repaired = read_card(broken, "org/a", "model", repair=True)
+    assert repaired.data.license == "mit" and repaired.data.to_dict()[CARD_KEY] == []
+    assert "model-index" not in repaired.data.to_dict()
+    assert "```yaml\nlicense: mit\nmodel-index: [{results: oops}]\n```" in repaired.text
+    assert repaired.text.endswith("# Body\n")
+    assert RepoCard(str(repaired)).data.license == "mit"  # what is pushed parses again

@@ -114,3 +114,29 @@ def test_callback_sketches_a_dataset_column_into_output_dir(tmp_path):
     assert torch.equal(callback.signature.joint, expected.joint) and callback.signature.num_documents == 30
     [info] = list_signatures(tmp_path / "out")
     assert (info.sketch_id, info.base_model, info.listed) == (expected.sketch_id, BASE, True)
+
+
+def test_the_sketch_runs_the_models_own_forward_and_gives_back_the_mixed_precision_one():
+    """A model whose forward is wrapped in bf16 autocast as ``Accelerator.prepare`` wraps it (accelerate's
+    public ``convert_outputs_to_fp32`` over ``torch.autocast``) is run without it inside ``_as_base_model``,
+    with it again afterwards."""
+    from types import MethodType
+
+    from accelerate.utils import convert_outputs_to_fp32
+
+    from fisherhub.training_callback import _as_base_model
+
+    model = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64).train()
+    batch = tiny_tokenizer(64)(TEXTS[:2], return_tensors="pt", padding=True)
+    with torch.no_grad():
+        plain = model(**batch).logits
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16)
+        model.forward = MethodType(convert_outputs_to_fp32(autocast(type(model).forward)), model)
+        wrapped = model.forward
+        mixed = model(**batch).logits
+        assert not torch.equal(mixed, plain)
+        with _as_base_model(model) as base:
+            assert not base.training
+            assert torch.equal(base(**batch).logits, plain)
+        assert model.forward == wrapped and model.training
+        assert torch.equal(model(**batch).logits, mixed)

@@ -40,21 +40,21 @@ def _base_model_name(model: Any) -> str | None:
 
 @contextlib.contextmanager
 def _as_base_model(model: Any):
-    """``model`` in eval mode with its PEFT adapters disabled (a plain model as it is) and without the
-    mixed-precision autocast that ``accelerate`` wraps around a prepared model's forward (the signature is
-    of the weights as they are, as a plain ``sketch_texts`` makes it), all restored afterwards."""
+    """``model`` in eval mode with its PEFT adapters disabled (a plain model as it is) and running its class's
+    own forward: without the mixed-precision autocast that ``accelerate`` sets as a prepared model's instance
+    ``forward`` under bf16 / fp16 (the signature is of the weights as they are, as a plain ``sketch_texts``
+    makes it), all restored afterwards."""
     training, patched = model.training, model.__dict__.get("forward")
-    original = model.__dict__.get("_original_forward")  # kept by Accelerator.prepare_model under bf16 / fp16
     disabled = model.disable_adapter() if hasattr(model, "disable_adapter") else contextlib.nullcontext()
     model.eval()
-    if original is not None:
-        model.forward = original
+    if patched is not None:
+        del model.forward
     try:
         with disabled:
             yield model
     finally:
         model.train(training)
-        if original is not None:
+        if patched is not None:
             model.forward = patched
 
 

@@ -13,6 +13,7 @@ import sys
 
 from fisherhub.cli.arguments import HelpFormatter, add_arguments
 from fisherhub.core.geometry import SCORES
+from fisherhub.extras import require
 from fisherhub.options import DataArgs
 
 
@@ -49,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         **({"shortlist": args.shortlist} if args.shortlist is not None else {}),
     )
     if sys.stdout.isatty():
+        require("rich")
         from rich.console import Console
 
         Console().print(selection.rich_table(limit=args.top_k))

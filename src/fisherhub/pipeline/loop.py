@@ -77,7 +77,7 @@ def _run_batches(
 ) -> None:
     """Sketch the stream's batches from ``progress.next_index`` on with ``sketch_one`` (``capture``), updating
     ``states`` and ``progress``; a ``checkpointer`` saves the one state of a run."""
-    from tqdm.auto import tqdm
+    from huggingface_hub.utils import tqdm  # off under HF_HUB_DISABLE_PROGRESS_BARS=1 or disable_progress_bars()
 
     if checkpointer is not None and len(states) != 1:
         raise InputError("checkpoints hold one sketch state: sketch one kernel per run to checkpoint it")

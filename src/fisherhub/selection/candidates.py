@@ -136,7 +136,7 @@ def _adapter_config_base(snapshot, subfolder: str | None, token: str | None) -> 
     download through the cache (offline: the cached copy)."""
     path = f"{subfolder}/{ADAPTER_CONFIG}" if subfolder else ADAPTER_CONFIG
     local = snapshot.download(path, token) if snapshot.complete else snapshot.cached_file(path)
-    if not local.is_file():
+    if local is None or not local.is_file():
         return None  # offline and never fetched: nothing names the base model
     try:
         config = json.loads(local.read_text())

@@ -7,6 +7,7 @@ import re
 from typing import TYPE_CHECKING, Protocol
 
 from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES, HEAD_SCORES, label
+from fisherhub.extras import require
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -88,6 +89,7 @@ def plain_table(selection: Shown, limit: int | None = None) -> str:
 
 def rich_table(selection: Shown, limit: int | None = None) -> Table:
     """The same rows as a ``rich.table.Table``, the skipped candidates in its caption."""
+    require("rich")
     from rich.table import Table
 
     header, rows = _table_rows(selection, limit)
@@ -103,6 +105,8 @@ def rich_table(selection: Shown, limit: int | None = None) -> Table:
 def bar_chart(selection: Shown, limit: int | None = None) -> Figure:
     """A, S_a and S_e of each candidate side by side with ±1 stderr error bars, candidates in ranking order."""
     import numpy as np
+
+    require("matplotlib")
     from matplotlib.figure import Figure
 
     rows = selection.ranking[:limit]
