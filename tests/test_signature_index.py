@@ -224,7 +224,7 @@ def test_cli_build_select_show(adapters, hub, tmp_path, capsys):
 
 def test_row_alignments_equal_the_alignment_matrix():
     from fisherhub import alignment_matrix
-    from fisherhub.selection.index_ranking import row_alignments
+    from fisherhub.hub.signature_index import row_alignments
 
     signatures = [make_signature(BASE, f"org/d{i}", seed=i) for i in range(4)]
     ref = SignatureRef("org/a", "model", "a" * 40, "fisher_signatures/a.safetensors")

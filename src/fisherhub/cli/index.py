@@ -129,8 +129,7 @@ def plot_rows(loaded, path: str) -> str:
 
     from fisherhub.core.errors import InputError
     from fisherhub.core.geometry import label
-    from fisherhub.hub.signature_index import read_rows
-    from fisherhub.selection.index_ranking import largest_rows, row_alignments
+    from fisherhub.hub.signature_index import largest_rows, read_rows, row_alignments
 
     where = f"datasets/{loaded.ref.repo_id}"
     rows = read_rows(loaded.table, loaded.base_model, where, loaded.commit)

@@ -13,6 +13,7 @@ of the few best rows (``selection/index_ranking.py``). Building never writes to 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import json
@@ -39,6 +40,7 @@ from fisherhub.hub.index_layout import (
 from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_map
 from fisherhub.hub.refs import SignatureRef, is_signature_file
 from fisherhub.hub.snapshot import RepoSnapshot
+from fisherhub.lm.loading import canonical_model_id
 
 logger = logging.getLogger(__name__)
 
@@ -186,8 +188,6 @@ def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
     the checks ``Signature.from_bytes`` makes of a file (spec and sketch id, positive split norms, at least 2
     documents each with a scored token), plus the row's own (its repo, commit and path, its base model); the
     sketches' shapes and values are checked by ``_SketchColumn``."""
-    from fisherhub.selection.candidates import same_base_model
-
     if row.get("format") != INDEX_FORMAT:
         raise SignatureFileError(f"row format {row.get('format')!r}; this fisherhub reads {INDEX_FORMAT}")
     if not (isinstance(row.get("repo_id"), str) and row.get("repo_type") in ("model", "dataset")
@@ -197,7 +197,7 @@ def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
     if row.get("file_repo") is not None and not (isinstance(row["file_repo"], str)
                                                  and _COMMIT.fullmatch(str(row.get("file_commit")))):
         raise SignatureFileError("the row's file is in another repo but names no 40-hex commit of it")
-    if base_model is not None and not same_base_model(row.get("base_model"), base_model):
+    if base_model is not None and canonical_model_id(row.get("base_model")) != canonical_model_id(base_model):
         raise SignatureFileError(f"other base model {row.get('base_model')!r}, not {base_model!r}")
     spec = specs(row)
     if spec.sketch_id != row.get("sketch_id"):
@@ -291,6 +291,36 @@ def read_rows(table, base_model: str | None, where: str, commit: str | None = No
     return IndexRows(rows, parsed, stack, np.array(lengths).reshape(-1, 3), np.array(norms).reshape(-1, 3), skipped, commit)
 
 
+def row_alignments(rows: IndexRows, indices: list[int], sketch: str = "joint") -> np.ndarray:
+    """(k, k) alignment A among the rows ``indices`` (rows of one sketch id), 1 on the diagonal (a signature
+    with itself, as ``alignment_matrix`` gives it)."""
+    k = SKETCHES.index(sketch)
+    units = rows.units[sketch][indices].astype(np.float64)
+    scaled = units * (rows.lengths[indices, k] / np.sqrt(rows.split_norms[indices, k]))[:, None]
+    matrix = scaled @ scaled.T
+    np.fill_diagonal(matrix, 1.0)
+    return matrix
+
+
+def largest_rows(rows: IndexRows, limit: int) -> list[int]:
+    """The ``limit`` rows with the most tokens among those of the most common sketch id (rows that compare)."""
+    if not len(rows):
+        return []
+    common = collections.Counter(row["sketch_id"] for row in rows.rows).most_common(1)[0][0]
+    same = [i for i, row in enumerate(rows.rows) if row["sketch_id"] == common]
+    return sorted(same, key=lambda i: -rows.rows[i]["num_tokens"])[:limit]
+
+
+def nearest_neighbours(rows: IndexRows, limit: int) -> list[tuple[int, int, float]]:
+    """(row, its nearest other row, their A) for the ``largest_rows``, the neighbour among them."""
+    chosen = largest_rows(rows, limit)
+    if len(chosen) < 2:
+        return []
+    matrix = row_alignments(rows, chosen)
+    np.fill_diagonal(matrix, -np.inf)
+    return [(i, chosen[int(np.argmax(matrix[k]))], float(np.max(matrix[k]))) for k, i in enumerate(chosen)]
+
+
 # ----- the rows of one repo ------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class RepoResult:
@@ -307,12 +337,11 @@ def repo_rows(snapshot: RepoSnapshot, base_model: str, layout: Layout, token: st
     """The rows of the signatures ``snapshot`` (a repo at one commit) publishes for ``base_model``, each
     file downloaded at that commit and loaded as ``load_signature`` loads it; the rest with their reason."""
     from fisherhub.hub.read import load_signature, snapshot_signatures
-    from fisherhub.selection.candidates import same_base_model
 
     ref = snapshot.ref
     rows, problems = [], []
     for info in snapshot_signatures(snapshot, token, read_headers=False):
-        if info.base_model is not None and not same_base_model(info.base_model, base_model):
+        if info.base_model is not None and canonical_model_id(info.base_model) != canonical_model_id(base_model):
             continue  # a signature under another base model belongs to that model's index
         if info.problem is not None:
             problems.append((info.path, info.problem))
@@ -322,7 +351,7 @@ def repo_rows(snapshot: RepoSnapshot, base_model: str, layout: Layout, token: st
         except FisherHubError as exc:
             problems.append((info.path, str(exc)))
             continue
-        if not same_base_model(signature.metadata.get("base_model"), base_model):
+        if canonical_model_id(signature.metadata.get("base_model")) != canonical_model_id(base_model):
             problems.append((info.path, f"the file names base model {signature.metadata.get('base_model')!r}"))
             continue
         rows.append(signature_row(signature, ref.with_path(info.path), "published", layout))
@@ -493,10 +522,6 @@ class IndexSummary:
     @classmethod
     def of(cls, table, base_model: str, repos: Iterable[dict[str, Any]]) -> IndexSummary:
         """From the rows (an Arrow table) and the state file's repo entries."""
-        import collections
-
-        from fisherhub.selection.index_ranking import nearest_neighbours
-
         repos = list(repos)
         obtained = collections.Counter(table.column("obtained").to_pylist())
         sketch_ids = collections.Counter(table.column("sketch_id").to_pylist())
@@ -666,8 +691,6 @@ def build_index(
     ``push`` (a dataset repo) and push it; returns (the index commit, its summary). Repos are read
     ``workers`` at once; what was read is kept in ``work`` (default ``~/.cache/fisherhub/index/<org--name>``),
     so a build that was killed resumes where it stopped (repos whose commit moved since are read again)."""
-    from fisherhub.lm.loading import canonical_model_id
-
     base_model, layout = canonical_model_id(base_model), layout or Layout()
     repo = index_ref(push)
     folder = WorkFolder(work or default_work(repo), base_model, layout)

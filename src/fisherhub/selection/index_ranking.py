@@ -54,36 +54,6 @@ def row_scores(rows: IndexRows, target: Signature, sketch: str = "joint") -> np.
     return scores
 
 
-def row_alignments(rows: IndexRows, indices: list[int], sketch: str = "joint") -> np.ndarray:
-    """(k, k) alignment A among the rows ``indices`` (rows of one sketch id), 1 on the diagonal (a signature
-    with itself, as ``alignment_matrix`` gives it)."""
-    k = SKETCHES.index(sketch)
-    units = rows.units[sketch][indices].astype(np.float64)
-    scaled = units * (rows.lengths[indices, k] / np.sqrt(rows.split_norms[indices, k]))[:, None]
-    matrix = scaled @ scaled.T
-    np.fill_diagonal(matrix, 1.0)
-    return matrix
-
-
-def largest_rows(rows: IndexRows, limit: int) -> list[int]:
-    """The ``limit`` rows with the most tokens among those of the most common sketch id (rows that compare)."""
-    if not len(rows):
-        return []
-    common = collections.Counter(row["sketch_id"] for row in rows.rows).most_common(1)[0][0]
-    same = [i for i, row in enumerate(rows.rows) if row["sketch_id"] == common]
-    return sorted(same, key=lambda i: -rows.rows[i]["num_tokens"])[:limit]
-
-
-def nearest_neighbours(rows: IndexRows, limit: int) -> list[tuple[int, int, float]]:
-    """(row, its nearest other row, their A) for the ``largest_rows``, the neighbour among them."""
-    chosen = largest_rows(rows, limit)
-    if len(chosen) < 2:
-        return []
-    matrix = row_alignments(rows, chosen)
-    np.fill_diagonal(matrix, -np.inf)
-    return [(i, chosen[int(np.argmax(matrix[k]))], float(np.max(matrix[k]))) for k, i in enumerate(chosen)]
-
-
 @dataclasses.dataclass(frozen=True)
 class IndexRanking:
     """Every usable row of an index scored against one target: the rows, their scores (best first), the
