@@ -125,6 +125,9 @@ PLOTTED_ROWS = 24
 
 def plot_rows(loaded, path: str) -> str:
     """A heatmap of A among the rows of the most common sketch id with the most tokens."""
+    from fisherhub.extras import require
+
+    require("matplotlib")
     from matplotlib.figure import Figure
 
     from fisherhub.core.errors import InputError
