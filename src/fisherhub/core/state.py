@@ -17,6 +17,7 @@ from safetensors.torch import load_file, save_file
 
 from fisherhub.core.batch import HeadBatch
 from fisherhub.core.features import SKETCHES, feature_map
+from fisherhub.core.parallel import map_row_ranges
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
 from fisherhub.core.errors import InputError, SignatureFileError, TooFewDocumentsError
 
@@ -71,17 +72,32 @@ class SketchState:
         device = self.sums.device
         rows = batch.scored_rows()
         batch = batch.scored()
-        fmap = feature_map(self.spec)
-        ua, va = fmap.activation_projector.project(batch.activations.to(device).float())
-        if batch.from_logits:
-            se, te = fmap.error_projector.project_softmax_errors(
-                batch.logits.to(device), batch.targets.to(device), None if rows is None else rows.to(device)
-            )
-            if not (torch.isfinite(se.sum(dim=1)).all() and torch.isfinite(te.sum(dim=1)).all()):
-                raise InputError("logits contain NaN or +inf in scored rows; run the model in float32 or check the inputs")
-        else:
-            se, te = fmap.error_projector.project(batch.errors.to(device))
+        ua, va, se, te = self._projections(batch, None if rows is None else rows.to(device))
+        if batch.from_logits and not (torch.isfinite(se.sum(dim=1)).all() and torch.isfinite(te.sum(dim=1)).all()):
+            raise InputError("logits contain NaN or +inf in scored rows; run the model in float32 or check the inputs")
         return self._accumulate(ua, va, se, te, batch.doc_index.to(device))
+
+    def _projections(self, batch: HeadBatch, rows: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+        """(u·a, v·a, s·e, t·e) of a scored batch, each (N, m), over row ranges in parallel
+        (``parallel.map_row_ranges``: the bits of one single-threaded range). ``rows``: the logits rows scored."""
+        device = self.sums.device
+        fmap = feature_map(self.spec)
+        activations = batch.activations.to(device).float()
+        if batch.from_logits:
+            logits, targets = batch.logits.to(device), batch.targets.to(device)
+        else:
+            errors = batch.errors.to(device)
+
+        def project(part: slice) -> tuple[torch.Tensor, ...]:
+            ua, va = fmap.activation_projector.project(activations[part])
+            if not batch.from_logits:
+                return ua, va, *fmap.error_projector.project(errors[part])
+            if rows is None:
+                return ua, va, *fmap.error_projector.project_softmax_errors(logits[part], targets[part])
+            return ua, va, *fmap.error_projector.project_softmax_errors(logits, targets[part], rows[part])
+
+        parts = map_row_ranges(activations.shape[0], project, device)
+        return parts[0] if len(parts) == 1 else tuple(torch.cat(side) for side in zip(*parts))
 
     def _accumulate(
         self, ua: torch.Tensor, va: torch.Tensor, se: torch.Tensor, te: torch.Tensor, doc_index: torch.Tensor
