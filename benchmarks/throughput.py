@@ -40,7 +40,8 @@ best of interleaved rounds, at 1 and 2 threads, with the wall time beside it and
 after. CPU time is what the process itself spent, so other processes on a loaded machine inflate it far less
 than wall time (only through shared caches); at 2 threads it is the work of both threads (splitting's cost),
 and only wall time shows the speed-up, which needs a quiet machine. Then the parts (activation projections,
-vocabulary projections from the logits, features and sums) and a torch.profiler table of one update at 1 thread.
+vocabulary projections from the logits, the rest of the update by difference; at 2 threads the parts run on 2
+intra-op threads, only the update splits rows) and a torch.profiler table of one update at 1 thread.
 Writes results/throughput_cpu_time.{json,png} (not the full run's files). Run it with ``PYTHONPATH`` set to
 another checkout's ``src`` to time that code (the ``fisherhub`` it imported is in the JSON).
 """
@@ -438,14 +439,11 @@ def run_cpu_time(tokens: int, rounds: int) -> list[dict]:
         spec = SketchSpec(d=d, vocab_size=vocab_size, m=4096)
         fmap = feature_map(spec)
         exps = torch.empty_like(logits)
-        projections = (*fmap.activation_projector.project(activations),
-                       *fmap.error_projector.project_softmax_errors(logits, batch.targets))
         calls = {
             "floor (exp + row sums)": lambda: torch.exp(logits, out=exps).sum(dim=1),
             "update": lambda: SketchState(spec).update(batch),
             "activation projections": lambda: fmap.activation_projector.project(activations),
             "vocabulary projections from logits": lambda: fmap.error_projector.project_softmax_errors(logits, batch.targets),
-            "features and sums": lambda: SketchState(spec)._accumulate(*projections, batch.doc_index),
         }
         row = {"shape": name, "vocab_size": vocab_size, "d": d, "tokens": tokens, "threads": {}}
         for threads in THREAD_COUNTS:
@@ -453,6 +451,9 @@ def run_cpu_time(tokens: int, rounds: int) -> list[dict]:
             load_before = os.getloadavg()[0]
             times = process_and_wall_times(calls, rounds, tokens)
             floor, update = times["floor (exp + row sums)"], times["update"]
+            times["rest of the update (features, sums, checks)"] = {
+                clock: update[clock] - times["activation projections"][clock]
+                - times["vocabulary projections from logits"][clock] for clock in ("cpu_us", "wall_us")}
             row["threads"][threads] = {"load_average": [load_before, os.getloadavg()[0]], "times_us_per_token": times,
                                        "floor_ratio_cpu": update["cpu_us"] / floor["cpu_us"],
                                        "floor_ratio_wall": update["wall_us"] / floor["wall_us"]}
@@ -483,21 +484,21 @@ def print_cpu_time_tables(results: dict) -> None:
     console = Console(width=160)
     table = Table(title=f"SketchState.update ({DEFAULT_ESTIMATOR}) vs its floor, µs per token, best of "
                         f"{results['rounds']} (code: {results['code']['commit'][:10]})")
-    for column in ("shape", "threads", "load avg", "floor CPU", "update CPU", "floor ratio CPU", "floor wall",
-                   "update wall", "floor ratio wall", "activation CPU", "vocabulary CPU", "features + sums CPU"):
-        table.add_column(column, justify="left" if column == "shape" else "right")
+    for column in ("shape", "threads", "load avg", "floor CPU", "update CPU", "ratio CPU", "floor wall",
+                   "update wall", "ratio wall", "activation CPU", "vocabulary CPU", "rest CPU"):
+        table.add_column(column, justify="left" if column == "shape" else "right", no_wrap=column == "shape")
     for row in results["cpu_time"]:
         for threads, figures in row["threads"].items():
             times = figures["times_us_per_token"]
             table.add_row(
-                f"{row['shape']} (K = {row['vocab_size']:,}, d = {row['d']})", str(threads),
+                f"K = {row['vocab_size']:,}, d = {row['d']}", str(threads),
                 "–".join(f"{v:.1f}" for v in figures["load_average"]),
                 f"{times['floor (exp + row sums)']['cpu_us']:.1f}", f"{times['update']['cpu_us']:.1f}",
                 f"{figures['floor_ratio_cpu']:.2f}", f"{times['floor (exp + row sums)']['wall_us']:.1f}",
                 f"{times['update']['wall_us']:.1f}", f"{figures['floor_ratio_wall']:.2f}",
                 f"{times['activation projections']['cpu_us']:.1f}",
                 f"{times['vocabulary projections from logits']['cpu_us']:.1f}",
-                f"{times['features and sums']['cpu_us']:.1f}")
+                f"{times['rest of the update (features, sums, checks)']['cpu_us']:.1f}")
     console.print(table)
     for row in results["cpu_time"]:
         console.print(f"{row['shape']}: update wall time 1 thread / 2 threads = {row['update_speedup_wall_2_over_1']:.2f}× "

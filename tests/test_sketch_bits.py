@@ -14,6 +14,7 @@ import torch
 from fisherhub import SketchSpec, SketchState
 from fisherhub.core import projectors
 from fisherhub.core.batch import HeadBatch
+from fisherhub.core.parallel import map_row_ranges
 from fisherhub.core.registry import ESTIMATORS, GRANULARITIES
 
 DIGESTS = json.loads((Path(__file__).parent / "fixtures" / "sketch_bits.json").read_text())
@@ -82,3 +83,16 @@ def test_sketch_bits_do_not_depend_on_the_cpu_block_size(estimator, block_bytes,
     monkeypatch.setattr(projectors, "CPU_BLOCK_BYTES", block_bytes)
     for path in PATHS:
         assert digest(estimator, "sequence", "K8195", path) == DIGESTS[case_name(estimator, "sequence", "K8195", path)]
+
+
+def test_row_ranges_cover_the_rows_in_order_with_one_thread_each_and_restore_the_thread_count():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen = map_row_ranges(45, lambda rows: (rows, torch.get_num_threads()), torch.device("cpu"))
+        assert [rows for rows, _ in seen] == [slice(0, 22), slice(22, 45)]
+        assert [threads for _, threads in seen] == [1, 1]
+        assert torch.get_num_threads() == 2
+        assert map_row_ranges(31, lambda rows: rows, torch.device("cpu")) == [slice(0, 31)]  # < 16 rows per thread
+    finally:
+        torch.set_num_threads(previous)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from typing import NamedTuple
 
 import torch
 from safetensors import SafetensorError
@@ -29,6 +30,17 @@ SPLIT_NORM_Z = 2.0
 MIN_DOCUMENTS = 20
 #: signature metadata key: the sketches (comma-separated names) whose split-sample norm was clamped.
 CLAMPED_NORMS_KEY = "clamped_split_norms"
+
+
+class RangeTerms(NamedTuple):
+    """What a range of a batch's tokens adds to a state: the features of the sketches summed per token, float64
+    (3, n, m) (token granularity) or (2, n, m) (sequence: ψ^a, ψ^e); for sequence granularity the products
+    ((s·e)(u·a), (t·e)(v·a)), float64 (2, n, m), summed per document; and whether its error projections are finite."""
+
+    rows: slice
+    features: torch.Tensor
+    products: torch.Tensor | None
+    finite: bool
 
 
 class SketchState:
@@ -72,14 +84,14 @@ class SketchState:
         device = self.sums.device
         rows = batch.scored_rows()
         batch = batch.scored()
-        ua, va, se, te = self._projections(batch, None if rows is None else rows.to(device))
-        if batch.from_logits and not (torch.isfinite(se.sum(dim=1)).all() and torch.isfinite(te.sum(dim=1)).all()):
+        terms = self._range_terms(batch, None if rows is None else rows.to(device))
+        if batch.from_logits and not all(term.finite for term in terms):
             raise InputError("logits contain NaN or +inf in scored rows; run the model in float32 or check the inputs")
-        return self._accumulate(ua, va, se, te, batch.doc_index.to(device))
+        return self._accumulate(terms, batch.doc_index.to(device))
 
-    def _projections(self, batch: HeadBatch, rows: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-        """(u·a, v·a, s·e, t·e) of a scored batch, each (N, m), over row ranges in parallel
-        (``parallel.map_row_ranges``: the bits of one single-threaded range). ``rows``: the logits rows scored."""
+    def _range_terms(self, batch: HeadBatch, rows: torch.Tensor | None) -> list[RangeTerms]:
+        """The float64 terms of a scored batch's row ranges, computed in parallel (``parallel.map_row_ranges``:
+        the bits of one single-threaded range). ``rows``: the logits rows scored."""
         device = self.sums.device
         fmap = feature_map(self.spec)
         activations = batch.activations.to(device).float()
@@ -88,31 +100,41 @@ class SketchState:
         else:
             errors = batch.errors.to(device)
 
-        def project(part: slice) -> tuple[torch.Tensor, ...]:
+        def terms(part: slice) -> RangeTerms:
             ua, va = fmap.activation_projector.project(activations[part])
             if not batch.from_logits:
-                return ua, va, *fmap.error_projector.project(errors[part])
-            if rows is None:
-                return ua, va, *fmap.error_projector.project_softmax_errors(logits[part], targets[part])
-            return ua, va, *fmap.error_projector.project_softmax_errors(logits, targets[part], rows[part])
+                se, te = fmap.error_projector.project(errors[part])
+            elif rows is None:
+                se, te = fmap.error_projector.project_softmax_errors(logits[part], targets[part])
+            else:
+                se, te = fmap.error_projector.project_softmax_errors(logits, targets[part], rows[part])
+            return self._terms(part, ua, va, se, te)
 
-        parts = map_row_ranges(activations.shape[0], project, device)
-        return parts[0] if len(parts) == 1 else tuple(torch.cat(side) for side in zip(*parts))
+        return map_row_ranges(activations.shape[0], terms, device)
 
-    def _accumulate(
-        self, ua: torch.Tensor, va: torch.Tensor, se: torch.Tensor, te: torch.Tensor, doc_index: torch.Tensor
-    ) -> SketchState:
-        """Add the features of N tokens from their four projections (each (N, m)) to the half sums."""
+    def _terms(self, rows: slice, ua: torch.Tensor, va: torch.Tensor, se: torch.Tensor, te: torch.Tensor) -> RangeTerms:
+        """The ``RangeTerms`` of the tokens ``rows`` from their four projections (each (n, m))."""
+        features = feature_map(self.spec).features_from_projections(ua, va, se, te)  # (3, n, m)
+        first_sketch = 0 if self.spec.granularity == "token" else 1  # sequence: φ per document, at the flush
+        products = None if first_sketch == 0 else torch.stack([se * ua, te * va]).double()
+        finite = bool(torch.isfinite(se.sum(dim=1)).all() and torch.isfinite(te.sum(dim=1)).all())
+        return RangeTerms(rows, features[first_sketch:].double(), products, finite)
+
+    def _accumulate(self, terms: list[RangeTerms], doc_index: torch.Tensor) -> SketchState:
+        """Add the features of the ranges' tokens to the half sums, range by range in row order (the bits of
+        one sum over all rows)."""
         halves = doc_index % 2
-        features = feature_map(self.spec).features_from_projections(ua, va, se, te)  # (3, N, m)
-        for sketch in range(0 if self.spec.granularity == "token" else 1, len(SKETCHES)):  # sequence: φ per document
-            self.sums[sketch].index_add_(0, halves, features[sketch].double())
+        first_sketch = len(SKETCHES) - len(terms[0].features)
+        for term in terms:
+            for offset, features in enumerate(term.features):
+                self.sums[first_sketch + offset].index_add_(0, halves[term.rows], features)
         self.token_counts += torch.bincount(halves, minlength=2)
         if self.spec.granularity == "token":
             for doc in doc_index.unique().tolist():
                 self._open_documents.setdefault(int(doc), torch.empty(0))
         else:
-            self._accumulate_documents(doc_index, (se * ua).double(), (te * va).double())
+            products = terms[0].products if len(terms) == 1 else torch.cat([term.products for term in terms], dim=1)
+            self._accumulate_documents(doc_index, products[0], products[1])
         return self
 
     def _accumulate_documents(self, doc_index: torch.Tensor, first: torch.Tensor, second: torch.Tensor) -> None:
