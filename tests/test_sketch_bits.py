@@ -77,10 +77,11 @@ def test_sketch_bits_equal_the_reference(estimator, granularity, shape, path, th
         torch.set_num_threads(previous)
 
 
-@pytest.mark.parametrize("block_bytes", [1, 64 * 1024])  # one row per block; a few rows (tails of other sizes)
+@pytest.mark.parametrize("block_bytes,transform_bytes", [(1, 1), (64 * 1024, 1), (1, 64 * 1024)])  # 1 row, a few
 @pytest.mark.parametrize("estimator", sorted(ESTIMATORS))
-def test_sketch_bits_do_not_depend_on_the_cpu_block_size(estimator, block_bytes, monkeypatch):
+def test_sketch_bits_do_not_depend_on_the_cpu_block_sizes(estimator, block_bytes, transform_bytes, monkeypatch):
     monkeypatch.setattr(projectors, "CPU_BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(projectors, "CPU_TRANSFORM_BLOCK_BYTES", transform_bytes)
     for path in PATHS:
         assert digest(estimator, "sequence", "K8195", path) == DIGESTS[case_name(estimator, "sequence", "K8195", path)]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import itertools
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -36,7 +37,7 @@ def map_row_ranges(count: int, work: Callable[[slice], Result], device: torch.de
     previous = torch.get_num_threads()
     torch.set_num_threads(1)  # read by each pool thread at its first op; it keeps 1 thereafter
     try:
-        futures = [_pool(threads).submit(work, slice(lo, hi)) for lo, hi in zip(bounds, bounds[1:])]
+        futures = [_pool(threads).submit(work, slice(lo, hi)) for lo, hi in itertools.pairwise(bounds)]
         return [future.result() for future in futures]
     finally:
         torch.set_num_threads(previous)

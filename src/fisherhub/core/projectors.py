@@ -51,7 +51,8 @@ LOG2_E = 1.0 / math.log(2.0)
 #: on the CPU, projections run over blocks of rows whose largest intermediate (exp(z), or a transform's input)
 #: is about this size, so each pass over it stays in cache.
 CPU_BLOCK_BYTES = 4 * 2**20
-#: the same for the activation side's transforms (their blocks are read by small GEMMs: they fit in L2).
+#: the same for the transforms' inputs (read by small GEMMs: they fit in L2). On the vocabulary side a transform
+#: block is a whole number of exp blocks, so at large K (few rows per exp block) the GEMMs stay large enough.
 CPU_TRANSFORM_BLOCK_BYTES = 2**20
 #: coordinates moved together by ``ChunkPermutedFoldedSRHTProjector``: 16 float32 = one 64-byte cache line,
 #: so the permutation is one gather of lines (measured 4.5× faster than a gather of single coordinates).
@@ -208,16 +209,23 @@ class _VocabularyProjector(Projector):
     def _scratch(self, name: str, rows: int, device: torch.device, width: int | None = None) -> torch.Tensor:
         """A float32 (rows, K) view of a (rows, ``row_width``) buffer (for exp(z), or a permuted copy), or a
         (rows, ``width``) one, kept between calls (a fresh one each block would cost as much in page faults as
-        the exp itself), one per thread (``parallel.split_rows`` runs row ranges in threads)."""
+        the exp itself), one per thread (``parallel.map_row_ranges`` runs row ranges in threads)."""
         key = (name, device, threading.get_ident())
         buffer = self._scratch_buffers.get(key)
         if buffer is None or buffer.shape[0] < rows:
             buffer = self._scratch_buffers[key] = torch.empty(rows, width or self.row_width, device=device)
         return buffer[:rows, : width or self.in_features]
 
-    def _blocks(self, count: int, device: torch.device) -> list[slice]:
-        """Row blocks whose exp(z) (``row_width`` floats a row) and fold (2T) each stay in cache."""
-        return row_blocks(count, 4 * max(self.row_width, 2 * self.transform_size), device)
+    def _blocks(self, count: int, device: torch.device) -> list[tuple[slice, list[slice]]]:
+        """Transform blocks, each with the blocks of rows whose exp(z) (``row_width`` floats a row) stays in
+        cache: a transform block is the most of these that fit in ``CPU_TRANSFORM_BLOCK_BYTES`` of folds (2T
+        floats a row), at least one."""
+        exp_rows = row_blocks(count, 4 * max(self.row_width, 2 * self.transform_size), device)
+        if not exp_rows:
+            return []
+        per_transform = max(1, CPU_TRANSFORM_BLOCK_BYTES // (8 * self.transform_size * exp_rows[0].stop))
+        groups = [exp_rows[start : start + per_transform] for start in range(0, len(exp_rows), per_transform)]
+        return [(slice(group[0].start, group[-1].stop), group) for group in groups]
 
     def fold(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """(N, K) float32 -> (N, 2, T): ``Σ_j D[s, j] x_j`` in bin j mod T for each side s (into ``out``)."""
@@ -237,9 +245,11 @@ class _VocabularyProjector(Projector):
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         kept = torch.empty(x.shape[0], 2 * self.m, device=x.device)
         (rows,) = self._on(kept, self._flat_rows)
-        for block in self._blocks(x.shape[0], x.device):
-            folded = self.fold(x[block].float(), out=self._folded(block.stop - block.start, x.device))
-            keep_rows(fwht(folded), rows, out=kept[block])
+        for group, blocks in self._blocks(x.shape[0], x.device):
+            folded = self._folded(group.stop - group.start, x.device)
+            for block in blocks:
+                self.fold(x[block].float(), out=folded[block.start - group.start : block.stop - group.start])
+            keep_rows(fwht(folded), rows, out=kept[group])
         return split_sides(kept)
 
     def project_softmax_errors(
@@ -256,18 +266,21 @@ class _VocabularyProjector(Projector):
         signs, bins, kept_indices = self._on(kept, self.signs, self.bins, self._flat_rows)
         target_bins = bins[targets][:, None] + torch.tensor([0, self.transform_size], device=kept.device)  # in (2T)
         negated_target_signs = -signs[:, targets].T  # x + (−s) is x − s exactly
-        for block in self._blocks(count, logits.device):
-            block_logits = logits[block] if rows is None else logits.index_select(0, rows[block])
-            exps = self._scratch("exp", len(block_logits), logits.device)
-            if block_logits.dtype == torch.float32:  # exp(z) = 2^(z log2 e): exp2 is the faster kernel
-                torch.mul(block_logits, LOG2_E, out=exps).exp2_()
-            else:  # bf16 / fp16 logits: in float32
-                exps.copy_(block_logits).mul_(LOG2_E).exp2_()
-            normalizers = exps.sum(dim=1)
-            _shift_unsafe_rows(block_logits, exps, normalizers)
-            folded = self.fold(exps, out=self._folded(len(exps), logits.device)).div_(normalizers[:, None, None])
-            folded.view(len(exps), -1).scatter_add_(1, target_bins[block], negated_target_signs[block])
-            keep_rows(fwht(folded), kept_indices, out=kept[block])
+        for group, blocks in self._blocks(count, logits.device):
+            folded = self._folded(group.stop - group.start, logits.device)
+            for block in blocks:
+                block_logits = logits[block] if rows is None else logits.index_select(0, rows[block])
+                exps = self._scratch("exp", len(block_logits), logits.device)
+                if block_logits.dtype == torch.float32:  # exp(z) = 2^(z log2 e): exp2 is the faster kernel
+                    torch.mul(block_logits, LOG2_E, out=exps).exp2_()
+                else:  # bf16 / fp16 logits: in float32
+                    exps.copy_(block_logits).mul_(LOG2_E).exp2_()
+                normalizers = exps.sum(dim=1)
+                _shift_unsafe_rows(block_logits, exps, normalizers)
+                block_folded = self.fold(exps, out=folded[block.start - group.start : block.stop - group.start])
+                block_folded.div_(normalizers[:, None, None])
+                block_folded.view(len(exps), -1).scatter_add_(1, target_bins[block], negated_target_signs[block])
+            keep_rows(fwht(folded), kept_indices, out=kept[group])
         return split_sides(kept)
 
 
