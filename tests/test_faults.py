@@ -12,7 +12,7 @@ import pytest
 import torch
 import sketch_helpers
 from sketch_helpers import LAUNCH_TWO_CPU_PROCESSES, run_script, sketch
-from tiny_models import tiny_causal_lm, tiny_tokenizer
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub.cli import main
 from fisherhub.core.errors import InputError
@@ -184,7 +184,7 @@ def test_case8_dot_dot_in_a_signature_reference(tiny, capsys, ref):
         sketch(run_args(tiny, "final", checkpoint=None))
     code, error = run_cli(["compare", ref, str(signature), "--heatmap", ""], capsys)
     assert code == 1
-    assert f"error: {ref}: no such signature file, and not a Hub reference (a Hub repo id has no '..' or '.' part" in error
+    assert f"error: {ref}: no such file, and not a Hub reference (a Hub repo id has no '..' or '.' part" in error
 
 
 def test_case8_metric_arguments(tiny):

@@ -96,7 +96,7 @@ def _name(ref: str) -> str:
 
 def run(namespace: argparse.Namespace) -> int:
     from fisherhub.core.errors import InputError
-    from fisherhub.pipeline.loop import load_signature_ref
+    from fisherhub.hub import load_signature
 
     refs = namespace.refs
     if len(refs) < 2:
@@ -107,7 +107,7 @@ def run(namespace: argparse.Namespace) -> int:
     names = namespace.names or [_name(ref) for ref in refs]
     if len(names) != len(refs):
         raise InputError(f"--names has {len(names)} names for {len(refs)} signatures")
-    signatures = [load_signature_ref(ref) for ref in refs]
+    signatures = [load_signature(ref) for ref in refs]
     matrix = report(signatures, names, namespace.heatmap)
     if namespace.json:
         Path(namespace.json).write_text(json.dumps(matrix_as_json(matrix), indent=1))

@@ -94,6 +94,9 @@ GEOMETRIES: dict[str, Geometry] = {
 }
 #: A, S_a, S_e: the cosines of a head signature's three sketches (the geometries a selection's rows rank by)
 HEAD_SCORES = ("fisher", "activation", "error")
+#: what selection ranks candidates by: one of ``HEAD_SCORES``, or auto: the geometry that carries the signal
+#: among the candidates (``analysis.auto``: the regime readout)
+SCORES = (*HEAD_SCORES, "auto")
 #: the head decomposition A = ρ · S_a · S_e, as tables and heatmaps show it
 DECOMPOSITION = (*HEAD_SCORES, "coupling")
 #: the geometries computed from the candidates' alignments (ρ shrunk), not read from one alignment

@@ -8,9 +8,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from fisherhub.core.errors import InputError
-from fisherhub.core.geometry import HEAD_SCORES, label
+from fisherhub.core.geometry import HEAD_SCORES, SCORES, label
 from fisherhub.core.spec import SketchSpec
-from fisherhub.options import SCORES
 
 if TYPE_CHECKING:
     from fisherhub.selection.candidates import Candidate, SignatureOption
