@@ -547,11 +547,17 @@ def main_cpu_time(output: Path, rounds: int, tokens: int) -> int:
     results = {"code": code_under_test(), "rounds": rounds, "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                "torch": torch.__version__, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")},
                "cpu_time": run_cpu_time(tokens, rounds)}
+    return report(results, started, output / "throughput_cpu_time", print_cpu_time_tables, plot_cpu_time)
+
+
+def report(results: dict, started: float, stem: Path, print_results: Callable[[dict], None],
+           plot_results: Callable[[dict, Path], None]) -> int:
+    """Add the run's wall seconds, print the tables, write ``stem``.json and .png."""
     results["wall_seconds"] = time.perf_counter() - started
-    print_cpu_time_tables(results)
-    (output / "throughput_cpu_time.json").write_text(json.dumps(results, indent=1))
-    plot_cpu_time(results, output / "throughput_cpu_time.png")
-    print(f"wrote {output / 'throughput_cpu_time.json'} and {output / 'throughput_cpu_time.png'} ({results['wall_seconds']:.0f} s)")
+    print_results(results)
+    stem.with_suffix(".json").write_text(json.dumps(results, indent=1))
+    plot_results(results, stem.with_suffix(".png"))
+    print(f"wrote {stem.with_suffix('.json')} and {stem.with_suffix('.png')} ({results['wall_seconds']:.0f} s)")
     return 0
 
 
@@ -669,12 +675,7 @@ def main(argv: list[str] | None = None) -> int:
         "llama3_head": run_llama3_head(config),
         "vocabulary_scaling": run_vocabulary_scaling(config),
     }
-    results["wall_seconds"] = time.perf_counter() - started
-    print_tables(results)
-    (output / "throughput.json").write_text(json.dumps(results, indent=1))
-    plot(results, output / "throughput.png")
-    print(f"wrote {output / 'throughput.json'} and {output / 'throughput.png'} ({results['wall_seconds']:.0f} s)")
-    return 0
+    return report(results, started, output / "throughput", print_tables, plot)
 
 
 if __name__ == "__main__":
