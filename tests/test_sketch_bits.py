@@ -97,3 +97,27 @@ def test_row_ranges_cover_the_rows_in_order_with_one_thread_each_and_restore_the
         assert map_row_ranges(31, lambda rows: rows, torch.device("cpu")) == [slice(0, 31)]  # < 16 rows per thread
     finally:
         torch.set_num_threads(previous)
+
+
+def _ranges_in_a_child(queue) -> None:
+    torch.set_num_threads(2)
+    queue.put(map_row_ranges(40, lambda rows: rows.stop - rows.start, torch.device("cpu")))
+
+
+def test_row_ranges_run_in_a_forked_child_of_a_process_that_used_them():
+    import multiprocessing
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert map_row_ranges(40, lambda rows: rows.stop - rows.start, torch.device("cpu")) == [20, 20]  # pool made
+    finally:
+        torch.set_num_threads(previous)
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_ranges_in_a_child, args=(queue,))
+    child.start()
+    child.join(timeout=60)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0 and queue.get(timeout=5) == [20, 20]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import itertools
+import os
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -22,7 +23,8 @@ Result = TypeVar("Result")
 
 
 @functools.lru_cache(maxsize=4)
-def _pool(threads: int) -> concurrent.futures.ThreadPoolExecutor:
+def _pool(threads: int, process: int) -> concurrent.futures.ThreadPoolExecutor:
+    """One pool per thread count and process (a forked child has none of its parent's threads)."""
     return concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="fisherhub-rows")
 
 
@@ -37,7 +39,7 @@ def map_row_ranges(count: int, work: Callable[[slice], Result], device: torch.de
     previous = torch.get_num_threads()
     torch.set_num_threads(1)  # read by each pool thread at its first op; it keeps 1 thereafter
     try:
-        futures = [_pool(threads).submit(work, slice(lo, hi)) for lo, hi in itertools.pairwise(bounds)]
+        futures = [_pool(threads, os.getpid()).submit(work, slice(lo, hi)) for lo, hi in itertools.pairwise(bounds)]
         return [future.result() for future in futures]
     finally:
         torch.set_num_threads(previous)
