@@ -222,8 +222,8 @@ def test_case9_malformed_adapter_config_or_card_skips_the_candidate(tmp_path):
         ("broken-card", json.dumps({"base_model_name_or_path": "tester/tiny"}), "---\ndatasets: [unclosed\n---\n# card\n"),
     ]:
         folder = folders[name] = tmp_path / name
-        (folder / "fisher_signatures").mkdir(parents=True)
-        candidate.save(folder / "fisher_signatures" / "training-data.safetensors")
+        (folder / ".fisher_signatures").mkdir(parents=True)
+        candidate.save(folder / ".fisher_signatures" / "training-data.safetensors")
         (folder / "adapter_config.json").write_text(config)
         if card is not None:
             (folder / "README.md").write_text(card)

@@ -93,7 +93,7 @@ def test_local_paths_never_leak(hub, hf_api, tmp_path, base_model, dataset, expe
             data = data[8 : 8 + int.from_bytes(data[:8], "little")]
         for secret in ("/home", "alice", "secret-project", "~", ".cache", "checkpoints", "/srv"):
             assert secret not in path and secret.encode() not in data, (secret, path)
-    assert result.ref.path.startswith(f"fisher_signatures/{expected_base.replace('/', '--')}__")
+    assert result.ref.path.startswith(f".fisher_signatures/{expected_base.replace('/', '--')}__")
     signature = load_signature(str(result.ref))  # the published copy is a valid signature with public names
     assert (signature.metadata["base_model"], signature.metadata["dataset"]) == (expected_base, expected_dataset)
 
@@ -148,7 +148,7 @@ def test_push_to_and_list_a_local_folder(hub, tmp_path, capsys):
     files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     [path] = [p for p in files if p.endswith(".safetensors")]
     assert files == sorted(["README.md", "adapter_config.json", INDEX_PATH, path])
-    assert path == f"fisher_signatures/org--base__train.jsonl__{signature.sketch_id}.safetensors"
+    assert path == f".fisher_signatures/org--base__train.jsonl__{signature.sketch_id}.safetensors"
     entries = parse_index((folder / INDEX_PATH).read_bytes(), "test")
     card = RepoCard.load(folder / "README.md")
     assert card.data[CARD_KEY] == entries and entries[0]["dataset"] == "train.jsonl"

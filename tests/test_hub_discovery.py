@@ -80,7 +80,7 @@ def test_discovery_with_stripped_tags_and_requests_per_candidate(hub, hf_api, hf
     assert len(listings) == 2 and set(per_repo) == set(tagged + stripped)
     for repo_id in tagged:  # the listing's card block names the file: only its download (HEAD + GET)
         [(head, file), (get, again)] = per_repo[repo_id]
-        assert (head, get) == ("HEAD", "GET") and file == again and file.startswith("fisher_signatures/") and file != INDEX_PATH
+        assert (head, get) == ("HEAD", "GET") and file == again and file.startswith(".fisher_signatures/") and file != INDEX_PATH
     for repo_id in stripped:  # the listed card has no block: the index first, then the file
         [index_head, index_get, (head, file), (get, again)] = per_repo[repo_id]
         assert (index_head, index_get) == (("HEAD", INDEX_PATH), ("GET", INDEX_PATH))

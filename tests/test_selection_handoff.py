@@ -58,7 +58,7 @@ def world(hub_server, tmp_path_factory):
     adapters = []
     for domain, signature in enumerate((first, second)):
         adapter = lora_folder(base, folder / f"lora-{domain}", seed=domain)
-        push_signature(signature, str(adapter))  # fisher_signatures/ + index.json in the folder
+        push_signature(signature, str(adapter))  # .fisher_signatures/ + index.json in the folder
         adapters.append(adapter)
     repos = [upload(api, f"handoff/lora-{d}", adapter) for d, adapter in enumerate(adapters)]
     private = upload(api, "handoff/private-lora", adapters[1], private=True)

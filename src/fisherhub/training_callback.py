@@ -2,7 +2,7 @@
 
 At the start of training it sketches the training data under the base model, before the adapter changes
 anything (a PEFT model's adapters are disabled while it sketches), and writes the signature into
-``output_dir`` as ``fisherhub push`` writes it into a folder (``fisher_signatures/<name>.safetensors``, the
+``output_dir`` as ``fisherhub push`` writes it into a folder (``.fisher_signatures/<name>.safetensors``, the
 index and the card section). It writes it again into every checkpoint folder and into ``output_dir`` before
 each push, so the Trainer's own upload of ``output_dir`` (``push_to_hub=True``) carries the signature in
 the same commit as the adapter. The Trainer then rewrites the card; the index still lists the signature,

@@ -15,7 +15,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="list the signatures of a dataset or adapter repo",
         description=(
             "List the signature files of REPO (a Hub repo or a local folder; read from their headers) and whether "
-            "its fisher_signatures/index.json (or card) lists them. Offline (HF_HUB_OFFLINE=1) from the cache."
+            "its .fisher_signatures/index.json (or card) lists them. Offline (HF_HUB_OFFLINE=1) from the cache."
         ),
     )
     add_repo_arguments(parser, revision_help="branch, tag or commit (default: the repo's default branch)", folder=True)

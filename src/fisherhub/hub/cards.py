@@ -27,7 +27,7 @@ CARD_NAME = "README.md"
 CARD_KEY = "fisher_signatures"
 #: card tag of every repo that carries signatures (lets discovery filter on the Hub's side)
 SIGNATURE_TAG = "fisher-signatures"
-SECTION_BEGIN = "<!-- fisherhub:signatures:begin (generated from fisher_signatures/index.json) -->"
+SECTION_BEGIN = "<!-- fisherhub:signatures:begin (generated from .fisher_signatures/index.json) -->"
 SECTION_END = "<!-- fisherhub:signatures:end -->"
 _MARKERS = re.compile(r"<!-- fisherhub:signatures:(?:begin|end)\b[^>]*-->\n?")
 _SECTION = re.compile(r"<!-- fisherhub:signatures:begin\b[^>]*-->.*?<!-- fisherhub:signatures:end -->\n*", re.S)

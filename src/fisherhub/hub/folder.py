@@ -1,5 +1,5 @@
 """Signatures in a local folder (an adapter's ``save_pretrained`` / ``output_dir`` folder): the same
-``fisher_signatures/`` files, index and card section as in a Hub repo, so that uploading the folder
+``.fisher_signatures/`` files, index and card section as in a Hub repo, so that uploading the folder
 (``push_to_hub``, ``upload_folder``) publishes them as they are."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from fisherhub.hub.refs import ADAPTER_CONFIG, SIGNATURE_FOLDER
 
 
 def folder_signature_files(folder: Path) -> dict[str, int]:
-    """``fisher_signatures/*.safetensors`` of ``folder`` (paths from the folder root) and their sizes."""
+    """``.fisher_signatures/*.safetensors`` of ``folder`` (paths from the folder root) and their sizes."""
     return {
         f"{SIGNATURE_FOLDER}/{file.name}": file.stat().st_size
         for file in sorted((folder / SIGNATURE_FOLDER).glob("*.safetensors"))

@@ -1,4 +1,4 @@
-"""The list of a repo's signatures: ``fisher_signatures/index.json`` is the source of truth, written in the
+"""The list of a repo's signatures: ``.fisher_signatures/index.json`` is the source of truth, written in the
 same commit as the signature files; the card's ``fisher_signatures:`` block is its rendering (and the
 fallback for repos pushed before the index existed). A ``push_to_hub`` that rewrites the card leaves the
 index, so the listing survives it.

@@ -105,8 +105,8 @@ def push_signature(
     repair_card: bool = False,
     create_repo: bool = False,
 ) -> PushResult:
-    """Add ``signature`` under ``fisher_signatures/`` of a dataset or model (adapter) repo, or of a local
-    folder, and list it in ``fisher_signatures/index.json`` and the card; on the Hub in one commit on
+    """Add ``signature`` under ``.fisher_signatures/`` of a dataset or model (adapter) repo, or of a local
+    folder, and list it in ``.fisher_signatures/index.json`` and the card; on the Hub in one commit on
     ``revision`` (default branch when None). ``repo``: ``org/name`` (a model repo unless ``repo_type`` says
     otherwise), ``datasets/org/name``, an ``hf://`` URI, or an existing local folder. The repo must exist
     unless ``create_repo`` (then it is created when missing, as ``push_to_hub`` does in transformers; a new

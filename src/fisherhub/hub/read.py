@@ -157,7 +157,7 @@ def list_signatures(
     token: str | None = None,
 ) -> list[SignatureInfo]:
     """The signatures of a Hub repo at ``revision`` or of a local (adapter) folder: every
-    ``fisher_signatures/*.safetensors`` file (its header read, with a Range request on the Hub: no tensors
+    ``.fisher_signatures/*.safetensors`` file (its header read, with a Range request on the Hub: no tensors
     downloaded) and every entry of the index (or card) whose file is missing. ``repo``: a reference
     (``org/name`` is a model repo unless ``repo_type`` says otherwise, ``datasets/org/name``, ``hf://...``)
     or a local folder. Hub entries are pinned to the commit listed. Offline (``HF_HUB_OFFLINE=1``) the
@@ -182,7 +182,7 @@ def choose_entry(entries: list[dict[str, Any]], where: str, base_model: str | No
     listing = "; ".join(f"{e['path']} (base_model={e.get('base_model')}, sketch_id={e.get('sketch_id')})" for e in entries)
     if not entries:
         raise SignatureNotFoundError(
-            f"{where}: lists no signatures (no fisher_signatures/index.json and no card block); pass the file's path "
+            f"{where}: lists no signatures (no .fisher_signatures/index.json and no card block); pass the file's path "
             "(REF:path; `fisherhub list` shows the files)"
         )
     if not matches:

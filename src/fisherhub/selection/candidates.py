@@ -155,7 +155,7 @@ def _adapter_config_base(snapshot, subfolder: str | None, token: str | None) -> 
 
 def _hub_candidate(name: str, base_model: str | None, listing=None, token: str | None = None) -> Candidate:
     """A Hub adapter repo (or dataset repo). ``org/name:folder`` and ``hf://org/name/folder`` name an adapter
-    saved under ``folder`` of the repo (its ``adapter_config.json`` and ``fisher_signatures/`` there; the
+    saved under ``folder`` of the repo (its ``adapter_config.json`` and ``.fisher_signatures/`` there; the
     repo's card, which describes the repo, is not read for it).
     Requests: one ``repo_info`` (none for a listed repo); the adapter's base model from the card, and from
     its ``adapter_config.json`` (one small download) when the card names none or the adapter is in a

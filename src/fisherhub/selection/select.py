@@ -34,7 +34,7 @@ def select_adapter(
     ``hf://...``); or data to sketch with each distinct candidate spec (``like=``) under the base model: a
     list of texts, a ``datasets`` Dataset, or a dataset id / folder / data file (``sketch`` sets columns and
     limits). ``candidates``: adapter repo ids (``org/name[@rev]``), local adapter folders (PEFT
-    ``adapter_config.json``, signatures under ``fisher_signatures/``), dataset repos (``datasets/org/name``) or
+    ``adapter_config.json``, signatures under ``.fisher_signatures/``), dataset repos (``datasets/org/name``) or
     local signature files of source datasets;
     None discovers the adapters of ``base_model`` on the Hub. A candidate's signature comes from its repo or
     folder, else from the dataset repos its card names under ``datasets:``. ``base_model`` (default: the one the
