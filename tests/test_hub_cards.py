@@ -21,7 +21,7 @@ from fisherhub.hub import (
     push_signature,
 )
 from fisherhub.hub.cards import CARD_KEY, SECTION_BEGIN, SECTION_END
-from fisherhub.hub.index import parse_index, public_name
+from fisherhub.hub.index import parse_index, printable, public_name
 
 HOSTILE = {
     "dataset": f"<script>alert(1)</script> [x](javascript:alert(1)) | col {SECTION_END} `tick`\n## Heading",
@@ -54,11 +54,11 @@ def test_metadata_cannot_inject_into_the_card(hub, hf_api, dataset_repo):
     assert 'load_signature("datasets/org/data", base_model="org/base")' in code and "import os" not in code
     assert "&lt;script&gt;alert\\(1\\)&lt;/script&gt;" in section  # escaped, still readable
     card = RepoCard(text)
-    assert {e["dataset_split"] for e in card.data[CARD_KEY] if "dataset_split" in e} == {HOSTILE["dataset_split"]}
+    assert {e["dataset_split"] for e in card.data[CARD_KEY] if "dataset_split" in e} == {printable(HOSTILE["dataset_split"])}
     assert card.text.startswith("# Org data\n\nWhat this dataset is.\n")  # the human text before it stays
     entries = parse_index(hub.files("org/data", "dataset")[INDEX_PATH], "test")
     assert entries == card.data[CARD_KEY]  # the card block is the index's rendering
-    assert {info.dataset for info in list_signatures(DATA)} == {HOSTILE["dataset"], "org/data"}
+    assert {info.dataset for info in list_signatures(DATA)} == {printable(HOSTILE["dataset"]), "org/data"}  # one line
 
 
 def test_stray_and_duplicated_sections_collapse_to_one(hub, hf_api, dataset_repo):

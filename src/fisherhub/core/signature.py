@@ -23,6 +23,7 @@ from safetensors.torch import load
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
 from fisherhub.core.version import library_version
 from fisherhub.core.errors import FisherHubError, SignatureFileError
+from fisherhub.core.state import CLAMPED_NORMS_KEY
 
 #: provenance keys a signature's metadata may carry (SPEC §3); free-form extra keys are kept too.
 PROVENANCE_KEYS = (
@@ -57,6 +58,17 @@ _RESERVED_KEYS = (
 
 
 _DTYPE_NAMES = {torch.float32: "F32", torch.float64: "F64"}
+_SKETCH_NAMES = ("joint", "activation", "error")
+
+
+def max_self_dominance(m: int) -> float:
+    """The largest self-dominance R̂ = ‖μ̂‖²/D a sketch of m features can show with a resolved split norm:
+    1 + √m/2. A resolved D is at least ``SPLIT_NORM_Z`` = 2 feature-level standard errors σ, and for random
+    features (m exchangeable products μ̂^A_r μ̂^B_r) σ ≈ ‖μ̂^A‖‖μ̂^B‖/√m ≳ ‖μ̂‖²/√m, so R̂ ≲ √m/2; the 1 is
+    slack for small m (tests/test_trust.py: resolved sketches stay under it). Larger means the split
+    norm is too small for the mean: the sketch has not resolved its task, or the file was forged (shrinking
+    D inflates every alignment of the signature by 1/√D)."""
+    return 1.0 + m**0.5 / 2
 
 
 def _serialize(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
@@ -144,6 +156,22 @@ class Signature:
         squares = torch.stack([t.double().dot(t.double()) for t in (self.joint, self.activation, self.error)])
         return squares / self.split_norms.double()
 
+    def implausibility(self) -> str | None:
+        """Why this signature's numbers cannot be taken at face value (None: they can): a sketch whose
+        self-dominance exceeds ``max_self_dominance(m)``. Its split norm is too small for its mean, so its
+        alignments are noise (a sketch the writer flagged unresolved, ``clamped_split_norms``) or inflated (a
+        resolved one: the file was forged)."""
+        limit = max_self_dominance(self.spec.m)
+        unresolved = set(self.metadata.get(CLAMPED_NORMS_KEY, "").split(","))
+        over = [(name, value) for name, value in zip(_SKETCH_NAMES, self.self_dominances().tolist()) if not value <= limit]
+        if not over:
+            return None
+        values = ", ".join(f"{name} R̂ = {value:.3g}" for name, value in over)
+        bound = f"> {limit:.3g} (1 + √m/2, the most a resolved split norm allows)"
+        if all(name in unresolved for name, _ in over):
+            return f"unresolved split norms: {values} {bound}: its alignments are noise; sketch more documents"
+        return f"implausible split norms: {values} {bound} although marked resolved: forged to inflate its alignments"
+
     def describe(self) -> dict[str, Any]:
         """A small dict for cards and tables."""
         return {
@@ -201,7 +229,7 @@ class Signature:
         digest = hashlib.sha256(json.dumps(header, sort_keys=True).encode())
         for name in sorted(tensors):
             digest.update(name.encode())
-            digest.update(tensors[name].numpy().tobytes())
+            digest.update(tensors[name].contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())  # any dtype
         return digest.hexdigest()[:32]
 
     def to_bytes(self) -> bytes:

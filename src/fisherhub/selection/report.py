@@ -27,7 +27,7 @@ def _table_rows(selection: Selection, limit: int | None) -> tuple[list[str], lis
     header = ["#", "candidate", f"score: {SCORE_LABELS[selection.score]}", "A", "S_a", "S_e", "ρ", "signature source"]
     rows = [
         [
-            str(rank),
+            f"{rank} !" if row.doubt else str(rank),
             row.candidate,
             _format(row.score, row.stderr),
             _format(row.fisher),
@@ -56,8 +56,10 @@ def _caption(selection: Selection, limit: int | None) -> str:
         trust.append(f"auto: scored by {SCORE_LABELS.get(selection.score, selection.score)}: {selection.choice.reason}")
     if selection.verdict is not None:
         trust.append(f"verdict: {selection.verdict.message}")
+    doubted = [row for row in rows if row.doubt]
+    doubts = ["! ranked last, not to be trusted:", *(f"  {row.candidate}: {row.doubt}" for row in doubted)] if doubted else []
     skipped = ["skipped:", *(f"  {s.candidate}: {s.reason}" for s in selection.skipped)] if selection.skipped else []
-    return "\n".join([*trust, *legend, *skipped])
+    return "\n".join([*trust, *doubts, *legend, *skipped])
 
 
 def plain_table(selection: Selection, limit: int | None = None) -> str:

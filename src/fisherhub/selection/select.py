@@ -9,7 +9,9 @@ from typing import Any
 from fisherhub.core.alignment import alignment
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.selection.candidates import Skip, candidate_name, discover, resolve_candidate
-from fisherhub.selection.ranking import ROW_SCORES, best_first, check_score, choose_options, common_base_model
+from fisherhub.selection.ranking import (
+    ROW_SCORES, best_first, check_score, choose_options, common_base_model, implausible_scores,
+)
 from fisherhub.selection.scoring import score_selection
 from fisherhub.selection.results import NoCompatibleCandidatesError, RankedCandidate, Selection, Skipped
 from fisherhub.selection.target import SketchOptions, Target, TargetSketcher, data_to_sketch, given_signatures
@@ -65,6 +67,8 @@ def select_adapter(
             resolved.append(resolve_candidate(name, base_model, token))
         except Skip as skip:
             skipped.append(Skipped(candidate_name(name), skip.reason))
+        except (FisherHubError, OSError, ValueError, RecursionError) as exc:  # a hostile or broken repo: never fatal
+            skipped.append(Skipped(candidate_name(name), f"unreadable: {exc}"))
     if base_model is None:
         named = (option.base_model for candidate in resolved for option in candidate.options)
         base_model = common_base_model(named, "the candidates' signatures")
@@ -88,10 +92,12 @@ def select_adapter(
         except Skip as skip:
             skipped.append(Skipped(candidate.name, skip.reason))
             continue
-        rows.append(RankedCandidate(candidate.name, "fisher", result, option.source, candidate.adapter))
+        doubt = signature.implausibility() or implausible_scores(result)
+        rows.append(RankedCandidate(candidate.name, "fisher", result, option.source, candidate.adapter, doubt))
     if not rows:
         raise NoCompatibleCandidatesError(skipped)
-    scored = score_selection([row.alignment for row in rows], score, names=[row.candidate for row in rows])
+    trusted = [row for row in rows if row.doubt is None] or rows  # the verdict is about the plausible rows
+    scored = score_selection([row.alignment for row in trusted], score, names=[row.candidate for row in trusted])
     geometry = scored.scores.geometry if scored.scores.geometry in ROW_SCORES else "fisher"
     rows = [row.ranked_by(geometry) for row in rows]
     selection = Selection(
