@@ -156,21 +156,34 @@ class Signature:
         squares = torch.stack([t.double().dot(t.double()) for t in (self.joint, self.activation, self.error)])
         return squares / self.split_norms.double()
 
+    def self_dominance_bounds(self) -> list[tuple[float, float]]:
+        """(lowest, highest) R̂ each sketch (joint, activation, error) can show. Highest: ``max_self_dominance``.
+        Lowest: with half means a, b and token weights w, 1 − w, ‖μ̂‖² = ‖wa − (1 − w)b‖² + 4w(1 − w)⟨a, b⟩, so
+        R̂ ≥ 4w(1 − w) ≥ 4(n − 1)/n² over the sketch's n examples (tokens; documents for the joint sketch of
+        sequence granularity). Network sketches count other positions, so they get no lower bound."""
+        high = max_self_dominance(self.spec.m)
+        if self.spec.modules is not None:
+            return [(0.0, high)] * 3
+        joint = self.num_tokens if self.spec.granularity == "token" else self.num_documents
+        return [(4 * (n - 1) / n**2, high) for n in (joint, self.num_tokens, self.num_tokens)]
+
     def implausibility(self) -> str | None:
         """Why this signature's numbers cannot be taken at face value (None: they can): a sketch whose
-        self-dominance exceeds ``max_self_dominance(m)``. Its split norm is too small for its mean, so its
-        alignments are noise (a sketch the writer flagged unresolved, ``clamped_split_norms``) or inflated (a
-        resolved one: the file was forged)."""
-        limit = max_self_dominance(self.spec.m)
+        self-dominance lies outside ``self_dominance_bounds``. Its split norm does not fit its mean, so its
+        alignments are noise (a sketch the writer flagged unresolved, ``clamped_split_norms``) or inflated /
+        deflated (a resolved one: the file was forged)."""
         unresolved = set(self.metadata.get(CLAMPED_NORMS_KEY, "").split(","))
-        over = [(name, value) for name, value in zip(_SKETCH_NAMES, self.self_dominances().tolist()) if not value <= limit]
-        if not over:
+        bounds = self.self_dominance_bounds()
+        values = self.self_dominances().tolist()
+        out = [(name, value, low, high) for name, value, (low, high) in zip(_SKETCH_NAMES, values, bounds)
+               if not low <= value <= high]
+        if not out:
             return None
-        values = ", ".join(f"{name} R̂ = {value:.3g}" for name, value in over)
-        bound = f"> {limit:.3g} (1 + √m/2, the most a resolved split norm allows)"
-        if all(name in unresolved for name, _ in over):
-            return f"unresolved split norms: {values} {bound}: its alignments are noise; sketch more documents"
-        return f"implausible split norms: {values} {bound} although marked resolved: forged to inflate its alignments"
+        described = ", ".join(f"{name} R̂ = {value:.3g} outside [{low:.3g}, {high:.3g}]" for name, value, low, high in out)
+        if all(name in unresolved for name, *_ in out):
+            return f"unresolved split norms: {described}: its alignments are noise; sketch more documents"
+        return (f"implausible split norms: {described} (the most a resolved split norm allows) although marked "
+                "resolved: forged, or damaged")
 
     def describe(self) -> dict[str, Any]:
         """A small dict for cards and tables."""
