@@ -149,3 +149,23 @@ def test_control_characters_never_reach_a_terminal_or_a_card(world, hub, hf_api,
     assert cli("list", "datasets/org/pets") == 0
     out = capsys.readouterr().out
     assert "raw.safetensors" in out and "org/base" in out and all(char not in out for char in controls)
+
+
+def test_a_non_lora_adapter_is_skipped_with_its_type(world, hub, hf_api, hf_hub_cache, tmp_path):
+    """Adapters are read with peft.PeftConfig: an IA3 adapter (local or on the Hub) is not ranked as a LoRA."""
+    from peft import IA3Config, get_peft_model
+    from tiny_models import tiny_causal_lm
+
+    base = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64)
+    base.config._name_or_path = "org/base"
+    ia3 = get_peft_model(base, IA3Config(target_modules=["k_proj", "down_proj"], feedforward_modules=["down_proj"]))
+    ia3.save_pretrained(tmp_path / "ia3")
+    push_signature(world["weak"], tmp_path / "ia3")
+    hf_api.create_repo("org/ia3")
+    hf_api.upload_folder(folder_path=str(tmp_path / "ia3"), repo_id="org/ia3")
+    good = _adapter(tmp_path / "good", world["good"])
+    selection = select_adapter(world["target"], [str(tmp_path / "ia3"), "org/ia3", str(good)])
+    assert [row.candidate for row in selection.ranking] == [str(good)]
+    reasons = {skip.candidate: skip.reason for skip in selection.skipped}
+    assert set(reasons) == {str(tmp_path / "ia3"), "org/ia3"}
+    assert all(reason.startswith("adapter type IA3: only LORA adapters are ranked") for reason in reasons.values())
