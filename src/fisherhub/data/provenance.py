@@ -29,8 +29,11 @@ def dataset_provenance(args: DataArgs, source: Any) -> dict[str, str]:
     """``args.provenance()`` pinned to what was read: a ``Dataset`` loaded from the Hub named by its full id
     (``org/pets``, not ``pets``), the revision the commit its rows came from, and a dataset given as an
     existing local path recorded as that path (``data/train.jsonl`` is a file here, not the Hub dataset
-    ``data/train.jsonl``)."""
+    ``data/train.jsonl``), with the limits on documents and tokens that were set."""
     metadata = args.provenance()
+    for key in ("max_documents", "max_tokens"):  # what a re-sketch needs to read the same rows
+        if getattr(args, key, None) is not None:
+            metadata[key] = str(getattr(args, key))
     if isinstance(args.dataset, (str, os.PathLike)) and os.path.exists(args.dataset):
         metadata["dataset"] = os.path.abspath(args.dataset)
     origin = hub_origin(source)
