@@ -126,6 +126,9 @@ def test_one_hostile_candidate_among_good_ones(world, hub, hf_api, hf_hub_cache,
                        repo_id="evil/deep")
     selection = select_adapter(world["target"], [str(good), "evil/adapter", "evil/deep", str(weak)])
     assert [row.candidate for row in selection.ranking] == [str(good), str(weak)]
+    assert selection.best.provenance == ("signed by the repo; unverifiable (no dataset revision recorded for "
+                                         "org/task-1: the rows it was made from are not pinned)")
+    assert "signed by the repo; unverifiable" in selection.table()
     reasons = {skip.candidate: skip.reason for skip in selection.skipped}
     assert set(reasons) == {"evil/adapter", "evil/deep"}
     assert all("\x1b" not in reason and "\x07" not in reason for reason in reasons.values())

@@ -24,7 +24,8 @@ def _format(value: float | None, stderr: float | None = None) -> str:
 
 
 def _table_rows(selection: Selection, limit: int | None) -> tuple[list[str], list[list[str]]]:
-    header = ["#", "candidate", f"score: {SCORE_LABELS[selection.score]}", "A", "S_a", "S_e", "ρ", "signature source"]
+    header = ["#", "candidate", f"score: {SCORE_LABELS[selection.score]}", "A", "S_a", "S_e", "ρ", "signature source",
+              "provenance"]
     rows = [
         [
             f"{rank} !" if row.doubt else str(rank),
@@ -35,6 +36,7 @@ def _table_rows(selection: Selection, limit: int | None) -> tuple[list[str], lis
             _format(row.error),
             _format(row.coupling),
             _COMMIT_ID.sub(lambda match: match.group(0)[:8], row.signature_source),  # @ + 7 hex digits
+            row.provenance,
         ]
         for rank, row in enumerate(selection.ranking[:limit], start=1)
     ]

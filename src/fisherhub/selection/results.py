@@ -65,7 +65,9 @@ class NoCompatibleCandidatesError(FisherHubError):
 class RankedCandidate:
     """One row of a ranking: the candidate's alignment with the target and where its signature came from.
     ``adapter`` is None for a dataset repo (ranked, but nothing to load). ``doubt``: why its numbers cannot be
-    taken at face value (implausible split norms or estimates; such rows rank below all others), else None."""
+    taken at face value (implausible split norms or estimates; such rows rank below all others), else None.
+    ``provenance``: who signed it (the candidate's own repo or folder, or the dataset repo its card names) and
+    whether ``fisherhub verify`` can re-sketch it (its data is a Hub dataset at a recorded commit)."""
 
     candidate: str
     score_name: str
@@ -73,6 +75,7 @@ class RankedCandidate:
     signature_source: str
     adapter: AdapterLocation | None
     doubt: str | None = None
+    provenance: str = ""
 
     @property
     def score(self) -> float:

@@ -17,6 +17,19 @@ from fisherhub.selection.results import NoCompatibleCandidatesError, RankedCandi
 from fisherhub.selection.target import SketchOptions, Target, TargetSketcher, data_to_sketch, given_signatures
 
 
+def provenance(candidate, source: str, signature) -> str:
+    """Who signed a candidate's signature and whether it can be verified: "signed by the repo" when it comes
+    from the candidate's own repo or folder, else "signed by <where it comes from>"; then "verifiable" or
+    "unverifiable (<why>)" (``verify.unverifiable_reason``)."""
+    from fisherhub.verify import unverifiable_reason
+
+    own = candidate.adapter.path if candidate.adapter is not None else candidate.name
+    signed = source == own or source.startswith((f"{own}@", f"{own}:", f"{own}/", f"{own}{os.sep}"))
+    signer = "signed by the repo" if signed else f"signed by {source.split(':', 1)[0].split('@', 1)[0]}"
+    reason = unverifiable_reason(signature)
+    return f"{signer}; {'verifiable' if reason is None else f'unverifiable ({reason})'}"
+
+
 def select_adapter(
     target: Any,
     candidates: Sequence[str | os.PathLike] | None = None,
@@ -93,7 +106,8 @@ def select_adapter(
             skipped.append(Skipped(candidate.name, skip.reason))
             continue
         doubt = signature.implausibility() or implausible_scores(result)
-        rows.append(RankedCandidate(candidate.name, "fisher", result, option.source, candidate.adapter, doubt))
+        rows.append(RankedCandidate(candidate.name, "fisher", result, option.source, candidate.adapter, doubt,
+                                    provenance(candidate, option.source, signature)))
     if not rows:
         raise NoCompatibleCandidatesError(skipped)
     trusted = [row for row in rows if row.doubt is None] or rows  # the verdict is about the plausible rows
