@@ -10,6 +10,7 @@ import io
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -144,7 +145,7 @@ def test_two_signatures_of_text_lists_get_two_files(tmp_path):
     paths = [push_signature(signature, folder).file for signature in (first, second)]
     assert paths[0] != paths[1]
     assert sorted(info.file for info in list_signatures(folder)) == sorted(paths)
-    assert [open(path, "rb").read() for path in paths] == [first.to_bytes(), second.to_bytes()]
+    assert [Path(path).read_bytes() for path in paths] == [first.to_bytes(), second.to_bytes()]
 
 
 def test_an_adapter_repo_loads_with_peft_as_before(hub, hf_api, hf_hub_cache, tmp_path):

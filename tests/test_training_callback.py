@@ -129,8 +129,8 @@ def _trainer(tmp_path, callback, **overrides):
     base = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64)
     base.config._name_or_path = BASE
     model = get_peft_model(base, LoraConfig(r=2, target_modules=["q_proj"]))
-    settings = dict(output_dir=str(tmp_path / "run"), max_steps=2, per_device_train_batch_size=4, save_steps=1,
-                    save_strategy="steps", report_to=[], use_cpu=True, disable_tqdm=True)
+    settings = {"output_dir": str(tmp_path / "run"), "max_steps": 2, "per_device_train_batch_size": 4, "save_steps": 1,
+                "save_strategy": "steps", "report_to": [], "use_cpu": True, "disable_tqdm": True}
     args_type = overrides.pop("args_type", TrainingArguments)
     args = args_type(**{**settings, **overrides})
     return Trainer(model=model, args=args, train_dataset=training_dataset(tokenizer), processing_class=tokenizer,

@@ -67,7 +67,9 @@ def test_private_data_is_unverifiable(tmp_path):
 
 
 def _any_signature(tmp_path):
-    from core_helpers import sketch as core_sketch, synthetic_task
+    from core_helpers import sketch as core_sketch
+    from core_helpers import synthetic_task
+
     from fisherhub import SketchSpec
 
     signature = core_sketch(SketchSpec(d=8, vocab_size=16, m=64), *synthetic_task(50, 8, 16, seed=0))

@@ -89,11 +89,10 @@ def verify_signature(
     (``compare``). The base model is loaded at the recorded revision with ``token`` unless ``model`` and
     ``tokenizer`` are given; the dataset is read at its recorded revision, config, split, text column, length
     and document limits (``data_options`` override ``DataArgs`` fields, e.g. ``streaming=True``)."""
+    from fisherhub.core.signature import Signature
     from fisherhub.options import DataArgs
     from fisherhub.pipeline.loop import sketch_dataset
     from fisherhub.selection.peft_loading import load_base_model
-
-    from fisherhub.core.signature import Signature
 
     if not isinstance(signature, Signature):
         from fisherhub.hub import load_signature

@@ -4,7 +4,6 @@ the dataset repos an adapter's card names as training data, and discovery of a b
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
