@@ -89,3 +89,33 @@ def test_verify_command(published, capsys):
     Signature.from_bytes(forged(signature, {"split_norms": signature.split_norms / 60})).save(published.output)
     assert main(["verify", published.output]) == 1
     assert "NOT reproduced" in capsys.readouterr().out
+
+
+def test_selection_verify_demotes_a_forgery_within_the_bounds(published, tmp_path):
+    from fisherhub.selection import select_adapter
+
+    honest = sketch(published)
+    honest.save(tmp_path / "honest.safetensors")
+    forgery = Signature.from_bytes(forged(honest, {"split_norms": honest.split_norms / 1.1}))
+    assert forgery.implausibility() is None  # inside the bounds: only a re-sketch tells
+    forgery.save(tmp_path / "forged.safetensors")
+    target = sketch(dataclasses.replace(published, data=DataArgs("org/pets", max_length=32, max_documents=40),
+                                        like=str(tmp_path / "honest.safetensors")))
+    candidates = [str(tmp_path / "honest.safetensors"), str(tmp_path / "forged.safetensors")]
+    selection = select_adapter(target, candidates)
+    assert selection.best.candidate == candidates[1], selection.table()  # the inflated one leads
+    assert all(row.provenance == "signed by the repo; verifiable" for row in selection.ranking)
+    results = selection.verify(top_k=2)
+    assert results[candidates[0]].reproduced and not results[candidates[1]].reproduced
+    assert [row.candidate for row in selection.ranking] == candidates
+    assert selection.best.provenance.startswith("signed by the repo; verified (reproduced")
+    assert selection.ranking[1].doubt.startswith("verify: NOT reproduced") and "2 !" in selection.table()
+
+
+def test_select_command_verifies(published, tmp_path, capsys):
+    from fisherhub.cli import main
+
+    honest = sketch(published)
+    honest.save(tmp_path / "honest.safetensors")
+    assert main(["select", str(tmp_path / "honest.safetensors"), str(tmp_path / "honest.safetensors"), "--verify", "1"]) == 0
+    assert "signed by the repo; verified (reproduced" in capsys.readouterr().out
