@@ -172,3 +172,24 @@ def test_a_non_lora_adapter_is_skipped_with_its_type(world, hub, hf_api, hf_hub_
     reasons = {skip.candidate: skip.reason for skip in selection.skipped}
     assert set(reasons) == {str(tmp_path / "ia3"), "org/ia3"}
     assert all(reason.startswith("adapter type IA3: only LORA adapters are ranked") for reason in reasons.values())
+
+
+def test_non_regular_and_oversized_signature_files_are_skipped(world, tmp_path, monkeypatch):
+    import os
+
+    import fisherhub.core.signature as signature_module
+
+    good = _adapter(tmp_path / "good", world["good"])
+    fifo = _adapter(tmp_path / "fifo", world["weak"])
+    [file] = (fifo / ".fisher_signatures").glob("*.safetensors")
+    file.unlink()
+    os.mkfifo(file)  # opening it would block forever
+    large = _adapter(tmp_path / "large", world["weak"])
+    [file] = (large / ".fisher_signatures").glob("*.safetensors")
+    file.write_bytes(file.read_bytes() + b"\0" * 100)
+    monkeypatch.setattr(signature_module, "MAX_SIGNATURE_BYTES", len(world["good"].to_bytes()))
+    selection = select_adapter(world["target"], [str(fifo), str(large), str(good)])
+    assert [row.candidate for row in selection.ranking] == [str(good)]
+    reasons = {skip.candidate: skip.reason for skip in selection.skipped}
+    assert "not a regular file" in reasons[str(fifo)] or "no signature" in reasons[str(fifo)]
+    assert "more than a signature has" in reasons[str(large)]

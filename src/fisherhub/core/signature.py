@@ -59,6 +59,8 @@ _RESERVED_KEYS = (
 
 _DTYPE_NAMES = {torch.float32: "F32", torch.float64: "F64"}
 _SKETCH_NAMES = ("joint", "activation", "error")
+#: the largest signature file read (m = 2^20 features of float32, three sketches, is 12 MiB)
+MAX_SIGNATURE_BYTES = 64 * 2**20
 
 
 def max_self_dominance(m: int) -> float:
@@ -312,7 +314,14 @@ class Signature:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Signature:
+        """The signature in the file at ``path``; anything but a regular file of at most ``MAX_SIGNATURE_BYTES``
+        is refused unread (a FIFO would block, a huge file fill memory)."""
         try:
+            if os.path.exists(path) and not os.path.isfile(path):
+                raise SignatureFileError(f"cannot read signature file {path}: not a regular file")
+            if os.path.getsize(path) > MAX_SIGNATURE_BYTES:
+                raise SignatureFileError(f"{path}: {os.path.getsize(path):,} bytes, more than a signature has "
+                                         f"({MAX_SIGNATURE_BYTES:,})")
             with open(path, "rb") as handle:
                 data = handle.read()
         except OSError as exc:
