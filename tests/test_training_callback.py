@@ -73,13 +73,15 @@ def test_callback_signs_a_lora_run_and_the_push(hub, hf_hub_cache, tmp_path):
         assert RepoCard.load(folder / "README.md").data[CARD_KEY] == [entry]
     assert (output_dir / "checkpoint-4" / "adapter_model.safetensors").is_file()
 
-    trainer.push_to_hub(**callback.model_card_kwargs)  # uploads output_dir: the adapter and the signature in one commit
+    trainer.push_to_hub()  # uploads output_dir: the adapter and the signature in one commit
     api = HfApi()
     [commit] = [c for c in api.list_repo_commits(REPO) if c.title.startswith("End of training")]
     files = set(api.list_repo_files(REPO, revision=commit.commit_id))
     assert {"adapter_model.safetensors", "adapter_config.json", INDEX_PATH, entry["path"]} <= files
-    card = RepoCard.load(api.hf_hub_download(REPO, "README.md")).data  # the Trainer's own card
-    assert CARD_KEY not in card and SIGNATURE_TAG in card.tags and card.datasets == ["tester/pets"]
+    card = RepoCard.load(api.hf_hub_download(REPO, "README.md"))  # the Trainer's own card, signed again after
+    assert "Training procedure" in card.text or "More Information Needed" in card.text  # (written by the Trainer)
+    assert "This adapter carries" in card.text and card.data[CARD_KEY] == [entry]
+    assert SIGNATURE_TAG in card.data.tags and card.data.datasets == ["tester/pets"] and card.data.base_model == BASE
     assert [a.ref.repo_id for a in find_adapters(BASE, untagged=False)] == [REPO]  # found by the tag alone
     [info] = list_signatures(REPO)
     assert (info.path, info.listed, info.sketch_id) == (entry["path"], True, signature.sketch_id)
@@ -159,7 +161,7 @@ def test_a_signing_failure_never_ends_training(tmp_path, monkeypatch, caplog):
     trainer, _, _ = _trainer(tmp_path / "b", saving)
     trainer.train()
     assert trainer.state.global_step == 2 and saving.signature is not None
-    assert "No space left on device" in saving.failure and len(writes) == 5  # train begin + 2 saves x 2 folders
+    assert "No space left on device" in saving.failure and len(writes) >= 5  # train begin, then every save went on
 
 
 @dataclasses.dataclass

@@ -7,8 +7,9 @@ index and an adapter card section). It writes it again into every checkpoint fol
 before each push, so the Trainer's own upload of ``output_dir`` (``push_to_hub=True``, every
 ``hub_strategy``) carries the signature in the same commit as the adapter. It tags the model
 (``add_model_tags``), so the card ``trainer.push_to_hub()`` rewrites at the end keeps the ``fisher-signatures``
-tag; that card names its datasets only when told: ``trainer.push_to_hub(**callback.model_card_kwargs)``.
-The index still lists the signature, and ``fisherhub push`` restores the card section.
+tag; for a PEFT model, whose ``create_or_update_model_card`` the Trainer calls on that card, it writes the
+signature block, section and ``datasets:`` back into the card right after (the index lists the signature
+in any case).
 
 Signing never stops training: a failure is logged (``logging`` and ``callback.failure``) and the run goes
 on without a signature. Documents are truncated at the trainer's ``max_length`` (TRL's ``SFTConfig``), or
@@ -109,13 +110,6 @@ class FisherSignatureCallback(TrainerCallback):
         self.signature: Signature | None = None
         self.failure: str | None = None  # why signing failed (training went on), None when it did not
 
-    @property
-    def model_card_kwargs(self) -> dict[str, Any]:
-        """What ``trainer.push_to_hub(**callback.model_card_kwargs)`` needs for its card to name the training
-        data (``datasets:``) and carry the signature tag."""
-        named = {"dataset_tags": [self.dataset_name], "dataset": [self.dataset_name]} if self.dataset_name else {}
-        return {"tags": [SIGNATURE_TAG], **named}
-
     def _max_length(self, args) -> int:
         """The trainer's ``max_length`` (TRL's configs), refused when the callback was given another one."""
         trainer_length = getattr(args, "max_length", None)
@@ -163,6 +157,8 @@ class FisherSignatureCallback(TrainerCallback):
         tokenizer = self.tokenizer or processing_class
         if model is not None and hasattr(model, "add_model_tags"):
             model.add_model_tags([SIGNATURE_TAG])  # kept by the card the Trainer writes on push_to_hub
+        if model is not None and hasattr(model, "create_or_update_model_card"):
+            self._sign_cards_of(model)
         if self.signature is None:
             try:
                 if model is None or tokenizer is None:
@@ -172,6 +168,20 @@ class FisherSignatureCallback(TrainerCallback):
                 self._failed(f"cannot sign the training data: {type(exc).__name__}: {exc}")
                 return
         self._attach(args.output_dir)
+
+    def _sign_cards_of(self, model: Any) -> None:
+        """After PEFT's ``create_or_update_model_card`` (which the Trainer calls on the card it has just written
+        into ``output_dir``), put the signature's block, section and ``datasets:`` back into that card."""
+        update = model.create_or_update_model_card
+        if getattr(update, "signs_cards", False):
+            return
+
+        def create_or_update_model_card(output_dir: str) -> None:
+            update(output_dir)
+            self._attach(output_dir)
+
+        create_or_update_model_card.signs_cards = True
+        model.create_or_update_model_card = create_or_update_model_card
 
     def on_save(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
