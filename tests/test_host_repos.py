@@ -134,7 +134,7 @@ def test_pushing_into_a_local_folder_keeps_what_load_dataset_resolves(layout, tm
 
 
 def test_two_signatures_of_text_lists_get_two_files(tmp_path):
-    from tiny_models import tiny_causal_lm, tiny_tokenizer
+    from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
     model, tokenizer = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64), tiny_tokenizer(64)
     folder = tmp_path / "adapter"
@@ -150,7 +150,7 @@ def test_two_signatures_of_text_lists_get_two_files(tmp_path):
 
 def test_an_adapter_repo_loads_with_peft_as_before(hub, hf_api, hf_hub_cache, tmp_path):
     from peft import LoraConfig, PeftModel, get_peft_model
-    from tiny_models import tiny_causal_lm
+    from fisherhub.testing.tiny_models import tiny_causal_lm
 
     base = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64)
     torch.manual_seed(0)

@@ -8,7 +8,7 @@ import json
 
 import torch
 from huggingface_hub import HfApi
-from tiny_models import saved_tiny_model, tiny_causal_lm
+from fisherhub.testing.tiny_models import saved_tiny_model, tiny_causal_lm
 
 from fisherhub.hub import push_signature
 from fisherhub.lm.loading import load_model_and_tokenizer, model_provenance

@@ -157,7 +157,7 @@ def test_control_characters_never_reach_a_terminal_or_a_card(world, hub, hf_api,
 def test_a_non_lora_adapter_is_skipped_with_its_type(world, hub, hf_api, hf_hub_cache, tmp_path):
     """Adapters are read with peft.PeftConfig: an IA3 adapter (local or on the Hub) is not ranked as a LoRA."""
     from peft import IA3Config, get_peft_model
-    from tiny_models import tiny_causal_lm
+    from fisherhub.testing.tiny_models import tiny_causal_lm
 
     base = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64)
     base.config._name_or_path = "org/base"

@@ -10,7 +10,7 @@ import json
 import pytest
 from sketch_helpers import LAUNCH_TWO_CPU_PROCESSES, run_script
 from test_signature_fuzz import forged
-from tiny_models import saved_tiny_model
+from fisherhub.testing.tiny_models import saved_tiny_model
 
 from fisherhub import Signature
 from fisherhub.options import DataArgs, SketchArgs
