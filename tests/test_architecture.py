@@ -131,7 +131,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "data lm hub",
         "pipeline",
         "analysis legend plotting",
-        "selection metric training_callback",
+        "selection metric training_callback verify",
         "cli",
         "__main__ testing",
     )

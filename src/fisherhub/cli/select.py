@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--shortlist", type=int, default=None, help="rows of --index ranked again from their files (default 20)")
     parser.add_argument("--top-k", type=int, default=None, help="show the k best candidates only")
     parser.add_argument("--plot", default=None, metavar="PNG", help="write a bar chart of the scores with error bars")
+    parser.add_argument("--verify", type=int, default=0, metavar="K",
+                        help="re-sketch the K best candidates' data (fisherhub verify) before showing the ranking: a "
+                             "signature that is not reproduced is marked and ranked last")
     parser.add_argument("--token", default=None, help="Hub token for private or gated adapters (default: HF_TOKEN or "
                                                      "the one `hf auth login` saved)")
     add_arguments(parser.add_argument_group("a dataset TARGET"), DataArgs, only=("split", "text_column", "max_documents"))
@@ -49,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
         sketch=SketchOptions(data=data), token=args.token, index=args.index,
         **({"shortlist": args.shortlist} if args.shortlist is not None else {}),
     )
+    if args.verify:
+        selection.verify(top_k=args.verify)
     if sys.stdout.isatty():
         require("rich")
         from rich.console import Console

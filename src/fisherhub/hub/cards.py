@@ -25,7 +25,7 @@ CARD_NAME = "README.md"
 CARD_KEY = "fisher_signatures"
 #: card tag of every repo that carries signatures (lets discovery filter on the Hub's side)
 SIGNATURE_TAG = "fisher-signatures"
-SECTION_BEGIN = "<!-- fisherhub:signatures:begin (generated from fisher_signatures/index.json) -->"
+SECTION_BEGIN = "<!-- fisherhub:signatures:begin (generated from .fisher_signatures/index.json) -->"
 SECTION_END = "<!-- fisherhub:signatures:end -->"
 _MARKERS = re.compile(r"<!-- fisherhub:signatures:(?:begin|end)\b[^>]*-->\n?")
 _SECTION = re.compile(r"<!-- fisherhub:signatures:begin\b[^>]*-->.*?<!-- fisherhub:signatures:end -->\n*", re.S)
@@ -186,7 +186,8 @@ def set_entries(
     """Make the card list ``entries`` (the index's): its YAML block, the signature tag and the human section
     (for a ``repo_type`` repo that ``load_signature(name)`` reads).
     ``adapter_of``: the base model of an adapter repo, written as ``base_model`` with ``library_name: peft``
-    where the card has none (so the Hub's ``base_model:adapter:`` filter finds the repo)."""
+    where the card has none (so the Hub's ``base_model:adapter:`` filter finds the repo), and the Hub datasets
+    its signatures name as ``datasets:`` where the card names none (what it was trained on)."""
     card.data[CARD_KEY] = entries
     tags = card.data.get("tags") or []
     tags = [tags] if isinstance(tags, str) else list(tags)
@@ -196,4 +197,7 @@ def set_entries(
             card.data["base_model"] = adapter_of
         if not card.data.get("library_name"):
             card.data["library_name"] = "peft"
+        trained_on = sorted({e["dataset"] for e in entries if "/" in str(e.get("dataset", "")) and _is_repo_id(e["dataset"])})
+        if trained_on and not card.data.get("datasets"):
+            card.data["datasets"] = trained_on
     card.text = _with_section(card.text, render_section(entries, repo_type, name))

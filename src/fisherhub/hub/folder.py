@@ -1,6 +1,7 @@
 """Signatures in a local folder (an adapter's ``save_pretrained`` / ``output_dir`` folder): the same
-``fisher_signatures/`` files, index and card section as in a Hub repo, so that uploading the folder
-(``push_to_hub``, ``upload_folder``) publishes them as they are."""
+``.fisher_signatures/`` files, index and card section as in a Hub repo, so that uploading the folder
+(``upload_folder``, the Trainer's push of ``output_dir``) publishes them as they are. ``PeftModel.push_to_hub``
+uploads a fresh ``save_pretrained`` instead and carries none: push the signature after it."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from fisherhub.hub.refs import ADAPTER_CONFIG, SIGNATURE_FOLDER
 
 
 def folder_signature_files(folder: Path) -> dict[str, int]:
-    """``fisher_signatures/*.safetensors`` of ``folder`` (paths from the folder root) and their sizes."""
+    """``.fisher_signatures/*.safetensors`` of ``folder`` (paths from the folder root) and their sizes."""
     return {
         f"{SIGNATURE_FOLDER}/{file.name}": file.stat().st_size
         for file in sorted((folder / SIGNATURE_FOLDER).glob("*.safetensors"))

@@ -1,6 +1,6 @@
 """What a repo holds at one commit, read once: from a Hub listing or ``repo_info`` online, from the local
 cache offline (``HF_HUB_OFFLINE=1``), or from a local folder; and the signature entries it lists (its
-``fisher_signatures/index.json``, else its card's block)."""
+``.fisher_signatures/index.json``, else its card's block)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ class RepoSnapshot:
         at the revision asked for, so that the cache can answer the same question offline. A snapshot from a
         listing (``listed``) takes the card block it carries when there is one: the index's rendering, from
         the same commit, so no download. With ``subfolder`` (an adapter saved under a folder of the repo) only
-        that folder's ``fisher_signatures/index.json`` (the repo's card describes the repo, not the folder);
+        that folder's ``.fisher_signatures/index.json`` (the repo's card describes the repo, not the folder);
         its paths are relative to the folder. ``CardError`` when the index or the block is malformed."""
         if subfolder:
             index = f"{subfolder}/{INDEX_PATH}"
