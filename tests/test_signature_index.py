@@ -20,7 +20,7 @@ from fisherhub.cli import main
 from fisherhub.core.errors import InputError
 from fisherhub.hub import push_signature
 from fisherhub.hub.pool import bounded_map
-from fisherhub.hub.refs import SignatureRef
+from fisherhub.hub.refs import SIGNATURE_FOLDER, SignatureRef
 from fisherhub.hub.signature_index import (
     STATE_PATH,
     InterruptedBuild,
@@ -55,7 +55,7 @@ def adapters(hub, hf_api, hf_hub_cache):
 
 
 def signature_files(hub) -> list[str]:
-    return [path for method, path, _ in hub.requests if method == "GET" and "/fisher_signatures/" in path
+    return [path for method, path, _ in hub.requests if method == "GET" and f"/{SIGNATURE_FOLDER}/" in path
             and path.endswith(".safetensors")]
 
 
@@ -165,7 +165,7 @@ def signature_index_schema():
 
 def test_bad_rows_are_skipped_with_their_reason():
     good = make_signature(BASE, "org/a", seed=1)
-    ref = SignatureRef("org/a", "model", "a" * 40, "fisher_signatures/a.safetensors")
+    ref = SignatureRef("org/a", "model", "a" * 40, f"{SIGNATURE_FOLDER}/a.safetensors")
     row = signature_row(good, ref, "published", Layout())
     other_base = signature_row(make_signature("org/other", "org/b", seed=2), ref, "published", Layout())
     truncated = {**row, "joint": row["joint"][:-2]}
@@ -174,13 +174,15 @@ def test_bad_rows_are_skipped_with_their_reason():
     bad_norms = {**row, "split_norms": [1.0, -1.0, 1.0]}
     not_unit = {**row, "joint": (np.frombuffer(row["joint"], "<f2") * 3).astype("<f2").tobytes()}
     escaping = {**row, "path": "../secret.safetensors"}
+    forged = {**row, "split_norms": [n / 1e6 for n in row["split_norms"]]}  # R̂ far above what any sketch allows
     older = {**row, "format": 0}
-    rows = read_rows(_table([row, other_base, truncated, wrong_id, bad_counts, bad_norms, not_unit, escaping, older]),
+    rows = read_rows(_table([row, other_base, truncated, wrong_id, bad_counts, bad_norms, not_unit, escaping, older, forged]),
                      BASE, "test")
     assert len(rows) == 1
     reasons = [s.reason for s in rows.skipped]
     for expected in ("other base model", "bytes, expected", "does not match its spec", "num_documents = 1",
-                     "split_norms", "not a unit vector", "does not name a repo", "row format 0"):
+                     "split_norms", "not a unit vector", "does not name a repo", "row format 0",
+                     "implausible split norms"):
         assert sum(expected in reason for reason in reasons) == 1, (expected, reasons)
     with pytest.raises(InputError, match="columns"):
         read_rows(pa.table({"repo_id": ["x"]}), BASE, "test")
@@ -227,7 +229,7 @@ def test_row_alignments_equal_the_alignment_matrix():
     from fisherhub.hub.signature_index import row_alignments
 
     signatures = [make_signature(BASE, f"org/d{i}", seed=i) for i in range(4)]
-    ref = SignatureRef("org/a", "model", "a" * 40, "fisher_signatures/a.safetensors")
+    ref = SignatureRef("org/a", "model", "a" * 40, f"{SIGNATURE_FOLDER}/a.safetensors")
     rows = read_rows(_table([signature_row(s, ref, "published", Layout("float32")) for s in signatures]), BASE, "test")
     exact = alignment_matrix(signatures).fisher.numpy()
     assert np.allclose(row_alignments(rows, [0, 1, 2, 3]), exact, atol=1e-5)

@@ -2,7 +2,7 @@
 signature, Parquet shards pushed with ``datasets`` (``push_to_hub``), a card whose ``configs:`` make the
 Hub's viewer show it and ``load_dataset("org/name")`` load it, and ``fisherhub_index.json`` (the state file:
 which repo was read at which commit, and what came of it). Not to be confused with ``hub/index.py``, a
-repo's own ``fisher_signatures/index.json``.
+repo's own ``.fisher_signatures/index.json``.
 
 A row holds what ranking needs without the file: the sketch id and spec, counts, the split norms
 ⟨μ̂^A, μ̂^B⟩ and lengths ‖μ̂‖ of the three sketches, and the sketches of ``Layout.sketches`` (by default
@@ -183,17 +183,35 @@ class _SpecCache:
         return self.parsed[key]
 
 
+class _RowFigures:
+    """What ``Signature.implausibility`` reads of a signature (spec, counts, metadata, R̂ of each sketch), taken
+    from a row, so that a row gets the very plausibility bounds a signature file does."""
+
+    self_dominance_bounds = Signature.self_dominance_bounds
+    implausibility = Signature.implausibility
+
+    def __init__(self, spec: SketchSpec, num_tokens: int, num_documents: int, metadata: dict, dominances: np.ndarray):
+        self.spec, self.num_tokens, self.num_documents, self.metadata = spec, num_tokens, num_documents, metadata
+        self.dominances = dominances
+
+    def self_dominances(self):
+        import torch
+
+        return torch.from_numpy(np.asarray(self.dominances, dtype=np.float64))
+
+
 def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
     """(spec, lengths, split norms) of a row, or ``SignatureFileError`` saying what is wrong:
     the checks ``Signature.from_bytes`` makes of a file (spec and sketch id, positive split norms, at least 2
-    documents each with a scored token), plus the row's own (its repo, commit and path, its base model); the
-    sketches' shapes and values are checked by ``_SketchColumn``."""
+    documents each with a scored token) and its plausibility bounds (``Signature.implausibility``: each
+    sketch's R̂ = ‖μ̂‖²/⟨μ̂^A, μ̂^B⟩ within what its counts allow), plus the row's own (its repo, commit and
+    path, its base model); the sketches' shapes and values are checked by ``_SketchColumn``."""
     if row.get("format") != INDEX_FORMAT:
         raise SignatureFileError(f"row format {row.get('format')!r}; this fisherhub reads {INDEX_FORMAT}")
     if not (isinstance(row.get("repo_id"), str) and row.get("repo_type") in ("model", "dataset")
             and _COMMIT.fullmatch(str(row.get("commit"))) and is_signature_file(str(row.get("path")))
             and ".." not in str(row.get("path")).split("/")):
-        raise SignatureFileError("the row does not name a repo, a 40-hex commit and a fisher_signatures/ file")
+        raise SignatureFileError("the row does not name a repo, a 40-hex commit and a signature file under .fisher_signatures/")
     if row.get("file_repo") is not None and not (isinstance(row["file_repo"], str)
                                                  and _COMMIT.fullmatch(str(row.get("file_commit")))):
         raise SignatureFileError("the row's file is in another repo but names no 40-hex commit of it")
@@ -211,6 +229,13 @@ def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
         raise SignatureFileError(f"split_norms must be 3 positive finite numbers, got {row.get('split_norms')}")
     if lengths.shape != (3,) or not (np.isfinite(lengths).all() and (lengths > 0).all()):
         raise SignatureFileError(f"lengths must be 3 positive finite numbers, got {row.get('lengths')}")
+    try:
+        metadata = json.loads(row.get("metadata") or "{}")
+    except json.JSONDecodeError as exc:
+        raise SignatureFileError(f"its metadata is not JSON ({exc})") from exc
+    doubt = _RowFigures(spec, tokens, documents, metadata, lengths**2 / norms).implausibility()
+    if doubt is not None:
+        raise SignatureFileError(doubt)
     if row.get("dtype") not in INDEX_DTYPES:
         raise SignatureFileError(f"sketch dtype {row.get('dtype')!r} is none of {INDEX_DTYPES}")
     return spec, lengths, norms

@@ -2,7 +2,7 @@
 no signature but whose card names public training datasets (``datasets:``) get rows in the index, sketched
 by the indexer from those datasets under the base model, each dataset@revision once.
 
-The sketched files go into the index's own dataset repo (``fisher_signatures/sketched/``), never into the
+The sketched files go into the index's own dataset repo (``.fisher_signatures/sketched/``), never into the
 adapters' or datasets' repos; their rows name the adapter (its commit) as the candidate and the index repo
 (at the commit the files were pushed in) as where the file is. Finished datasets are kept in a work folder,
 so a run that was killed resumes without sketching them again.
