@@ -37,7 +37,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 HF_HOME = tempfile.mkdtemp(prefix="fisherhub-index-bench-")
 if "huggingface_hub" in sys.modules:
     raise RuntimeError("huggingface_hub was imported before benchmarks.index could point it at its local Hub server")
-from fisherhub.testing.hub_server import HubServer, Repo
+from fisherhub.testing.hub_server import HubServer, Repo  # noqa: E402
 
 SERVER = HubServer().start()
 os.environ.update(  # read by huggingface_hub when it is imported: before any import of it
@@ -45,19 +45,19 @@ os.environ.update(  # read by huggingface_hub when it is imported: before any im
     HF_HUB_DISABLE_XET="1", HF_TOKEN="hf_fisherhub_benchmark_token", HF_DATASETS_DISABLE_PROGRESS_BARS="1",
 )
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
-import torch
-from huggingface_hub import constants
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+import torch  # noqa: E402
+from huggingface_hub import constants  # noqa: E402
 
-from benchmarks.synthetic import add_output_arguments, machine_info, write_results
-from fisherhub import Signature, SketchSpec
-from fisherhub.core.features import SKETCHES
-from fisherhub.hub import INDEX_PATH, push_signature, signature_path
-from fisherhub.hub.index import entry_for, render_index
-from fisherhub.hub.refs import SignatureRef
-from fisherhub.hub.signature_index import (
+from benchmarks.synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
+from fisherhub import Signature, SketchSpec  # noqa: E402
+from fisherhub.core.features import SKETCHES  # noqa: E402
+from fisherhub.hub import INDEX_PATH, push_signature, signature_path  # noqa: E402
+from fisherhub.hub.index import entry_for, render_index  # noqa: E402
+from fisherhub.hub.refs import SignatureRef  # noqa: E402
+from fisherhub.hub.signature_index import (  # noqa: E402
     Layout,
     RepoResult,
     WorkFolder,
@@ -67,8 +67,8 @@ from fisherhub.hub.signature_index import (
     row_schema,
     signature_row,
 )
-from fisherhub.selection import select_adapter
-from fisherhub.selection.index_ranking import SHORTLIST, row_scores
+from fisherhub.selection import select_adapter  # noqa: E402
+from fisherhub.selection.index_ranking import SHORTLIST, row_scores  # noqa: E402
 
 BASE = "bench/base-model"
 DOMAINS, TARGET_DOMAIN = 10, 3
@@ -288,7 +288,7 @@ def plot(result: dict, path: Path) -> None:
                title=f"Ranking at {LATENCY * 1000:.0f} ms per request")
     middle.legend(fontsize=8)
     layouts = result["layouts"]
-    right.barh([l["layout"] for l in layouts], [l["bytes_per_row"] / 1024 for l in layouts], color="tab:blue")
+    right.barh([row["layout"] for row in layouts], [row["bytes_per_row"] / 1024 for row in layouts], color="tab:blue")
     for y, layout in enumerate(layouts):
         right.text(layout["bytes_per_row"] / 1024, y, f"  top-10 {'=' if layout['top10_equal'] else '≠'}", va="center", fontsize=8)
     right.set(xlabel="KiB per row (Parquet)", title=f"Row layouts, m = {M}")
@@ -338,13 +338,22 @@ def main(argv: list[str] | None = None) -> None:
                     result["layouts"] = layouts_run(signatures[:n], repo_ids, target, work)
     finally:
         SERVER.stop()
-    sequential = next(p for p in result["per_repo"] if p["workers"] == 1)
-    per_request = sequential["seconds"] / sequential["requests"]
-    result["per_repo_requests"] = [
-        {"adapters": n, "requests": 2 + 2 * n, "seconds": (2 + 2 * n) * per_request,
-         "measured": n == sequential["adapters"]} for n in sorted({sequential["adapters"], *args.rank_sizes})]
+    result["per_repo_requests"] = per_repo_extrapolation(result, args.rank_sizes)
     print_tables(result)
     write_results("index", result, lambda path: plot(result, path), args)
+
+
+def per_repo_extrapolation(result: dict, sizes: list[int]) -> list[dict]:
+    """Requests and seconds of the sequential per-repo ranking at each size: measured at one size, elsewhere
+    its listings plus its measured requests per adapter, at its measured seconds per request."""
+    sequential = next(p for p in result["per_repo"] if p["workers"] == 1)
+    n, listings = sequential["adapters"], sequential["requests_by_kind"].get("listing", 0)
+    per_adapter, per_request = (sequential["requests"] - listings) / n, sequential["seconds"] / sequential["requests"]
+    out = []
+    for size in sorted({n, *sizes}):
+        requests = sequential["requests"] if size == n else round(listings + per_adapter * size)
+        out.append({"adapters": size, "requests": requests, "seconds": requests * per_request, "measured": size == n})
+    return out
 
 
 def print_tables(result: dict) -> None:

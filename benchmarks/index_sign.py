@@ -24,7 +24,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 HF_HOME = tempfile.mkdtemp(prefix="fisherhub-index-sign-")
 if "huggingface_hub" in sys.modules:
     raise RuntimeError("huggingface_hub was imported before benchmarks.index_sign could point it at its local Hub server")
-from fisherhub.testing.hub_server import HubServer
+from fisherhub.testing.hub_server import HubServer  # noqa: E402
 
 SERVER = HubServer().start()
 os.environ.update(
@@ -32,16 +32,16 @@ os.environ.update(
     HF_HUB_DISABLE_XET="1", HF_TOKEN="hf_fisherhub_benchmark_token", HF_DATASETS_DISABLE_PROGRESS_BARS="1",
 )
 
-import torch
-from huggingface_hub import HfApi
+import torch  # noqa: E402
+from huggingface_hub import HfApi  # noqa: E402
 
-import fisherhub
-from benchmarks.synthetic import add_output_arguments, machine_info, write_results
-from fisherhub.cli import main as cli
-from fisherhub.hub import push_signature
-from fisherhub.selection import select_adapter
-from fisherhub.testing.hub_repos import create_adapter, create_jsonl_dataset
-from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
+import fisherhub  # noqa: E402
+from benchmarks.synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
+from fisherhub.cli import main as cli  # noqa: E402
+from fisherhub.hub import push_signature  # noqa: E402
+from fisherhub.selection import select_adapter  # noqa: E402
+from fisherhub.testing.hub_repos import create_adapter, create_jsonl_dataset  # noqa: E402
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer  # noqa: E402
 
 BASE = "bench/base"
 INDEX = "bench/base-index"
