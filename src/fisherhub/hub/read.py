@@ -133,11 +133,13 @@ def _infos(
 
 
 def snapshot_signatures(
-    snapshot: RepoSnapshot, token: str | None = None, *, read_headers: bool = True, subfolder: str | None = None
+    snapshot: RepoSnapshot, token: str | None = None, *, read_headers: bool = True, subfolder: str | None = None,
+    strict: bool = False,
 ) -> list[SignatureInfo]:
     """The signatures of a repo snapshot (see ``list_signatures``), or of the adapter saved under its
     ``subfolder``. Without ``read_headers`` the files the index lists are described by their entries (no
-    request per file)."""
+    request per file). A malformed index or card block is logged and the files are listed without it, or
+    with ``strict`` raises ``CardError`` (selection skips the candidate with it as the reason)."""
     api = HfApi(token=token)
     prefix = f"{subfolder}/" if subfolder else ""
 
@@ -150,6 +152,8 @@ def snapshot_signatures(
     try:
         entries = snapshot.entries(token, subfolder)
     except CardError as exc:
+        if strict:
+            raise
         logger.warning("%s; reading the signature files without it", exc)
         entries = []
     return _infos(
@@ -191,7 +195,7 @@ def choose_entry(entries: list[dict[str, Any]], where: str, base_model: str | No
     listing = "; ".join(f"{e['path']} (base_model={e.get('base_model')}, sketch_id={e.get('sketch_id')})" for e in entries)
     if not entries:
         raise SignatureNotFoundError(
-            f"{where}: lists no signatures (no .fisher_signatures/index.json and no card block); pass the file's path "
+            f"{where}: lists no signatures (no .fisher_signatures/index.json, no legacy fisher_signatures/index.json and no card block); pass the file's path "
             "(REF:path; `fisherhub list` shows the files)"
         )
     if not matches:
