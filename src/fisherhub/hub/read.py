@@ -195,7 +195,7 @@ def choose_entry(entries: list[dict[str, Any]], where: str, base_model: str | No
     listing = "; ".join(f"{e['path']} (base_model={e.get('base_model')}, sketch_id={e.get('sketch_id')})" for e in entries)
     if not entries:
         raise SignatureNotFoundError(
-            f"{where}: lists no signatures (no .fisher_signatures/index.json, no legacy fisher_signatures/index.json and no card block); pass the file's path "
+            f"{where}: lists no signatures (no .fisher_signatures/index.json and no card block); pass the file's path "
             "(REF:path; `fisherhub list` shows the files)"
         )
     if not matches:
