@@ -21,6 +21,7 @@ in-process versions for an already loaded model.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import signal
 import time
@@ -43,6 +44,8 @@ from fisherhub.lm.positions import within_model_context
 from fisherhub.lm.specs import check_spec_head, spec_for_model
 from fisherhub.options import DataArgs, RunOptions, SketchArgs
 from fisherhub.pipeline.checkpoints import Checkpointer, Progress
+
+logger = logging.getLogger(__name__)
 
 #: test hook: a process kills itself (SIGKILL) after this many batches, to exercise ``resume``
 CRASH_AFTER_BATCHES_ENV = "FISHERHUB_CRASH_AFTER_BATCHES"
@@ -319,6 +322,9 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
         )
     if args.device_map is None:
         model.to(accelerator.device)
+    provenance = model_provenance(model_ref, model, revision, args.gguf_file, args.base_model_id)
+    if provenance.warning and accelerator.is_main_process:  # before the run: it may be stopped and given the id
+        logger.warning(provenance.warning)
     head = HeadModel.of(model, tokenizer)
     data = within_model_context(args.data, model)
     stream = DocumentStream(data, tokenizer, accelerator.process_index, accelerator.num_processes, source=source)
@@ -345,5 +351,5 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
         checkpointer.save(state, progress)
     totals = _reduce_totals(accelerator, state, progress.counts)
     check_has_documents(totals.seen, totals.too_short, data, state.document_counts.tolist())
-    metadata = _metadata(data, source, model_provenance(model_ref, model, revision, args.gguf_file).as_metadata())
+    metadata = _metadata(data, source, provenance.as_metadata())
     return state.finalize(metadata)
