@@ -107,6 +107,8 @@ def _run_batches(
 
 
 def _metadata(data: DataArgs, source, model_metadata: dict[str, str] | None) -> dict[str, str]:
+    """What the signature records about its data and model, taken before the run (the commit a stream reads is
+    the one its id resolves to at the start)."""
     from fisherhub.data.provenance import dataset_provenance
 
     return {**dataset_provenance(data, source), **(model_metadata or {})}
@@ -135,6 +137,7 @@ def _sketch_in_process(
     source = load_source(data)
     head = HeadModel.of(model, tokenizer)
     data = within_model_context(data, head.base)
+    recorded = _metadata(data, source, metadata)
     stream = DocumentStream(data, tokenizer, source=source)
     sketch_spec = resolve_spec(head, tokenizer, spec, **spec_options)
     specs = [sketch_spec] if kernels is None else [dataclasses.replace(sketch_spec, kernel=k) for k in dict.fromkeys(kernels)]
@@ -144,7 +147,7 @@ def _sketch_in_process(
         batch_size=batch_size, show_progress=progress, description=description,
     )
     check_has_documents(state_progress.counts.seen, state_progress.counts.too_short, data, states[0].document_counts.tolist())
-    return [state.finalize(_metadata(data, source, metadata)) for state in states]
+    return [state.finalize(recorded) for state in states]
 
 
 def sketch_dataset(
@@ -327,6 +330,7 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
         logger.warning(provenance.warning)
     head = HeadModel.of(model, tokenizer)
     data = within_model_context(args.data, model)
+    metadata = _metadata(data, source, provenance.as_metadata())
     stream = DocumentStream(data, tokenizer, accelerator.process_index, accelerator.num_processes, source=source)
     spec = _main_process_reflection(accelerator, spec_for_model(head, tokenizer, args.spec_options(), like=like))
     checkpointer = None
@@ -351,5 +355,4 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
         checkpointer.save(state, progress)
     totals = _reduce_totals(accelerator, state, progress.counts)
     check_has_documents(totals.seen, totals.too_short, data, state.document_counts.tolist())
-    metadata = _metadata(data, source, provenance.as_metadata())
     return state.finalize(metadata)
