@@ -28,6 +28,8 @@ PUSH_REPO_TYPES = REPO_TYPES[:2]
 DEFAULT_REPO_TYPE = "model"
 #: a Hub repo id: ``org/name``
 HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
+#: a full commit id: 40 hex digits
+COMMIT_ID = re.compile(r"[0-9a-f]{40}")
 
 
 def option(default: Any, help: str, **argument_options: Any) -> Any:

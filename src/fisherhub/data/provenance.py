@@ -10,10 +10,9 @@ import os
 import re
 from typing import Any
 
-from fisherhub.options import DataArgs
+from fisherhub.options import COMMIT_ID, DataArgs
 
 logger = logging.getLogger(__name__)
-_COMMIT = re.compile(r"[0-9a-f]{40}")
 _HUB_CACHE_FOLDER = re.compile(r"(?:^|[\\/])([\w.-]+)___([\w.-]+)[\\/][^\\/]+[\\/][^\\/]+[\\/]([0-9a-f]{40})[\\/]")
 
 
@@ -42,7 +41,7 @@ def streamed_hub_commit(args: DataArgs) -> str | None:
     except (OSError, ValueError, ConnectionError) as exc:
         logger.warning("cannot resolve the commit of %s (%s): no dataset revision is recorded", args.dataset, exc)
         return None
-    return commit if isinstance(commit, str) and _COMMIT.fullmatch(commit) else None
+    return commit if isinstance(commit, str) and COMMIT_ID.fullmatch(commit) else None
 
 
 def dataset_provenance(args: DataArgs, source: Any) -> dict[str, str]:

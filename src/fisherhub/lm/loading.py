@@ -21,7 +21,7 @@ import torch
 
 from fisherhub.core.errors import InputError
 from fisherhub.extras import require
-from fisherhub.options import HUB_ID, ModelOptions
+from fisherhub.options import COMMIT_ID, HUB_ID, ModelOptions
 
 #: what signatures record as the default's base model; the head checksum tells it from the fp16 Hub weights
 DEFAULT_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -31,7 +31,6 @@ DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_REVISION = f"gguf:{DEFAULT_MODEL_PACKAGE_PIN}:{DEFAULT_GGUF_FILE}"
 _CACHE_FOLDER_NAME = "SmolLM2-135M-Instruct-Q4_1-float32"
 _log = logging.getLogger(__name__)
-_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,18 +237,18 @@ def resolved_commit(model_id_or_path: str | os.PathLike, revision: str | None = 
     ``from_pretrained`` fetched (``config.json``, or the GGUF file). None for a plain local folder."""
     from huggingface_hub import try_to_load_from_cache
 
-    if revision and _COMMIT.fullmatch(revision):
+    if revision and COMMIT_ID.fullmatch(revision):
         return revision
     path = Path(model_id_or_path)
     if path.is_dir():
         resolved = path.resolve()
-        return resolved.name if resolved.parent.name == "snapshots" and _COMMIT.fullmatch(resolved.name) else None
+        return resolved.name if resolved.parent.name == "snapshots" and COMMIT_ID.fullmatch(resolved.name) else None
     for filename in filter(None, ("config.json", gguf_file)):
         try:
             cached = try_to_load_from_cache(os.fspath(model_id_or_path), filename, revision=revision)
         except ValueError:  # not a repo id
             return None
-        if isinstance(cached, str) and _COMMIT.fullmatch(Path(cached).parent.name):
+        if isinstance(cached, str) and COMMIT_ID.fullmatch(Path(cached).parent.name):
             return Path(cached).parent.name
     return None
 
