@@ -251,8 +251,11 @@ def test_gguf_names_reads_the_source_model_id(tmp_path):
         assert gguf_names(folder / "tiny-f32.gguf") == (expected, "tiny-llama"), name
     (tmp_path / "broken.gguf").write_bytes(b"not a gguf file")
     assert gguf_names(tmp_path / "broken.gguf") == (None, None)
-    # the embedded default names no source: lm/loading.py maps it to its id (DEFAULT_MODEL_ID) instead
-    assert gguf_names(default_gguf_path())[0] is None
+    # the embedded default's file names no source; given as --model its folder --gguf-file it, it is the default
+    embedded = default_gguf_path()
+    assert gguf_names(embedded)[0] is None
+    assert model_provenance(str(embedded.parent), gguf_file=embedded.name) == model_provenance(None)
+    assert model_provenance(None).model_id == "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
 def test_a_gguf_run_records_the_model_id_adapters_name(folders, tmp_path, caplog):

@@ -224,6 +224,7 @@ def test_an_oversized_remote_signature_is_skipped_without_being_downloaded(world
     with pytest.raises(SignatureFileError, match="more than a signature has .*: not downloaded"):
         load_signature(f"org/large:.fisher_signatures/{file.name}")
     [info] = list_signatures("org/large")  # repo_info with file sizes: the file is not even opened
-    assert info.problem.endswith("more than a signature has (%s): not read" % f"{len(world['good'].to_bytes()):,}")
+    limit = len(world["good"].to_bytes())
+    assert info.problem.endswith(f"more than a signature has ({limit:,}): not read")
     assert info.base_model == "org/base"  # described by its index entry
     assert file_reads() == ["HEAD"]  # the load's; the listing read nothing of the file

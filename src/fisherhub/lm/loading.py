@@ -309,22 +309,33 @@ def _hub_model_id(value: str | None) -> str | None:
     return url.group(1) if url else None
 
 
+def _is_embedded_gguf(path: Path | None) -> bool:
+    """Whether ``path`` is the embedded default's GGUF file (``--model`` its package folder, ``--gguf-file`` it)."""
+    if path is None or importlib.util.find_spec(DEFAULT_MODEL_PACKAGE) is None:
+        return False
+    try:
+        return path.samefile(default_gguf_path())
+    except (InputError, OSError):
+        return False
+
+
 def model_provenance(
     model_id_or_path: str | os.PathLike | None, model=None, revision: str | None = None, gguf_file: str | None = None,
     base_model_id: str | None = None,
 ) -> ModelProvenance:
     """What signatures record about the base model: ``base_model_id`` when given, else for a GGUF run the Hub
-    id the file names as its source (``gguf_names``), else the model id or path itself; and the commit id where
+    id the file names as its source (``gguf_names``; the embedded default's own file: the default's id and
+    revision), else the model id or path itself; and the commit id where
     it can be resolved (``resolved_commit``), else the revision asked for, recorded only when it is a revision of
     the recorded id (not of a GGUF repo or folder the id was read from). A GGUF run whose file names no id
     records the path, with a ``warning``: adapters, which name Hub ids, will not match it."""
-    if model_id_or_path is None or is_embedded_model(model_id_or_path, revision):
+    path = gguf_file_path(model_id_or_path, gguf_file, revision) if model_id_or_path and gguf_file else None
+    if model_id_or_path is None or is_embedded_model(model_id_or_path, revision) or _is_embedded_gguf(path):
         embedded = ModelProvenance(DEFAULT_MODEL_ID, DEFAULT_MODEL_REVISION)
         return embedded if base_model_id in (None, DEFAULT_MODEL_ID) else ModelProvenance(base_model_id, "")
     reference = os.fspath(model_id_or_path)
     named, warning = base_model_id, None
     if named is None and gguf_file is not None:
-        path = gguf_file_path(model_id_or_path, gguf_file, revision)
         named, own_name = gguf_names(path) if path is not None else (None, None)
         if named is None:
             called = f" (it calls itself {own_name!r})" if own_name else ""
