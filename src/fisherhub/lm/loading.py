@@ -328,7 +328,8 @@ def model_provenance(
     revision), else the model id or path itself; and the commit id where
     it can be resolved (``resolved_commit``), else the revision asked for, recorded only when it is a revision of
     the recorded id (not of a GGUF repo or folder the id was read from). A GGUF run whose file names no id
-    records the path, with a ``warning``: adapters, which name Hub ids, will not match it."""
+    records the folder (its absolute path; a push publishes its name) or Hub repo, with a ``warning``: adapters,
+    which name the Hub ids of models, will not match it."""
     path = gguf_file_path(model_id_or_path, gguf_file, revision) if model_id_or_path and gguf_file else None
     if model_id_or_path is None or is_embedded_model(model_id_or_path, revision) or _is_embedded_gguf(path):
         embedded = ModelProvenance(DEFAULT_MODEL_ID, DEFAULT_MODEL_REVISION)
@@ -338,6 +339,7 @@ def model_provenance(
     if named is None and gguf_file is not None:
         named, own_name = gguf_names(path) if path is not None else (None, None)
         if named is None:
+            reference = os.path.abspath(reference) if Path(reference).is_dir() else reference  # "." names no folder
             called = f" (it calls itself {own_name!r})" if own_name else ""
             warning = (
                 f"the GGUF file {gguf_file} names no Hub model id{called}: the signature records its base model as "
