@@ -18,7 +18,7 @@ from benchmarks.paper import common, methods
 
 #: granularity of the network sketches per suite, fixed before any result: a verbalizer task has one scored
 #: token per prompt, so its exact (sequence) gradient is the per-example one; LM domains use position granularity
-GRANULARITY = {"exp3": "sequence", "exp4": "token", "exp5": "token"}
+GRANULARITY = {"exp3": "sequence", "exp4": "token", "exp5": "token", "exp6": "token"}
 #: the ground truth's cache group of the lower-layer states (exp. 3: one for all tasks; else the domain's name)
 PREFIX_GROUP = {"exp3": "verbalizer"}
 
@@ -33,6 +33,10 @@ def suite_tasks(suite: str, tokenizer) -> dict[str, list[common.Example]]:
         from benchmarks.domains import natural_domains
 
         domains, names = natural_domains(), common.NATURAL_DOMAINS
+    elif suite == "exp6":
+        from benchmarks.domains import HELDOUT_DOMAINS, heldout_domains
+
+        domains, names = heldout_domains(), HELDOUT_DOMAINS
     else:
         from benchmarks.domains import smiles_domains
         from benchmarks.paper.exp5_smiles import SMILES_SUBDOMAINS
