@@ -9,9 +9,12 @@ only, for comparison (S_a cannot tell tasks apart whose activations are alike: S
     print(selection.table())
     model = selection.load(base_model)          # a PeftModel with the best adapter active
 
+With ``rerank=k`` a second stage loads the first k adapters onto the base model one at a time and re-ranks them by
+the target's measured loss (``rerank``).
+
 ``candidates`` (where signatures come from), ``target`` (the target's signatures), ``ranking`` (pure: scores,
-options, comparability, order), ``results``, ``report`` (tables, bar chart), ``peft_loading``; ``select`` puts
-them together.
+options, comparability, order), ``results``, ``report`` (tables, bar chart), ``peft_loading``, ``rerank``;
+``select`` puts them together.
 """
 
 from fisherhub.selection.peft_loading import adapter_names

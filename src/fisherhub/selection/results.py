@@ -13,13 +13,20 @@ from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.core.signature import Signature
 from fisherhub.selection import peft_loading, report
 from fisherhub.selection.ranking import (
-    MIX_TYPES, ROW_SCORES, STDERR_FIELDS, best_first, check_score, mixing_weights,
+    MIX_TYPES,
+    ROW_SCORES,
+    STDERR_FIELDS,
+    best_first,
+    check_score,
+    mixing_weights,
 )
 
 if TYPE_CHECKING:
-    from fisherhub.selection.scoring import AutoChoice, Verdict
     from matplotlib.figure import Figure
     from rich.table import Table
+
+    from fisherhub.selection.rerank import Rerank
+    from fisherhub.selection.scoring import AutoChoice, Verdict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +119,14 @@ class Selection:
     verdict: Verdict | None = None  # how far to trust the pick (``selection.scoring.verdict``)
     choice: AutoChoice | None = None  # with score="auto": the geometry scored by, the regime, and why
     token: str | None = dataclasses.field(default=None, repr=False)  # select_adapter's token, used again to load
+    rerank: Rerank | None = None  # the second stage (``select_adapter(rerank=k)``): measured losses on the target
+
+    def reranked(self, second: Rerank) -> Selection:
+        """This selection after its second stage: the measured candidates first, lowest target loss first, then
+        the others in first-stage order; the verdict is the measured one (the first stage's is in ``second``)."""
+        measured = {m.candidate: rank for rank, m in enumerate(second.lowest_first())}
+        ranking = sorted(self.ranking, key=lambda row: measured.get(row.candidate, len(measured)))
+        return dataclasses.replace(self, ranking=ranking, verdict=second.verdict, rerank=second)
 
     @property
     def best(self) -> RankedCandidate:

@@ -10,6 +10,8 @@ from fisherhub.core.alignment import alignment
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.selection.candidates import Skip, candidate_name, discover, resolve_candidate
 from fisherhub.selection.ranking import ROW_SCORES, best_first, check_score, choose_options, common_base_model
+from fisherhub.selection.rerank import check_rerank, second_stage_candidates
+from fisherhub.selection.rerank import rerank as measure
 from fisherhub.selection.scoring import score_selection
 from fisherhub.selection.results import NoCompatibleCandidatesError, RankedCandidate, Selection, Skipped
 from fisherhub.selection.target import SketchOptions, Target, TargetSketcher, data_to_sketch, given_signatures
@@ -27,6 +29,7 @@ def select_adapter(
     tokenizer=None,
     sketch: SketchOptions | None = None,
     token: str | None = None,
+    rerank: int = 0,
 ) -> Selection:
     """Rank ``candidates`` by the alignment of their training data's signature with ``target``'s.
 
@@ -48,11 +51,19 @@ def select_adapter(
     best ``top_k`` (default 1) adapters are loaded onto ``model`` (or the loaded base model) into
     ``selection.model``. ``token`` (default: the logged-in one, ``HF_TOKEN``) goes to every Hub call:
     discovery, repo infos, signature and config downloads, and ``Selection.load`` / ``mix``; a private repo
-    it cannot read is skipped, saying so.
+    it cannot read is skipped, saying so. ``rerank=k`` (a target given as data; 0: signatures only) adds a second
+    stage: the first k adapters of the S_a and S_e rankings merged are loaded onto the base model one at a time
+    and the target's sketched tokens measured under each (``selection.rerank``: loss ± bootstrap se over the
+    target's documents, and the seconds of its k + 1 forward passes); the ranking puts them first, lowest loss
+    first, and the verdict is then the measured one (``fisherhub.selection.rerank``).
     """
     score = check_score(score)
+    rerank = check_rerank(rerank)
     given = given_signatures(target, base_model, token)
     data = data_to_sketch(target) if given is None else None
+    if rerank and data is None:
+        raise InputError("rerank needs the target's data (texts or a dataset) to measure the adapters' loss on; "
+                         "a target given as a signature can be ranked by signatures only (rerank=0)")
     if base_model is None and given is not None:
         base_model = common_base_model((s.metadata.get("base_model") for s in given), "the target's signatures")
     names = list(candidates) if candidates is not None else discover(base_model, token)
@@ -98,6 +109,10 @@ def select_adapter(
         best_first(rows), skipped, geometry, dict(targets.signatures), base_model, verdict=scored.verdict,
         choice=scored.choice, token=token,
     )
+    if rerank:
+        second = measure(sketcher.model, sketcher.batches(), second_stage_candidates(selection.ranking, rerank),
+                         selection.verdict, token)
+        selection = selection.reranked(second)
     if load:
         base = model if model is not None or sketcher is None else sketcher.model
         selection.model = selection.load(base, top_k)
