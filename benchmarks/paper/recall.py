@@ -9,7 +9,7 @@ distinct candidates, so every first stage loads the same k adapters.
 
 Reliability: the verdict's P(best) of each selection against how often its #1 was the true best (per LoRA
 seed). P(best) assumes the candidates' scores are the true ones up to their sketch noise; the score-to-transfer
-misfit is the larger error, so ``calibrated`` inflates every standard error by one factor fitted by maximum
+misfit is the larger error, so ``calibration`` inflates every standard error by one factor fitted by maximum
 likelihood on the other suites (leave one suite out). Accounting for the target's sketch noise shared by all
 candidates (positively correlated scores) would shrink the variance of every difference, sharpening P(best):
 it cannot fix overconfidence.
@@ -19,6 +19,7 @@ it cannot fix overconfidence.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -28,9 +29,11 @@ import torch
 
 from benchmarks.paper.common import RESULTS_DIR
 from benchmarks.paper.report import print_table, write_json
+from fisherhub.selection.scoring import CLEAR_GAP_Z
 
 #: the suites with committed results, and their names' key
-SUITES = {"exp4": "paper_exp4_domains", "exp5": "paper_exp5_smiles", "exp3": "paper_exp3_verbalizer"}
+SUITES = {"exp4": "paper_exp4_domains", "exp5": "paper_exp5_smiles", "exp3": "paper_exp3_verbalizer",
+          "exp6": "paper_exp6_heldout"}
 #: the suites the default first stage and k are chosen on (exp. 3's regret is in other units: nats of one label)
 RULE_SUITES = ("exp4", "exp5")
 KS = (1, 2, 3, 4, 5)
@@ -45,6 +48,8 @@ DEFAULT_FIRST_STAGE, DEFAULT_K = ("activation", "error"), 3
 #: P(best) bins of the reliability table
 BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 0.95, 1.0 + 1e-9)
 DRAWS = 20_000
+#: the standard-error inflations ``fit_inflation`` chooses among
+INFLATIONS = tuple(float(x) for x in np.geomspace(1.0, 64.0, 25))
 
 
 def stage_name(stage: Sequence[str]) -> str:
@@ -56,7 +61,8 @@ def first_stage(scores: Mapping[str, np.ndarray], stage: Sequence[str], target: 
     (each by its score [source, target], highest first, ties in source order)."""
     n = next(iter(scores.values())).shape[0]
     candidates = [s for s in range(n) if s != target]
-    rankings = [sorted(candidates, key=lambda s, m=np.asarray(scores[key]): -m[s, target]) for key in stage]
+    columns = [np.asarray(scores[key])[:, target] for key in stage]
+    rankings = [sorted(candidates, key=lambda s, column=column: -column[s]) for column in columns]
     chosen: list[int] = []
     for position in range(len(candidates)):
         for ranking in rankings:
@@ -103,7 +109,9 @@ def load_suite(suite: str) -> dict:
             "scores": {k: np.array(v, dtype=np.float64) for k, v in result["scores"].items()},
             "selections": result["selections"], "sketch_id": result["sketch_id"],
             "sample_transfers": (np.array(result["sample_transfer_per_seed"], dtype=np.float64)
-                                 if "sample_transfer_per_seed" in result else None)}
+                                 if "sample_transfer_per_seed" in result else None),
+            "sample_losses": ({k: np.array(v, dtype=np.float64) for k, v in result["sample_losses"].items()
+                               if k != "relative_perplexity"} if "sample_losses" in result else None)}
 
 
 def recall_tables(suites: Mapping[str, dict]) -> dict:
@@ -140,15 +148,17 @@ def choose_default(tables: Mapping[str, dict]) -> dict:
 
 # -- reliability ---------------------------------------------------------------------------------------
 def probability_best(values: np.ndarray, stderr: np.ndarray, inflation: float = 1.0, seed: int = 0) -> np.ndarray:
-    """P(candidate i has the highest true score), true scores ~ N(value, (inflation·se)²) independent."""
+    """P(candidate i has the highest true score), true scores ~ N(value, (inflation·se)²) independent (the
+    verdict's model, ``fisherhub.selection.scoring.probability_best``, with the standard errors inflated)."""
     rng = np.random.default_rng(seed)
     se = np.maximum(stderr, 1e-9) * inflation
     sampled = values + se * rng.standard_normal((DRAWS, len(values)))
     return np.bincount(sampled.argmax(axis=1), minlength=len(values)) / DRAWS
 
 
-def selection_records(data: dict, key: str) -> list[dict]:
-    """Per target and LoRA seed: the candidates' scores and standard errors, and which candidates are truly best."""
+def first_stage_records(data: dict, key: str) -> list[dict]:
+    """Per target and LoRA seed of a suite's ``key`` selections: the candidates' scores and standard errors, which
+    of them are truly best, and whether the verdict was clear."""
     names, records = list(data["names"]), []
     for selection in data["selections"][key]:
         t = names.index(selection["target"])
@@ -161,86 +171,85 @@ def selection_records(data: dict, key: str) -> list[dict]:
     return records
 
 
-def reliability(records: Sequence[dict], inflation: float = 1.0) -> dict:
-    """Predicted P(best) against the observed frequency, per bin, for each selection's #1 and for every candidate;
-    and the verdict's clear / not clear groups."""
-    top, every = [], []
+def first_stage_predictions(records: Sequence[dict], inflation: float = 1.0) -> list[tuple[float, float, bool]]:
+    """(P(best) of #1, whether #1 is the true best, clear) of each record, with standard errors × ``inflation``."""
+    rows = []
     for record in records:
-        p = probability_best(record["values"], record["stderr"], inflation)
         first = int(np.argmax(record["values"]))
-        top.append((p[first], float(record["is_best"][first]), record["clear"]))
-        every += list(zip(p, record["is_best"].astype(float)))
-
-    def binned(pairs):
-        rows = []
-        for low, high in zip(BINS[:-1], BINS[1:]):
-            inside = [(p, o) for p, o in pairs if low <= p < high]
-            if inside:
-                rows.append({"bin": [low, min(high, 1.0)], "selections": len(inside),
-                             "predicted": float(np.mean([p for p, _ in inside])),
-                             "observed": float(np.mean([o for _, o in inside]))})
-        return rows
-
-    verdicts = {}
-    for clear in (True, False):
-        inside = [(p, o) for p, o, c in top if c == clear]
-        verdicts["clear" if clear else "not clear"] = {
-            "selections": len(inside), "predicted": float(np.mean([p for p, _ in inside])) if inside else None,
-            "observed": float(np.mean([o for _, o in inside])) if inside else None}
-    return {"inflation": inflation, "top": binned([(p, o) for p, o, _ in top]), "all_candidates": binned(every),
-            "verdict": verdicts, "brier_top": float(np.mean([(p - o) ** 2 for p, o, _ in top]))}
+        p = probability_best(record["values"], record["stderr"], inflation)[first]
+        clear = record["clear"] if inflation == 1.0 else _gap_z(record, inflation) >= CLEAR_GAP_Z
+        rows.append((float(p), float(record["is_best"][first]), clear))
+    return rows
 
 
-def fit_inflation(records: Sequence[dict], grid: Sequence[float] = tuple(np.geomspace(1.0, 64.0, 25))) -> float:
+def _gap_z(record: dict, inflation: float) -> float:
+    order = np.argsort(-record["values"])
+    first, second = order[0], order[1]
+    spread = inflation * np.hypot(max(record["stderr"][first], 1e-9), max(record["stderr"][second], 1e-9))
+    return float((record["values"][first] - record["values"][second]) / spread)
+
+
+def second_stage_predictions(data: dict, stage: Sequence[str] = DEFAULT_FIRST_STAGE, k: int = DEFAULT_K,
+                             draws: int = 2000, seed: int = 0) -> list[tuple[float, float, bool]]:
+    """(P(best), whether the pick is the true best, clear) of the measured two-stage pick of every target and seed:
+    P(best) = the share of bootstrap resamples of the target's sample documents in which the pick has the lowest
+    loss among the k measured; clear = it leads the runner-up by ≥ 2 bootstrap se of the paired difference."""
+    losses = data["sample_losses"]
+    rng = np.random.default_rng(seed)
+    rows = []
+    for r, transfer in enumerate(data["transfers"]):
+        n = transfer.shape[0]
+        for target in range(n):
+            units = np.flatnonzero(losses["counts"][target] > 0)
+            weights = np.stack([np.bincount(rng.integers(0, len(units), len(units)), minlength=len(units))
+                                for _ in range(draws)])
+            chosen = first_stage(data["scores"], stage, target, k)
+            nll = losses["adapted"][r, chosen][:, target][:, units]  # (k, U)
+            resampled = (weights @ nll.T) / (weights @ losses["counts"][target, units])[:, None]  # (draws, k)
+            point = nll.sum(axis=1) / losses["counts"][target, units].sum()
+            order = np.argsort(point)
+            p = float((resampled.argmin(axis=1) == order[0]).mean())
+            difference = resampled[:, order[1]] - resampled[:, order[0]]
+            clear = bool((point[order[1]] - point[order[0]]) >= CLEAR_GAP_Z * difference.std())
+            best = max(transfer[s, target] for s in range(n) if s != target)
+            rows.append((p, float(transfer[chosen[order[0]], target] >= best - 1e-12), clear))
+    return rows
+
+
+def reliability(rows: Sequence[tuple[float, float, bool]]) -> dict:
+    """Predicted P(best) against the observed frequency of being best, per bin of P(best), and for the clear and
+    the not clear verdicts; the Brier score."""
+    def summary(inside):
+        return {"selections": len(inside), "predicted": float(np.mean([p for p, _, _ in inside])) if inside else None,
+                "observed": float(np.mean([o for _, o, _ in inside])) if inside else None}
+
+    bins = [{"bin": [low, min(high, 1.0)], **summary(inside)}
+            for low, high in itertools.pairwise(BINS) if (inside := [row for row in rows if low <= row[0] < high])]
+    return {"bins": bins, "verdict": {"clear": summary([row for row in rows if row[2]]),
+                                      "not clear": summary([row for row in rows if not row[2]])},
+            "brier": float(np.mean([(p - o) ** 2 for p, o, _ in rows])), "selections": len(rows)}
+
+
+def fit_inflation(records: Sequence[dict], grid: Sequence[float] = INFLATIONS) -> float:
     """The standard-error inflation that maximises the likelihood that each selection's true best is the best
-    (P(best) of the truly best candidates, ties shared), on ``records``."""
+    (Σ log P(best) of the truly best candidates, ties shared) over ``records``."""
     def log_likelihood(inflation: float) -> float:
-        total = 0.0
-        for record in records:
-            p = probability_best(record["values"], record["stderr"], inflation)
-            total += np.log(max(float(p[record["is_best"]].sum()), 1e-4))
-        return total
+        return sum(np.log(max(float(probability_best(r["values"], r["stderr"], inflation)[r["is_best"]].sum()), 1e-4))
+                   for r in records)
 
     return float(max(grid, key=log_likelihood))
 
 
-def calibrated(suites: Mapping[str, dict], key: str = "auto") -> dict:
-    """Reliability before and after the inflation fitted on the other suites (leave one suite out)."""
-    records = {suite: selection_records(data, key) for suite, data in suites.items()}
-    before = reliability([r for rs in records.values() for r in rs])
-    after_records, factors = [], {}
-    for suite in records:
-        factors[suite] = fit_inflation([r for other, rs in records.items() if other != suite for r in rs])
-        after_records.append((factors[suite], records[suite]))
-    after = [reliability(rs, factor) for factor, rs in after_records]
-    pooled_after = _pooled([r for _, rs in after_records for r in rs], [f for f, rs in after_records for _ in rs])
-    return {"selection": key, "before": before, "after": pooled_after, "inflation_by_held_out_suite": factors,
-            "after_by_suite": dict(zip(records, after))}
-
-
-def _pooled(records: Sequence[dict], inflations: Sequence[float]) -> dict:
-    """``reliability`` of records that each have their own inflation (the held-out suite's factor)."""
-    groups: dict[float, list[dict]] = {}
-    for record, factor in zip(records, inflations):
-        groups.setdefault(factor, []).append(record)
-    parts = [reliability(rs, f) for f, rs in groups.items()]
-    merged = {"inflation": sorted(groups), "top": [], "all_candidates": [], "verdict": {}}
-    for table in ("top", "all_candidates"):
-        for low, high in zip(BINS[:-1], BINS[1:]):
-            rows = [row for part in parts for row in part[table] if row["bin"][0] == low]
-            if rows:
-                count = sum(r["selections"] for r in rows)
-                merged[table].append({"bin": [low, min(high, 1.0)], "selections": count,
-                                      "predicted": sum(r["predicted"] * r["selections"] for r in rows) / count,
-                                      "observed": sum(r["observed"] * r["selections"] for r in rows) / count})
-    for group in ("clear", "not clear"):
-        rows = [part["verdict"][group] for part in parts if part["verdict"][group]["selections"]]
-        count = sum(r["selections"] for r in rows)
-        merged["verdict"][group] = {"selections": count,
-                                    "predicted": sum(r["predicted"] * r["selections"] for r in rows) / count if count else None,
-                                    "observed": sum(r["observed"] * r["selections"] for r in rows) / count if count else None}
-    merged["brier_top"] = float(np.mean([(p["brier_top"]) for p in parts]))
-    return merged
+def calibration(suites: Mapping[str, dict], key: str = "auto") -> dict:
+    """Reliability of the first stage's P(best) before, and after the inflation fitted on the other suites (leave one
+    suite out)."""
+    records = {suite: first_stage_records(data, key) for suite, data in suites.items() if key in data["selections"]}
+    factors = {suite: fit_inflation([r for other, rs in records.items() if other != suite for r in rs])
+               for suite in records}
+    before = [row for rs in records.values() for row in first_stage_predictions(rs)]
+    after = [row for suite, rs in records.items() for row in first_stage_predictions(rs, factors[suite])]
+    return {"selection": key, "before": reliability(before), "after": reliability(after),
+            "inflation_by_held_out_suite": factors}
 
 
 def two_stage_rows(suites: Mapping[str, dict], stage: Sequence[str] = DEFAULT_FIRST_STAGE, k: int = DEFAULT_K) -> dict:
@@ -296,14 +305,22 @@ def main() -> None:
                           "regret after an oracle re-rank of the top k (means over the LoRA seeds)")
     rule = choose_default({s: tables[s] for s in RULE_SUITES if s in tables})
     print("default first stage and k by the rule:", rule, "| fixed:", stage_name(DEFAULT_FIRST_STAGE), DEFAULT_K)
-    trust = {key: calibrated(suites, key) for key in ("auto", "auto_head")}
+    trust = {key: calibration(suites, key) for key in ("auto", "auto_head")}
+    second = [row for data in suites.values() if data["sample_losses"] is not None
+              for row in second_stage_predictions(data)]
+    if second:
+        trust["two_stage"] = {"second_stage": reliability(second), "inflation_by_held_out_suite": None}
     for key, result in trust.items():
-        for when in ("before", "after"):
+        for when in ("before", "after", "second_stage"):
+            table = result.get(when)
+            if table is None:
+                continue
             print_table(["P(best) bin", "selections", "predicted", "observed"],
                         [[f"{r['bin'][0]:.2f}-{r['bin'][1]:.2f}", r["selections"], r["predicted"], r["observed"]]
-                         for r in result[when]["top"]],
-                        title=f"reliability of {key}'s #1, {when} (inflation {result[when]['inflation']}): "
-                              f"verdict {result[when]['verdict']}")
+                         for r in table["bins"]],
+                        title=f"reliability of {key}: {when} (inflation by held-out suite "
+                              f"{result['inflation_by_held_out_suite'] if when == 'after' else 1}); Brier "
+                              f"{table['brier']:.3f}; verdict {table['verdict']}")
     measured = two_stage_rows(suites)
     if measured:
         print("measured two-stage selection:", measured)
