@@ -252,4 +252,5 @@ LABELS = {
     "auto": "auto (+ network-level)", "fisher_shrunk": "A, ρ shrunk to the cohort mean",
     "fisher_shrunk_separable": "A, ρ shrunk toward 1 (separable)",
     "official_auto": "official fishersketch recommend(auto)", "random": "random",
+    "two_stage": "two-stage: S_a + S_e top 3, re-ranked by the target sample's loss",
 }

@@ -74,12 +74,14 @@ def first_stage(scores: Mapping[str, np.ndarray], stage: Sequence[str], target: 
 def two_stage_scores(scores: Mapping[str, torch.Tensor], sample_transfer: np.ndarray,
                      stage: Sequence[str] = DEFAULT_FIRST_STAGE, k: int = DEFAULT_K) -> dict[str, torch.Tensor]:
     """The score matrix of the two-stage selection: ``sample_transfer`` [source, target] (the drop of the
-    target's own sample loss under each adapter) on the first stage's k candidates of each target, −∞ elsewhere."""
+    target's own sample loss under each adapter) on the first stage's k candidates of each target; the others
+    get 1 less than the lowest of those (ranked below them)."""
     matrices = {key: np.asarray(value, dtype=np.float64) for key, value in scores.items()}
     n = sample_transfer.shape[0]
-    result = np.full((n, n), -np.inf)
+    result = np.zeros((n, n))
     for target in range(n):
         chosen = first_stage(matrices, stage, target, k)
+        result[:, target] = sample_transfer[chosen, target].min() - 1.0
         result[chosen, target] = sample_transfer[chosen, target]
     return {"two_stage": torch.from_numpy(result)}
 
