@@ -45,6 +45,8 @@ OTHER_STAGES = (("embedding",), ("linear_cka",), ("diagonal_fisher",), ("head_in
                 ("auto_head",), ("fisher_shrunk",), ("fishersketch", "embedding"), ("activation", "embedding"))
 #: the default two-stage selection: fixed by ``choose_default`` on ``RULE_SUITES`` before experiment 6 was run
 DEFAULT_FIRST_STAGE, DEFAULT_K = ("activation", "error"), 3
+#: the suites measure each target's sample loss under the first this many candidates of the default first stage
+MEASURED_K = 5
 #: P(best) bins of the reliability table
 BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 0.95, 1.0 + 1e-9)
 DRAWS = 20_000
@@ -69,6 +71,18 @@ def first_stage(scores: Mapping[str, np.ndarray], stage: Sequence[str], target: 
             if ranking[position] not in chosen:
                 chosen.append(ranking[position])
     return chosen[:k]
+
+
+def measured_pairs(scores: Mapping[str, torch.Tensor], stage: Sequence[str] = DEFAULT_FIRST_STAGE,
+                   k: int = MEASURED_K) -> np.ndarray:
+    """[source, target]: whether source is among target's first ``k`` candidates of ``stage`` (those a suite
+    measures the target's sample loss under)."""
+    matrices = {key: np.asarray(value, dtype=np.float64) for key, value in scores.items()}
+    n = next(iter(matrices.values())).shape[0]
+    measured = np.zeros((n, n), dtype=bool)
+    for target in range(n):
+        measured[first_stage(matrices, stage, target, k), target] = True
+    return measured
 
 
 def two_stage_scores(scores: Mapping[str, torch.Tensor], sample_transfer: np.ndarray,

@@ -56,7 +56,8 @@ class TransferStudy:
     tokens: list[int]
     selections: dict[str, list[dict]]
     official: dict
-    sample_losses: HeldOutLosses | None = None  # each adapter's loss on each target's own sample (task data)
+    sample_losses: HeldOutLosses | None = None  # adapters' losses on each target's own sample (task data)
+    sample_measured: np.ndarray | None = None  # [source, target]: where sample_losses were measured
 
     @property
     def transfer(self) -> torch.Tensor:
@@ -79,7 +80,7 @@ class TransferStudy:
             "transfer": matrix_rows(self.transfer),
             "transfer_per_seed": [matrix_rows(torch.from_numpy(t)) for t in self.ground_truth.transfer()],
             **({} if self.sample_losses is None else {
-                "sample_losses": self.sample_losses.as_dict(),
+                "sample_losses": self.sample_losses.as_dict(), "sample_measured": self.sample_measured.tolist(),
                 "sample_transfer_per_seed": [matrix_rows(torch.from_numpy(t)) for t in self.sample_losses.transfer()]}),
             "scores": {key: matrix_rows(score) for key, score in self.scores.items()},
             "selection": {key: s.as_dict() for key, s in self.selection().items()},
@@ -136,8 +137,10 @@ def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: com
     keys = {name: f"{name}:{common.examples_key(task_examples[name])}" for name in names}
     eval_keys = {name: f"{name}:{common.examples_key(eval_examples[name])}" for name in names}
 
-    def losses(examples, examples_keys) -> HeldOutLosses:
-        """Per-document NLL sums of every target's ``examples`` under the base model and each adapter."""
+    def losses(examples, examples_keys, measured: np.ndarray | None = None) -> HeldOutLosses:
+        """Per-document NLL sums of every target's ``examples`` under the base model and each adapter (with
+        ``measured`` [source, target], only where it is true: elsewhere the base model's)."""
+        measured = np.ones((len(names), len(names)), dtype=bool) if measured is None else measured
         units = max(len(examples[t]) for t in names)
         counts = np.zeros((len(names), units))
         for t, target in enumerate(names):
@@ -146,12 +149,16 @@ def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: com
         adapted = np.zeros((len(seeds), len(names), len(names), units))
         for r, seed in enumerate(seeds):
             for s, source in enumerate(tqdm(names, desc=f"adapters, seed {seed}")):
-                done = [f"{keys[source]}|seed{seed}|{examples_keys[t]}" for t in names]
+                adapted[r, s] = base
+                targets = [t for u, t in enumerate(names) if measured[s, u]]
+                done = [f"{keys[source]}|seed{seed}|{examples_keys[t]}" for t in targets]
                 if all(key in nll_ledger.entries for key in done):
-                    adapted[r, s] = _padded([nll_ledger.entries[key] for key in done], units)
-                    continue
-                weights = bench.adapter(source, task_examples[source], seed)
-                adapted[r, s] = _padded([nll_of(source, seed, weights, t, examples, examples_keys) for t in names], units)
+                    rows = [nll_ledger.entries[key] for key in done]
+                else:
+                    weights = bench.adapter(source, task_examples[source], seed)
+                    rows = [nll_of(source, seed, weights, t, examples, examples_keys) for t in targets]
+                if rows:
+                    adapted[r, s, measured[s]] = _padded(rows, units)
         return HeldOutLosses(base, adapted, counts, relative_perplexity=True)
 
     def nll_of(source, seed, weights, target, examples, examples_keys) -> list[float]:
@@ -160,15 +167,17 @@ def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: com
                                   lambda: adapted.document_nll(examples[target]))
 
     ground_truth = losses(eval_examples, eval_keys)
-    # the second stage of a two-stage selection: each adapter's loss on the target's own sample (its task data)
-    sample_losses = losses(task_examples, keys)
+    # the second stage of a two-stage selection: the loss of the target's own sample (its task data) under the
+    # first ``recall.MEASURED_K`` adapters of the default first stage
+    sample_measured = recall.measured_pairs({"activation": sketch.activation, "error": sketch.error})
+    sample_losses = losses(task_examples, keys, sample_measured)
     added, selections, official_recommendations = methods.added_methods(
         model, tokenizer, spec, group.split("_")[0], names, tasks, task_examples, sketch, error_path,
         official_package=official_package)
     scores |= added
     scores |= recall.two_stage_scores(scores, sample_losses.transfer().mean(axis=0))
     return TransferStudy(names, ground_truth, scores, spec.sketch_id, settings, split, [len(t) for t in tasks],
-                         selections, official_recommendations, sample_losses)
+                         selections, official_recommendations, sample_losses, sample_measured)
 
 
 def _padded(rows: Sequence[Sequence[float]], width: int) -> np.ndarray:
