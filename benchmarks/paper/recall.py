@@ -45,8 +45,8 @@ OTHER_STAGES = (("embedding",), ("linear_cka",), ("diagonal_fisher",), ("head_in
                 ("auto_head",), ("fisher_shrunk",), ("fishersketch", "embedding"), ("activation", "embedding"))
 #: the default two-stage selection: fixed by ``choose_default`` on ``RULE_SUITES`` before experiment 6 was run
 DEFAULT_FIRST_STAGE, DEFAULT_K = ("activation", "error"), 3
-#: the suites measure each target's sample loss under the first this many candidates of the default first stage
-MEASURED_K = 5
+#: the suites measure each target's sample loss under the default first stage's candidates (what the second stage needs)
+MEASURED_K = DEFAULT_K
 #: P(best) bins of the reliability table
 BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 0.95, 1.0 + 1e-9)
 DRAWS = 20_000
