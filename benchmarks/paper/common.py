@@ -397,9 +397,13 @@ class LoraBench:
         return [float(part.sum()) for part in self.nll(examples).split([e.num_scored for e in examples])]
 
     # -- adapters ---------------------------------------------------------------------------------
+    def adapter_path(self, name: str, examples: Sequence[Example], seed: int = 0) -> Path:
+        """Where the adapter trained on ``examples`` with ``seed`` is cached."""
+        return self.cache / f"lora-{config_key(self.settings)}" / f"{name}.{examples_key(examples)}.seed{seed}.safetensors"
+
     def adapter(self, name: str, examples: Sequence[Example], seed: int = 0) -> dict[str, torch.Tensor]:
         """The adapter trained on ``examples`` with ``seed`` (loaded when cached)."""
-        path = self.cache / f"lora-{config_key(self.settings)}" / f"{name}.{examples_key(examples)}.seed{seed}.safetensors"
+        path = self.adapter_path(name, examples, seed)
         if path.exists():
             return load_file(path)
         weights = self._train(examples, seed, desc=f"LoRA {name} s{seed}")

@@ -28,7 +28,8 @@ def suite_texts(suite: str) -> dict[str, list[str]]:
 
 
 def adapter_folders(suite: str, texts: dict[str, list[str]], split: common.DomainSplit) -> dict[str, str]:
-    """One PEFT adapter folder per domain (the suite's cached seed-0 adapter), its signature inside."""
+    """One PEFT adapter folder per domain whose seed-0 adapter the suite has cached, its signature inside (none
+    is trained here)."""
     from peft import set_peft_model_state_dict
 
     model, tokenizer = common.load_base_model()
@@ -38,6 +39,8 @@ def adapter_folders(suite: str, texts: dict[str, list[str]], split: common.Domai
     for name, documents in texts.items():
         task, _ = split.split(tokenizer, documents)
         folder = common.CACHE_DIR / "rerank_cost" / suite / name
+        if not bench.adapter_path(name, task, seed=0).exists():
+            continue
         if not (folder / "adapter_config.json").exists():
             _, signature = common.capture_task(model, spec, task, name, common.CACHE_DIR / "tasks")
             set_peft_model_state_dict(bench.model, bench.adapter(name, task, seed=0))
@@ -60,9 +63,12 @@ def main() -> None:
     split = common.DomainSplit()
     texts = suite_texts(args.suite)
     folders = adapter_folders(args.suite, texts, split)
+    if len(folders) < args.k + 1:
+        raise SystemExit(f"{len(folders)} cached adapters of {args.suite}; run the suite first (k = {args.k} needs "
+                         f"{args.k + 1})")
     model, tokenizer = common.load_base_model()
     rows, records = [], []
-    for target in list(texts)[: args.targets]:
+    for target in list(folders)[: args.targets]:
         task, _ = split.split(tokenizer, texts[target])
         documents = [tokenizer.decode(e.input_ids) for e in task]
         candidates = [folder for name, folder in folders.items() if name != target]
