@@ -29,7 +29,7 @@ import torch
 
 from benchmarks.paper.common import RESULTS_DIR
 from benchmarks.paper.report import print_table, write_json
-from fisherhub.selection.scoring import CLEAR_GAP_Z
+from fisherhub.core.geometry import CLEAR_GAP_Z
 
 #: the suites with committed results, and their names' key
 SUITES = {"exp4": "paper_exp4_domains", "exp5": "paper_exp5_smiles", "exp3": "paper_exp3_verbalizer",
@@ -165,7 +165,7 @@ def choose_default(tables: Mapping[str, dict]) -> dict:
 # -- reliability ---------------------------------------------------------------------------------------
 def probability_best(values: np.ndarray, stderr: np.ndarray, inflation: float = 1.0, seed: int = 0) -> np.ndarray:
     """P(candidate i has the highest true score), true scores ~ N(value, (inflation·se)²) independent (the
-    verdict's model, ``fisherhub.selection.scoring.probability_best``, with the standard errors inflated)."""
+    verdict's model, ``fisherhub.analysis.verdict.probability_best``, with the standard errors inflated)."""
     rng = np.random.default_rng(seed)
     se = np.maximum(stderr, 1e-9) * inflation
     sampled = values + se * rng.standard_normal((DRAWS, len(values)))

@@ -21,7 +21,7 @@ ORDER = ("two_stage", "fishersketch", "head_input", "network_lora", "network_all
          "exact_fisher", "exact_error")
 #: the methods every other is compared with: head A, the text embedding and the paper author's package
 REFERENCES = {"fishersketch": "head A", "embedding": "text embedding", "official_auto": "official auto"}
-LABELS = METHODS | {"exact_fisher": "exact A, Gram form (diagnostic)", "exact_error": "exact S_e (diagnostic)"} | LABELS
+LABELS = METHODS | LABELS
 
 
 def _cell(entry, digits: int = 3) -> str:

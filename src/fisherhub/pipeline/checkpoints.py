@@ -14,7 +14,7 @@ import torch
 from fisherhub.core.errors import InputError
 from fisherhub.core.spec import SketchSpec
 from fisherhub.core.state import SketchState
-from fisherhub.data.documents import DocumentCounts
+from fisherhub.data.stream import DocumentCounts
 
 
 @dataclasses.dataclass

@@ -27,7 +27,8 @@ import torch
 
 from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.core.errors import InputError
-from fisherhub.selection.scoring import CLEAR_GAP_Z, Verdict
+from fisherhub.analysis.verdict import Verdict
+from fisherhub.core.geometry import CLEAR_GAP_Z
 
 if TYPE_CHECKING:
     from fisherhub.selection.results import RankedCandidate
@@ -77,7 +78,7 @@ class DocumentLosses:
 
 
 def document_losses(model, batches, device=None) -> DocumentLosses:
-    """Per-document NLL sums under ``model`` of every scored token of ``batches`` (``data.documents.Batch``:
+    """Per-document NLL sums under ``model`` of every scored token of ``batches`` (``data.batches.Batch``:
     label t is predicted from positions < t; −100 is unscored), documents in the order they come."""
     device = device if device is not None else next(model.parameters()).device
     nll, tokens = [], []
