@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from fisherhub.analysis.verdict import Verdict
 from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.core.errors import InputError
-from fisherhub.analysis.verdict import Verdict
 from fisherhub.core.geometry import CLEAR_GAP_Z
 
 if TYPE_CHECKING:
