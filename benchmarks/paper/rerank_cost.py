@@ -2,7 +2,7 @@
 
 A suite's cached LoRA adapters (seed 0) are saved as PEFT adapter folders with their training data's signature
 under ``fisher_signatures/``; each of a few targets' task documents (2,000 scored tokens, 64-token documents, as
-the suites) is then selected for among the other domains' adapters: signatures only (the first stage: sketching
+the suites; first the domains whose adapter is not cached) is then selected for among the other domains' adapters: signatures only (the first stage: sketching
 the target and ranking) and with ``rerank=k`` (the second stage alone: k + 1 forward passes over the target).
 
     python -m benchmarks.paper.rerank_cost [--suite exp6] [--targets 3] [--k 3]
@@ -63,12 +63,12 @@ def main() -> None:
     split = common.DomainSplit()
     texts = suite_texts(args.suite)
     folders = adapter_folders(args.suite, texts, split)
-    if len(folders) < args.k + 1:
+    if len(folders) < args.k:
         raise SystemExit(f"{len(folders)} cached adapters of {args.suite}; run the suite first (k = {args.k} needs "
-                         f"{args.k + 1})")
+                         f"{args.k})")
     model, tokenizer = common.load_base_model()
     rows, records = [], []
-    for target in list(folders)[: args.targets]:
+    for target in sorted(texts, key=lambda name: name in folders)[: args.targets]:  # most candidates first
         task, _ = split.split(tokenizer, texts[target])
         documents = [tokenizer.decode(e.input_ids) for e in task]
         candidates = [folder for name, folder in folders.items() if name != target]
