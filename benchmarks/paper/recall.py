@@ -127,7 +127,16 @@ def load_suite(suite: str) -> dict:
             "sample_transfers": (np.array(result["sample_transfer_per_seed"], dtype=np.float64)
                                  if "sample_transfer_per_seed" in result else None),
             "sample_losses": ({k: np.array(v, dtype=np.float64) for k, v in result["sample_losses"].items()
-                               if k != "relative_perplexity"} if "sample_losses" in result else None)}
+                               if k != "relative_perplexity"} if "sample_losses" in result else None),
+            "sample_measured": np.array(result["sample_measured"], dtype=bool) if "sample_measured" in result else None}
+
+
+def measured_candidates(data: dict, target: int) -> list[int]:
+    """The candidates whose loss on ``target``'s sample the suite measured (the default first stage's, computed from
+    the unrounded scores; the JSON's rounded ones could order near-ties differently)."""
+    if data["sample_measured"] is not None:
+        return [int(s) for s in np.flatnonzero(data["sample_measured"][:, target])]
+    return first_stage(data["scores"], DEFAULT_FIRST_STAGE, target, DEFAULT_K)
 
 
 def recall_tables(suites: Mapping[str, dict]) -> dict:
@@ -205,8 +214,7 @@ def _gap_z(record: dict, inflation: float) -> float:
     return float((record["values"][first] - record["values"][second]) / spread)
 
 
-def second_stage_predictions(data: dict, stage: Sequence[str] = DEFAULT_FIRST_STAGE, k: int = DEFAULT_K,
-                             draws: int = 2000, seed: int = 0) -> list[tuple[float, float, bool]]:
+def second_stage_predictions(data: dict, draws: int = 2000, seed: int = 0) -> list[tuple[float, float, bool]]:
     """(P(best), whether the pick is the true best, clear) of the measured two-stage pick of every target and seed:
     P(best) = the share of bootstrap resamples of the target's sample documents in which the pick has the lowest
     loss among the k measured; clear = it leads the runner-up by ≥ 2 bootstrap se of the paired difference."""
@@ -219,7 +227,7 @@ def second_stage_predictions(data: dict, stage: Sequence[str] = DEFAULT_FIRST_ST
             units = np.flatnonzero(losses["counts"][target] > 0)
             weights = np.stack([np.bincount(rng.integers(0, len(units), len(units)), minlength=len(units))
                                 for _ in range(draws)])
-            chosen = first_stage(data["scores"], stage, target, k)
+            chosen = measured_candidates(data, target)
             nll = losses["adapted"][r, chosen][:, target][:, units]  # (k, U)
             resampled = (weights @ nll.T) / (weights @ losses["counts"][target, units])[:, None]  # (draws, k)
             point = nll.sum(axis=1) / losses["counts"][target, units].sum()
@@ -268,8 +276,9 @@ def calibration(suites: Mapping[str, dict], key: str = "auto") -> dict:
             "inflation_by_held_out_suite": factors}
 
 
-def two_stage_rows(suites: Mapping[str, dict], stage: Sequence[str] = DEFAULT_FIRST_STAGE, k: int = DEFAULT_K) -> dict:
-    """The measured two-stage selection (re-rank by the target sample's loss) of the suites that have it."""
+def two_stage_rows(suites: Mapping[str, dict]) -> dict:
+    """The measured two-stage selection (the default first stage re-ranked by the target sample's loss) of the
+    suites that have it."""
     rows = {}
     for suite, data in suites.items():
         if data["sample_transfers"] is None:
@@ -278,7 +287,7 @@ def two_stage_rows(suites: Mapping[str, dict], stage: Sequence[str] = DEFAULT_FI
         for transfer, sample in zip(data["transfers"], data["sample_transfers"]):
             n = transfer.shape[0]
             for target in range(n):
-                chosen = first_stage(data["scores"], stage, target, k)
+                chosen = measured_candidates(data, target)
                 pick = max(chosen, key=lambda s: sample[s, target])
                 best = max(transfer[s, target] for s in range(n) if s != target)
                 top1.append(float(transfer[pick, target] >= best))
