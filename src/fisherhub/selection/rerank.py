@@ -3,8 +3,8 @@ adapters, one adapter on the base model at a time, and re-rank them by it.
 
 The first stage ranks every candidate by its signature (cheap for thousands). Its candidates for the second
 stage are the first ``k`` distinct ones of the round-robin merge of the S_a and S_e rankings (``FIRST_STAGE``):
-on the paper suites that pool held the true best source in its top 3 for 23 of 24 natural-domain targets and
-18 of 18 SMILES targets (``benchmarks/paper/recall.py``). Each is loaded onto the base model with ``peft``,
+on the paper suites that pool held the true best source in its top 3 in 22 of 24 natural-domain selections and
+18 of 18 SMILES ones (``benchmarks/paper/recall.py``; a selection is a target under one LoRA seed). Each is loaded onto the base model with ``peft``,
 the target's documents go through it once, and it is unloaded (``PeftModel.unload``) before the next one.
 
 The tokens measured are the ones the target's signature was sketched from: the same documents, truncated to the
@@ -29,14 +29,13 @@ from fisherhub.analysis.verdict import Verdict
 from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.core.errors import InputError
 from fisherhub.core.geometry import CLEAR_GAP_Z
+from fisherhub.selection.ranking import best_first
 
 if TYPE_CHECKING:
-    from fisherhub.selection.results import RankedCandidate
+    from fisherhub.selection.rows import RankedCandidate
 
 #: the geometries whose rankings are merged into the second stage's candidates
 FIRST_STAGE = ("activation", "error")
-#: the number of adapters a two-stage selection measures (``select_adapter(rerank=...)``) when asked for one
-DEFAULT_RERANK = 3
 #: bootstrap resamples of the target's documents (seeded)
 BOOTSTRAP_DRAWS, BOOTSTRAP_SEED = 2000, 0
 
@@ -51,8 +50,6 @@ def check_rerank(rerank: int) -> int:
 def second_stage_candidates(ranking: Sequence[RankedCandidate], k: int) -> list[RankedCandidate]:
     """The first ``k`` distinct adapters (rows that have one) of the round-robin merge of the rankings by each
     geometry of ``FIRST_STAGE``, highest score first."""
-    from fisherhub.selection.ranking import best_first
-
     adapters = [row for row in ranking if row.adapter is not None]
     rankings = [best_first(row.ranked_by(score) for row in adapters) for score in FIRST_STAGE]
     chosen: list[str] = []
@@ -171,7 +168,7 @@ def measured_verdict(names: Sequence[str], losses: Sequence[float], draws: torch
     difference = draws[:, runner_up] - draws[:, best]
     spread = float(difference.std())
     gap = losses[runner_up] - losses[best]
-    gap_z = gap / spread if spread > 0 else float("inf")
+    gap_z = gap / spread if spread > 0 else (float("inf") if gap > 0 else 0.0)
     clear = gap_z >= CLEAR_GAP_Z
     lead = (f"{names[best]} has the lowest loss on the target, {gap:.4f} nats/token below {names[runner_up]} "
             f"({gap_z:.1f} se)")
