@@ -2,7 +2,7 @@
 
 For each size N (default 100, 300, 1,000) a fresh in-process Hub server (tests/hub_server.py, the real
 ``huggingface_hub`` client talking to it over HTTP) holds N signed LoRA adapter repos of one base model,
-laid out as ``fisherhub push`` writes them (adapter_config.json, card, ``fisher_signatures/`` file and
+laid out as ``fisherhub push`` writes them (adapter_config.json, card, ``.fisher_signatures/`` file and
 index; the files are produced by ``push_signature`` into a local folder and copied into the server's state,
 so that building 1,000 repos does not dominate the run). A share of them (``--stripped``) then had their
 card rewritten without the signature tag and block, as a later ``push_to_hub`` does; another share of the
@@ -14,8 +14,8 @@ Timed, with an empty cache: ``find_adapters`` alone, and ``select_adapter(target
 discovery, one signature download per candidate, the ranking). Requests are counted at the server, by kind.
 Writes benchmarks/results/discovery.{json,png}.
 
-    python benchmarks/discovery.py            # sizes 100, 300, 1000 (≈ 2 min on 2 shared cores)
-    python benchmarks/discovery.py --quick    # sizes 20, 50 (writes to the temp dir)
+    python -m benchmarks.discovery            # sizes 100, 300, 1000 (≈ 2 min on 2 shared cores)
+    python -m benchmarks.discovery --quick    # sizes 10, 20 (writes to the temp dir)
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if "huggingface_hub" in sys.modules:
+    raise RuntimeError("huggingface_hub was imported before benchmarks.discovery could point it at its local Hub server")
 HF_HOME = tempfile.mkdtemp(prefix="fisherhub-discovery-")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the local Hub server
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hub_server import HubServer, Repo  # noqa: E402  (standard library + yaml only)
+from fisherhub.testing.hub_server import HubServer, Repo  # noqa: E402  (standard library + yaml only)
 
 SERVER = HubServer().start()
 os.environ.update(  # read by huggingface_hub when it is imported: before any import of it
@@ -42,10 +42,10 @@ os.environ.update(  # read by huggingface_hub when it is imported: before any im
 
 import torch  # noqa: E402
 from huggingface_hub import constants  # noqa: E402
-from synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
+from benchmarks.synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from fisherhub.core.batch import HeadBatch
+from fisherhub.core.batch import HeadBatch  # noqa: E402
 from fisherhub import SketchSpec, SketchState  # noqa: E402
 from fisherhub.hub import INDEX_PATH, find_adapters, push_signature  # noqa: E402
 from fisherhub.selection import select_adapter  # noqa: E402
@@ -117,7 +117,7 @@ def request_kind(method: str, path: str) -> str:
         return "listing"
     if "/resolve/" in path:
         file = path.split("/resolve/", 1)[1].split("/", 1)[1]
-        kind = "index" if file == INDEX_PATH else "signature file" if file.startswith("fisher_signatures/") else file
+        kind = "index" if file == INDEX_PATH else "signature file" if file.startswith(".fisher_signatures/") else file
         return f"{method} {kind}"
     return f"{method} {path}"
 
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     add_output_arguments(parser)
     args = parser.parse_args(argv)
-    sizes = [20, 50] if args.quick else args.sizes
+    sizes = [10, 20] if args.quick else args.sizes
     torch.set_num_threads(args.threads)
     tasks = Tasks()
     target = tasks.state(TARGET_DOMAIN, TOKENS, seed=10**6, first_document=0).finalize({"base_model": BASE})

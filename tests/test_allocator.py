@@ -14,7 +14,7 @@ from fisherhub.core.state import SketchState
 if sys.argv[1] == "keep":
     assert keep_freed_memory()
 torch.set_num_threads(1)
-n, k, d = 128, 16384, 128
+n, k, d = 512, 16384, 128  # a CLI-sized batch: smaller ones can fit glibc's adaptive mmap threshold
 generator = torch.Generator().manual_seed(0)
 logits, activations = torch.randn(n, k, generator=generator), torch.randn(n, d, generator=generator)
 targets, documents = torch.randint(0, k, (n,), generator=generator), torch.arange(n) // 16

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
-from tiny_models import tiny_causal_lm, tiny_tokenizer
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub import Signature
 from fisherhub.cli import main
@@ -70,8 +70,8 @@ def save_adapter(folder: Path, seed: int) -> dict:
 
 
 def attach_signature(adapter: Path, signature_file: Path) -> None:
-    (adapter / "fisher_signatures").mkdir(exist_ok=True)
-    (adapter / "fisher_signatures" / signature_file.name).write_bytes(signature_file.read_bytes())
+    (adapter / ".fisher_signatures").mkdir(exist_ok=True)
+    (adapter / ".fisher_signatures" / signature_file.name).write_bytes(signature_file.read_bytes())
 
 
 def readme_python_block(heading: str) -> str:

@@ -41,9 +41,9 @@ def adapters(tmp_path_factory):
         texts = domain_texts(domain, TRAIN_STEPS * TRAIN_BATCH, seed=100 + domain)
         path = folder / f"lora-{domain}"
         train_lora(base, tokenizer, texts).save_pretrained(path)
-        (path / "fisher_signatures").mkdir()
+        (path / ".fisher_signatures").mkdir()
         sketch_texts(texts[:SIGNED_DOCUMENTS], base, tokenizer, m=M, reflection=True).save(
-            path / "fisher_signatures" / "training-data.safetensors")
+            path / ".fisher_signatures" / "training-data.safetensors")
         folders.append(path)
     return {"base": base, "tokenizer": tokenizer, "folders": folders, "target": domain_texts(0, 40, seed=999)}
 

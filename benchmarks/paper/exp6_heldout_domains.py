@@ -20,6 +20,7 @@ Design (committed before the first transfer number):
   targets and held-out documents (``scoring.paired_bootstrap``).
 
     python -m benchmarks.paper.exp6_heldout_domains [--no-official]
+    python -m benchmarks.paper.exp6_heldout_domains --quick   # seconds: tiny random model and domains, temp folder
 """
 
 from __future__ import annotations
@@ -27,16 +28,16 @@ from __future__ import annotations
 import time
 
 from benchmarks.domains import HELDOUT_DOMAINS, heldout_domains
-from benchmarks.paper.transfer import official_flag, run
+from benchmarks.paper import common
+from benchmarks.paper.transfer import run
 
 
-def main() -> None:
-    official_package = official_flag(__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    options = common.paper_arguments(__doc__.splitlines()[0], official=True, argv=argv)
     started = time.time()
-    domains = heldout_domains()
-    run({name: domains[name]["text"] for name in HELDOUT_DOMAINS}, "exp6_heldout",
+    run(common.domain_texts(HELDOUT_DOMAINS, heldout_domains), "exp6_heldout",
         f"Experiment 6: LoRA source selection over {len(HELDOUT_DOMAINS)} held-out natural domains (five differing "
-        "mainly in surface form), SmolLM2-135M", {}, started, official_package)
+        "mainly in surface form), SmolLM2-135M", {}, started, options.official_package)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The cost of a two-stage selection on SmolLM2-135M: ``select_adapter(texts, adapter folders, rerank=k)``.
 
 A suite's cached LoRA adapters (seed 0) are saved as PEFT adapter folders with their training data's signature
-under ``fisher_signatures/``; each of a few targets' task documents (2,000 scored tokens, 64-token documents, as
+under ``.fisher_signatures/``; each of a few targets' task documents (2,000 scored tokens, 64-token documents, as
 the suites; first the domains whose adapter is not cached) is then selected for among the other domains' adapters: signatures only (the first stage: sketching
 the target and ranking) and with ``rerank=k`` (the second stage alone: k + 1 forward passes over the target).
 
@@ -35,18 +35,18 @@ def adapter_folders(suite: str, texts: dict[str, list[str]], split: common.Domai
     model, tokenizer = common.load_base_model()
     spec = common.paper_spec(model, tokenizer)
     folders = {}
-    bench = common.LoraBench(model, common.LoraSettings(), common.CACHE_DIR)
+    bench = common.LoraBench(model, common.LoraSettings(), common.SETUP.cache_dir)
     for name, documents in texts.items():
         task, _ = split.split(tokenizer, documents)
-        folder = common.CACHE_DIR / "rerank_cost" / suite / name
+        folder = common.SETUP.cache_dir / "rerank_cost" / suite / name
         if not bench.adapter_path(name, task, seed=0).exists():
             continue
-        if not (folder / "adapter_config.json").exists():
-            _, signature = common.capture_task(model, spec, task, name, common.CACHE_DIR / "tasks")
+        if not (folder / ".fisher_signatures" / "training-data.safetensors").exists():
+            _, signature = common.capture_task(model, spec, task, name, common.SETUP.cache_dir / "tasks")
             set_peft_model_state_dict(bench.model, bench.adapter(name, task, seed=0))
             bench.model.save_pretrained(folder)
-            (folder / "fisher_signatures").mkdir(exist_ok=True)
-            signature.save(folder / "fisher_signatures" / "training-data.safetensors")
+            (folder / ".fisher_signatures").mkdir(exist_ok=True)
+            signature.save(folder / ".fisher_signatures" / "training-data.safetensors")
         folders[name] = str(folder)
     return folders
 

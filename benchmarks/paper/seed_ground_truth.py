@@ -37,7 +37,7 @@ def seed(group: str, tokenizer) -> int:
     names = result["domains"]
     assert names == list(texts), (names, list(texts))
     held = result["held_out"]
-    ledger = common.Ledger(common.CACHE_DIR / f"{group}_document_nll_{common.config_key(settings, split)}.json")
+    ledger = common.Ledger(common.SETUP.cache_dir / f"{group}_document_nll_{common.config_key(settings, split)}.json")
     added = 0
     examples = {name: split.split(tokenizer, texts[name]) for name in names}
     keys = {n: f"{n}:{common.examples_key(examples[n][0])}" for n in names}

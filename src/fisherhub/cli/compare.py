@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES
+from fisherhub.extras import require
 
 if TYPE_CHECKING:
     from fisherhub.core.alignment import AlignmentMatrix
@@ -28,6 +29,7 @@ def _cell(value: float, error: float) -> str:
 
 def alignment_table(matrix: AlignmentMatrix):
     """A rich table of A ± stderr (rows and columns: the tasks)."""
+    require("rich")
     from rich.table import Table
 
     table = Table(title=f"{GEOMETRIES['fisher'].label} ± stderr (sketch id {matrix.sketch_id})")
@@ -42,6 +44,7 @@ def alignment_table(matrix: AlignmentMatrix):
 
 def decomposition_table(matrix: AlignmentMatrix):
     """A rich table with one row per pair: A, S_a, S_e and ρ with standard errors (* = ρ ≠ 1 significantly)."""
+    require("rich")
     from rich.table import Table
 
     table = Table(
@@ -66,6 +69,7 @@ def report(
 ) -> AlignmentMatrix:
     """Print the alignment and decomposition tables and the legend lines that apply to them; write the heatmap
     PNG when a path is given."""
+    require("rich")
     from rich.console import Console
 
     from fisherhub.core.alignment import alignment_matrix

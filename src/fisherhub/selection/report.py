@@ -7,6 +7,7 @@ import re
 from typing import TYPE_CHECKING, Protocol
 
 from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES, HEAD_SCORES, label
+from fisherhub.extras import require
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -46,10 +47,10 @@ def _table_rows(selection: Shown, limit: int | None) -> tuple[list[str], list[li
     measured = {} if selection.rerank is None else {m.candidate: m for m in selection.rerank.measured}
     second = ["target loss", "gain vs base"] if measured else []
     symbols = [GEOMETRIES[name].symbol for name in DECOMPOSITION]
-    header = ["#", "candidate", *second, f"score: {label(selection.score)}", *symbols, "signature source"]
+    header = ["#", "candidate", *second, f"score: {label(selection.score)}", *symbols, "signature source", "provenance"]
     rows = [
         [
-            str(rank),
+            f"{rank} !" if row.doubt else str(rank),
             row.candidate,
             *([] if not measured else [
                 _format(m.loss, m.stderr) if (m := measured.get(row.candidate)) else "—",
@@ -61,6 +62,7 @@ def _table_rows(selection: Shown, limit: int | None) -> tuple[list[str], list[li
             _format(row.error),
             _format(row.coupling),
             _COMMIT_ID.sub(lambda match: match.group(0)[:8], row.signature_source),  # @ + 7 hex digits
+            row.provenance,
         ]
         for rank, row in enumerate(selection.ranking[:limit], start=1)
     ]
@@ -89,8 +91,10 @@ def _caption(selection: Shown, limit: int | None) -> str:
             trust.append(f"first stage: {second.first_stage_verdict.message}")
     if selection.verdict is not None:
         trust.append(f"verdict: {selection.verdict.message}")
+    doubted = [row for row in rows if row.doubt]
+    doubts = ["! ranked last, not to be trusted:", *(f"  {row.candidate}: {row.doubt}" for row in doubted)] if doubted else []
     skipped = ["skipped:", *(f"  {s.candidate}: {s.reason}" for s in selection.skipped)] if selection.skipped else []
-    return "\n".join([*trust, *legend, *skipped])
+    return "\n".join([*trust, *doubts, *legend, *skipped])
 
 
 def plain_table(selection: Shown, limit: int | None = None) -> str:
@@ -105,6 +109,7 @@ def plain_table(selection: Shown, limit: int | None = None) -> str:
 
 def rich_table(selection: Shown, limit: int | None = None) -> Table:
     """The same rows as a ``rich.table.Table``, the skipped candidates in its caption."""
+    require("rich")
     from rich.table import Table
 
     header, rows = _table_rows(selection, limit)
@@ -120,6 +125,8 @@ def rich_table(selection: Shown, limit: int | None = None) -> Table:
 def bar_chart(selection: Shown, limit: int | None = None) -> Figure:
     """A, S_a and S_e of each candidate side by side with ±1 stderr error bars, candidates in ranking order."""
     import numpy as np
+
+    require("matplotlib")
     from matplotlib.figure import Figure
 
     rows = selection.ranking[:limit]
