@@ -12,7 +12,7 @@ import sys
 
 from fisherhub.core.errors import FisherHubError
 
-COMMAND_MODULES = ("sketch", "demo", "compare", "push", "list", "pull", "verify", "install_metric", "select")
+COMMAND_MODULES = ("sketch", "demo", "compare", "push", "list", "pull", "verify", "install_metric", "select", "index")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -28,6 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--score", default="fisher", choices=SCORES,
                         help="rank by A (fisher), S_a or S_e only, or auto: the geometry that carries the signal among "
                              "the candidates (the verdict under the table says how far to trust the pick)")
+    parser.add_argument("--index", default=None, metavar="ORG/NAME",
+                        help="rank every row of this signature index (`fisherhub index build`) instead of CANDIDATES: one "
+                             "download, then the --shortlist best ranked from their own files")
+    parser.add_argument("--shortlist", type=int, default=None, help="rows of --index ranked again from their files (default 20)")
     parser.add_argument("--top-k", type=int, default=None, help="show the k best candidates only")
     parser.add_argument("--rerank", type=int, default=0, metavar="K",
                         help="second stage for a dataset TARGET: load the first K adapters of the S_a and S_e rankings "
@@ -49,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     data = DataArgs(args.target, split=args.split, text_column=args.text_column, max_documents=args.max_documents)
     selection = select_adapter(
         args.target, args.candidates or None, base_model=args.base_model, score=args.score,
-        sketch=SketchOptions(data=data), token=args.token, rerank=args.rerank,
+        sketch=SketchOptions(data=data), token=args.token, index=args.index, rerank=args.rerank,
+        **({"shortlist": args.shortlist} if args.shortlist is not None else {}),
     )
     if args.verify:
         selection.verify(top_k=args.verify)

@@ -25,6 +25,18 @@ def same_base_model(name: str | None, other: str | None) -> bool:
     return canonical_model_id(name) == canonical_model_id(other)
 
 
+def other_base_model(whose: str, named: list[str], base_model: str | None) -> Skip:
+    """The skip of a candidate whose ``whose`` (its signatures, the adapter) are for the ``named`` base models,
+    not for the target's ``base_model``; a name on either side that is no Hub id (the path a GGUF or local-folder
+    run recorded) gets the way out."""
+    from fisherhub.options import HUB_ID
+
+    paths = [name for name in dict.fromkeys([*named, base_model]) if name and not HUB_ID.fullmatch(name)]
+    hint = (f" ({', '.join(map(repr, paths))}: a local path, not the Hub id adapters name; sketch that signature "
+            "again with --base-model-id ORG/NAME)") if paths else ""
+    return Skip(f"other base model: {whose} for {', '.join(map(repr, named))}, not {base_model!r}{hint}")
+
+
 @dataclasses.dataclass(frozen=True)
 class SignatureOption:
     """A signature a candidate could be compared with; ``load`` fetches it (Hub signatures lazily)."""
@@ -51,8 +63,7 @@ class Candidate:
             raise Skip("no signature: neither the adapter nor the dataset repos its card names carry one")
         matching = [option for option in self.options if option.is_for(base_model)]
         if not matching:
-            others = sorted({str(option.base_model) for option in self.options})
-            raise Skip(f"other base model: its signatures are for {', '.join(others)}, not {base_model!r}")
+            raise other_base_model("its signatures are", sorted({str(option.base_model) for option in self.options}), base_model)
         return matching
 
 
@@ -126,7 +137,7 @@ def _check_adapter_base(adapter_base: str | list[str] | None, base_model: str | 
     """``adapter_base``: what the adapter config or card names (a card may list several)."""
     bases = [adapter_base] if isinstance(adapter_base, str) else list(adapter_base or [])
     if base_model and bases and not any(same_base_model(base, base_model) for base in bases):
-        raise Skip(f"other base model: the adapter is for {', '.join(map(repr, bases))}, not {base_model!r}")
+        raise other_base_model("the adapter is", bases, base_model)
 
 
 def _local_candidate(folder: Path, base_model: str | None) -> Candidate:
@@ -191,16 +202,39 @@ def _hub_candidate(name: str, base_model: str | None, listing=None, token: str |
     return Candidate(name, AdapterLocation(ref.repo_id, snapshot.ref.revision, subfolder), options)
 
 
+@dataclasses.dataclass(frozen=True)
+class SignedElsewhere:
+    """An adapter (repo id at ``revision``) whose signature is a file in another repo (``signature``, pinned):
+    a row of a signature index sketched by the indexer, whose file is in the index repo."""
+
+    repo_id: str
+    revision: str
+    signature: Any  # a SignatureRef with its path
+    sketch_id: str
+    base_model: str | None
+
+    @property
+    def name(self) -> str:
+        return f"{self.repo_id}@{self.revision}"
+
+
 def candidate_name(name) -> str:
     """How a candidate is shown: a discovered repo by its id, a folder or reference as given."""
+    if isinstance(name, SignedElsewhere):
+        return name.name
     return name.ref.repo_id if hasattr(name, "ref") else os.fspath(name)
 
 
 def resolve_candidate(name, base_model: str | None, token: str | None = None) -> Candidate:
     """A repo found by discovery (a ``RepoSnapshot``), a local adapter folder, a local signature file (a source
     dataset), else a Hub repo id; its signature options (``Skip`` when it cannot be one). ``token`` goes to every Hub call."""
-    from fisherhub.hub import RepoSnapshot
+    from fisherhub.hub import RepoSnapshot, load_signature
 
+    if isinstance(name, SignedElsewhere):
+        source = name.signature.short()
+        load = lambda: load_signature(source, token=token)  # noqa: E731
+        return Candidate(name.name, AdapterLocation(name.repo_id, name.revision),
+                         [SignatureOption(name.sketch_id, name.base_model, source, load)])
     if isinstance(name, RepoSnapshot):
         return _hub_candidate(name.ref.repo_id, base_model, name, token)
     text = os.fspath(name)

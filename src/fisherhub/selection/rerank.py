@@ -48,9 +48,10 @@ def check_rerank(rerank: int) -> int:
 
 
 def second_stage_candidates(ranking: Sequence[RankedCandidate], k: int) -> list[RankedCandidate]:
-    """The first ``k`` distinct adapters (rows that have one) of the round-robin merge of the rankings by each
-    geometry of ``FIRST_STAGE``, highest score first."""
+    """The first ``k`` distinct adapters (rows that have one, and no doubt about their signature when some have
+    none) of the round-robin merge of the rankings by each geometry of ``FIRST_STAGE``, highest score first."""
     adapters = [row for row in ranking if row.adapter is not None]
+    adapters = [row for row in adapters if row.doubt is None] or adapters
     rankings = [best_first(row.ranked_by(score) for row in adapters) for score in FIRST_STAGE]
     chosen: list[str] = []
     for position in range(len(adapters)):
