@@ -33,6 +33,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "download, then the --shortlist best ranked from their own files")
     parser.add_argument("--shortlist", type=int, default=None, help="rows of --index ranked again from their files (default 20)")
     parser.add_argument("--top-k", type=int, default=None, help="show the k best candidates only")
+    parser.add_argument("--rerank", type=int, default=0, metavar="K",
+                        help="second stage for a dataset TARGET: load the first K adapters of the S_a and S_e rankings "
+                             "one at a time and re-rank them by the target's measured loss (3 is a good choice; "
+                             "0: signatures only)")
     parser.add_argument("--plot", default=None, metavar="PNG", help="write a bar chart of the scores with error bars")
     parser.add_argument("--verify", type=int, default=0, metavar="K",
                         help="re-sketch the K best candidates' data (fisherhub verify) before showing the ranking: a "
@@ -49,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     data = DataArgs(args.target, split=args.split, text_column=args.text_column, max_documents=args.max_documents)
     selection = select_adapter(
         args.target, args.candidates or None, base_model=args.base_model, score=args.score,
-        sketch=SketchOptions(data=data), token=args.token, index=args.index,
+        sketch=SketchOptions(data=data), token=args.token, index=args.index, rerank=args.rerank,
         **({"shortlist": args.shortlist} if args.shortlist is not None else {}),
     )
     if args.verify:
@@ -62,7 +66,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(selection.table(limit=args.top_k))
     best = selection.best
-    print(f"best: {best.candidate} ({selection.score} {best.score:.3f} ± {best.stderr:.3f}), from {best.signature_source}")
+    measured = [] if selection.rerank is None else [m for m in selection.rerank.measured if m.candidate == best.candidate]
+    loss = "".join(f"target loss {m.loss:.4f} ± {m.stderr:.4f}, " for m in measured)
+    print(f"best: {best.candidate} ({loss}{selection.score} {best.score:.3f} ± {best.stderr:.3f}), from {best.signature_source}")
     if args.plot:
         print(f"wrote {selection.plot(args.plot, limit=args.top_k)}")
     return 0

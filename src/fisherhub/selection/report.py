@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from fisherhub.analysis.auto import AutoChoice
     from fisherhub.analysis.verdict import Verdict
+    from fisherhub.selection.rerank import Rerank
     from fisherhub.selection.rows import RankedCandidate, Skipped
 
 
@@ -26,6 +27,7 @@ class Shown(Protocol):
     score: str
     verdict: Verdict | None
     choice: AutoChoice | None
+    rerank: Rerank | None
 
     @property
     def best(self) -> RankedCandidate: ...
@@ -40,12 +42,20 @@ def _format(value: float | None, stderr: float | None = None) -> str:
 
 
 def _table_rows(selection: Shown, limit: int | None) -> tuple[list[str], list[list[str]]]:
+    """One row per candidate: rank, name, first stage (score ± se, A, S_a, S_e, ρ) and, after a second stage, the
+    measured loss on the target ± se and its drop from the base model's (— for the candidates not measured)."""
+    measured = {} if selection.rerank is None else {m.candidate: m for m in selection.rerank.measured}
+    second = ["target loss", "gain vs base"] if measured else []
     symbols = [GEOMETRIES[name].symbol for name in DECOMPOSITION]
-    header = ["#", "candidate", f"score: {label(selection.score)}", *symbols, "signature source", "provenance"]
+    header = ["#", "candidate", *second, f"score: {label(selection.score)}", *symbols, "signature source", "provenance"]
     rows = [
         [
             f"{rank} !" if row.doubt else str(rank),
             row.candidate,
+            *([] if not measured else [
+                _format(m.loss, m.stderr) if (m := measured.get(row.candidate)) else "—",
+                _format(m.gain, m.gain_stderr) if m else "—",
+            ]),
             _format(row.score, row.stderr),
             _format(row.fisher),
             _format(row.activation),
@@ -72,6 +82,13 @@ def _caption(selection: Shown, limit: int | None) -> str:
     trust = []
     if selection.choice is not None:
         trust.append(f"auto: scored by {label(selection.score)}: {selection.choice.reason}")
+    if selection.rerank is not None:
+        second = selection.rerank
+        trust.append(f"two-stage: first {len(second.measured)} adapters of the S_a and S_e rankings measured on the "
+                     f"target's {second.tokens} scored tokens ({second.documents} documents; base model loss "
+                     f"{second.base_loss:.4f}) in {second.seconds:.1f} s")
+        if second.first_stage_verdict is not None:
+            trust.append(f"first stage: {second.first_stage_verdict.message}")
     if selection.verdict is not None:
         trust.append(f"verdict: {selection.verdict.message}")
     doubted = [row for row in rows if row.doubt]
