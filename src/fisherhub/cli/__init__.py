@@ -7,6 +7,7 @@ Each module in ``COMMAND_MODULES`` defines ``register(subparsers)`` which adds i
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
 
@@ -16,18 +17,45 @@ COMMAND_MODULES = ("sketch", "demo", "compare", "push", "list", "pull", "install
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from fisherhub.core.version import library_version
+
     parser = argparse.ArgumentParser(
         prog="fisherhub",
         description="Head Fisher alignment signatures for causal LMs (sketch, compare, share, select).",
+        epilog="An output file that exists is never replaced unless the command is given --overwrite.",
     )
+    parser.add_argument("--version", action="version", version=f"fisherhub {library_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"fisherhub.cli.{name}").register(subparsers)
     return parser
 
 
+def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    return [option for action in parser._actions for option in action.option_strings]
+
+
+def _check_flags(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Name a mistyped ``--flag`` (and the closest real one) before argparse reports a missing required one.
+
+    A word is a flag of the command when it is one, or a prefix of one (argparse's abbreviations)."""
+    commands = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+    position = next((i for i, word in enumerate(argv) if word in commands), None)
+    command = commands[argv[position]] if position is not None else parser
+    known = _option_strings(command)
+    for word in argv[position + 1 if position is not None else 0 :]:
+        if word == "--":
+            return
+        name = word.split("=", 1)[0]
+        if name.startswith("--") and not any(option.startswith(name) for option in known):
+            close = difflib.get_close_matches(name, known, n=1)
+            command.error(f"unrecognized argument {name}" + (f" (did you mean {close[0]}?)" if close else ""))
+
+
 def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen command; a library error is one line on stderr (exit 1), not a traceback."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    _check_flags(parser, argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from fisherhub.options import HelpFormatter
+
 if TYPE_CHECKING:
     from fisherhub.core.alignment import AlignmentMatrix
 
@@ -115,7 +117,7 @@ def run(namespace: argparse.Namespace) -> int:
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "compare", help="alignment matrix of signatures with error bars and decomposition",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__, formatter_class=HelpFormatter,
     )
     parser.add_argument("refs", nargs="+", metavar="REF", help="signature file or Hub reference")
     parser.add_argument("--names", nargs="+", default=None, help="labels for the signatures (default: file stems)")

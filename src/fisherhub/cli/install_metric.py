@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import argparse
 
+from fisherhub.options import HelpFormatter
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "install-metric",
         help='make evaluate.load("fisher_alignment") work offline (registers the module in evaluate\'s cache)',
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument(
         "--modules-cache",

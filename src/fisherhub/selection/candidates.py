@@ -14,7 +14,8 @@ import yaml
 
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.core.signature import Signature
-from fisherhub.hub.refs import ADAPTER_CONFIG, SIGNATURE_FOLDER
+from fisherhub.hub.folder import folder_signature_files
+from fisherhub.hub.refs import ADAPTER_CONFIG
 from fisherhub.selection.results import AdapterLocation
 
 
@@ -129,7 +130,7 @@ def _local_candidate(folder: Path, base_model: str | None) -> Candidate:
     except (ValueError, UnicodeDecodeError) as exc:
         raise Skip(f"malformed {ADAPTER_CONFIG} ({exc}): save the adapter again with PeftModel.save_pretrained") from exc
     _check_adapter_base(adapter_config.get("base_model_name_or_path"), base_model)
-    options = [_local_option(path) for path in sorted((folder / SIGNATURE_FOLDER).glob("*.safetensors"))]
+    options = [_local_option(folder / path) for path in folder_signature_files(folder)]  # regular files only
     card = folder / "README.md"
     try:
         datasets = RepoCard.load(card).data.get("datasets") if card.is_file() else None
