@@ -10,6 +10,7 @@ import argparse
 import difflib
 import importlib
 import sys
+import warnings
 
 from fisherhub.core.errors import FisherHubError
 
@@ -60,11 +61,18 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) 
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    try:
-        return int(args.func(args) or 0)
-    except FisherHubError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    with warnings.catch_warnings():
+        warnings.showwarning = _one_line_warning
+        try:
+            return int(args.func(args) or 0)
+        except FisherHubError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as the CLI's other messages: ``warning: ...`` on stderr, without the source line."""
+    print(f"warning: {message}", file=file or sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,10 +31,11 @@ from fisherhub.core.state import SketchState
 from fisherhub.data.documents import DocumentCounts, DocumentStream, check_has_documents, load_source
 from fisherhub.lm.capture import sketch_batch
 from fisherhub.lm.head import HeadModel
+from fisherhub.lm.loading import loaded_model_provenance
 from fisherhub.lm.positions import within_model_context
 from fisherhub.lm.specs import check_spec_head, spec_for_model
 from fisherhub.options import DataArgs, RunOptions, SketchArgs
-from fisherhub.pipeline.checkpoints import Checkpointer, Progress
+from fisherhub.pipeline.checkpoints import Checkpointer, Progress, check_checkpoint_folder
 
 #: test hook: a process kills itself (SIGKILL) after this many batches, to exercise ``resume``
 CRASH_AFTER_BATCHES_ENV = "FISHERHUB_CRASH_AFTER_BATCHES"
@@ -133,6 +134,8 @@ def sketch_dataset(
     ``spec``: a ``SketchSpec``, a ``Signature`` to be comparable with, or None (``spec_options``: the fields
     of ``SpecOptions``: m, seed, estimator, granularity, fisher, reflection). ``data``: column and limit options
     (``DataArgs``; its ``dataset`` is replaced by ``dataset``). The dataset is checked before the model runs.
+    Without a ``base_model`` in ``metadata``, the signature records the model's ``config.name_or_path`` (its Hub
+    id or folder), which ``push_signature`` needs; a model built from a config records none.
     """
     data = dataclasses.replace(data, dataset=dataset) if data is not None else DataArgs(dataset)
     source = load_source(data)
@@ -146,6 +149,8 @@ def sketch_dataset(
         show_progress=progress, description=description,
     )
     check_has_documents(state_progress.counts.seen, state_progress.counts.too_short, data, state.document_counts.tolist())
+    if not (metadata or {}).get("base_model") and (provenance := loaded_model_provenance(head.base)) is not None:
+        metadata = {**provenance.as_metadata(), **(metadata or {})}
     return state.finalize(_metadata(data, metadata))
 
 
@@ -161,6 +166,11 @@ def sketch_texts(
     """Signature of a list of texts (each a document, in order); options as for ``sketch_dataset``."""
     import datasets
 
+    if isinstance(texts, str):
+        raise InputError(
+            f"sketch_texts takes a list of texts (one document each), got one string of {len(texts)} characters, "
+            "which would be sketched as that many one-character documents: pass [text], or split it into documents"
+        )
     texts = list(texts)
     if not texts or not all(isinstance(text, str) for text in texts):
         raise InputError("sketch_texts takes a non-empty iterable of strings (one document each)")
@@ -240,11 +250,13 @@ def _run_key(args: SketchArgs, spec: SketchSpec, world: int, dataset_fingerprint
 def sketch(args: SketchArgs, accelerator=None) -> Signature:
     """Sketch ``args.data`` under ``args.model`` with every process of ``accelerator``; see the module doc.
 
-    The data source and a ``like`` signature are checked before the model is loaded. Returns the signature
+    The checkpoint folder, the data source and a ``like`` signature are checked before the model is loaded. Returns the signature
     on every process and writes nothing but checkpoints.
     """
     from fisherhub.lm.loading import DEFAULT_MODEL_REVISION, load_model_and_tokenizer, model_provenance
 
+    if args.checkpoint:
+        check_checkpoint_folder(args.checkpoint, resume=args.resume)
     source = load_source(args.data)
     like = load_signature_ref(args.like) if args.like else None
     accelerator = accelerator or make_accelerator(args.cpu)
