@@ -11,8 +11,7 @@ gradients, and compare signatures: their cosine estimates the Fisher alignment o
     print(r.fisher, "+-", r.stderr)                          # also r.activation, r.error, r.coupling
 
 Every name is in ``fisherhub.__all__``; ``help(fisherhub.NAME)`` documents it. Names are imported on first
-use, so ``import fisherhub`` (and ``fisherhub --help``) does not load torch; ``dir(fisherhub)`` lists those
-imported so far. The command line: ``fisherhub --help``.
+use, so ``import fisherhub`` (and ``fisherhub --help``) does not load torch. The command line: ``fisherhub --help``.
 """
 
 from fisherhub.core import lazy_attributes
@@ -53,4 +52,5 @@ _EXPORTS = {
     "metric_path": "fisherhub.metric",
 }
 __all__ = sorted([*_EXPORTS, "__version__"])
-__getattr__, _ = lazy_attributes(__name__, _EXPORTS)  # no __dir__: help(fisherhub) stays the page above
+# neither cached nor listed by dir(): help(fisherhub) stays the page above, however many names are in use
+__getattr__, _ = lazy_attributes(__name__, _EXPORTS, cache=False)

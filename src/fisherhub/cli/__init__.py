@@ -55,7 +55,7 @@ def _check_flags(parser: argparse.ArgumentParser, argv: list[str]) -> None:
 
 def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen command; a library error is one line on stderr (exit 1), not a traceback."""
-    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = sys.argv[1:] if argv is None else [*argv]  # (`list` here is the submodule fisherhub.cli.list)
     _check_flags(parser, argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
