@@ -16,20 +16,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_faults import write_jsonl
 from tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub import Signature, alignment
 from fisherhub.cli import main
-from fisherhub.core.errors import IncompatibleSignaturesError, InputError, TooFewDocumentsWarning
+from fisherhub.core.errors import IncompatibleSignaturesError, InputError
 from fisherhub.pipeline.loop import sketch_texts
 
 TEXTS = [f"doc {i}: " + ("the quick brown fox " if i % 3 else "lazy dogs sleep ") * (1 + i % 4) for i in range(40)]
 M = 64
-
-
-def write_jsonl(path: Path, texts: list[str]) -> Path:
-    path.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -42,12 +38,16 @@ def tiny(tmp_path_factory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def signature(tiny) -> Signature:
+def loaded(tiny: Path):
+    """The model and tokenizer of ``tiny/model``, loaded from the folder as a user's are."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(tiny / "model")
-    return sketch_texts(TEXTS, model, AutoTokenizer.from_pretrained(tiny / "model"), m=M)
+    return AutoModelForCausalLM.from_pretrained(tiny / "model"), AutoTokenizer.from_pretrained(tiny / "model")
+
+
+@pytest.fixture(scope="module")
+def signature(tiny) -> Signature:
+    return sketch_texts(TEXTS, *loaded(tiny), m=M, metadata={"base_model": "tester/tiny"})
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
@@ -178,7 +178,7 @@ def test_sketch_keeps_an_existing_output_unless_overwrite(tiny, tmp_path, capsys
     code, _, error = run_cli(sketch_argv(tiny, output, model=tmp_path / "no-model"), capsys)
     assert code == 1 and output.read_bytes() == b"an earlier signature"
     assert f"error: --output {output} exists: pass --overwrite to replace it, or give another path" in error
-    code, out, error = run_cli([*sketch_argv(tiny, output), "--overwrite"], capsys)
+    code, _, error = run_cli([*sketch_argv(tiny, output), "--overwrite"], capsys)
     assert code == 0, error
     assert Signature.load(output).num_documents == len(TEXTS)
 
@@ -302,14 +302,15 @@ def test_different_hidden_sizes_name_the_fields_that_differ(tmp_path, capsys):
         metric.compute(predictions=refs[:1], references=refs[1:])
 
 
-def test_a_signature_of_sketch_texts_records_its_base_model_and_pushes(signature, tiny, tmp_path, capsys):
+def test_a_signature_of_sketch_texts_records_its_base_model_and_pushes(tiny, tmp_path, capsys):
+    signature = sketch_texts(TEXTS, *loaded(tiny), m=M)  # as the README's snippet does: no metadata
     signature_file = tmp_path / "texts.safetensors"
     signature.save(signature_file)
-    assert signature.metadata["base_model"] == str(tiny / "model")
     folder = tmp_path / "dataset-folder"
     folder.mkdir()
-    code, out, error = run_cli(["push", str(signature_file), str(folder)], capsys)
+    code, _, error = run_cli(["push", str(signature_file), str(folder)], capsys)
     assert code == 0, error
+    assert signature.metadata["base_model"] == str(tiny / "model")
     from fisherhub.hub.index import INDEX_PATH, parse_index
 
     [entry] = parse_index((folder / INDEX_PATH).read_bytes(), str(folder))
@@ -335,8 +336,6 @@ def test_a_signature_without_a_known_base_model_is_refused_by_push_not_a_key_err
 
 def test_few_documents_warn_with_how_many_are_needed_and_a_bare_string_is_refused(tiny, tmp_path, capsys):
     model, tokenizer = tiny_causal_lm("qwen2", tie_word_embeddings=False), tiny_tokenizer(64)
-    with pytest.warns(TooFewDocumentsWarning, match=r"has 6 documents \(\d+ scored tokens\): below 20 .*sketch at least 20 documents"):
-        sketch_texts(TEXTS[:6], model, tokenizer, m=M)
     with pytest.raises(InputError, match=r"got one string of 23 characters, which would be sketched as that many "
                        r"one-character documents: pass \[text\]"):
         sketch_texts("a single text, not many", model, tokenizer, m=M)
@@ -346,6 +345,10 @@ def test_few_documents_warn_with_how_many_are_needed_and_a_bare_string_is_refuse
     assert code == 0
     [line] = [line for line in error.splitlines() if "documents" in line]
     assert line.startswith("warning: this signature has 6 documents") and "sketch at least 20 documents" in line
+    from fisherhub.core.errors import TooFewDocumentsWarning
+
+    with pytest.warns(TooFewDocumentsWarning, match=r"has 6 documents \(\d+ scored tokens\): below 20 .*sketch at least 20 documents"):
+        sketch_texts(TEXTS[:6], model, tokenizer, m=M)
 
 
 def test_metric_refuses_an_entry_that_is_neither_a_reference_nor_texts():
@@ -402,17 +405,17 @@ def test_a_mistyped_hub_model_id_fails_at_the_first_request(hub, tmp_path):
 
 def test_compare_says_same_data_for_two_sketches_of_the_same_documents(signature, tmp_path, capsys):
     """Another summation order (N processes) changes the float32 means in their last bits: the same data."""
-    from fisherhub.core.alignment import SAME_DATA_TOLERANCE, same_data
-
     rounded = dataclasses.replace(signature, joint=signature.joint * (1 + 1e-7), metadata=dict(signature.metadata))
-    assert not torch.equal(rounded.joint, signature.joint) and same_data(signature, rounded)
-    other = dataclasses.replace(signature, joint=signature.joint * (1 + 10 * SAME_DATA_TOLERANCE))
-    assert not same_data(signature, other)
-    result = alignment(signature, rounded)
-    assert (result.fisher, result.stderr) == (1.0, 0.0)
+    assert not torch.equal(rounded.joint, signature.joint)
     signature.save(tmp_path / "one.safetensors")
     rounded.save(tmp_path / "two.safetensors")
     code, out, _ = run_cli(["compare", str(tmp_path / "one.safetensors"), str(tmp_path / "two.safetensors"),
                             "--heatmap", ""], capsys)
     assert code == 0 and "same data" in out
     assert "note: one and two are sketches of the same data (equal up to float rounding" in " ".join(out.split())
+    result = alignment(signature, rounded)
+    assert (result.fisher, result.stderr) == (1.0, 0.0)
+    from fisherhub.core.alignment import SAME_DATA_TOLERANCE, same_data
+
+    assert same_data(signature, rounded)
+    assert not same_data(signature, dataclasses.replace(signature, joint=signature.joint * (1 + 10 * SAME_DATA_TOLERANCE)))

@@ -44,7 +44,7 @@ def test_the_set_up_commands_upgrade_pip_first():
         assert readme_block(heading, "bash").startswith("pip install -U pip && pip install torch==2.13.0 && "), heading
 
 
-def test_using_it_runs_as_written_on_the_readers_texts(embedded_model, tmp_path, monkeypatch):
+def test_using_it_runs_as_written_on_the_readers_texts(embedded_model, tmp_path, monkeypatch):  # noqa: F811 (the fixture)
     monkeypatch.chdir(tmp_path)
     namespace = {"source_texts": DOMAINS["prose"], "target_texts": DOMAINS["code"]}
     exec(readme_python_block("## Using it"), namespace)
@@ -52,7 +52,7 @@ def test_using_it_runs_as_written_on_the_readers_texts(embedded_model, tmp_path,
     assert -1 < namespace["r"].fisher < 1
 
 
-def test_distributed_runs_as_written_and_compare_says_same_data(embedded_model, tmp_path):
+def test_distributed_runs_as_written_and_compare_says_same_data(embedded_model, tmp_path):  # noqa: F811 (the fixture)
     result = run_bash(readme_block("### Distributed runs", "bash"), tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     one, two = (Signature.load(tmp_path / name) for name in ("prose.safetensors", "prose-2proc.safetensors"))
