@@ -1,7 +1,9 @@
 """The README's examples run as written: its code blocks are read from README.md and run, with the embedded default
 model replaced by a tiny random Llama in its cache folder (``$FISHERHUB_CACHE``, the ``embedded_model`` fixture)
 and the Hub by the local server. A block may use only the names the README says are the reader's own data
-(``source_texts``, ``target_texts``, ``train``, ``peft_model``, ``tokenizer`` where it says so)."""
+(``source_texts``, ``target_texts``; ``train``, ``peft_model`` and ``tokenizer`` for the training examples).
+
+The TRL example is not run (TRL is no dependency); the plain Trainer one beside it is."""
 
 from __future__ import annotations
 
@@ -59,3 +61,25 @@ def test_distributed_runs_as_written_and_compare_says_same_data(embedded_model, 
     assert one.num_documents == two.num_documents == 24 and one.num_tokens == two.num_tokens
     assert "same data" in result.stdout
     assert "note: prose and prose-2proc are sketches of the same data" in " ".join(result.stdout.split())
+
+
+def test_the_plain_trainer_example_runs_as_written(embedded_model, hub, tmp_path, monkeypatch):  # noqa: F811 (the fixture)
+    """The reader's ``train`` (a dataset with a text column), ``peft_model`` and ``tokenizer``; the Trainer pushes to
+    the local Hub server."""
+    import datasets
+    from huggingface_hub import HfApi
+    from peft import LoraConfig, get_peft_model
+
+    from fisherhub.hub.index import INDEX_PATH
+    from fisherhub.lm.loading import load_model_and_tokenizer
+
+    monkeypatch.chdir(tmp_path)
+    model, tokenizer = load_model_and_tokenizer(None)
+    peft_model = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    namespace = {"train": datasets.Dataset.from_dict({"text": DOMAINS["prose"]}), "peft_model": peft_model,
+                 "tokenizer": tokenizer}
+    exec(readme_block("With the plain `transformers` `Trainer`", "python"), namespace)
+    assert (tmp_path / "my-lora" / INDEX_PATH).is_file()
+    pushed = HfApi().list_repo_files("me/my-lora")
+    assert INDEX_PATH in pushed and not [name for name in pushed if name.startswith(".cache")]  # the push lock stays
+    assert (tmp_path / "my-lora" / ".cache" / "huggingface" / "fisher_signatures.lock").is_file()
