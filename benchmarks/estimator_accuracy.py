@@ -73,7 +73,6 @@ from synthetic import (
 from fisherhub import Signature, SketchSpec, alignment_matrix
 from fisherhub.core.alignment import (
     AlignmentMatrix,
-    SIGNIFICANCE_Z,
     STDERR_CONSTANTS,
     StderrConstants,
     feature_stderr,
@@ -82,10 +81,11 @@ from fisherhub.core.alignment import (
 from fisherhub.core.registry import DEFAULT_ESTIMATOR, ESTIMATORS, PREVIOUS_DEFAULT_ESTIMATOR
 from fisherhub.core.errors import TooFewDocumentsError
 from fisherhub.core.exact import gram_inner_products
+from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES, HEAD_SCORES, SIGNIFICANCE_Z
 
-QUANTITIES = ("fisher", "activation", "error", "coupling")  # A, S_a, S_e, ρ
-SKETCH_OF = {"fisher": "joint", "activation": "activation", "error": "error"}  # StderrConstants field
-SYMBOLS = {"fisher": "A", "activation": "S_a", "error": "S_e", "coupling": "rho"}
+QUANTITIES = DECOMPOSITION  # A, S_a, S_e, ρ
+SKETCH_OF = {q: GEOMETRIES[q].sketch for q in HEAD_SCORES}  # StderrConstants field
+SYMBOLS = {q: GEOMETRIES[q].key for q in QUANTITIES}
 A_THRESHOLD = 0.02
 
 

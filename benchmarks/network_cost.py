@@ -38,8 +38,9 @@ import torch
 
 from fisherhub import SketchState
 from fisherhub.lm import sketch_batch, spec_for_model
-from fisherhub.core.network import NetworkSketchState
-from fisherhub.lm.network import network_spec_for_model, sketch_network_batch
+from fisherhub.core.state import NetworkSketchState
+from fisherhub.lm.network import sketch_network_batch
+from fisherhub.lm.specs import network_spec_for_model
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 THREAD_COUNTS = (1, 2)

@@ -50,8 +50,10 @@ def sketch(args: SketchArgs):
 
 
 def cli_options(args: SketchArgs) -> list[str]:
-    """The command-line options of ``args`` (those ``run_args`` sets)."""
+    """The command-line options of ``args`` (those ``run_args`` sets, and the network modules and granularity)."""
+    modules = args.modules if args.modules is None or isinstance(args.modules, str) else ",".join(args.modules)
     return [
+        *(["--modules", modules, "--granularity", args.granularity] if modules else []),
         "--dataset", args.data.dataset, *(["--streaming"] if args.data.streaming else []), "--model", args.model,
         "-m", str(args.m), "--batch-size", str(args.batch_size), "--output", args.output, "--checkpoint",
         args.checkpoint, "--checkpoint-every", str(args.checkpoint_every), "--keep-checkpoint", "--no-progress", "--cpu",

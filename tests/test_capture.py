@@ -159,7 +159,6 @@ def test_softcapping_is_chained_into_e():
 
 def test_documents_longer_than_the_models_positions_are_truncated_to_them():
     """GPT-2's learned position embeddings have n_positions rows: a longer document would index past them."""
-    from fisherhub.lm.network import sketch_network_texts
     from fisherhub.pipeline.loop import sketch_texts
 
     config = transformers.GPT2Config(vocab_size=VOCAB_SIZE, n_embd=32, n_layer=1, n_head=4, n_positions=16,
@@ -172,7 +171,7 @@ def test_documents_longer_than_the_models_positions_are_truncated_to_them():
     assert signature.num_tokens == sum(length - 1 for length in lengths)
     assert signature.metadata["max_length"] == "16"
     with pytest.warns(UserWarning, match="max_length 512 exceeds the model's 16 positions"):
-        network = sketch_network_texts(texts, model, TOKENIZER, modules="all-linear", m=64)
+        network = sketch_texts(texts, model, TOKENIZER, modules="all-linear", m=64)
     assert network.num_tokens == signature.num_tokens and network.metadata["max_length"] == "16"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 
@@ -85,3 +86,23 @@ def test_the_head_is_resolved_once_per_model_and_again_after_its_weights_change(
         model.get_output_embeddings().weight[0, 0] += 1.0
     assert fisherhub.HeadModel.of(model).head_checksum != first.spec.model_fingerprint.head_checksum
     assert len(calls) == 2
+
+
+def test_the_resume_command_of_a_network_sketch_repeats_its_modules_and_adapters(tmp_path):
+    from fisherhub.cli.sketch import _how_to_resume, sketch_args
+
+    checkpoint = tmp_path / "c"
+    checkpoint.mkdir()
+    (checkpoint / "rank0-of1.json").write_text("{}")  # a checkpoint was written: the command resumes from it
+    namespace = build_parser().parse_args([
+        "sketch", "--dataset", "d", "--adapter", "a", "--adapter", "b", "--kernel", "block", "--checkpoint",
+        str(checkpoint),
+    ])
+    assert sketch_args(namespace).adapters == ["a", "b"]
+    words = shlex.split(_how_to_resume(namespace).split(" with: ")[1])
+    assert words[words.index("--adapter"):][:4] == ["--adapter", "a", "--adapter", "b"]
+    assert "--kernel" in words and words[-1] == "--resume"
+    again = sketch_args(build_parser().parse_args(words[1:]))
+    assert (again.adapters, again.kernel, again.checkpoint) == (["a", "b"], "block", str(checkpoint))
+    modules = sketch_args(build_parser().parse_args(["sketch", "--dataset", "d", "--modules", "q_proj, v_proj"]))
+    assert modules.modules == ["q_proj", "v_proj"] and modules.is_network

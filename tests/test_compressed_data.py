@@ -9,7 +9,7 @@ import lzma
 
 import pytest
 
-from fisherhub.data.documents import load_source
+from fisherhub.data.sources import load_source
 from fisherhub.data.files import file_builder
 from fisherhub.options import DataArgs
 

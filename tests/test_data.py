@@ -9,7 +9,7 @@ import pytest
 from tiny_models import tiny_tokenizer
 
 from fisherhub.core.batch import IGNORE_INDEX
-from fisherhub.data.documents import DocumentStream, check_has_documents
+from fisherhub.data.stream import DocumentStream, check_has_documents
 from fisherhub.options import DataArgs
 from fisherhub.core.errors import InputError
 

@@ -6,7 +6,7 @@ import pytest
 
 import fisherhub
 from fisherhub.core.errors import FisherHubError, InputError, SignatureFileError
-from fisherhub.data.documents import load_source
+from fisherhub.data.sources import load_source
 from fisherhub.options import DataArgs
 
 

@@ -184,7 +184,7 @@ def test_case8_dot_dot_in_a_signature_reference(tiny, capsys, ref):
         sketch(run_args(tiny, "final", checkpoint=None))
     code, error = run_cli(["compare", ref, str(signature), "--heatmap", ""], capsys)
     assert code == 1
-    assert f"error: {ref}: no such signature file, and not a Hub reference (a Hub repo id has no '..' or '.' part" in error
+    assert f"error: {ref}: no such file, and not a Hub reference (a Hub repo id has no '..' or '.' part" in error
 
 
 def test_case8_metric_arguments(tiny):

@@ -12,7 +12,7 @@ import torch
 from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchSpec, SketchState, alignment, alignment_matrix
 from fisherhub.cli import main
-from fisherhub.core.alignment import SIGNIFICANCE_Z
+from fisherhub.core.geometry import SIGNIFICANCE_Z
 from fisherhub.legend import ABOVE_ONE, BLANK_COUPLING, NOT_SIGNIFICANT
 from fisherhub.plotting import NOT_SIGNIFICANT_GID, PANELS, alignment_figure
 from fisherhub.selection import RankedCandidate, Selection
@@ -62,15 +62,17 @@ def test_compare_prints_the_legend_lines_that_apply(tasks, tmp_path, capsys):
 def test_heatmap_hatches_non_significant_cells_and_explains_them(tasks):
     matrix = alignment_matrix(list(tasks.values()), names=list(tasks))
     figure = alignment_figure(matrix)
-    nulls = {"coupling": 1.0}
     expected_somewhere = False
-    for axis, (field, stderr_field, _) in zip(figure.axes, PANELS):
-        values, errors = getattr(matrix, field), getattr(matrix, stderr_field)
+    for axis, geometry in zip(figure.axes, PANELS):
+        field = geometry.name
+        values, errors = getattr(matrix, field), getattr(matrix, geometry.stderr_field)
+        # ρ departs from 1 on either side; A, S_a, S_e (true values ≥ 0) count only above 0
+        departure = (values - 1.0).abs() if field == "coupling" else values
         expected = {
             (i, j)
             for i in range(len(tasks)) for j in range(len(tasks))
             if not math.isnan(values[i, j]) and errors[i, j] > 0
-            and abs(values[i, j] - nulls.get(field, 0.0)) <= SIGNIFICANCE_Z * errors[i, j]
+            and departure[i, j] <= SIGNIFICANCE_Z * errors[i, j]
         }
         expected_somewhere |= bool(expected)
         hatched = {

@@ -17,6 +17,7 @@ from tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub.lm.specs import spec_for_model
 from fisherhub.cli import build_parser
+from fisherhub.cli.sketch import sketch_args as cli_sketch_args
 from fisherhub.core.errors import InputError
 from fisherhub.options import DataArgs, SketchArgs
 from fisherhub.lm.loading import load_model_and_tokenizer, model_provenance
@@ -196,10 +197,10 @@ def test_quantization_config_option(tmp_path):
     inline = '{"quant_method": "bitsandbytes", "load_in_4bit": true}'
     (tmp_path / "quant.json").write_text(inline)
     for value in (inline, str(tmp_path / "quant.json")):
-        args = build_parser().parse_args(["sketch", "--dataset", "d", "--quantization-config", value])
+        args = cli_sketch_args(build_parser().parse_args(["sketch", "--dataset", "d", "--quantization-config", value]))
         assert args.quantization_config == {"quant_method": "bitsandbytes", "load_in_4bit": True}
-    with pytest.raises(SystemExit):
-        build_parser().parse_args(["sketch", "--dataset", "d", "--quantization-config", "[1, 2]"])
+    with pytest.raises(InputError, match="--quantization-config: expected a JSON object, got list"):
+        cli_sketch_args(build_parser().parse_args(["sketch", "--dataset", "d", "--quantization-config", "[1, 2]"]))
 
 
 def test_quantized_head_is_refused(folders):

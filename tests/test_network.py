@@ -22,14 +22,12 @@ from fisherhub.lm import head_batches, sketch_batch, spec_for_model
 from fisherhub.core.batch import HeadBatch
 from fisherhub.core.exact import gram_inner_products
 from fisherhub.core.features import feature_map
-from fisherhub.core.network import NetworkBatch, NetworkFeatureMap, NetworkSketchState, _network_feature_map
-from fisherhub.lm.network import (
-    linear_modules,
-    network_spec_for_model,
-    sketch_network_batch,
-    sketch_network_kernels,
-    sketch_network_texts,
-)
+from fisherhub.core.network import NetworkBatch, NetworkFeatureMap, _network_feature_map
+from fisherhub.core.state import NetworkSketchState
+from fisherhub.lm.modules import linear_modules
+from fisherhub.lm.network import sketch_network_batch
+from fisherhub.lm.specs import network_spec_for_model
+from fisherhub.pipeline import sketch_network_kernels, sketch_texts
 
 VOCAB_SIZE = 64
 TOKENIZER = tiny_tokenizer(VOCAB_SIZE)
@@ -311,7 +309,7 @@ def test_projections_are_deterministic_and_the_sketch_id_names_the_modules():
     q0, q1 = rows[0][0], rows[7][0]  # layer 0 and layer 1 q_proj inputs: same shape, independent signs
     assert q0.shape == q1.shape and float((q0 * q1).mean().abs()) < 0.1
     texts = prose(12, seed=9)
-    signatures = [sketch_network_texts(texts, model, TOKENIZER, spec, batch_size=5) for _ in range(2)]
+    signatures = [sketch_texts(texts, model, TOKENIZER, spec, batch_size=5) for _ in range(2)]
     for name in ("joint", "activation", "error", "split_norms"):
         assert torch.equal(getattr(signatures[0], name), getattr(signatures[1], name))
     ids = {
@@ -321,7 +319,7 @@ def test_projections_are_deterministic_and_the_sketch_id_names_the_modules():
         spec_for_model(model, TOKENIZER, m=128).sketch_id,
     }
     assert len(ids) == 4
-    other = sketch_network_texts(texts, model, TOKENIZER, modules=["q_proj"], m=128)
+    other = sketch_texts(texts, model, TOKENIZER, modules=["q_proj"], m=128)
     with pytest.raises(IncompatibleSignaturesError, match="modules"):
         alignment(signatures[0], other)
 
@@ -350,7 +348,7 @@ def test_module_sets_from_names_all_linear_and_adapter_configs(tmp_path):
         linear_modules(peft.get_peft_model(copy.deepcopy(model), peft.LoraConfig(target_modules=["q_proj"])), "all-linear")
     other = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=VOCAB_SIZE, hidden_size=16)
     with pytest.raises(InputError):
-        sketch_network_texts(prose(4, 0), other, TOKENIZER, network_spec_for_model(model, modules=["q_proj"]))
+        sketch_texts(prose(4, 0), other, TOKENIZER, network_spec_for_model(model, modules=["q_proj"]))
 
 
 def test_kernels_from_one_pass_equal_separate_passes():
@@ -359,7 +357,7 @@ def test_kernels_from_one_pass_equal_separate_passes():
 
     texts = prose(10, seed=10) + code(10, seed=10)
     both = sketch_network_kernels(datasets.Dataset.from_dict({"text": texts}), model, TOKENIZER, modules=["o_proj"], m=128)
-    block = sketch_network_texts(texts, model, TOKENIZER, modules=["o_proj"], m=128, kernel="block")
+    block = sketch_texts(texts, model, TOKENIZER, modules=["o_proj"], m=128, kernel="block")
     assert both["block"].sketch_id == block.sketch_id != both["full"].sketch_id
     assert torch.equal(both["block"].joint, block.joint)
 

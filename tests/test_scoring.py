@@ -13,18 +13,14 @@ from scipy import stats
 from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchSpec, SketchState, alignment_matrix
 from fisherhub.core.errors import InputError
-from fisherhub.selection.scoring import (
-    CLEAR_GAP_Z,
-    Scores,
-    bonferroni_z,
-    heterogeneity,
-    probability_best,
-    rank_nearest,
-    regime,
-    score_selection,
-    separation,
-    shrunk_coupling,
-)
+from fisherhub.analysis.nearest import rank_nearest
+from fisherhub.analysis.regime import regime
+from fisherhub.analysis.scores import Scores
+from fisherhub.analysis.separation import separation
+from fisherhub.analysis.shrinkage import shrunk_coupling
+from fisherhub.analysis.verdict import probability_best, score_selection
+from fisherhub.core.geometry import CLEAR_GAP_Z, bonferroni_z
+from fisherhub.core.shrinkage import heterogeneity
 
 D, VOCAB, TOKENS = 16, 128, 600
 SPEC = SketchSpec(d=D, vocab_size=VOCAB, m=2048)
@@ -232,7 +228,8 @@ def test_nearest_signatures_on_the_hub(hub, hf_api, hf_hub_cache):
     from huggingface_hub import CommitOperationAdd
 
     from fisherhub.hub import push_signature
-    from fisherhub.hub.nearest import collect_signatures, nearest_signatures
+    from fisherhub.hub.nearest import collect_signatures
+    from fisherhub.selection.nearest import nearest_signatures
 
     def signature(offset: float, block: tuple[int, int], seed: int, spec: SketchSpec = SPEC, base: str = "org/base"):
         a, e = synthetic_task(TOKENS, D, VOCAB, seed=seed, label_block=block, activations=offset_activations(offset, seed))

@@ -186,7 +186,7 @@ def test_signature_target_local_folders_and_scores(world, target_signature, tmp_
     assert [row.score for row in by_error] == sorted((row.error for row in selection.ranking), reverse=True)
 
     table = selection.table()
-    assert "A (Fisher)" in table and "S_a" in table and "ρ" in table
+    assert "Fisher alignment A" in table and "S_a" in table and "ρ" in table
     assert all(str(folder) in table for folder in world["folders"])
     path = selection.plot(tmp_path / "selection.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

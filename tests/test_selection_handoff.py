@@ -17,7 +17,7 @@ from fisherhub.core.errors import InputError
 from fisherhub.hub import push_signature
 from fisherhub.pipeline.loop import sketch_texts
 from fisherhub.selection import NoCompatibleCandidatesError, select_adapter
-from fisherhub.selection.ranking import mixing_weights
+from fisherhub.analysis.mixing import mixing_weights
 
 VOCAB_SIZE = 96
 M = 512

@@ -13,7 +13,8 @@ from fisherhub.core.alignment import AlignmentResult
 from fisherhub.core.errors import InputError
 from fisherhub.core.spec import SketchSpec
 from fisherhub.selection import RankedCandidate, Selection, Skipped, adapter_names
-from fisherhub.selection.candidates import Candidate, SignatureOption, Skip
+from fisherhub.selection.candidates import Candidate, SignatureOption
+from fisherhub.selection.errors import Skip
 from fisherhub.selection.ranking import best_first, choose_options, common_base_model, incompatibility
 
 
@@ -107,7 +108,7 @@ def test_bar_chart_leaves_the_backend_alone(tmp_path):
 
 
 def test_auto_scores_by_the_geometry_with_the_signal_and_every_selection_has_a_verdict():
-    from fisherhub.selection.scoring import score_selection
+    from fisherhub.analysis.verdict import score_selection
 
     # activation-dark: S_a is the same for every candidate, S_e tells them apart
     results = [result(0.1 * k, 0.95, 0.2 + 0.25 * k) for k in range(3)]
@@ -117,8 +118,33 @@ def test_auto_scores_by_the_geometry_with_the_signal_and_every_selection_has_a_v
     rows = [RankedCandidate(name, "fisher", r, name, None).ranked_by("error") for name, r in zip("abc", results)]
     shown = Selection(best_first(rows), [], "error", {}, verdict=scored.verdict, choice=scored.choice).table()
     [auto] = [line for line in shown.splitlines() if line.startswith("auto:")]  # the answer in plain words first
-    assert auto.startswith("auto: ranked by S_e (error), because the candidates' inputs look alike to the model; the "
+    assert auto.startswith("auto: ranked by error-only S_e, because the candidates' inputs look alike to the model; the "
                            "words they teach differ, so S_e decides. (Evidence: head regime activation-dark")
     assert f"verdict: {scored.verdict.message}" in shown
     with pytest.raises(InputError, match="a row is ranked by one of"):
         rows[0].ranked_by("auto")
+
+
+def test_weights_mix_exactly_the_candidates_the_verdict_counts_as_aligned():
+    """Ten candidates, the best 2.3 standard errors above 0: above the 2 se one alignment needs, below the
+    one-sided Bonferroni z over ten (2.58). The verdict finds no signal, so weights() has nothing to mix (it used
+    to mix the best on the 2 se rule); with the best at 6 se both count it as aligned, and only it."""
+    from fisherhub.analysis.scores import Scores
+    from fisherhub.analysis.separation import separation
+    from fisherhub.analysis.verdict import score_selection
+    from fisherhub.core.geometry import ALPHA, SIGNIFICANCE_Z, bonferroni_z
+
+    assert SIGNIFICANCE_Z < 2.3 < bonferroni_z(ALPHA, 10)
+    for best_z, aligned in ((2.3, False), (6.0, True)):
+        results = [result(best_z * 0.01 if k == 0 else 0.001 * k, 0.5, 0.5) for k in range(10)]
+        rows = [RankedCandidate(f"c{k}", "fisher", r, f"c{k}", None) for k, r in enumerate(results)]
+        scored = score_selection(results, "fisher", names=[row.candidate for row in rows])
+        selection = Selection(best_first(rows), [], "fisher", {}, verdict=scored.verdict)
+        assert separation(Scores.of("fisher", results)).detected is aligned
+        assert ("no geometry separates" in scored.verdict.message) is not aligned
+        if aligned:
+            assert selection.weights() == {"c0": 1.0} | {f"c{k}": 0.0 for k in range(1, 10)}
+            assert selection.weights(top_k=2) == {"c0": 1.0, "c9": 0.0}  # Bonferroni over all ten ranked
+        else:
+            with pytest.raises(InputError, match="nothing to mix"):
+                selection.weights()

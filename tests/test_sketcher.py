@@ -12,7 +12,7 @@ import torch
 from sketch_helpers import LAUNCH_TWO_CPU_PROCESSES, run_args, run_script, single_thread
 from tiny_models import tiny_causal_lm, tiny_tokenizer
 
-from fisherhub import SketchState, alignment
+from fisherhub import Signature, SketchState, alignment
 from fisherhub.options import DataArgs
 from fisherhub.core.errors import InputError
 from fisherhub.lm import spec_for_model
@@ -71,6 +71,62 @@ def test_kill_then_resume_equals_an_uninterrupted_run(tiny):
     for name in ("joint", "activation", "error", "split_norms"):
         assert torch.equal(getattr(resumed, name), getattr(uninterrupted, name)), name
     assert (resumed.num_tokens, resumed.num_documents) == (uninterrupted.num_tokens, uninterrupted.num_documents)
+
+
+#: a network signature (SPEC §2b) of the attention's q and v projections, per document (exact)
+NETWORK = {"modules": "q_proj,v_proj", "granularity": "sequence"}
+SIGNATURE_TENSORS = ("joint", "activation", "error", "split_norms")
+
+
+def test_network_sketch_through_the_cli_with_two_processes_is_bit_equal_to_one_process(tiny):
+    _, _, folder = tiny
+    one_process, two_processes = run_args(folder, "network-one", **NETWORK), run_args(folder, "network-two", **NETWORK)
+    for prefix, args in (([], one_process), (LAUNCH_TWO_CPU_PROCESSES, two_processes)):
+        result = run_script(prefix, args)
+        assert result.returncode == 0, result.stderr[-3000:]
+    first, second = rank_states(two_processes.checkpoint)
+    assert first.num_tokens > 0 and second.num_tokens > 0  # both processes did work
+    one, two = Signature.load(one_process.output), Signature.load(two_processes.output)
+    assert [name for name, _, _ in one.spec.modules] == [
+        f"model.layers.{layer}.self_attn.{name}" for layer in range(2) for name in ("q_proj", "v_proj")]
+    assert one.sketch_id == two.sketch_id and (one.num_documents, one.num_tokens) == (two.num_documents, two.num_tokens)
+    assert one.num_documents == len(TEXTS)
+    for name in SIGNATURE_TENSORS:
+        assert torch.equal(getattr(one, name), getattr(two, name)), name
+
+
+def test_network_sketch_killed_then_resumed_equals_an_uninterrupted_run(tiny):
+    _, _, folder = tiny
+    interrupted = run_args(folder, "network-interrupted", **NETWORK)
+    result = run_script([], interrupted, env={CRASH_AFTER_BATCHES_ENV: "5"})
+    assert result.returncode == -9, result.stderr[-3000:]  # SIGKILL after batch 5, last checkpoint at batch 4
+    record = json.loads(next(Path(interrupted.checkpoint).glob("rank0-of1.json")).read_text())
+    assert record["batches"] == 4 and not Path(interrupted.output).exists()
+    (saved,) = rank_states(interrupted.checkpoint)
+    assert saved.spec.modules is not None and saved.num_documents == 4
+    with single_thread():
+        resumed = sketch(dataclasses.replace(interrupted, resume=True))
+        uninterrupted = sketch(run_args(folder, "network-uninterrupted", **NETWORK))
+    for name in SIGNATURE_TENSORS:
+        assert torch.equal(getattr(resumed, name), getattr(uninterrupted, name)), name
+    assert (resumed.num_tokens, resumed.num_documents) == (uninterrupted.num_tokens, uninterrupted.num_documents)
+
+
+def test_adapter_modules_give_the_network_signature_of_their_target_modules(tiny, tmp_path):
+    import peft
+
+    model, tokenizer, folder = tiny
+    peft.LoraConfig(target_modules=["q_proj", "v_proj"]).save_pretrained(tmp_path / "adapter")
+    from_adapter = sketch(run_args(folder, "network-adapter", adapters=[str(tmp_path / "adapter")], checkpoint=None, m=64))
+    from_names = sketch_texts(TEXTS, model, tokenizer, modules=["q_proj", "v_proj"], m=64)
+    assert from_adapter.sketch_id == from_names.sketch_id != spec_for_model(model, tokenizer, m=64).sketch_id
+    assert from_adapter.spec.modules == from_names.spec.modules
+    with pytest.raises(InputError, match="give one of the two"):
+        run_args(folder, "both", adapters=[str(tmp_path / "adapter")], modules="q_proj")
+    with pytest.raises(InputError, match="drop --fisher true"):
+        run_args(folder, "true-fisher", modules="all-linear", fisher="true")
+    with pytest.raises(InputError, match="--kernel block is for network signatures"):
+        run_args(folder, "block-head", kernel="block")
 
 
 def test_resume_refuses_a_checkpoint_of_another_run(tiny):

@@ -12,8 +12,8 @@ import torch
 from core_helpers import sketch, synthetic_task
 
 from fisherhub import Signature, SketchSpec, alignment, alignment_matrix
+from fisherhub.core.geometry import SIGNIFICANCE_Z
 from fisherhub.core.alignment import (
-    SIGNIFICANCE_Z,
     STDERR_CONSTANTS,
     AlignmentMatrix,
     StderrConstants,

@@ -17,7 +17,7 @@ from sketch_helpers import LAUNCH_TWO_CPU_PROCESSES, run_script, single_thread
 from tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub import SketchState
-from fisherhub.data.documents import DocumentStream
+from fisherhub.data.stream import DocumentStream
 from fisherhub.options import DataArgs, SketchArgs
 from fisherhub.pipeline.loop import CRASH_AFTER_BATCHES_ENV, sketch
 

@@ -36,11 +36,11 @@ from benchmarks.paper.report import (
 from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchState, alignment_matrix
 from fisherhub.core.exact import gram_inner_products
+from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES
 
-QUANTITIES = ("fisher", "activation", "error", "coupling")
-LABELS = {"fisher": "A", "activation": "S_a", "error": "S_e", "coupling": "rho"}
-STDERR_FIELDS = {"fisher": "stderr", "activation": "activation_stderr", "error": "error_stderr",
-                 "coupling": "coupling_stderr"}
+QUANTITIES = DECOMPOSITION
+LABELS = {q: GEOMETRIES[q].key for q in QUANTITIES}
+STDERR_FIELDS = {q: GEOMETRIES[q].stderr_field for q in QUANTITIES}
 NORMS = ("split", "u_statistic", "plugin")
 CHECK_TOKENS = 200  # tokens per task for the float64 cross-check of the float32 Gram products
 

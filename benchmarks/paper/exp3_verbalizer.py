@@ -30,6 +30,7 @@ from benchmarks.domains import sentiment_snippets
 from benchmarks.paper import baselines, common, methods
 from benchmarks.paper.report import heatmaps, matrix_rows, print_bootstrap, print_table, regime_counts, write_json
 from benchmarks.paper.methods import trust_table
+from benchmarks.paper.transfer import METHODS as TRANSFER_METHODS
 from benchmarks.paper.scoring import HeldOutLosses, combine, paired_bootstrap, random_selection, selection_score
 from fisherhub import alignment_matrix
 from fisherhub.core.errors import InputError
@@ -50,12 +51,7 @@ SNIPPETS = 3000  # VADER snippets drawn (2,140 of them rated |score| >= 1)
 POOL, HELD_OUT = 256, 1024  # prompts for signatures and LoRA training / for the ground-truth loss
 SEEDS = common.LORA_SEEDS
 PAPER = {"fishersketch": 0.667, "activation": 0.20, "error": 0.722}
-METHODS = {
-    "fishersketch": "FisherSketch A", "activation": "activation-only S_a", "error": "error-only S_e",
-    "linear_cka": "linear CKA (paired)", "embedding": "mean text embedding (LoraRetriever-style)",
-    "diagonal_fisher": "diagonal head Fisher (TaskEmb-style)",
-    "exact_fisher": "exact A, Gram form (diagnostic)", "exact_error": "exact S_e, Gram form (diagnostic)",
-} | methods.LABELS
+METHODS = TRANSFER_METHODS | {"linear_cka": "linear CKA (paired)"} | methods.LABELS
 
 
 def label_ids(tokenizer) -> dict[str, tuple[int, int]]:

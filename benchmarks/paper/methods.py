@@ -5,7 +5,7 @@
 - network-level A over a module set (SPEC §2b): the LoRA target modules of the ground truth's adapters
   (q_proj, v_proj of the top layers) or every linear module but the head ("all-linear"), one forward and
   one backward pass of the full model per batch (``fisherhub.lm.network``).
-- ``score="auto"``, A with the shrunk coupling, and the verdict of every selection (``fisherhub.selection.scoring``),
+- ``score="auto"``, A with the shrunk coupling, and the verdict of every selection (``fisherhub.analysis``),
   from the alignment matrices of the head signatures and, where computed, the other kinds.
 """
 
@@ -25,9 +25,12 @@ from fisherhub.core.batch import HeadBatch
 from fisherhub import Signature, SketchState
 from fisherhub.lm.head import output_head
 from fisherhub.core.alignment import AlignmentMatrix, alignment_matrix
-from fisherhub.core.network import NetworkSketchState
-from fisherhub.lm.network import network_spec_for_model, sketch_network_batch
-from fisherhub.selection.scoring import score_selection, shrunk_fisher
+from fisherhub.core.state import NetworkSketchState
+from fisherhub.lm.network import sketch_network_batch
+from fisherhub.lm.specs import network_spec_for_model
+from fisherhub.analysis.shrinkage import shrunk_fisher
+from fisherhub.analysis.verdict import score_selection
+from fisherhub.core.geometry import GEOMETRIES, SHRUNK, label, network_label
 
 #: module sets of the network-level signatures, fixed before any result: the adapters' targets, and all linear
 NETWORK_SETS = ("lora", "all_linear")
@@ -247,9 +250,9 @@ def trust_table(selections: Sequence[dict], transfers: Sequence[torch.Tensor]) -
 
 #: table names of the methods above
 LABELS = {
-    "head_input": "head-input A (a, δ = Wᵀe)", "network_lora": "network-level A, LoRA modules",
-    "network_all_linear": "network-level A, all-linear", "auto_head": "auto (head + head-input)",
-    "auto": "auto (+ network-level)", "fisher_shrunk": "A, ρ shrunk to the cohort mean",
-    "fisher_shrunk_separable": "A, ρ shrunk toward 1 (separable)",
+    **{name: label(name) for name in ("head_input", *SHRUNK)},
+    "network_lora": network_label("LoRA modules"), "network_all_linear": network_label("all-linear"),
+    "auto_head": "auto (head + head-input)", "auto": "auto (+ network-level)",
     "official_auto": "official fishersketch recommend(auto)", "random": "random",
+    **{f"exact_{name}": f"exact {GEOMETRIES[name].symbol}, Gram form (diagnostic)" for name in ("fisher", "error")},
 }

@@ -19,7 +19,7 @@ from benchmarks.paper.transfer import METHODS
 ORDER = ("fishersketch", "head_input", "network_lora", "network_all_linear", "auto", "auto_head", "fisher_shrunk", "fisher_shrunk_separable",
          "activation", "error", "linear_cka", "embedding", "diagonal_fisher", "official_auto", "random",
          "exact_fisher", "exact_error")
-LABELS = METHODS | {"exact_fisher": "exact A, Gram form (diagnostic)", "exact_error": "exact S_e (diagnostic)"} | LABELS
+LABELS = METHODS | LABELS
 
 
 def _cell(entry, digits: int = 3) -> str:

@@ -30,11 +30,12 @@ from benchmarks.paper.scoring import (
     selection_score,
 )
 from fisherhub import alignment_matrix
+from fisherhub.core.geometry import label
 
 METHODS = {
-    "fishersketch": "FisherSketch A",
-    "activation": "activation-only S_a",
-    "error": "error-only S_e",
+    "fishersketch": label("fisher"),
+    "activation": label("activation"),
+    "error": label("error"),
     "linear_cka": "linear CKA (feature-level)",
     "embedding": "mean text embedding (LoraRetriever-style)",
     "diagonal_fisher": "diagonal head Fisher (TaskEmb-style)",

@@ -1,16 +1,17 @@
 """What the numbers in fisherhub's tables and figures mean: the legend lines shown under them, each only where
 the case it explains occurs.
 
-A cell is significant when it is more than ``SIGNIFICANCE_Z`` standard errors from its null value: 0 for A, S_a,
-S_e (no alignment), 1 for ρ (activations and errors couple as if independent). Exact cells (standard error 0:
-a signature with itself) are always significant.
+A cell is significant by its geometry's rule (``fisherhub.core.geometry``): more than ``SIGNIFICANCE_Z`` standard
+errors above 0 for A, S_a, S_e (no alignment), or from 1 for ρ (activations and errors couple as if
+independent). Exact cells (standard error 0: a signature with itself) are always shown as significant.
 """
 
 from __future__ import annotations
 
 import torch
 
-from fisherhub.core.alignment import SIGNIFICANCE_Z, AlignmentMatrix
+from fisherhub.core.alignment import AlignmentMatrix
+from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES, HEAD_SCORES, SIGNIFICANCE_Z
 
 ABOVE_ONE = (
     "values above 1: sampling noise around 1 (within the error bar), or two tasks that share documents (a half "
@@ -22,15 +23,15 @@ BLANK_COUPLING = (
     "would divide by noise"
 )
 NOT_SIGNIFICANT = (
-    f"hatched grey: not significant, within {SIGNIFICANCE_Z:g} standard errors of 0 (A, S_a, S_e) or of 1 (ρ, the "
-    "value for independent activations and errors); the number is shown, the colour is not"
+    f"hatched grey: not significant, not more than {SIGNIFICANCE_Z:g} standard errors above 0 (A, S_a, S_e) or away "
+    "from 1 (ρ, the value for independent activations and errors); the number is shown, the colour is not"
 )
 
 
-def significant(values: torch.Tensor, stderr: torch.Tensor, null: float) -> torch.Tensor:
-    """Boolean mask: more than ``SIGNIFICANCE_Z`` standard errors from ``null``, or exact (stderr 0);
-    False where the value is NaN."""
-    return ((values - null).abs() > SIGNIFICANCE_Z * stderr) | (stderr == 0)
+def shown_significant(name: str, values: torch.Tensor, stderr: torch.Tensor) -> torch.Tensor:
+    """Boolean mask of the cells of geometry ``name`` drawn as significant: its rule
+    (``Geometry.significant``), or exact (stderr 0); False where the value is NaN."""
+    return GEOMETRIES[name].significant(values, stderr) | ((stderr == 0) & ~values.isnan())
 
 
 def above_one(values: torch.Tensor) -> bool:
@@ -41,7 +42,7 @@ def above_one(values: torch.Tensor) -> bool:
 def matrix_legend(matrix: AlignmentMatrix, hatched: bool = False) -> list[str]:
     """The legend lines that apply to ``matrix`` (``hatched``: the figure greys out non-significant cells)."""
     lines = []
-    if any(above_one(getattr(matrix, field)) for field in ("fisher", "activation", "error")):
+    if any(above_one(GEOMETRIES[name].value(matrix)) for name in HEAD_SCORES):
         lines.append(ABOVE_ONE)
     if bool(matrix.coupling.isnan().any()):
         lines.append(BLANK_COUPLING)
@@ -53,9 +54,7 @@ def matrix_legend(matrix: AlignmentMatrix, hatched: bool = False) -> list[str]:
 def matrix_significance(matrix: AlignmentMatrix) -> dict[str, torch.Tensor]:
     """Per field of the heatmap (fisher, activation, error, coupling), the mask of significant cells (a blank
     ρ counts as significant: it is drawn blank, not hatched)."""
-    masks = {
-        field: significant(getattr(matrix, field), getattr(matrix, stderr_field), 0.0)
-        for field, stderr_field in (("fisher", "stderr"), ("activation", "activation_stderr"), ("error", "error_stderr"))
-    }
-    masks["coupling"] = significant(matrix.coupling, matrix.coupling_stderr, 1.0) | matrix.coupling.isnan()
+    masks = {name: shown_significant(name, GEOMETRIES[name].value(matrix), GEOMETRIES[name].stderr(matrix))
+             for name in DECOMPOSITION}
+    masks["coupling"] |= matrix.coupling.isnan()
     return masks

@@ -1,13 +1,13 @@
-"""Every option of sketching, with its default and help, once.
+"""Every option of sketching, with its default and help, once: the config dataclasses.
 
-Argument dataclasses whose fields carry ``metadata={"help": ...}`` (and, where the flag is not simply
-``--field-name``, its ``flags``); the command line's arguments are built from them (``add_arguments``), so
-``--help`` shows the same defaults the Python API uses. This module imports neither torch nor transformers.
+Their fields carry ``metadata={"help": ...}`` (and, where the flag is not simply ``--field-name``, its
+``flags``, ``choices``, ``action``, ...); ``cli/arguments.py`` builds the command line's arguments from them, so
+``--help`` shows the same defaults the Python API uses. This module imports neither argparse, torch nor
+transformers; bad values raise ``InputError`` naming the flag.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -16,7 +16,7 @@ from typing import Any
 
 from fisherhub.core.errors import InputError
 from fisherhub.core.registry import (
-    DEFAULT_ESTIMATOR, DEFAULT_M, DEFAULT_SEED, ERROR_SPACES, ESTIMATORS, FISHER_TYPES, GRANULARITIES,
+    ALL_LINEAR, DEFAULT_ESTIMATOR, DEFAULT_M, DEFAULT_SEED, ERROR_SPACES, ESTIMATORS, FISHER_TYPES, GRANULARITIES, KERNELS,
 )
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -25,14 +25,11 @@ REPO_TYPES = ("model", "dataset", "space")
 PUSH_REPO_TYPES = REPO_TYPES[:2]
 #: the type of a bare ``org/name``: a model (adapter) repo, as in ``hf://`` URIs and ``huggingface_hub``
 DEFAULT_REPO_TYPE = "model"
-#: what selection ranks candidates by: Fisher alignment A, one factor alone (S_a, S_e), or auto: the geometry
-#: that carries the signal among the candidates (``selection.scoring.auto_geometry``: the regime readout)
-SCORES = ("fisher", "activation", "error", "auto")
 
 
-def option(default: Any, help: str, **argparse_options: Any) -> Any:
+def option(default: Any, help: str, **argument_options: Any) -> Any:
     """A dataclass field with its default and its command-line help (and ``flags``, ``choices``, ...)."""
-    return dataclasses.field(default=default, metadata={"help": help, **argparse_options})
+    return dataclasses.field(default=default, metadata={"help": help, **argument_options})
 
 
 def flag(name: str) -> str:
@@ -69,17 +66,48 @@ class SpecOptions:
         "Householder reflection on the pilot activation mean (on whenever a tokenizer is given): about half the "
         "standard error; signatures compare when their pilot directions agree within 1e-4 rad (float32 on any "
         "device does; a bfloat16 run may not: then sketch --like the other)",
-        action=argparse.BooleanOptionalAction,
     )
+    modules: str | list[str] | None = option(
+        None, f"sketch a network signature (SPEC §2b) of these linear modules instead of the head: {ALL_LINEAR} (every "
+        "linear module but the head, as in PEFT), or names / suffixes separated by commas (q_proj,v_proj)",
+        metavar=f"{ALL_LINEAR}|NAME,...",
+    )
+    adapters: list | None = option(
+        None, "sketch a network signature of the target modules of this PEFT LoRA adapter (folder or Hub id; repeat "
+        "the flag for the union of several)", flags=("--adapter",), action="append", metavar="DIR",
+    )
+    kernel: str = option(KERNELS[0], "network signatures: full is the Fisher of all the modules together (g·g')²; "
+                         "block drops the cross-module terms, Σ_l (g_l·g'_l)²", choices=KERNELS)
 
     def __post_init__(self) -> None:
         check_positive(self, ("m",))
         for name, allowed in (
             ("estimator", ESTIMATORS), ("granularity", GRANULARITIES), ("fisher", FISHER_TYPES),
-            ("error_space", ERROR_SPACES),
+            ("error_space", ERROR_SPACES), ("kernel", KERNELS),
         ):
             if getattr(self, name) not in allowed:
                 raise InputError(f"{flag(name)} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        if isinstance(self.modules, str) and self.modules != ALL_LINEAR:
+            self.modules = [name.strip() for name in self.modules.split(",") if name.strip()]
+        if isinstance(self.adapters, (str, os.PathLike)):
+            self.adapters = [self.adapters]
+        if self.modules is not None and self.adapters is not None:
+            raise InputError("--modules and --adapter both name the modules to sketch: give one of the two")
+        refused = {
+            "--fisher true": self.fisher != FISHER_TYPES[0], f"--error-space {self.error_space}": self.error_space != ERROR_SPACES[0],
+            "--reflection": self.reflection is True,
+        }
+        if self.is_network and any(refused.values()):
+            given = ", ".join(name for name, present in refused.items() if present)
+            raise InputError(f"network signatures (--modules / --adapter) take the empirical Fisher, the logits error "
+                             f"space and no reflection: drop {given}")
+        if not self.is_network and self.kernel != KERNELS[0]:
+            raise InputError(f"--kernel {self.kernel} is for network signatures: give --modules or --adapter")
+
+    @property
+    def is_network(self) -> bool:
+        """Whether these options make a network signature (SPEC §2b) rather than a head signature."""
+        return self.modules is not None or self.adapters is not None
 
     def spec_options(self) -> SpecOptions:
         """These options alone (for a ``SketchArgs``, which holds more)."""
@@ -142,18 +170,6 @@ class DataArgs:
         return metadata
 
 
-def json_object(value: str) -> dict:
-    """A JSON object given inline or as the path of a JSON file (for ``--quantization-config``)."""
-    text = Path(value).read_text() if Path(value).is_file() else value
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not a JSON object or a JSON file: {value!r} ({exc})") from exc
-    if not isinstance(parsed, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {type(parsed).__name__}: {value!r}")
-    return parsed
-
-
 @dataclasses.dataclass(kw_only=True)
 class ModelOptions:
     """Which base model, and how it is loaded (``from_pretrained``'s options; docs/big_models.md)."""
@@ -167,9 +183,9 @@ class ModelOptions:
         "all of them (not with several processes)", metavar="MAP",
     )
     trust_remote_code: bool = option(False, "run the model repo's own modeling code")
-    quantization_config: dict | None = option(
+    quantization_config: dict | str | None = option(
         None, "transformers quantization config as JSON or a JSON file, e.g. '{\"quant_method\": \"bitsandbytes\", "
-        "\"load_in_4bit\": true}' (the head stays unquantized)", type=json_object, metavar="JSON|FILE",
+        "\"load_in_4bit\": true}' (the head stays unquantized)", metavar="JSON|FILE",
     )
     gguf_file: str | None = option(None, "load this GGUF file of the --model folder or Hub repo (de-quantized by "
                                    "transformers)", metavar="NAME")
@@ -177,6 +193,20 @@ class ModelOptions:
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise InputError(f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if isinstance(self.quantization_config, str):
+            self.quantization_config = json_object(self.quantization_config, "--quantization-config")
+
+
+def json_object(value: str, name: str) -> dict:
+    """A JSON object given inline or as the path of a JSON file (``name``: the flag, for the error)."""
+    text = Path(value).read_text() if Path(value).is_file() else value
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{name}: not a JSON object or a JSON file: {value!r} ({exc})") from exc
+    if not isinstance(parsed, dict):
+        raise InputError(f"{name}: expected a JSON object, got {type(parsed).__name__}: {value!r}")
+    return parsed
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -191,7 +221,7 @@ class RunOptions:
     keep_checkpoint: bool = option(False, "keep the --checkpoint files after a complete run (default: removed)")
     cpu: bool | None = option(None, "run on the CPU even if a GPU is present (default: the GPU when there is one)",
                               action="store_true")
-    progress: bool = option(True, "show a progress bar", action=argparse.BooleanOptionalAction)
+    progress: bool = option(True, "show a progress bar")
 
     def __post_init__(self) -> None:
         check_positive(self, ("batch_size", "token_chunk_size", "checkpoint_every"))
@@ -233,46 +263,3 @@ class DemoOptions:
     max_length: int = option(128, "tokens per document")
     overwrite: bool = option(False, "replace the signatures and heatmap of an earlier demo in --output-dir (default: "
                              "they are kept, and the demo refused before the model loads)")
-
-
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Module docstrings as written but without their reST literal markup (````x```` shows as ``x``), and each
-    option's default after its help (unless the help already says it; on/off flags say theirs through ``--x`` /
-    ``--no-x``)."""
-
-    def _fill_text(self, text: str, width: int, indent: str) -> str:
-        return super()._fill_text(text.replace("``", ""), width, indent)
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        default = action.default
-        if "default" in text or default is None or default is argparse.SUPPRESS or isinstance(default, bool):
-            return text
-        return f"{text} (default: {default})"
-
-
-def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, options: type, *,
-                  exclude: tuple[str, ...] = (), only: tuple[str, ...] | None = None) -> None:
-    """One argument per field of the ``options`` dataclass (fields with ``cli=False`` or in ``exclude``, or not in
-    ``only`` when given, are left out)."""
-    for field in dataclasses.fields(options):
-        meta = dict(field.metadata)
-        if meta.pop("cli", True) is False or field.name in exclude or (only is not None and field.name not in only):
-            continue
-        help_text = meta.pop("help")
-        flags = meta.pop("flags", (flag(field.name),))
-        default = field.default
-        if default is dataclasses.MISSING:
-            default = argparse.SUPPRESS
-        elif "action" not in meta:
-            if isinstance(field.default, bool):
-                meta["action"] = argparse.BooleanOptionalAction if field.default else "store_true"
-            elif field.type in ("int", "int | None"):
-                meta["type"] = int
-        parser.add_argument(*flags, dest=field.name, default=default, help=help_text, **meta)
-
-
-def from_namespace(options: type, namespace: argparse.Namespace, **values: Any) -> Any:
-    """An ``options`` dataclass from parsed arguments (fields the namespace lacks keep their defaults)."""
-    given = {field.name: getattr(namespace, field.name) for field in dataclasses.fields(options) if hasattr(namespace, field.name)}
-    return options(**{**given, **values})

@@ -9,14 +9,10 @@ import textwrap
 from pathlib import Path
 
 from fisherhub.core.alignment import AlignmentMatrix
+from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES
 
-#: (field, stderr field, panel title) of the four heatmap panels
-PANELS = (
-    ("fisher", "stderr", "Fisher alignment A"),
-    ("activation", "activation_stderr", "activation-only S_a"),
-    ("error", "error_stderr", "error-only S_e"),
-    ("coupling", "coupling_stderr", "coupling ρ = A / (S_a S_e)"),
-)
+#: the geometries of the four heatmap panels, in order
+PANELS = tuple(GEOMETRIES[name] for name in DECOMPOSITION)
 #: the ``gid`` of the patch drawn over each non-significant cell
 NOT_SIGNIFICANT_GID = "not-significant"
 
@@ -26,7 +22,7 @@ def alignment_figure(matrix: AlignmentMatrix, title: str | None = None):
 
     A, S_a and S_e share the scale [0, 1]; ρ is centred on 1 (independence of a and e), its scale spanning the
     significant cells only, and blank (—) where undefined (S_a or S_e not significantly above 0). Cells that are
-    not significant (``fisherhub.legend``) are hatched grey instead of coloured; the legend lines that apply are
+    not significant (``fisherhub.legend``, by each geometry's rule) are hatched grey instead of coloured; the legend lines that apply are
     printed under the panels.
     """
     from matplotlib.figure import Figure
@@ -40,9 +36,10 @@ def alignment_figure(matrix: AlignmentMatrix, title: str | None = None):
     figure = Figure(figsize=(2 * size, 2 * size * 0.9 + 0.35 * len(legend)), layout="constrained")
     axes = figure.subplots(2, 2)
     significance = matrix_significance(matrix)
-    for axis, (field, stderr_field, panel_title) in zip(axes.flat, PANELS):
-        values = getattr(matrix, field).double()
-        errors = getattr(matrix, stderr_field).double()
+    for axis, geometry in zip(axes.flat, PANELS):
+        field = geometry.name
+        values = geometry.value(matrix).double()
+        errors = geometry.stderr(matrix).double()
         shown = significance[field]
         coloured = values.masked_fill(~shown, math.nan)
         spread = 1.0
@@ -68,7 +65,7 @@ def alignment_figure(matrix: AlignmentMatrix, title: str | None = None):
                     dark = abs(value - 1) > 0.6 * spread if field == "coupling" else value < 0.6
                     shade = "white" if dark else "black"
                 axis.text(j, i, f"{value:.2f}\n±{error:.2f}", ha="center", va="center", fontsize=8, color=shade)
-        axis.set_title(panel_title)
+        axis.set_title(geometry.label)
         axis.set_xticks(range(n), matrix.names, rotation=45, ha="right")
         axis.set_yticks(range(n), matrix.names)
         figure.colorbar(image, ax=axis, shrink=0.8)

@@ -13,14 +13,15 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
-from fisherhub.options import HelpFormatter
+from fisherhub.cli.arguments import HelpFormatter
+from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES
 
 if TYPE_CHECKING:
     from fisherhub.core.alignment import AlignmentMatrix
     from fisherhub.core.signature import Signature
+
 
 def _cell(value: float, error: float) -> str:
     return "—" if math.isnan(value) else f"{value:.3f}±{error:.3f}"
@@ -34,7 +35,7 @@ def alignment_table(matrix: AlignmentMatrix, same: frozenset[tuple[int, int]] = 
     """A rich table of A ± stderr (rows and columns: the tasks); ``same``: the pairs (i, j) shown as the same data."""
     from rich.table import Table
 
-    table = Table(title=f"Fisher alignment A ± stderr (sketch id {matrix.sketch_id})")
+    table = Table(title=f"{GEOMETRIES['fisher'].label} ± stderr (sketch id {matrix.sketch_id})")
     table.add_column("", no_wrap=True)
     for name in matrix.names:
         table.add_column(name, justify="right", no_wrap=True)
@@ -61,18 +62,17 @@ def decomposition_table(matrix: AlignmentMatrix, same: frozenset[tuple[int, int]
         title="Decomposition A = ρ · S_a · S_e (S_a activation-only, S_e error-only, ρ coupling: — where S_a or "
         "S_e is not significantly > 0, * where ρ ≠ 1 significantly)"
     )
-    for column in ("task i", "task j", "A", "S_a", "S_e", "ρ"):
+    geometries = [GEOMETRIES[name] for name in DECOMPOSITION]
+    for column in ("task i", "task j", *(g.symbol for g in geometries)):
         table.add_column(column, justify="left" if column.startswith("task") else "right", no_wrap=True)
     n = len(matrix.names)
     for i in range(n):
         for j in range(i + 1, n):
             pair = matrix.pair(i, j)
-            coupling = "—" if pair.coupling is None else _cell(pair.coupling, pair.coupling_stderr)
-            table.add_row(
-                matrix.names[i], matrix.names[j], SAME_DATA if (i, j) in same else _cell(pair.fisher, pair.stderr),
-                _cell(pair.activation, pair.activation_stderr), _cell(pair.error, pair.error_stderr),
-                coupling + (" *" if pair.coupling_significant else ""),
-            )
+            cells = ["—" if g.value(pair) is None else _cell(g.value(pair), g.stderr(pair)) for g in geometries]
+            cells[0] = SAME_DATA if (i, j) in same else cells[0]
+            cells[-1] += " *" if pair.coupling_significant else ""
+            table.add_row(matrix.names[i], matrix.names[j], *cells)
     return table
 
 
@@ -103,7 +103,8 @@ def report(
 
 
 def matrix_as_json(matrix: AlignmentMatrix) -> dict:
-    fields = ("fisher", "activation", "error", "coupling", "stderr", "activation_stderr", "error_stderr", "coupling_stderr")
+    geometries = [GEOMETRIES[name] for name in DECOMPOSITION]
+    fields = [g.field for g in geometries] + [g.stderr_field for g in geometries]
     as_lists = {field: [[None if math.isnan(v) else v for v in row] for row in getattr(matrix, field).tolist()] for field in fields}
     return {"names": matrix.names, "sketch_id": matrix.sketch_id, **as_lists}
 
@@ -116,7 +117,7 @@ def run(namespace: argparse.Namespace) -> int:
     from fisherhub.cli.outputs import output_problem
     from fisherhub.core.atomic import atomic_path
     from fisherhub.core.errors import InputError
-    from fisherhub.pipeline.loop import load_signature_ref
+    from fisherhub.hub import load_signature
 
     refs = namespace.refs
     if len(refs) < 2:
@@ -127,7 +128,7 @@ def run(namespace: argparse.Namespace) -> int:
     outputs = {"--heatmap": namespace.heatmap, "--json": namespace.json}
     problems = {flag: output_problem(path, flag, namespace.overwrite) for flag, path in outputs.items() if path}
     writable = {flag: path for flag, path in outputs.items() if path and problems[flag] is None}
-    signatures = [load_signature_ref(ref) for ref in refs]
+    signatures = [load_signature(ref) for ref in refs]
     matrix = report(signatures, names, writable.get("--heatmap"))  # the tables are printed whatever the files
     if "--json" in writable:
         with atomic_path(writable["--json"]) as temporary:

@@ -12,7 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from fisherhub.options import DemoOptions, HelpFormatter, RunOptions, SpecOptions, add_arguments
+from fisherhub.cli.arguments import HelpFormatter, add_arguments
+from fisherhub.options import DemoOptions, RunOptions, SpecOptions
 
 
 def run(namespace: argparse.Namespace) -> int:

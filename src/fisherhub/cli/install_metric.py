@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from fisherhub.options import HelpFormatter
+from fisherhub.cli.arguments import HelpFormatter
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

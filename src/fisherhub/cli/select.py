@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fisherhub.options import SCORES, DataArgs, HelpFormatter, add_arguments
+from fisherhub.cli.arguments import HelpFormatter, add_arguments
+from fisherhub.core.geometry import SCORES
+from fisherhub.options import DataArgs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -1,4 +1,6 @@
-"""``fisherhub sketch``: the signature of a dataset under a base model (also ``scripts/sketch.py``).
+"""``fisherhub sketch``: the signature of a dataset under a base model (also ``scripts/sketch.py``): of its
+output head, or with ``--modules all-linear|q_proj,v_proj`` / ``--adapter DIR`` of a set of linear modules
+(a network signature, docs/SPEC.md §2b).
 
 One process: ``fisherhub sketch --dataset DATA --output sig.safetensors``. N processes:
 ``accelerate launch [launch options] -m fisherhub sketch --dataset DATA ...`` (or ``scripts/sketch.py``
@@ -17,9 +19,8 @@ from pathlib import Path
 
 from fisherhub.cli.outputs import OVERWRITE_HELP, check_outputs
 from fisherhub.core.errors import InputError
-from fisherhub.options import (
-    DataArgs, HelpFormatter, ModelOptions, RunOptions, SketchArgs, SpecOptions, add_arguments, from_namespace,
-)
+from fisherhub.cli.arguments import HelpFormatter, add_arguments, from_namespace
+from fisherhub.options import DataArgs, ModelOptions, RunOptions, SketchArgs, SpecOptions
 
 #: argument groups of ``fisherhub sketch``, in --help order: (title, options dataclass)
 GROUPS = (("data", DataArgs), ("model", ModelOptions), ("sketch", SpecOptions), ("run", RunOptions))
@@ -134,6 +135,8 @@ def _command_line(namespace: argparse.Namespace) -> list[str]:
             words.append(action.option_strings[0 if value else 1])
         elif action.nargs == 0:  # store_true / store_false
             words.append(flag)
+        elif isinstance(action, argparse._AppendAction):  # --adapter A --adapter B
+            words += [word for item in value for word in (flag, str(item))]
         else:
             words += [flag, str(value)]
     return words

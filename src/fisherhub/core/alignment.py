@@ -29,6 +29,8 @@ import torch
 from fisherhub.core.signature import Signature
 from fisherhub.core.state import CLAMPED_NORMS_KEY, SKETCHES
 from fisherhub.core.errors import InputError
+from fisherhub.core.geometry import GEOMETRIES
+from fisherhub.core.shrinkage import shrink
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,9 +60,6 @@ def _read_calibration() -> dict[tuple[str, bool], StderrConstants]:
 
 
 STDERR_CONSTANTS = _read_calibration()
-
-#: ρ is reported only where S_a and S_e exceed this many standard errors.
-SIGNIFICANCE_Z = 2.0
 
 
 def stderr_constants(estimator: str, reflection: bool) -> StderrConstants:
@@ -127,7 +126,7 @@ class AlignmentMatrix:
             activation_stderr=float(self.activation_stderr[i, j]),
             error_stderr=float(self.error_stderr[i, j]),
             coupling_stderr=coupling_se if defined else None,
-            coupling_significant=defined and abs(coupling - 1.0) > SIGNIFICANCE_Z * coupling_se,
+            coupling_significant=defined and bool(GEOMETRIES["coupling"].significant(coupling, coupling_se)),
             sketch_id=self.sketch_id,
             norm_clamped=bool(self.norm_clamped[i, j]),
         )
@@ -194,17 +193,15 @@ def same_data(a: Signature, b: Signature) -> bool:
 
 
 def shrink_toward_separable(coupling: torch.Tensor, stderr: torch.Tensor) -> torch.Tensor:
-    """Empirical-Bayes shrinkage of ρ toward 1 (normal prior N(1, τ²), τ² by the method of moments over the
-    finite entries of the off-diagonal pairs): ρ̃, NaN where ρ is NaN."""
+    """ρ shrunk toward 1 (``shrinkage.shrink`` with prior mean 1) over the finite off-diagonal entries;
+    NaN where ρ is NaN, the diagonal (a signature with itself: ρ = 1 exactly) unchanged."""
     off_diagonal = ~torch.eye(coupling.shape[0], dtype=torch.bool)
     reported = off_diagonal & coupling.isfinite() & stderr.isfinite()
     if not reported.any():
         return coupling
-    spread = (coupling[reported] - 1.0).square().mean() - stderr[reported].square().mean()
-    prior_variance = spread.clamp_min(0.0)
-    weight = prior_variance / (prior_variance + stderr.square()).clamp_min(1e-300)
-    weight = torch.where(off_diagonal, weight, torch.ones_like(weight))  # a signature with itself: ρ = 1 exactly
-    return 1.0 + weight * (coupling - 1.0)
+    shrunk = coupling.clone()
+    shrunk[reported] = shrink(coupling[reported], stderr[reported], prior_mean=1.0)
+    return shrunk
 
 
 def alignment_matrix(
@@ -235,7 +232,8 @@ def alignment_matrix(
     stderr = torch.maximum(stderr, feature_stderr(means, norms, cosine))
     stderr = torch.where(same, torch.zeros_like(stderr), stderr)
     fisher, activation, error = cosine
-    defined = same | ((activation > SIGNIFICANCE_Z * stderr[1]) & (error > SIGNIFICANCE_Z * stderr[2]))
+    defined = same | (GEOMETRIES["activation"].significant(activation, stderr[1])
+                     & GEOMETRIES["error"].significant(error, stderr[2]))
     nan = torch.full_like(fisher, math.nan)
     coupling = torch.where(defined, fisher / (activation * error), nan)
     relative = torch.sqrt(

@@ -16,14 +16,34 @@ import torch
 
 from fisherhub.core.errors import InputError
 from fisherhub.core.hashing import derived_seed
-from fisherhub.core.projectors import ACTIVATION_PROJECTORS, VOCABULARY_PROJECTORS, Projector
-from fisherhub.core.spec import SketchSpec
+from fisherhub.core.projectors import (
+    ACTIVATION_PROJECTORS,
+    VOCABULARY_PROJECTORS,
+    Projector,
+)
 from fisherhub.core.registry import ESTIMATORS
+from fisherhub.core.spec import SketchSpec
 
 #: the three sketches of a task, in the order of ``features_from_projections`` and of the state's sums.
 SKETCHES = ("joint", "activation", "error")
 #: the label of the δ = Wᵀe projections' seed, ``derived_seed(spec.seed, HEAD_INPUT_LABEL)``.
 HEAD_INPUT_LABEL = "head-input/error"
+#: the two projector sides of an estimator (``core.registry.ESTIMATORS``: (activation kind, vocabulary kind)).
+SIDES = ("activation", "vocabulary")
+
+
+def estimator_projector(
+    estimator: str, side: str, in_features: int, m: int, seed: int, reflection: torch.Tensor | None = None
+) -> Projector:
+    """The projector ``estimator`` uses on ``side``: "activation" (d-wide inputs; block SRHT or dense signs,
+    optionally after a Householder reflection) or "vocabulary" (wide inputs; a fold or an SRHT). The one place a
+    projector class is chosen, for head and network sketches alike."""
+    activation_kind, vocabulary_kind = ESTIMATORS[estimator]
+    if side == "activation":
+        return ACTIVATION_PROJECTORS[activation_kind](in_features, m, seed, reflection)
+    if side == "vocabulary" and reflection is None:
+        return VOCABULARY_PROJECTORS[vocabulary_kind](in_features, m, seed)
+    raise InputError(f"projector side must be one of {SIDES} (a reflection only on the activation side), got {side!r}")
 
 
 class FeatureMap:
@@ -34,16 +54,12 @@ class FeatureMap:
             raise InputError("a network spec (modules=...) is sketched by core.network.NetworkFeatureMap")
         self.spec = spec
         self.scale = 1.0 / math.sqrt(spec.m)
-        activation_kind, vocabulary_kind = ESTIMATORS[spec.estimator]
-        self.activation_projector: Projector = ACTIVATION_PROJECTORS[activation_kind](
-            spec.d, spec.m, spec.seed, spec.reflection_tensor
-        )
+        self.activation_projector = estimator_projector(spec.estimator, "activation", spec.d, spec.m, spec.seed, spec.reflection_tensor)
         if spec.error_space == "head-input":
-            self.error_projector = ACTIVATION_PROJECTORS[activation_kind](
-                spec.d, spec.m, derived_seed(spec.seed, HEAD_INPUT_LABEL)
-            )
+            seed = derived_seed(spec.seed, HEAD_INPUT_LABEL)
+            self.error_projector = estimator_projector(spec.estimator, "activation", spec.d, spec.m, seed)
         else:
-            self.error_projector = VOCABULARY_PROJECTORS[vocabulary_kind](spec.vocab_size, spec.m, spec.seed)
+            self.error_projector = estimator_projector(spec.estimator, "vocabulary", spec.vocab_size, spec.m, spec.seed)
 
     def projections(self, activations: torch.Tensor, errors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """(u·a, v·a, s·e, t·e), each (N, m) float32."""

@@ -39,19 +39,17 @@ from collections.abc import Sequence
 import torch
 
 from fisherhub.core.errors import InputError
+from fisherhub.core.features import estimator_projector
 from fisherhub.core.hashing import derived_seed
-from fisherhub.core.projectors import ACTIVATION_PROJECTORS, VOCABULARY_PROJECTORS, Projector
-from fisherhub.core.registry import ESTIMATORS, KERNELS
+from fisherhub.core.projectors import Projector
+from fisherhub.core.registry import KERNELS
 from fisherhub.core.spec import SketchSpec
-from fisherhub.core.state import SketchState
 
 
 def side_projector(estimator: str, dimension: int, m: int, seed: int) -> Projector:
-    """The projector of one side (input or output) of a module: folded when ``dimension`` > m."""
-    activation_kind, vocabulary_kind = ESTIMATORS[estimator]
-    if dimension > m:
-        return VOCABULARY_PROJECTORS[vocabulary_kind](dimension, m, seed)
-    return ACTIVATION_PROJECTORS[activation_kind](dimension, m, seed)
+    """The projector of one side (input or output) of a module: the vocabulary side's (a fold) when
+    ``dimension`` > m, else the activation side's."""
+    return estimator_projector(estimator, "vocabulary" if dimension > m else "activation", dimension, m, seed)
 
 
 class NetworkFeatureMap:
@@ -106,7 +104,7 @@ class NetworkBatch:
     """Running sums over modules of the features of N positions (whole documents), for some kernels.
 
     ``doc_index`` (N,) global document indices, ``scored`` (N,) bool: the position's next token is in the
-    loss. Add every module once (``add``), then feed each kernel's ``NetworkSketchState``. Memory: about
+    loss. Add every module once (``add``), then give it to the ``SketchState.update`` of each kernel's state. Memory: about
     (4 + 2·[token granularity] + 3·[block]) · N · m float32.
     """
 
@@ -186,35 +184,3 @@ class NetworkBatch:
             )
         return sums["block_joint"] * scale, sums["block_activation"] * scale, sums["block_error"] * scale
 
-
-class NetworkSketchState(SketchState):
-    """A ``SketchState`` for a network spec: the same split-half sums, counts, merge, save and finalize,
-    filled from ``NetworkBatch``es (each holding whole documents) instead of (a, e) pairs."""
-
-    def __init__(self, spec: SketchSpec, device: torch.device | str = "cpu"):
-        if spec.modules is None:
-            raise InputError("NetworkSketchState needs a network spec (modules=...); use SketchState for the head")
-        super().__init__(spec, device=device)
-
-    def update_network(self, batch: NetworkBatch) -> NetworkSketchState:
-        """Add a batch's features of this state's kernel: joint and error over all positions, activation
-        over the scored ones; tokens = scored positions, documents = those with a scored position."""
-        spec = self.spec
-        if batch.feature_map.modules != spec.modules or batch.feature_map.m != spec.m:
-            raise InputError("the batch was projected for other modules or another m than this state's spec")
-        if batch.granularity != spec.granularity:
-            raise InputError(f"the batch is of {batch.granularity} granularity, the state of {spec.granularity}")
-        joint, activation, error = (f.to(self.sums.device).double() for f in batch.features(spec.kernel))
-        halves = batch.doc_index.to(self.sums.device) % 2
-        scored = batch.scored.to(self.sums.device)
-        documents = batch.documents.to(self.sums.device)
-        scored_documents = torch.isin(documents, batch.doc_index.to(self.sums.device)[scored])
-        if spec.granularity == "token":
-            self.sums[0].index_add_(0, halves, joint)
-        else:
-            self.sums[0].index_add_(0, documents[scored_documents] % 2, joint[scored_documents])
-        self.sums[1].index_add_(0, halves[scored], activation[scored])
-        self.sums[2].index_add_(0, halves, error)
-        self.token_counts += torch.bincount(halves[scored], minlength=2)
-        self.document_counts += torch.bincount(documents[scored_documents] % 2, minlength=2)
-        return self

@@ -19,6 +19,8 @@ ERROR_SPACES = ("logits", "head-input")
 #: network sketches (SPEC §2b): the full kernel (g·g')² of the concatenated gradient, or the block-diagonal
 #: Σ_l (g_l·g'_l)².
 KERNELS = ("full", "block")
+#: the module set of every linear module but the output head (PEFT's ``target_modules="all-linear"``).
+ALL_LINEAR = "all-linear"
 #: random features per sketch: the joint signature is m float32 = 16 KiB at the default.
 DEFAULT_M = 4096
 DEFAULT_SEED = 0

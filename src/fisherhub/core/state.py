@@ -1,4 +1,4 @@
-"""``SketchState``: the streaming sums of one task (SPEC §2, "Streaming state").
+"""``SketchState``: the streaming sums of one task (SPEC §2, "Streaming state"; §2b for network specs).
 
 Per half h ∈ {A, B} (document index mod 2) the state keeps Σφ, Σψ^a, Σψ^e in float64 (m each),
 and token / document counts: 3 × 2 × m × 8 bytes = 192 KiB at m = 4096. States are sums, so they
@@ -18,9 +18,10 @@ from safetensors.torch import load_file, save_file
 
 from fisherhub.core.atomic import atomic_path
 from fisherhub.core.batch import HeadBatch
-from fisherhub.core.features import SKETCHES, feature_map
-from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
 from fisherhub.core.errors import InputError, SignatureFileError, TooFewDocumentsError, TooFewDocumentsWarning
+from fisherhub.core.features import SKETCHES, feature_map
+from fisherhub.core.network import NetworkBatch
+from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
 
 #: a split-sample norm within this many of its standard errors of zero is not resolved: it is clamped to that
 #: bound and the signature says so (``CLAMPED_NORMS_KEY``).
@@ -52,16 +53,25 @@ class SketchState:
         return int(self.document_counts.sum()) + len(self._open_documents)
 
     # -- streaming ------------------------------------------------------------------------------
-    def update(self, batch: HeadBatch) -> SketchState:
-        """Add a batch's scored tokens: a (N, d) and global document indices (N,) with e (N, K), or with
-        z (N, K) and y (N,), projected as e = softmax(z) − onehot(y) without forming e (rows with y = −100
-        are not scored).
+    def update(self, batch: HeadBatch | NetworkBatch) -> SketchState:
+        """The one way in: a ``HeadBatch`` for a head spec, a ``NetworkBatch`` for a network spec (``modules``).
 
-        All tokens of a document must arrive before the next ``flush()`` (the sketcher flushes after each
-        batch); a document is counted once per flush window.
+        A ``HeadBatch``'s scored tokens: a (N, d) and global document indices (N,) with e (N, K), or with
+        z (N, K) and y (N,), projected as e = softmax(z) − onehot(y) without forming e (rows with y = −100
+        are not scored). All tokens of a document must arrive before the next ``flush()`` (the sketcher
+        flushes after each batch); a document is counted once per flush window.
+        A ``NetworkBatch`` holds whole documents (``_update_network``).
         """
-        if not isinstance(batch, HeadBatch):
-            raise InputError(f"SketchState.update takes a HeadBatch, got {type(batch).__name__}")
+        network = self.spec.modules is not None
+        if isinstance(batch, NetworkBatch) and network:
+            return self._update_network(batch)
+        if not isinstance(batch, (HeadBatch, NetworkBatch)):
+            raise InputError(f"SketchState.update takes a HeadBatch or a NetworkBatch, got {type(batch).__name__}")
+        if network or isinstance(batch, NetworkBatch):
+            raise InputError(
+                f"this state's spec is a {'network' if network else 'head'} spec: it takes "
+                f"{'NetworkBatch' if network else 'HeadBatch'}es (lm.network.sketch_network_batch makes network ones)"
+            )
         if self.spec.error_space == "head-input" and (
             batch.from_logits or not isinstance(batch.errors, torch.Tensor) or batch.errors.shape[1:] != (self.spec.d,)
         ):
@@ -84,6 +94,29 @@ class SketchState:
         else:
             se, te = fmap.error_projector.project(batch.errors.to(device))
         return self._accumulate(ua, va, se, te, batch.doc_index.to(device))
+
+    def _update_network(self, batch: NetworkBatch) -> SketchState:
+        """Add a batch's features of this state's kernel: joint and error over all positions, activation
+        over the scored ones; tokens = scored positions, documents = those with a scored position."""
+        spec = self.spec
+        if batch.feature_map.modules != spec.modules or batch.feature_map.m != spec.m:
+            raise InputError("the batch was projected for other modules or another m than this state's spec")
+        if batch.granularity != spec.granularity:
+            raise InputError(f"the batch is of {batch.granularity} granularity, the state of {spec.granularity}")
+        joint, activation, error = (f.to(self.sums.device).double() for f in batch.features(spec.kernel))
+        halves = batch.doc_index.to(self.sums.device) % 2
+        scored = batch.scored.to(self.sums.device)
+        documents = batch.documents.to(self.sums.device)
+        scored_documents = torch.isin(documents, batch.doc_index.to(self.sums.device)[scored])
+        if spec.granularity == "token":
+            self.sums[0].index_add_(0, halves, joint)
+        else:
+            self.sums[0].index_add_(0, documents[scored_documents] % 2, joint[scored_documents])
+        self.sums[1].index_add_(0, halves[scored], activation[scored])
+        self.sums[2].index_add_(0, halves, error)
+        self.token_counts += torch.bincount(halves[scored], minlength=2)
+        self.document_counts += torch.bincount(documents[scored_documents] % 2, minlength=2)
+        return self
 
     def _accumulate(
         self, ua: torch.Tensor, va: torch.Tensor, se: torch.Tensor, te: torch.Tensor, doc_index: torch.Tensor
@@ -268,6 +301,15 @@ class SketchState:
             num_documents=self.num_documents,
             metadata=metadata,
         )
+
+
+class NetworkSketchState(SketchState):
+    """A ``SketchState`` that refuses a head spec: the state of a network signature (SPEC §2b)."""
+
+    def __init__(self, spec: SketchSpec, device: torch.device | str = "cpu"):
+        if spec.modules is None:
+            raise InputError("NetworkSketchState needs a network spec (modules=...); use SketchState for the head")
+        super().__init__(spec, device=device)
 
 
 def documents_needed(documents: int, z: torch.Tensor) -> int:

@@ -20,7 +20,7 @@ from fisherhub.hub.cards import CARD_NAME, download_card, read_card
 from fisherhub.hub.errors import AmbiguousSignatureError, CardError, SignatureNotFoundError, hub_errors
 from fisherhub.hub.folder import folder_entries, folder_signature_files
 from fisherhub.hub.index import entry_matches
-from fisherhub.hub.refs import SignatureRef, check_path, is_local_folder, repo_ref
+from fisherhub.hub.refs import SignatureRef, check_path, is_local_folder, is_local_path_only, repo_ref
 from fisherhub.hub.snapshot import RepoSnapshot, repo_snapshot
 
 logger = logging.getLogger(__name__)
@@ -228,6 +228,11 @@ def _fetch(
         entry = choose_entry(folder_entries(Path(text)), text, base_model, sketch_id)
         local = os.path.join(text, check_path(entry["path"], text))
         return local, Signature.load(local)
+    if is_local_path_only(text):
+        raise SignatureFileError(
+            f"{text}: no such file, and not a Hub reference (a Hub repo id has no '..' or '.' part); as a local path "
+            f"it is {os.path.abspath(os.path.expanduser(text))}"
+        )
     target = SignatureRef.parse(text)
     if target is None:
         raise SignatureFileError(f"{text}: no such file, and not a Hub reference ({REFERENCE_FORMS})")

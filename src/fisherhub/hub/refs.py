@@ -59,6 +59,26 @@ def is_signature_file(path: str) -> bool:
     return path.startswith(f"{SIGNATURE_FOLDER}/") and path.endswith(".safetensors")
 
 
+def is_local_path_only(text: str) -> bool:
+    """Whether ``text`` can only name a local path: it starts with ``/`` or ``~``, or the repo part of a short
+    reference (before ``:path``) has a ``.`` or ``..`` part (a Hub repo id has neither). ``hf://`` URIs and web
+    URLs are left to their parser, and a path inside a repo to ``check_path``."""
+    if text.startswith(("/", "~")):
+        return True
+    if "://" in text:
+        return False
+    return bool({".", ".."} & set(re.split(r"[/\\]", text.split(":", 1)[0])))
+
+
+def is_signature_reference(text: str) -> bool:
+    """Whether ``text`` names signatures (for ``load_signature``) rather than a dataset to sketch: an existing
+    ``.safetensors`` file, or a Hub signature reference (``hf://``, ``datasets/...``, ``...:path``); any other
+    string (a Hub id, a folder, a data file) names a dataset."""
+    if os.path.exists(text):
+        return os.path.isfile(text) and text.endswith(".safetensors")
+    return text.startswith(("hf://", "datasets/")) or ":" in text
+
+
 def is_local_folder(text: str | os.PathLike) -> bool:
     """Whether ``text`` names an existing local folder (it then wins over a repo id of the same spelling,
     as in ``from_pretrained``)."""

@@ -1,7 +1,10 @@
 """The sketch spec for a model: d, K and the fingerprint from its head, and the Householder reflection on the
-mean head input over the embedded probe documents (the pilot mean)."""
+mean head input over the embedded probe documents (the pilot mean); or, for a network signature (SPEC §2b),
+the chosen linear modules (``lm.modules``)."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 
@@ -10,6 +13,7 @@ from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
 from fisherhub.lm.capture import forward
 from fisherhub.lm.head import HeadModel, non_finite_model_error
+from fisherhub.lm.modules import linear_modules, module_shape, spec_modules
 from fisherhub.lm.positions import max_positions, scored_positions
 from fisherhub.lm.probe_text import PROBE_DOCUMENTS
 from fisherhub.options import SpecOptions
@@ -64,7 +68,10 @@ def check_same_base_model(like: Signature, head: HeadModel, tokenizer=None) -> N
 
 
 def check_spec_head(spec: SketchSpec, head: HeadModel) -> None:
-    """Refuse a spec whose head checksum is not the model's (a spec made for another base model)."""
+    """Refuse a spec whose head checksum is not the model's (a spec made for another base model), or a network
+    spec whose modules the model lacks."""
+    if spec.modules is not None:
+        spec_modules(spec, head.model)
     if spec.model_fingerprint is not None and spec.model_fingerprint.head_checksum != head.head_checksum:
         raise InputError(
             f"the spec is for another base model (head checksum {spec.model_fingerprint.head_checksum} vs "
@@ -81,9 +88,11 @@ def spec_for_model(
     **spec_options,
 ) -> SketchSpec:
     """The sketch spec for ``model``: d, K and the fingerprint from its head, the ``options`` (m, seed,
-    estimator, granularity, Fisher type, reflection, error space ("head-input": (a, δ = Wᵀe), SPEC §2b): a ``SpecOptions``, or its fields as keywords; defaults in
-    ``fisherhub.options.SpecOptions``), and the Householder
-    reflection on ``pilot_mean`` (computed on the embedded probe documents, so it needs the tokenizer).
+    estimator, granularity, Fisher type, reflection, error space ("head-input": (a, δ = Wᵀe), SPEC §2b): a
+    ``SpecOptions``, or its fields as keywords; defaults in ``fisherhub.options.SpecOptions``), and the
+    Householder reflection on ``pilot_mean`` (computed on the embedded probe documents, so it needs the tokenizer).
+    With ``options.modules`` or ``options.adapters`` it is a network spec (SPEC §2b): the chosen linear modules
+    as (name, in_features, out_features) in model order, and the ``kernel``; no reflection.
 
     ``options.reflection``: None uses it whenever the tokenizer is given; True requires it; False goes
     without. The reflection cuts the standard error of A by about half (benchmarks/README.md). Only its use
@@ -99,6 +108,7 @@ def spec_for_model(
         if not isinstance(like, Signature):
             raise InputError(f"like= takes a Signature, got {type(like).__name__}; load it with Signature.load(path)")
         check_same_base_model(like, head, tokenizer)
+        check_spec_head(like.spec, head)
         return like.spec
     if options is not None and spec_options:
         raise InputError("pass either options= (a SpecOptions) or its fields as keywords, not both")
@@ -108,9 +118,23 @@ def spec_for_model(
         granularity=options.granularity, fisher=options.fisher, model_fingerprint=head.fingerprint(tokenizer),
         error_space=options.error_space,
     )
+    if options.is_network:
+        selected = linear_modules(head.model, options.modules, adapters=options.adapters)
+        modules = tuple((name, *module_shape(module)) for name, module in selected)
+        return dataclasses.replace(spec, modules=modules, kernel=options.kernel)
     reflection = tokenizer is not None if options.reflection is None else options.reflection
     if not reflection:
         return spec
     if tokenizer is None:
         raise InputError("reflection=True computes the pilot mean on a probe text: pass the tokenizer, or reflection=False")
     return spec.with_reflection(pilot_mean(head, tokenizer))
+
+
+def network_spec_for_model(model: torch.nn.Module | HeadModel, tokenizer=None, **spec_options) -> SketchSpec:
+    """``spec_for_model`` of a network signature: ``modules=`` ("all-linear" or names / suffixes) or ``adapters=``
+    (LoRA adapters whose target modules to take) is required; the other ``SpecOptions`` fields as keywords
+    (``granularity="token"`` is position granularity)."""
+    options = SpecOptions(**spec_options)
+    if not options.is_network:
+        raise InputError("name the modules to sketch: modules='all-linear' or a list of names, or adapters=[...] (one of the two)")
+    return spec_for_model(model, tokenizer, options)

@@ -15,7 +15,7 @@ from fisherhub.core.atomic import atomic_path
 from fisherhub.core.errors import InputError
 from fisherhub.core.spec import SketchSpec
 from fisherhub.core.state import SketchState
-from fisherhub.data.documents import DocumentCounts
+from fisherhub.data.stream import DocumentCounts
 
 
 @dataclasses.dataclass

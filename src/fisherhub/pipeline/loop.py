@@ -1,7 +1,12 @@
 """The sketching loop: stream documents through a causal LM once and return the task's ``Signature``.
 
+One loop for head and network signatures: the spec chooses the capture strategy of a batch (``capture``:
+``lm.capture.sketch_batch``, one inference forward pass, for a head spec; ``lm.network.sketch_network_batch``,
+a forward and a backward pass, for a network spec with ``modules``), and everything else (sharding, the
+all-reduce, checkpoints and resume) is the same.
+
 ``sketch(args)`` runs under ``accelerate`` (plain ``python`` is one process): process k of N sketches the
-documents with global index i ≡ k (mod N), or its shards of a stream (``data.documents.DocumentStream``), into its
+documents with global index i ≡ k (mod N), or its shards of a stream (``data.stream.DocumentStream``), into its
 own ``SketchState``; at the end a single all-reduce
 adds the sums and counts of all processes (no sample is padded or repeated, unlike accelerate's
 even-batches data loaders) and every process returns the signature. Every ``checkpoint_every`` batches
@@ -9,29 +14,32 @@ each process saves its state and the global index it reached, so ``resume`` afte
 the checkpoint left off and yields the same sums as an uninterrupted run. Nothing is written but
 checkpoints: the CLI writes and pushes the signature.
 
-``sketch_texts`` / ``sketch_dataset`` are the in-process versions for an already loaded model.
+``sketch_texts`` / ``sketch_dataset`` (and ``sketch_network_kernels``: several kernels from one pass) are the
+in-process versions for an already loaded model.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
 
-from fisherhub.core.errors import InputError, SignatureFileError
+from fisherhub.core.errors import InputError
+from fisherhub.core.registry import KERNELS
 from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
 from fisherhub.core.state import SketchState
-from fisherhub.data.documents import DocumentCounts, DocumentStream, check_has_documents, load_source
+from fisherhub.data.sources import load_source
+from fisherhub.data.stream import DocumentCounts, DocumentStream, check_has_documents
 from fisherhub.lm.capture import sketch_batch
 from fisherhub.lm.head import HeadModel
 from fisherhub.lm.loading import loaded_model_provenance
+from fisherhub.lm.network import sketch_network_batch
 from fisherhub.lm.positions import within_model_context
 from fisherhub.lm.specs import check_spec_head, spec_for_model
 from fisherhub.options import DataArgs, RunOptions, SketchArgs
@@ -41,40 +49,39 @@ from fisherhub.pipeline.checkpoints import Checkpointer, Progress, check_checkpo
 CRASH_AFTER_BATCHES_ENV = "FISHERHUB_CRASH_AFTER_BATCHES"
 
 
-def load_signature_ref(ref: str | os.PathLike) -> Signature:
-    """A signature from a local file or a Hub ref (``fisherhub.hub.load_signature``). A reference with a
-    ``.`` or ``..`` part, or starting with ``/`` or ``~``, can only be a local path."""
-    from fisherhub.hub import load_signature
-
-    text = os.fspath(ref)
-    if not os.path.isfile(text) and (text.startswith(("/", "~")) or {".", ".."} & set(re.split(r"[/\\:]", text))):
-        raise SignatureFileError(
-            f"{text}: no such signature file, and not a Hub reference (a Hub repo id has no '..' or '.' part); as a "
-            f"local path it is {os.path.abspath(os.path.expanduser(text))}"
-        )
-    return load_signature(text)
-
-
 def _crash_after() -> int | None:
     value = os.environ.get(CRASH_AFTER_BATCHES_ENV)
     return int(value) if value else None
 
 
+def capture(states: Sequence[SketchState], head: HeadModel, *, token_chunk_size: int) -> Callable[[Mapping], int]:
+    """The capture strategy the spec chooses: a function that adds one batch (model inputs with ``doc_index``)
+    to ``states`` and returns its scored tokens. A head spec: one state, ``lm.capture.sketch_batch``; a network
+    spec: ``lm.network.sketch_network_batch`` into every state (specs that differ in their kernel only)."""
+    if states[0].spec.modules is not None:
+        return lambda batch: sketch_network_batch(states, head, batch)
+    if len(states) != 1:
+        raise InputError("one pass sketches several states only for network specs that differ in their kernel")
+    return lambda batch: sketch_batch(states[0], head, batch, token_chunk_size=token_chunk_size)
+
+
 def _run_batches(
     stream: DocumentStream,
-    state: SketchState,
-    head: HeadModel,
+    states: Sequence[SketchState],
+    sketch_one: Callable[[Mapping], int],
     progress: Progress,
     *,
-    token_chunk_size: int,
     batch_size: int,
     checkpointer: Checkpointer | None = None,
     show_progress: bool = True,
     description: str = "sketching",
 ) -> None:
-    """Sketch the stream's batches from ``progress.next_index`` on, updating ``state`` and ``progress``."""
+    """Sketch the stream's batches from ``progress.next_index`` on with ``sketch_one`` (``capture``), updating
+    ``states`` and ``progress``; a ``checkpointer`` saves the one state of a run."""
     from tqdm.auto import tqdm
 
+    if checkpointer is not None and len(states) != 1:
+        raise InputError("checkpoints hold one sketch state: sketch one kernel per run to checkpoint it")
     crash_after = _crash_after()
     stream.counts = progress.counts  # the stream counts into the progress record (restored on resume)
     total = stream.estimated_documents()
@@ -82,14 +89,14 @@ def _run_batches(
     tokens, started = 0, time.perf_counter()
     with bar:
         for batch in stream.batches(batch_size, start_index=progress.next_index, reading_state=progress.reading_state):
-            tokens += sketch_batch(state, head, batch.as_model_inputs(), token_chunk_size=token_chunk_size)
+            tokens += sketch_one(batch.as_model_inputs())
             progress.next_index, progress.batches = batch.next_index, progress.batches + 1
             rate = tokens / (time.perf_counter() - started)
-            bar.set_postfix(tokens=state.num_tokens, tok_per_s=f"{rate:.0f}", refresh=False)
+            bar.set_postfix(tokens=states[0].num_tokens, tok_per_s=f"{rate:.0f}", refresh=False)
             bar.update(stream.counts.seen - bar.n)
             if checkpointer is not None and progress.batches % checkpointer.every == 0:
                 progress.reading_state = stream.reading_state()
-                checkpointer.save(state, progress)
+                checkpointer.save(states[0], progress)
             if crash_after is not None and progress.batches >= crash_after:
                 os.kill(os.getpid(), signal.SIGKILL)
         progress.next_index = max(progress.next_index, stream.position)
@@ -115,6 +122,29 @@ def resolve_spec(head: HeadModel, tokenizer, spec: SketchSpec | Signature | None
     return spec
 
 
+def _sketch_in_process(
+    dataset, model, tokenizer, spec, kernels: Sequence[str] | None, *, data: DataArgs | None, batch_size: int,
+    token_chunk_size: int, metadata: dict[str, str] | None, progress: bool, description: str, **spec_options,
+) -> list[Signature]:
+    """The signatures of one pass of ``dataset``: of the resolved spec, or of it with each of ``kernels``."""
+    data = dataclasses.replace(data, dataset=dataset) if data is not None else DataArgs(dataset)
+    source = load_source(data)
+    head = HeadModel.of(model, tokenizer)
+    data = within_model_context(data, head.base)
+    stream = DocumentStream(data, tokenizer, source=source)
+    sketch_spec = resolve_spec(head, tokenizer, spec, **spec_options)
+    specs = [sketch_spec] if kernels is None else [dataclasses.replace(sketch_spec, kernel=k) for k in dict.fromkeys(kernels)]
+    states, state_progress = [SketchState(s, device=head.device) for s in specs], Progress()
+    _run_batches(
+        stream, states, capture(states, head, token_chunk_size=token_chunk_size), state_progress,
+        batch_size=batch_size, show_progress=progress, description=description,
+    )
+    check_has_documents(state_progress.counts.seen, state_progress.counts.too_short, data, states[0].document_counts.tolist())
+    if not (metadata or {}).get("base_model") and (provenance := loaded_model_provenance(head.base)) is not None:
+        metadata = {**provenance.as_metadata(), **(metadata or {})}
+    return [state.finalize(_metadata(data, metadata)) for state in states]
+
+
 def sketch_dataset(
     dataset,
     model: torch.nn.Module | HeadModel,
@@ -132,26 +162,41 @@ def sketch_dataset(
     """Signature of ``dataset`` (a ``datasets`` object, path or Hub id) under ``model``, in this process.
 
     ``spec``: a ``SketchSpec``, a ``Signature`` to be comparable with, or None (``spec_options``: the fields
-    of ``SpecOptions``: m, seed, estimator, granularity, fisher, reflection). ``data``: column and limit options
+    of ``SpecOptions``: m, seed, estimator, granularity, fisher, reflection, error_space; ``modules=`` or
+    ``adapters=`` (and ``kernel``) make a network signature, SPEC §2b). ``data``: column and limit options
     (``DataArgs``; its ``dataset`` is replaced by ``dataset``). The dataset is checked before the model runs.
     Without a ``base_model`` in ``metadata``, the signature records the model's ``config.name_or_path`` (its Hub
     id or folder), which ``push_signature`` needs; a model built from a config records none.
     """
-    data = dataclasses.replace(data, dataset=dataset) if data is not None else DataArgs(dataset)
-    source = load_source(data)
-    head = HeadModel.of(model, tokenizer)
-    data = within_model_context(data, head.base)
-    stream = DocumentStream(data, tokenizer, source=source)
-    sketch_spec = resolve_spec(head, tokenizer, spec, **spec_options)
-    state, state_progress = SketchState(sketch_spec, device=head.device), Progress()
-    _run_batches(
-        stream, state, head, state_progress, batch_size=batch_size, token_chunk_size=token_chunk_size,
-        show_progress=progress, description=description,
+    return _sketch_in_process(
+        dataset, model, tokenizer, spec, None, data=data, batch_size=batch_size, token_chunk_size=token_chunk_size,
+        metadata=metadata, progress=progress, description=description, **spec_options,
+    )[0]
+
+
+def sketch_network_kernels(
+    dataset,
+    model: torch.nn.Module | HeadModel,
+    tokenizer,
+    spec: SketchSpec | Signature | None = None,
+    *,
+    kernels: Sequence[str] = KERNELS,
+    data: DataArgs | None = None,
+    batch_size: int = RunOptions.batch_size,
+    metadata: dict[str, str] | None = None,
+    progress: bool = False,
+    **spec_options,
+) -> dict[str, Signature]:
+    """Network signatures of ``dataset`` for several kernels from one pass (the projections are shared):
+    kernel -> ``Signature``; ``spec`` / options as for ``sketch_dataset`` (the spec's kernel is replaced by each)."""
+    signatures = _sketch_in_process(
+        dataset, model, tokenizer, spec, kernels, data=data, batch_size=batch_size,
+        token_chunk_size=RunOptions.token_chunk_size, metadata=metadata, progress=progress,
+        description="network sketch", **spec_options,
     )
-    check_has_documents(state_progress.counts.seen, state_progress.counts.too_short, data, state.document_counts.tolist())
-    if not (metadata or {}).get("base_model") and (provenance := loaded_model_provenance(head.base)) is not None:
-        metadata = {**provenance.as_metadata(), **(metadata or {})}
-    return state.finalize(_metadata(data, metadata))
+    if signatures[0].spec.modules is None:
+        raise InputError("sketch_network_kernels needs a network spec: give modules= or adapters= (or such a spec)")
+    return {signature.spec.kernel: signature for signature in signatures}
 
 
 def sketch_texts(
@@ -163,7 +208,8 @@ def sketch_texts(
     max_length: int = DataArgs.max_length,
     **options,
 ) -> Signature:
-    """Signature of a list of texts (each a document, in order); options as for ``sketch_dataset``."""
+    """Signature of a list of texts (each a document, in order); options as for ``sketch_dataset`` (``modules=``
+    or ``adapters=``: a network signature)."""
     import datasets
 
     if isinstance(texts, str):
@@ -253,12 +299,17 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
     The checkpoint folder, the data source and a ``like`` signature are checked before the model is loaded. Returns the signature
     on every process and writes nothing but checkpoints.
     """
-    from fisherhub.lm.loading import DEFAULT_MODEL_REVISION, load_model_and_tokenizer, model_provenance
+    from fisherhub.hub import load_signature
+    from fisherhub.lm.loading import (
+        DEFAULT_MODEL_REVISION,
+        load_model_and_tokenizer,
+        model_provenance,
+    )
 
     if args.checkpoint:
         check_checkpoint_folder(args.checkpoint, resume=args.resume)
     source = load_source(args.data)
-    like = load_signature_ref(args.like) if args.like else None
+    like = load_signature(args.like) if args.like else None
     accelerator = accelerator or make_accelerator(args.cpu)
     if args.device_map is not None and accelerator.num_processes > 1:
         raise InputError(
@@ -296,8 +347,8 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
         progress.own_shard_sizes = progress.own_shard_sizes or stream.count_own_shards()
         stream.shard_sizes = _all_shard_sizes(accelerator, stream, progress.own_shard_sizes)
     _run_batches(
-        stream, state, head, progress, batch_size=args.batch_size, token_chunk_size=args.token_chunk_size,
-        checkpointer=checkpointer, show_progress=args.progress and accelerator.is_main_process,
+        stream, [state], capture([state], head, token_chunk_size=args.token_chunk_size), progress,
+        batch_size=args.batch_size, checkpointer=checkpointer, show_progress=args.progress and accelerator.is_main_process,
         description=f"sketching ({accelerator.num_processes} process{'es' if accelerator.num_processes > 1 else ''})",
     )
     if checkpointer is not None:

@@ -9,20 +9,17 @@ only, for comparison (S_a cannot tell tasks apart whose activations are alike: S
     print(selection.table())
     model = selection.load(base_model)          # a PeftModel with the best adapter active
 
-``candidates`` (where signatures come from), ``target`` (the target's signatures), ``ranking`` (pure: scores,
-options, comparability, order), ``results``, ``report`` (tables, bar chart), ``peft_loading``; ``select`` puts
-them together.
+``candidates`` (where signatures come from), ``target`` (the target's signatures), ``ranking`` (pure: options,
+comparability, order), ``rows`` (a ranked or skipped candidate), ``errors``, ``results`` (``Selection``),
+``report`` (tables, bar chart), ``peft_loading``, ``nearest`` (the Hub's signatures nearest to a target);
+``select`` puts them together. The scoring, verdict and mixing weights are ``fisherhub.analysis``.
 """
 
 from fisherhub.selection.peft_loading import adapter_names
 from fisherhub.selection.ranking import SCORE_LABELS, SCORES, check_score
-from fisherhub.selection.results import (
-    AdapterLocation,
-    NoCompatibleCandidatesError,
-    RankedCandidate,
-    Selection,
-    Skipped,
-)
+from fisherhub.selection.errors import NoCompatibleCandidatesError
+from fisherhub.selection.results import Selection
+from fisherhub.selection.rows import AdapterLocation, RankedCandidate, Skipped
 from fisherhub.selection.select import select_adapter
 from fisherhub.selection.target import SketchOptions
 

@@ -16,16 +16,8 @@ from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.core.signature import Signature
 from fisherhub.hub.folder import folder_signature_files
 from fisherhub.hub.refs import ADAPTER_CONFIG
-from fisherhub.selection.results import AdapterLocation
-
-
-
-class Skip(Exception):
-    """Internal: this candidate cannot be ranked, for ``reason``."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
+from fisherhub.selection.errors import Skip
+from fisherhub.selection.rows import AdapterLocation
 
 
 def same_base_model(name: str | None, other: str | None) -> bool:

@@ -11,7 +11,10 @@ from fisherhub.core.errors import InputError
 
 if TYPE_CHECKING:
     from fisherhub.core.signature import Signature
-    from fisherhub.selection.results import RankedCandidate
+    from fisherhub.selection.rows import RankedCandidate
+
+#: the ``add_weighted_adapter`` combinations ``Selection.mix`` offers
+MIX_TYPES = ("cat", "linear")
 
 
 def load_base_model(base_model: str | None, signature: Signature | None = None):

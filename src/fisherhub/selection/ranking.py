@@ -8,18 +8,15 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from fisherhub.core.errors import InputError
-from fisherhub.options import SCORES
+from fisherhub.core.geometry import HEAD_SCORES, SCORES, label
 from fisherhub.core.spec import SketchSpec
 
 if TYPE_CHECKING:
     from fisherhub.selection.candidates import Candidate, SignatureOption
-    from fisherhub.selection.results import RankedCandidate
+    from fisherhub.selection.rows import RankedCandidate
 
-SCORE_LABELS = {"fisher": "A (Fisher)", "activation": "S_a (activation)", "error": "S_e (error)"}
-#: the geometries a row can be ranked by (``auto`` resolves to one of them)
-ROW_SCORES = tuple(SCORE_LABELS)
-#: the ``AlignmentResult`` field holding each score's standard error
-STDERR_FIELDS = {"fisher": "stderr", "activation": "activation_stderr", "error": "error_stderr"}
+#: the label of each geometry a row can be ranked by (``auto`` resolves to one of them)
+SCORE_LABELS = {name: label(name) for name in HEAD_SCORES}
 
 Row = TypeVar("Row", bound="RankedCandidate")
 
@@ -72,26 +69,3 @@ def common_base_model(base_models: Iterable[str | None], named_by: str) -> str |
             f"{named_by} name several base models ({', '.join(named)}): pass base_model= (--base-model) to choose"
         )
     return named[0] if named else None
-
-
-#: a candidate is significantly above 0 when its score exceeds this many standard errors
-SIGNIFICANT_STDERRS = 2.0
-MIX_TYPES = ("cat", "linear")  # the add_weighted_adapter combinations Selection.mix offers
-
-
-def mixing_weights(scores: Sequence[float], stderrs: Sequence[float], temperature: float = 1.0) -> list[float]:
-    """Mixing weights from alignments: w_i ∝ A_i^(1/temperature) for the candidates significantly above 0
-    (A_i > 2 σ_i), w_i = 0 for the others; Σ w_i = 1. temperature 1 weighs by the alignment itself,
-    → 0 keeps the best only, → ∞ weighs the significant ones equally. ``InputError`` when none is significant."""
-    if not isinstance(temperature, (int, float)) or not temperature > 0:
-        raise InputError(f"temperature must be a positive number, got {temperature!r}")
-    significant = [score > SIGNIFICANT_STDERRS * stderr and score > 0 for score, stderr in zip(scores, stderrs)]
-    if not any(significant):
-        raise InputError(
-            f"no candidate's score is above {SIGNIFICANT_STDERRS:g} standard errors: nothing to mix. Sketch more "
-            "target data, or load the best adapter alone (Selection.load)"
-        )
-    best = max(score for score, keep in zip(scores, significant) if keep)
-    raw = [(score / best) ** (1 / temperature) if keep else 0.0 for score, keep in zip(scores, significant)]
-    total = sum(raw)
-    return [value / total for value in raw]

@@ -4,15 +4,30 @@ backend is left alone)."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from fisherhub.selection.ranking import ROW_SCORES, SCORE_LABELS
+from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES, HEAD_SCORES, label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from rich.table import Table
 
-    from fisherhub.selection.results import Selection
+    from fisherhub.analysis.auto import AutoChoice
+    from fisherhub.analysis.verdict import Verdict
+    from fisherhub.selection.rows import RankedCandidate, Skipped
+
+
+class Shown(Protocol):
+    """What the report shows of a selection (``results.Selection``)."""
+
+    ranking: list[RankedCandidate]
+    skipped: list[Skipped]
+    score: str
+    verdict: Verdict | None
+    choice: AutoChoice | None
+
+    @property
+    def best(self) -> RankedCandidate: ...
 
 _COMMIT_ID = re.compile(r"@[0-9a-f]{40}\b")
 
@@ -23,8 +38,9 @@ def _format(value: float | None, stderr: float | None = None) -> str:
     return f"{value:.3f}" if stderr is None else f"{value:.3f} ± {stderr:.3f}"
 
 
-def _table_rows(selection: Selection, limit: int | None) -> tuple[list[str], list[list[str]]]:
-    header = ["#", "candidate", f"score: {SCORE_LABELS[selection.score]}", "A", "S_a", "S_e", "ρ", "signature source"]
+def _table_rows(selection: Shown, limit: int | None) -> tuple[list[str], list[list[str]]]:
+    symbols = [GEOMETRIES[name].symbol for name in DECOMPOSITION]
+    header = ["#", "candidate", f"score: {label(selection.score)}", *symbols, "signature source"]
     rows = [
         [
             str(rank),
@@ -51,21 +67,20 @@ _AUTO_WHY = {
 }
 
 
-def auto_explanation(selection: Selection) -> str:
+def auto_explanation(selection: Shown) -> str:
     """What ``score="auto"`` ranked by and why, in plain words, then the statistics behind it."""
     choice = selection.choice
-    geometry = SCORE_LABELS.get(selection.score, selection.score)
     separation = choice.separations.get(choice.geometry)
     if choice.geometry == choice.regime.geometry:
         why = _AUTO_WHY[choice.regime.name]
     elif separation is not None and separation.separates:
-        why = f"the head's own scores do not tell the candidates apart; the {choice.geometry} alignment does"
+        why = f"the head's own scores do not tell the candidates apart; the {label(choice.geometry)} does"
     else:
         why = "no score tells the candidates apart beyond their error bars, so this ranking is close to a guess"
-    return f"auto: ranked by {geometry}, because {why}. (Evidence: {choice.reason}.)"
+    return f"auto: ranked by {label(selection.score)}, because {why}. (Evidence: {choice.reason}.)"
 
 
-def _caption(selection: Selection, limit: int | None) -> str:
+def _caption(selection: Shown, limit: int | None) -> str:
     """The legend lines that apply to the shown rows (scores above 1, blank ρ), then the skipped candidates
     with their reasons."""
     from fisherhub.legend import ABOVE_ONE, BLANK_COUPLING
@@ -84,7 +99,7 @@ def _caption(selection: Selection, limit: int | None) -> str:
     return "\n".join([*trust, *legend, *skipped])
 
 
-def plain_table(selection: Selection, limit: int | None = None) -> str:
+def plain_table(selection: Shown, limit: int | None = None) -> str:
     """Aligned columns, a rule under the header, then the legend lines that apply and the skipped candidates."""
     header, rows = _table_rows(selection, limit)
     widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
@@ -94,13 +109,13 @@ def plain_table(selection: Selection, limit: int | None = None) -> str:
     return "\n".join(lines) + (f"\n{caption}" if caption else "")
 
 
-def rich_table(selection: Selection, limit: int | None = None) -> Table:
+def rich_table(selection: Shown, limit: int | None = None) -> Table:
     """The same rows as a ``rich.table.Table``, the skipped candidates in its caption."""
     from rich.table import Table
 
     header, rows = _table_rows(selection, limit)
     table = Table(
-        *header, title=f"candidates ranked by {SCORE_LABELS[selection.score]}",
+        *header, title=f"candidates ranked by {label(selection.score)}",
         caption=_caption(selection, limit) or None, caption_justify="left",
     )
     for row in rows:
@@ -108,17 +123,17 @@ def rich_table(selection: Selection, limit: int | None = None) -> Table:
     return table
 
 
-def bar_chart(selection: Selection, limit: int | None = None) -> Figure:
+def bar_chart(selection: Shown, limit: int | None = None) -> Figure:
     """A, S_a and S_e of each candidate side by side with ±1 stderr error bars, candidates in ranking order."""
     import numpy as np
     from matplotlib.figure import Figure
 
     rows = selection.ranking[:limit]
     positions = np.arange(len(rows))
-    width = 0.8 / len(ROW_SCORES)
+    width = 0.8 / len(HEAD_SCORES)
     figure = Figure(figsize=(max(4.0, 1.2 * len(rows) + 2.0), 3.8), layout="constrained")
     axes = figure.subplots()
-    for offset, score in enumerate(ROW_SCORES):
+    for offset, score in enumerate(HEAD_SCORES):
         ranked = [row.ranked_by(score) for row in rows]
         axes.bar(
             positions + (offset - 1) * width,
@@ -126,11 +141,11 @@ def bar_chart(selection: Selection, limit: int | None = None) -> Figure:
             width,
             yerr=[row.stderr for row in ranked],
             capsize=3,
-            label=SCORE_LABELS[score],
+            label=label(score),
         )
     axes.set_xticks(positions, [row.candidate for row in rows], rotation=20, ha="right", fontsize=8)
     axes.set_ylabel("alignment with the target")
-    axes.set_title(f"ranked by {SCORE_LABELS[selection.score]}; best: {selection.best.candidate}", fontsize=10)
+    axes.set_title(f"ranked by {label(selection.score)}; best: {selection.best.candidate}", fontsize=10)
     axes.axhline(0.0, color="black", linewidth=0.6)
-    figure.legend(loc="outside lower center", ncol=len(ROW_SCORES), fontsize=8)
+    figure.legend(loc="outside lower center", ncol=len(HEAD_SCORES), fontsize=8)
     return figure

@@ -1,101 +1,25 @@
-"""What a selection returns: the ranked candidates, the skipped ones and why, and where an adapter loads from."""
+"""What a selection returns: the ranked candidates (``rows``), the skipped ones and why, the verdict, and the
+display, loading and mixing of the choice."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fisherhub.core.alignment import AlignmentResult
-from fisherhub.core.errors import FisherHubError, InputError
+from fisherhub.analysis.mixing import mixing_weights
+from fisherhub.core.errors import InputError
 from fisherhub.core.signature import Signature
 from fisherhub.selection import peft_loading, report
-from fisherhub.selection.ranking import (
-    MIX_TYPES, ROW_SCORES, STDERR_FIELDS, best_first, check_score, mixing_weights,
-)
+from fisherhub.selection.ranking import best_first
+from fisherhub.selection.rows import RankedCandidate, Skipped
 
 if TYPE_CHECKING:
-    from fisherhub.selection.scoring import AutoChoice, Verdict
+    from fisherhub.analysis.auto import AutoChoice
+    from fisherhub.analysis.verdict import Verdict
     from matplotlib.figure import Figure
     from rich.table import Table
-
-
-@dataclasses.dataclass(frozen=True)
-class AdapterLocation:
-    """Where ``peft`` loads an adapter from: a Hub repo id (at ``revision``, under ``subfolder``) or a local folder."""
-
-    path: str
-    revision: str | None = None
-    subfolder: str | None = None
-
-    def hub_kwargs(self, token: str | None) -> dict[str, Any]:
-        """What ``PeftModel.from_pretrained`` / ``load_adapter`` take besides the path."""
-        return {"revision": self.revision, "token": token, **({"subfolder": self.subfolder} if self.subfolder else {})}
-
-
-@dataclasses.dataclass(frozen=True)
-class Skipped:
-    """A candidate left out of the ranking, and why."""
-
-    candidate: str
-    reason: str
-
-
-class NoCompatibleCandidatesError(FisherHubError):
-    """No candidate could be ranked against the target; ``skipped`` says why for each."""
-
-    def __init__(self, skipped: Sequence[Skipped], what: str = "candidate"):
-        self.skipped = list(skipped)
-        reasons = "\n".join(f"  - {s.candidate}: {s.reason}" for s in self.skipped)
-        super().__init__(
-            f"no {what} can be compared with the target:\n{reasons}\n"
-            "Pass adapters of the target's base model that carry signatures (`fisherhub push` one into the "
-            "adapter repo, or into the dataset repo its card names under `datasets:`)."
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class RankedCandidate:
-    """One row of a ranking: the candidate's alignment with the target and where its signature came from.
-    ``adapter`` is None for a dataset repo (ranked, but nothing to load)."""
-
-    candidate: str
-    score_name: str
-    alignment: AlignmentResult
-    signature_source: str
-    adapter: AdapterLocation | None
-
-    @property
-    def score(self) -> float:
-        return getattr(self.alignment, self.score_name)
-
-    @property
-    def stderr(self) -> float:
-        return getattr(self.alignment, STDERR_FIELDS[self.score_name])
-
-    @property
-    def fisher(self) -> float:
-        return self.alignment.fisher
-
-    @property
-    def activation(self) -> float:
-        return self.alignment.activation
-
-    @property
-    def error(self) -> float:
-        return self.alignment.error
-
-    @property
-    def coupling(self) -> float | None:
-        return self.alignment.coupling
-
-    def ranked_by(self, score: str) -> RankedCandidate:
-        """This row scored by one geometry (``fisher``, ``activation`` or ``error``)."""
-        if check_score(score) not in ROW_SCORES:
-            raise InputError(f"a row is ranked by one of {ROW_SCORES}; select_adapter(score='auto') picks among them")
-        return dataclasses.replace(self, score_name=score)
 
 
 @dataclasses.dataclass
@@ -109,7 +33,7 @@ class Selection:
     targets: dict[str, Signature]
     base_model: str | None = None
     model: Any = None  # the PeftModel, when select_adapter(load=True)
-    verdict: Verdict | None = None  # how far to trust the pick (``selection.scoring.verdict``)
+    verdict: Verdict | None = None  # how far to trust the pick (``analysis.verdict.verdict``)
     choice: AutoChoice | None = None  # with score="auto": the geometry scored by, the regime, and why
     token: str | None = dataclasses.field(default=None, repr=False)  # select_adapter's token, used again to load
 
@@ -156,10 +80,12 @@ class Selection:
     # -- mixing -------------------------------------------------------------------------------------
     def weights(self, temperature: float = 1.0, top_k: int | None = None) -> dict[str, float]:
         """Mixing weights of the ``top_k`` best candidates (default: all), by candidate, summing to 1
-        (``ranking.mixing_weights``): w_i ∝ A_i^(1/temperature) for the candidates whose score is above 2
-        standard errors, 0 for the others."""
+        (``analysis.mixing.mixing_weights``): w_i ∝ score_i^(1/temperature) for the candidates significantly
+        aligned with the target (the verdict's rule: above the one-sided Bonferroni z over all ranked
+        candidates), 0 for the others."""
         rows = self.ranking if top_k is None else self.ranking[: peft_loading.check_top_k(top_k)]
-        weights = mixing_weights([row.score for row in rows], [row.stderr for row in rows], temperature)
+        weights = mixing_weights([row.score for row in rows], [row.stderr for row in rows], temperature,
+                                 comparisons=len(self.ranking))
         return {row.candidate: weight for row, weight in zip(rows, weights)}
 
     def mix(self, model=None, top_k: int = 2, combination_type: str = "cat", adapter_name: str = "mix",
@@ -169,8 +95,8 @@ class Selection:
         update is exactly ΔW = Σ w_i ΔW_i (its rank the sum of the ranks); ``linear`` sums the factors,
         A = Σ √(w_i s_i) A_i and B = Σ √(w_i s_i) B_i (s_i the LoRA scaling), same rank, whose product has
         cross terms B_i A_j: the weighted sum of the updates only when one weight is nonzero."""
-        if combination_type not in MIX_TYPES:
-            raise InputError(f"combination_type must be one of {MIX_TYPES}, got {combination_type!r}")
+        if combination_type not in peft_loading.MIX_TYPES:
+            raise InputError(f"combination_type must be one of {peft_loading.MIX_TYPES}, got {combination_type!r}")
         weights = self.weights(temperature, top_k)
         peft_model = self.load(model, top_k)
         names = peft_loading.adapter_names(list(weights))

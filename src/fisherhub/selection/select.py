@@ -8,10 +8,13 @@ from typing import Any
 
 from fisherhub.core.alignment import alignment
 from fisherhub.core.errors import FisherHubError, InputError
-from fisherhub.selection.candidates import Skip, candidate_name, discover, resolve_candidate
-from fisherhub.selection.ranking import ROW_SCORES, best_first, check_score, choose_options, common_base_model
-from fisherhub.selection.scoring import score_selection
-from fisherhub.selection.results import NoCompatibleCandidatesError, RankedCandidate, Selection, Skipped
+from fisherhub.analysis.verdict import score_selection
+from fisherhub.core.geometry import HEAD_SCORES
+from fisherhub.selection.candidates import candidate_name, discover, resolve_candidate
+from fisherhub.selection.errors import NoCompatibleCandidatesError, Skip
+from fisherhub.selection.ranking import best_first, check_score, choose_options, common_base_model
+from fisherhub.selection.results import Selection
+from fisherhub.selection.rows import RankedCandidate, Skipped
 from fisherhub.selection.target import SketchOptions, Target, TargetSketcher, data_to_sketch, given_signatures
 
 
@@ -42,7 +45,7 @@ def select_adapter(
     and is what is loaded when ``model`` / ``tokenizer`` are not given. A candidate that cannot be compared
     with the target (another base model, sketch id or pilot direction) is skipped, with its reason.
     ``score``: ``fisher`` (default), ``activation`` (S_a only), ``error`` (S_e only) or ``auto`` (the geometry
-    that carries the signal among these candidates, from their regime: ``selection.scoring``). Every selection
+    that carries the signal among these candidates, from their regime: ``fisherhub.analysis``). Every selection
     carries a ``verdict`` (the gap between #1 and #2 in standard errors, P(best) against random, which geometries
     agree, or "no candidate is clearly better"), shown under its table. With ``load=True`` the
     best ``top_k`` (default 1) adapters are loaded onto ``model`` (or the loaded base model) into
@@ -92,7 +95,7 @@ def select_adapter(
     if not rows:
         raise NoCompatibleCandidatesError(skipped)
     scored = score_selection([row.alignment for row in rows], score, names=[row.candidate for row in rows])
-    geometry = scored.scores.geometry if scored.scores.geometry in ROW_SCORES else "fisher"
+    geometry = scored.scores.geometry if scored.scores.geometry in HEAD_SCORES else "fisher"
     rows = [row.ranked_by(geometry) for row in rows]
     selection = Selection(
         best_first(rows), skipped, geometry, dict(targets.signatures), base_model, verdict=scored.verdict,

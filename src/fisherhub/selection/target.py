@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fisherhub.core.errors import InputError, TooFewDocumentsError
 from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
+from fisherhub.hub.refs import is_signature_reference
 from fisherhub.options import DataArgs, RunOptions
-from fisherhub.selection.candidates import Skip, hub_options
+from fisherhub.selection.candidates import hub_options
+from fisherhub.selection.errors import Skip
 from fisherhub.selection.peft_loading import load_base_model
 from fisherhub.selection.ranking import incompatibility
 
@@ -25,14 +27,6 @@ class SketchOptions:
     batch_size: int = RunOptions.batch_size
     max_length: int = DataArgs.max_length
     progress: bool = True
-
-
-def _is_signature_ref(target: str) -> bool:
-    """Signature files (``.safetensors``) and Hub signature references (``hf://``, ``datasets/...``, ``...:path``)
-    name signatures; any other string names a dataset to sketch (Hub id, folder or data file)."""
-    if os.path.exists(target):
-        return os.path.isfile(target) and target.endswith(".safetensors")
-    return target.startswith(("hf://", "datasets/")) or ":" in target
 
 
 def _referenced_signatures(reference: str, base_model: str | None, token: str | None = None) -> list[Signature]:
@@ -55,7 +49,7 @@ def given_signatures(target: Any, base_model: str | None, token: str | None = No
     """The signatures a ``Signature`` or signature-reference target is; None for a target to sketch."""
     if isinstance(target, Signature):
         return [target]
-    if isinstance(target, (str, os.PathLike)) and _is_signature_ref(os.fspath(target)):
+    if isinstance(target, (str, os.PathLike)) and is_signature_reference(os.fspath(target)):
         return _referenced_signatures(os.fspath(target), base_model, token)
     return None
 

@@ -1,0 +1,145 @@
+"""Datasets in: a Hub id, a local folder, a data file or glob, or a ``datasets`` object as the ``datasets``
+object to read (``load_source``), checked (split, column, emptiness) before a model loads, and its identity for
+resume (``dataset_fingerprint``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from fisherhub.core.errors import InputError
+from fisherhub.data.files import file_builder
+from fisherhub.options import DataArgs
+
+#: the one split a local data file (or glob) is: ``datasets`` loads ``data_files={split: path}``
+DATA_FILE_SPLIT = DataArgs.split
+
+
+def load_source(args: DataArgs):
+    """The ``datasets`` object behind ``args`` (map-style, or iterable when ``streaming``)."""
+    import datasets
+
+    source = args.dataset
+    if isinstance(source, datasets.DatasetDict | datasets.IterableDatasetDict):
+        source = _pick_split(source, args.split)
+    elif isinstance(source, (str, os.PathLike)):
+        source = _load_path_or_id(args)
+    elif not isinstance(source, datasets.Dataset | datasets.IterableDataset):
+        raise InputError(
+            f"dataset must be a Hub id, a path, or a datasets.Dataset/IterableDataset, got {type(source).__name__}"
+        )
+    if args.streaming and isinstance(source, datasets.Dataset):
+        source = source.to_iterable_dataset()
+    if isinstance(source, datasets.Dataset) and len(source) == 0:
+        raise InputError(f"the dataset {args.provenance()['dataset']!r} (split {args.split!r}) is empty: nothing to sketch")
+    _check_column(source, args)
+    return source
+
+
+def dataset_fingerprint(source, args: DataArgs) -> str | None:
+    """What identifies the rows (a resume refuses other rows): ``datasets``' fingerprint of a map-style
+    dataset; for a stream of files or a Hub dataset, the builder's config id (it hashes the data files with
+    their modification times, or the Hub commit); None for an iterable dataset given in memory."""
+    import datasets
+
+    if isinstance(source, datasets.Dataset):
+        return source._fingerprint
+    if isinstance(args.dataset, datasets.Dataset):
+        return args.dataset._fingerprint
+    if not isinstance(args.dataset, (str, os.PathLike)):
+        return None
+    name = os.fspath(args.dataset)
+    path = Path(name)
+    if _is_saved_dataset(path):
+        return _load_saved_dataset(name, args.split)._fingerprint
+    builder = file_builder(path)
+    if builder is not None:
+        return datasets.load_dataset_builder(builder, data_files={args.split: name}).config_id
+    return datasets.load_dataset_builder(name, name=args.config, revision=args.revision).config_id
+
+
+def _pick_split(dataset_dict, split: str):
+    if split not in dataset_dict:
+        raise InputError(f"split {split!r} not found; available splits: {sorted(dataset_dict)}")
+    return dataset_dict[split]
+
+
+def _is_saved_dataset(path: Path) -> bool:
+    return path.is_dir() and ((path / "state.json").is_file() or (path / "dataset_dict.json").is_file())
+
+
+def _load_saved_dataset(name: str, split: str):
+    """A ``save_to_disk`` folder (memory-mapped), its ``split`` when it holds a DatasetDict."""
+    import datasets
+
+    loaded = datasets.load_from_disk(name)
+    return _pick_split(loaded, split) if isinstance(loaded, datasets.DatasetDict) else loaded
+
+
+def _load_path_or_id(args: DataArgs):
+    import datasets
+
+    name = os.fspath(args.dataset)
+    path = Path(name)
+    try:
+        if _is_saved_dataset(path):
+            return _load_saved_dataset(name, args.split)
+        builder = file_builder(path)
+        if builder is not None:
+            if args.split != DATA_FILE_SPLIT:
+                raise InputError(
+                    f"--split {args.split!r} names a split of a Hub dataset or a saved DatasetDict, but {name!r} is a "
+                    f"data file: it is one split ({DATA_FILE_SPLIT!r}). Leave --split out, or pass the file that holds that split"
+                )
+            if path.is_file() and path.stat().st_size == 0:
+                raise InputError(
+                    f"the data file {name!r} is empty (0 bytes): nothing to sketch; pass a file with one document "
+                    "per row (or line, for .txt)"
+                )
+            return datasets.load_dataset(builder, data_files={args.split: name}, split=args.split, streaming=args.streaming)
+        return datasets.load_dataset(
+            name, name=args.config, split=args.split, revision=args.revision, streaming=args.streaming
+        )
+    except datasets.exceptions.DatasetGenerationError as exc:
+        raise _unreadable(name, exc.__cause__ or exc) from exc
+    except (OSError, ValueError, ConnectionError) as exc:
+        if isinstance(exc, UnicodeDecodeError):
+            raise _unreadable(name, exc) from exc
+        raise InputError(
+            f"cannot load dataset {name!r} (config {args.config!r}, split {args.split!r}): {exc}. Pass a local "
+            "folder/file, or a Hub id available offline in the datasets cache."
+        ) from exc
+
+
+def _unreadable(name: str, cause: BaseException) -> InputError:
+    """The error for a data file ``datasets`` cannot read (a text encoding other than UTF-8, most often)."""
+    if isinstance(cause, UnicodeDecodeError):
+        return InputError(f"cannot read {name!r}: it is not UTF-8 text ({cause}); convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+    return InputError(f"cannot read {name!r}: {type(cause).__name__}: {cause}. Check the file's format and encoding (UTF-8)")
+
+
+def decoded(rows: Iterable, args: DataArgs) -> Iterator:
+    """``rows``, with the errors of undecodable data (read lazily, row by row) as ``InputError``."""
+    from datasets.exceptions import DatasetGenerationError
+
+    try:
+        yield from rows
+    except (UnicodeDecodeError, DatasetGenerationError) as exc:
+        cause = exc if isinstance(exc, UnicodeDecodeError) else exc.__cause__ or exc
+        raise _unreadable(args.provenance()["dataset"], cause) from exc
+
+
+def _check_column(source, args: DataArgs) -> None:
+    columns = source.column_names
+    if columns is None:  # streaming without known features: look at the first row
+        first = next(decoded(source, args), None)
+        if first is None:
+            raise InputError(f"the dataset {args.provenance()['dataset']!r} is empty: nothing to sketch")
+        columns = list(first)
+    if args.column not in columns:
+        kind = "messages column" if args.messages_column else "text column"
+        raise InputError(
+            f"{kind} {args.column!r} not found; the dataset has columns {sorted(columns)}. "
+            f"Choose one with {'--messages-column' if args.messages_column else '--text-column'}."
+        )

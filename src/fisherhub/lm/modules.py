@@ -1,0 +1,104 @@
+"""Which linear modules a network signature sketches (SPEC §2b): names or suffixes (``"q_proj"`` matches
+``model.layers.3.self_attn.q_proj``), ``"all-linear"`` (every ``nn.Linear`` / ``Conv1D`` but the output head,
+as in PEFT), or the target modules of LoRA adapters (their ``adapter_config.json``, matched by PEFT's own rule)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+from transformers.pytorch_utils import Conv1D
+
+from fisherhub.core.errors import InputError
+from fisherhub.core.registry import ALL_LINEAR
+from fisherhub.core.spec import SketchSpec
+from fisherhub.lm.head import HeadModel
+
+#: module types whose weight gradient is δ xᵀ (``Conv1D``, GPT-2's, stores it transposed: the kernel is the same).
+LINEAR_TYPES = (torch.nn.Linear, Conv1D)
+
+
+def module_shape(module: torch.nn.Module) -> tuple[int, int]:
+    """(in_features, out_features) of a linear module."""
+    if isinstance(module, Conv1D):
+        return tuple(module.weight.shape)
+    return module.in_features, module.out_features
+
+
+def _check_plain_model(model: torch.nn.Module) -> None:
+    if hasattr(model, "peft_config"):
+        raise InputError(
+            "network sketches describe the base model: pass the transformers model without its PEFT adapters "
+            "(e.g. model.get_base_model() after unloading, or the model loaded before get_peft_model)"
+        )
+
+
+def _adapter_configs(adapters) -> list:
+    """PEFT configs of ``adapters``: paths or Hub ids (their adapter_config.json) or ``PeftConfig``s."""
+    import peft
+
+    if isinstance(adapters, (str, peft.PeftConfig)) or not isinstance(adapters, Iterable):
+        adapters = [adapters]
+    configs = []
+    for adapter in adapters:
+        if isinstance(adapter, peft.PeftConfig):
+            configs.append(adapter)
+            continue
+        try:
+            configs.append(peft.PeftConfig.from_pretrained(str(adapter)))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read the adapter config of {adapter!r} (adapter_config.json): {exc}") from exc
+    if not configs:
+        raise InputError("adapters= is empty: give at least one adapter whose target modules to sketch")
+    return configs
+
+
+def linear_modules(
+    model: torch.nn.Module, modules: str | Sequence[str] | None = None, *, adapters=None
+) -> list[tuple[str, torch.nn.Module]]:
+    """The linear modules to sketch, in the model's order, as (name, module).
+
+    ``modules``: ``"all-linear"`` or a list of names / suffixes (each must match); ``adapters`` (when
+    ``modules`` is None): one or more LoRA adapters, whose target modules are taken (their union).
+    """
+    from peft.tuners.tuners_utils import check_target_module_exists
+
+    _check_plain_model(model)
+    head = HeadModel.of(model).head
+    linear = [(name, module) for name, module in model.named_modules() if isinstance(module, LINEAR_TYPES)]
+    if (modules is None) == (adapters is None):
+        raise InputError("name the modules to sketch: modules='all-linear' or a list of names, or adapters=[...] (one of the two)")
+    if modules == ALL_LINEAR:
+        selected = [(name, module) for name, module in linear if module is not head]
+    elif modules is not None:
+        if isinstance(modules, str) or not all(isinstance(entry, str) for entry in modules):
+            raise InputError(f"modules must be {ALL_LINEAR!r} or a list of module names/suffixes, got {modules!r}")
+        unmatched = [entry for entry in modules if not any(name == entry or name.endswith(f".{entry}") for name, _ in linear)]
+        if unmatched:
+            examples = ", ".join(name for name, _ in linear[:4])
+            raise InputError(f"no linear module matches {unmatched} (the model's linear modules are named like {examples}, ...)")
+        selected = [(name, module) for name, module in linear if any(name == e or name.endswith(f".{e}") for e in modules)]
+    else:
+        configs = _adapter_configs(adapters)
+        everything = any(config.target_modules == ALL_LINEAR for config in configs)
+        selected = [
+            (name, module) for name, module in linear
+            if (everything and module is not head) or any(check_target_module_exists(config, name) for config in configs)
+        ]
+    if not selected:
+        raise InputError("no linear module of the model is selected; check the module names or the adapters' target_modules")
+    return selected
+
+
+def spec_modules(spec: SketchSpec, model: torch.nn.Module) -> dict[str, torch.nn.Module]:
+    """The model's modules named by a network spec, after checking their types and shapes."""
+    if spec.modules is None:
+        raise InputError("this is a head spec; network signatures need a spec from network_spec_for_model")
+    _check_plain_model(model)
+    named = dict(model.named_modules())
+    for name, in_features, out_features in spec.modules:
+        module = named.get(name)
+        if not isinstance(module, LINEAR_TYPES) or module_shape(module) != (in_features, out_features):
+            found = "missing" if module is None else f"{type(module).__name__} {module_shape(module) if isinstance(module, LINEAR_TYPES) else ''}"
+            raise InputError(f"the spec's module {name} ({in_features} → {out_features}) is {found} in this model")
+    return {name: named[name] for name, _, _ in spec.modules}

@@ -1,0 +1,73 @@
+"""The rows of a selection: a ranked candidate, a skipped one and why, and where an adapter loads from."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from fisherhub.core.alignment import AlignmentResult
+from fisherhub.core.errors import InputError
+from fisherhub.core.geometry import GEOMETRIES, HEAD_SCORES
+
+
+@dataclasses.dataclass(frozen=True)
+class AdapterLocation:
+    """Where ``peft`` loads an adapter from: a Hub repo id (at ``revision``, under ``subfolder``) or a local folder."""
+
+    path: str
+    revision: str | None = None
+    subfolder: str | None = None
+
+    def hub_kwargs(self, token: str | None) -> dict[str, Any]:
+        """What ``PeftModel.from_pretrained`` / ``load_adapter`` take besides the path."""
+        return {"revision": self.revision, "token": token, **({"subfolder": self.subfolder} if self.subfolder else {})}
+
+
+@dataclasses.dataclass(frozen=True)
+class Skipped:
+    """A candidate left out of the ranking, and why."""
+
+    candidate: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class RankedCandidate:
+    """One row of a ranking: the candidate's alignment with the target and where its signature came from.
+    ``adapter`` is None for a dataset repo (ranked, but nothing to load)."""
+
+    candidate: str
+    score_name: str
+    alignment: AlignmentResult
+    signature_source: str
+    adapter: AdapterLocation | None
+
+    @property
+    def score(self) -> float:
+        return GEOMETRIES[self.score_name].value(self.alignment)
+
+    @property
+    def stderr(self) -> float:
+        return GEOMETRIES[self.score_name].stderr(self.alignment)
+
+    @property
+    def fisher(self) -> float:
+        return self.alignment.fisher
+
+    @property
+    def activation(self) -> float:
+        return self.alignment.activation
+
+    @property
+    def error(self) -> float:
+        return self.alignment.error
+
+    @property
+    def coupling(self) -> float | None:
+        return self.alignment.coupling
+
+    def ranked_by(self, score: str) -> RankedCandidate:
+        """This row scored by one geometry (``fisher``, ``activation`` or ``error``)."""
+        if score not in HEAD_SCORES:
+            raise InputError(f"a row is ranked by one of {HEAD_SCORES}; select_adapter(score='auto') picks among them")
+        return dataclasses.replace(self, score_name=score)
