@@ -14,8 +14,8 @@ Timed, with an empty cache: ``find_adapters`` alone, and ``select_adapter(target
 discovery, one signature download per candidate, the ranking). Requests are counted at the server, by kind.
 Writes benchmarks/results/discovery.{json,png}.
 
-    python benchmarks/discovery.py            # sizes 100, 300, 1000 (≈ 2 min on 2 shared cores)
-    python benchmarks/discovery.py --quick    # sizes 20, 50 (writes to the temp dir)
+    python -m benchmarks.discovery            # sizes 100, 300, 1000 (≈ 2 min on 2 shared cores)
+    python -m benchmarks.discovery --quick    # sizes 10, 20 (writes to the temp dir)
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if "huggingface_hub" in sys.modules:
+    raise RuntimeError("huggingface_hub was imported before benchmarks.discovery could point it at its local Hub server")
 HF_HOME = tempfile.mkdtemp(prefix="fisherhub-discovery-")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the local Hub server
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hub_server import HubServer, Repo  # noqa: E402  (standard library + yaml only)
+from fisherhub.testing.hub_server import HubServer, Repo  # noqa: E402  (standard library + yaml only)
 
 SERVER = HubServer().start()
 os.environ.update(  # read by huggingface_hub when it is imported: before any import of it
@@ -42,7 +42,7 @@ os.environ.update(  # read by huggingface_hub when it is imported: before any im
 
 import torch  # noqa: E402
 from huggingface_hub import constants  # noqa: E402
-from synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
+from benchmarks.synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from fisherhub.core.batch import HeadBatch
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     add_output_arguments(parser)
     args = parser.parse_args(argv)
-    sizes = [20, 50] if args.quick else args.sizes
+    sizes = [10, 20] if args.quick else args.sizes
     torch.set_num_threads(args.threads)
     tasks = Tasks()
     target = tasks.state(TARGET_DOMAIN, TOKENS, seed=10**6, first_document=0).finalize({"base_model": BASE})

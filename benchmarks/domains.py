@@ -5,7 +5,7 @@ unpacked under ``benchmarks/.cache/sources/`` (never installed). Domains are ``d
 with a ``text`` column, cached with ``save_to_disk`` under ``benchmarks/.cache/domains/<name>/``.
 ``FISHERHUB_BENCHMARK_CACHE`` moves the cache elsewhere.
 
-    python benchmarks/domains.py     # build everything, print a table
+    python -m benchmarks.domains     # build everything, print a table
 """
 
 from __future__ import annotations

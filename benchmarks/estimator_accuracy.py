@@ -25,10 +25,10 @@ Per configuration and m, ``random_projection_reference`` scores a Gaussian rando
 Fisher matrices with exact norms (simulated from their Gram matrix): what a sketch of m numbers, linear in F
 and fixed before the data, can be expected to reach on these tasks.
 
-    python benchmarks/estimator_accuracy.py            # full run (≈ 40 min on 2 shared cores, estimated from --reduced)
-    python benchmarks/estimator_accuracy.py --reduced  # every configuration at m = 4096, at most 3 seeds
-    python benchmarks/estimator_accuracy.py --quick    # small smoke run (writes to the temp dir)
-    python benchmarks/estimator_accuracy.py --structured [--seeds 3]   # the structured-vocabulary design
+    python -m benchmarks.estimator_accuracy            # full run (≈ 40 min on 2 shared cores, estimated from --reduced)
+    python -m benchmarks.estimator_accuracy --reduced  # every configuration at m = 4096, at most 3 seeds
+    python -m benchmarks.estimator_accuracy --quick    # small smoke run (writes to the temp dir)
+    python -m benchmarks.estimator_accuracy --structured [--seeds 3]   # the structured-vocabulary design
 
 Writes benchmarks/results/estimator_accuracy.{json,png}; ``--structured`` writes
 benchmarks/results/estimator_accuracy_structured.{json,png}: tasks sharing one softmax head whose label blocks
@@ -47,19 +47,16 @@ import dataclasses
 import json
 import math
 import os
-import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch
-from scipy.stats import spearmanr
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from synthetic import (
+from benchmarks.synthetic import (
     SyntheticConfig,
     SyntheticTask,
     add_output_arguments,
@@ -81,6 +78,8 @@ from fisherhub.core.alignment import (
 from fisherhub.core.registry import DEFAULT_ESTIMATOR, ESTIMATORS, PREVIOUS_DEFAULT_ESTIMATOR
 from fisherhub.core.errors import TooFewDocumentsError
 from fisherhub.core.exact import gram_inner_products
+from benchmarks.paper.official import official_python
+from fisherhub.testing.oracles import random_projection_reference, spearman, upper_pairs
 from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES, HEAD_SCORES, SIGNIFICANCE_Z
 
 QUANTITIES = DECOMPOSITION  # A, S_a, S_e, ρ
@@ -140,23 +139,23 @@ FULL_CONFIGS += tuple(
 )
 #: ``--reduced``: every full configuration at m = 4096 with at most 3 seeds (when the full run does not fit)
 REDUCED_CONFIGS = tuple(dataclasses.replace(c, sketch_sizes=(4096,), seeds=c.seeds[:3]) for c in FULL_CONFIGS)
-QUICK_CONFIGS = (
+QUICK_CONFIGS = (  # seconds: a smoke run of every code path, not a measurement
     BenchmarkConfig(
-        name="quick-K2048-d64",
-        synthetic=SyntheticConfig(vocab_size=2048, d=64, num_tasks=6, tokens_per_task=300, seed=1),
-        sketch_sizes=(1024, 4096),
+        name="quick-K1024-d32",
+        synthetic=SyntheticConfig(vocab_size=1024, d=32, num_tasks=5, tokens_per_task=160, seed=1),
+        sketch_sizes=(256, 1024),
         seeds=(0,),
     ),
     BenchmarkConfig(
-        name="quick-spread-K2048-d64",
-        synthetic=SyntheticConfig(vocab_size=2048, d=64, num_tasks=8, tokens_per_task=300, seed=1, **SPREAD_ACTIVATIONS),
-        sketch_sizes=(1024, 4096),
+        name="quick-spread-K1024-d32",
+        synthetic=SyntheticConfig(vocab_size=1024, d=32, num_tasks=5, tokens_per_task=160, seed=1, **SPREAD_ACTIVATIONS),
+        sketch_sizes=(256,),
         seeds=(0,),
     ),
     BenchmarkConfig(
-        name="quick-short-docs-heavy-tails-K2050-d64",  # K not a multiple of the permutation chunk
-        synthetic=SyntheticConfig(vocab_size=2050, d=64, num_tasks=6, tokens_per_task=300, seed=2, **SHORT_DOCUMENTS, **HEAVY_TAILS),
-        sketch_sizes=(1024,),
+        name="quick-short-docs-heavy-tails-K1026-d32",  # K not a multiple of the permutation chunk
+        synthetic=SyntheticConfig(vocab_size=1026, d=32, num_tasks=5, tokens_per_task=160, seed=2, **SHORT_DOCUMENTS, **HEAVY_TAILS),
+        sketch_sizes=(256,),
         seeds=(0, 1),
     ),
 )
@@ -219,46 +218,6 @@ def self_dominance(task: SyntheticTask, u_statistic: torch.Tensor) -> torch.Tens
     return (n * (n - 1) * u_statistic + self_pairs) / (n * n * u_statistic)
 
 
-def simulated_projection_alignments(exact: dict[str, torch.Tensor], m: int, draws: int, seed: int = 0) -> torch.Tensor:
-    """Â of every pair (upper triangle), (draws, pairs), under ``draws`` Gaussian random projections S (m × D)
-    of the tasks' exact Fisher matrices F̂_i, with the exact norms given.
-
-    The m rows of (S vec F̂_i / √U_i)_i are i.i.d. N(0, G), G_ij = A_ij off the diagonal and R_i = ‖F̂_i‖² / U_i
-    on it, so Â_ij = (1/m) Σ_r Y_ri Y_rj is drawn from G without forming F̂: mean A_ij, variance
-    (R_i R_j + A_ij²) / m, i.e. c = 1 in the units √(R_i R_j / m) of the fitted c.
-    """
-    gram = exact["fisher"].clone()
-    gram.diagonal().copy_(exact["self_dominance"])
-    eigenvalues, eigenvectors = torch.linalg.eigh(gram)
-    root = eigenvectors * eigenvalues.clamp_min(0.0).sqrt()
-    generator = torch.Generator().manual_seed(seed)
-    alignments = []
-    for _ in range(draws):
-        rows = torch.randn(m, len(gram), generator=generator, dtype=torch.float64) @ root.T
-        alignments.append(upper_pairs(rows.T @ rows / m))
-    return torch.stack(alignments)
-
-
-def random_projection_reference(exact: dict[str, torch.Tensor], m: int, draws: int = 400) -> dict[str, float]:
-    """What a Gaussian random projection of the exact Fisher matrices, with exact norms, scores: the reference
-    for any sketch of m numbers that is linear in F and chosen before the data
-    (``simulated_projection_alignments``). Spearman of A over all pairs and over pairs with A ≥ 0.02, and MAE:
-    mean and 10th–90th percentiles over ``draws`` projections."""
-    exact_a = upper_pairs(exact["fisher"])
-    strong = exact_a >= A_THRESHOLD
-    scores: dict[str, list[float]] = {"spearman_A": [], "spearman_A_strong": [], "mae_A": []}
-    for sketch_a in simulated_projection_alignments(exact, m, draws):
-        scores["spearman_A"].append(spearman(sketch_a, exact_a))
-        scores["spearman_A_strong"].append(spearman(sketch_a[strong], exact_a[strong]))
-        scores["mae_A"].append(float((sketch_a - exact_a).abs().mean()))
-    summary = {}
-    for key, values in scores.items():
-        values = torch.tensor(values, dtype=torch.float64)
-        summary[key] = float(values.mean())
-        summary[f"{key}_p10"], summary[f"{key}_p90"] = (float(values.quantile(q)) for q in (0.1, 0.9))
-    return summary
-
-
 @dataclasses.dataclass
 class PairRecords:
     """Per-pair sketch values, error units u = √(R̂_i R̂_j / m) and the library's feature-level floor of the
@@ -270,11 +229,6 @@ class PairRecords:
     dominance: list[torch.Tensor] = dataclasses.field(default_factory=list)  # R̂ of the joint sketch, per task
     seconds: list[float] = dataclasses.field(default_factory=list)
     failures: list[str] = dataclasses.field(default_factory=list)
-
-
-def upper_pairs(matrix: torch.Tensor) -> torch.Tensor:
-    rows, cols = torch.triu_indices(matrix.shape[0], matrix.shape[1], offset=1)
-    return matrix[rows, cols]
 
 
 def record_seed(records: PairRecords, signatures: list[Signature]) -> None:
@@ -302,10 +256,6 @@ def significant(records: PairRecords, quantity: str, constants: StderrConstants)
     """Per seed: the pairs whose sketch value exceeds ``SIGNIFICANCE_Z`` of the library's stderr."""
     stderrs = library_stderrs(records, quantity, constants)
     return [value > SIGNIFICANCE_Z * stderr for value, stderr in zip(records.sketch[quantity], stderrs)]
-
-
-def spearman(x: torch.Tensor, y: torch.Tensor) -> float:
-    return float(spearmanr(x.numpy(), y.numpy()).statistic) if len(x) > 2 else math.nan
 
 
 def seed_mean_scores(records: PairRecords, exact: torch.Tensor, quantity: str, keeps: list[torch.Tensor]) -> tuple[float, float]:
@@ -421,7 +371,7 @@ def run_config(config: BenchmarkConfig) -> dict:
         "pilot_tokens": config.pilot_tokens_per_task * config.synthetic.num_tasks,
         "exact_pairs": {SYMBOLS[q]: v.tolist() for q, v in exact_pairs.items()},
         "exact_self_dominance": exact["self_dominance"].tolist(),
-        "random_projection_reference": {str(m): random_projection_reference(exact, m) for m in config.sketch_sizes},
+        "random_projection_reference": {str(m): random_projection_reference(exact, m, threshold=A_THRESHOLD) for m in config.sketch_sizes},
         "generate_seconds": generate_seconds,
         "exact_seconds": exact_seconds,
         "variants": results,
@@ -628,7 +578,9 @@ class StructuredDesign:
 
 
 STRUCTURED = StructuredDesign()
-OFFICIAL_PYTHON = Path("/work/venv-official/bin/python")
+#: ``--structured --quick``: the same design at an eighth of the sizes, 6 tasks
+QUICK_STRUCTURED = StructuredDesign(vocab_size=1024, d=32, m=512, block=128, offsets=(0, 0, 32, 128, 512, 896),
+                                    tokens_per_task=200)
 
 
 def structured_tasks(design: StructuredDesign) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
@@ -711,12 +663,14 @@ def coupling_errors(matrix: AlignmentMatrix, exact: dict[str, torch.Tensor], nam
 
 
 def run_official(tasks, exact, seeds: list[int], design: StructuredDesign, workdir: Path) -> dict | None:
-    """The paper author's package on the same (a, e) streams, in its own interpreter (None if not installed)."""
+    """The paper author's package on the same (a, e) streams, in its own interpreter (None where
+    ``FISHERSKETCH_OFFICIAL_PYTHON`` is not set)."""
     import subprocess
 
     import numpy as np
 
-    if not OFFICIAL_PYTHON.exists():
+    python = official_python(required=False)
+    if python is None:
         return None
     streams = workdir / "structured_streams.npz"
     arrays = {"m": np.array(design.m)}
@@ -725,7 +679,7 @@ def run_official(tasks, exact, seeds: list[int], design: StructuredDesign, workd
     np.savez(streams, **arrays)
     out = workdir / "structured_official.json"
     runner = Path(__file__).resolve().parent / "official_fishersketch_runner.py"
-    subprocess.run([str(OFFICIAL_PYTHON), str(runner), str(streams), str(out), *map(str, seeds)], check=True)
+    subprocess.run([str(python), str(runner), str(streams), str(out), *map(str, seeds)], check=True)
     results = json.loads(out.read_text())
     per_seed = []
     for seed in seeds:
@@ -781,8 +735,8 @@ def plot_structured(rows: list[dict], path: Path) -> None:
 
 
 def run_structured(args) -> None:
-    design = STRUCTURED
-    seeds = list(range(args.seeds))
+    design = QUICK_STRUCTURED if args.quick else STRUCTURED
+    seeds = list(range(1 if args.quick else args.seeds))
     started = time.perf_counter()
     tasks = structured_tasks(design)
     exact = structured_exact(tasks)
@@ -821,7 +775,7 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     available = QUICK_CONFIGS if args.quick else REDUCED_CONFIGS if args.reduced else FULL_CONFIGS
     selected = [c for c in available if args.only in (None, c.name)]
-    command = "python benchmarks/estimator_accuracy.py" + " --quick" * args.quick + " --reduced" * args.reduced + (
+    command = "python -m benchmarks.estimator_accuracy" + " --quick" * args.quick + " --reduced" * args.reduced + (
         f" --only {args.only}" if args.only else "")
     configs = [run_config(config) for config in selected]
     per_config = [config_constants(config) for config in configs]

@@ -8,15 +8,13 @@ A Gemma-3-270M-shaped model (K = 262,144, d = 640, 18 layers; random weights bui
 - ``spec_for_model``: the pilot mean over the embedded probe text, which stops at the head's input;
 - ``sketch_texts`` twice on 8 short documents: the second call reuses the resolved head.
 
-    python benchmarks/head_fingerprint.py     # ≈ 2 min on 2 cores; writes results/head_fingerprint.{json,png}
+    python -m benchmarks.head_fingerprint     # ≈ 2 min on 2 cores; writes results/head_fingerprint.{json,png}
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -25,19 +23,21 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch
 import transformers
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from tiny_models import tiny_tokenizer  # noqa: E402
+from fisherhub.testing.tiny_models import tiny_tokenizer  # noqa: E402
 
 from fisherhub import sketch_texts, spec_for_model  # noqa: E402
 from fisherhub.lm import HeadModel  # noqa: E402
-from throughput import peak_extra_memory  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from benchmarks.synthetic import add_output_arguments, write_results
+from benchmarks.throughput import peak_extra_memory
 
-RESULTS = Path(__file__).resolve().parent / "results"
 GEMMA3_270M = {
     "vocab_size": 262_144, "hidden_size": 640, "intermediate_size": 2048, "num_hidden_layers": 18,
     "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "max_position_embeddings": 32_768,
     "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0,
 }
+#: ``--quick``: the same family at K = 4,096, d = 64, 2 layers (seconds; the code path, not the cost)
+QUICK_SHAPE = GEMMA3_270M | {"vocab_size": 4096, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                             "head_dim": 16, "max_position_embeddings": 512}
 
 
 def measured(call):
@@ -49,12 +49,12 @@ def measured(call):
     return result, time.perf_counter() - began, memory["bytes"]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--output-dir", default=str(RESULTS))
-    options = parser.parse_args()
+    add_output_arguments(parser)
+    options = parser.parse_args(argv)
     torch.manual_seed(0)
-    config = transformers.Gemma3TextConfig(**GEMMA3_270M)
+    config = transformers.Gemma3TextConfig(**(QUICK_SHAPE if options.quick else GEMMA3_270M))
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
     parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     tokenizer = tiny_tokenizer(64)
@@ -76,14 +76,15 @@ def main() -> None:
     print(f"{'step':46s} {'seconds':>8s} {'peak extra MB':>14s}")
     for name, seconds, extra in rows:
         print(f"{name:46s} {seconds:8.2f} {extra / 1e6:14.1f}")
-    output = Path(options.output_dir)
-    output.mkdir(parents=True, exist_ok=True)
     record = {
         "model": "Gemma-3-270M shape, random weights", "vocab_size": head.vocab_size, "d": head.d,
         "parameter_bytes": parameter_bytes, "head_bytes": head_bytes, "threads": torch.get_num_threads(),
         "steps": [{"step": name, "seconds": seconds, "peak_extra_bytes": extra} for name, seconds, extra in rows],
     }
-    (output / "head_fingerprint.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_results("head_fingerprint", record, lambda path: plot(rows, head, head_bytes, path), options)
+
+
+def plot(rows, head, head_bytes: int, path: Path) -> None:
     import matplotlib.figure
 
     figure = matplotlib.figure.Figure(figsize=(9, 3.5), layout="constrained")
@@ -99,8 +100,7 @@ def main() -> None:
     memory_axis.invert_yaxis()
     memory_axis.legend()
     figure.suptitle(f"one-time head cost, K = {head.vocab_size:,} (Gemma-3-270M shape)")
-    figure.savefig(output / "head_fingerprint.png", dpi=120)
-    print(f"wrote {output / 'head_fingerprint.json'} and {output / 'head_fingerprint.png'}")
+    figure.savefig(path, dpi=120)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ mixes them with ``Selection.weights()`` (temperature 1); the held-out mean token
 model, each adapter, the selected (best-ranked) adapter, the weighted mix and, for reference, a uniform mix.
 Writes benchmarks/results/mixing.{json,png}.
 
-    python benchmarks/mixing.py            # ≈ 8 min on 2 shared cores (training: 15 steps × 3 adapters)
-    python benchmarks/mixing.py --quick    # fewer steps and documents (writes to the temp dir)
+    python -m benchmarks.mixing            # ≈ 8 min on 2 shared cores (training: 15 steps × 3 adapters)
+    python -m benchmarks.mixing --quick    # a tiny random Llama, 3 steps, half the documents (temp dir)
 """
 
 from __future__ import annotations
@@ -21,23 +21,22 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is local: no lookups of the base model's files
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-from synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
+from benchmarks.synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from fisherhub.data.demo import load_demo_domain  # noqa: E402
 from fisherhub.lm.loading import load_model_and_tokenizer  # noqa: E402
 from fisherhub.pipeline.loop import sketch_texts  # noqa: E402
 from fisherhub.selection import adapter_names, select_adapter  # noqa: E402
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer  # noqa: E402
 
 DOMAINS = ("english_prose", "python_code", "smiles")
 TARGETS = {"python_code": {"python_code": 1.0}, "prose+code": {"english_prose": 0.5, "python_code": 0.5}}
@@ -92,9 +91,16 @@ def blend(parts: dict[str, list[str]], shares: dict[str, float], split_name: str
     return [text for domain, share in shares.items() for text in parts[domain][split_name][: round(share * len(parts[domain][split_name]))]]
 
 
+def base_model(quick: bool):
+    """The embedded SmolLM2-135M and its tokenizer; ``quick``: a tiny random Llama and a character tokenizer."""
+    if quick:
+        return tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=96), tiny_tokenizer(96)
+    return load_model_and_tokenizer(None)
+
+
 def run(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
-    base, tokenizer = load_model_and_tokenizer(None)
+    base, tokenizer = base_model(args.quick)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     parts = {domain: split(domain, args.quick) for domain in DOMAINS}
@@ -173,12 +179,12 @@ def plot(result: dict, path: Path) -> None:
     figure.savefig(path, dpi=110)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=15, help="AdamW steps per adapter")
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
     add_output_arguments(parser)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.steps = min(args.steps, 3)
     result = run(args)

@@ -15,8 +15,8 @@ Ratios: network sketches over ``forward + backward``, head sketches over ``forwa
 over interleaved rounds of the paired ratio (every round runs every pass back to back, so a slow spell
 of the shared machine cancels), and best times. Writes benchmarks/results/network_cost.{json,png}.
 
-    python benchmarks/network_cost.py                  # full run
-    python benchmarks/network_cost.py --quick          # smoke run (random weights, small), temp dir
+    python -m benchmarks.network_cost                  # full run
+    python -m benchmarks.network_cost --quick          # smoke run (random weights, small), temp dir
 """
 
 from __future__ import annotations
@@ -42,25 +42,21 @@ from fisherhub.core.state import NetworkSketchState
 from fisherhub.lm.network import sketch_network_batch
 from fisherhub.lm.specs import network_spec_for_model
 
+from benchmarks.throughput import SMOLLM2_VOCAB, random_smollm2
+
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 THREAD_COUNTS = (1, 2)
 LORA_MODULES = ("q_proj", "v_proj")
 
 
-def load(random_weights: bool):
-    """(model, tokenizer or None), name."""
+def load(random_weights: bool, layers: int = 30, vocab_size: int = SMOLLM2_VOCAB):
+    """(model, tokenizer or None), name; random weights: SmolLM2's architecture with ``layers`` and K."""
     if not random_weights:
         from fisherhub.lm.loading import load_model_and_tokenizer
 
         return load_model_and_tokenizer(None), "SmolLM2-135M-Instruct"
-    import transformers
-
-    config = transformers.LlamaConfig(
-        vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
-        num_key_value_heads=3, tie_word_embeddings=True,
-    )
-    torch.manual_seed(0)
-    return (transformers.AutoModelForCausalLM.from_config(config).eval(), None), "SmolLM2-135M architecture, random weights"
+    name = "SmolLM2-135M architecture, random weights" + ("" if layers == 30 else f", {layers} layers, K = {vocab_size:,}")
+    return (random_smollm2(vocab_size, layers), None), name
 
 
 def make_batch(batch_size: int, length: int, vocab_size: int) -> dict[str, torch.Tensor]:
@@ -148,14 +144,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--m", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--random-weights", action="store_true")
-    parser.add_argument("--quick", action="store_true", help="random weights, 2×64 tokens, m = 1024, 1 round, temp dir")
+    parser.add_argument("--quick", action="store_true",
+                        help="random weights, 2 layers, K = 2,048, 2×32 tokens, m = 512, 1 round, temp dir")
     parser.add_argument("--output-dir", type=Path, default=None)
     options = parser.parse_args(argv)
     if options.quick:
-        options.random_weights, options.batch_size, options.length, options.m, options.repeats = True, 2, 64, 1024, 1
+        options.random_weights, options.batch_size, options.length, options.m, options.repeats = True, 2, 32, 512, 1
     output_dir = options.output_dir or (Path(tempfile.gettempdir()) / "fisherhub-benchmarks" if options.quick else RESULTS_DIR)
     output_dir.mkdir(parents=True, exist_ok=True)
-    (model, tokenizer), model_name = load(options.random_weights)
+    (model, tokenizer), model_name = load(options.random_weights, *((2, 2048) if options.quick else ()))
     batch = make_batch(options.batch_size, options.length, model.get_output_embeddings().weight.shape[0])
     results = {
         "model": model_name, "batch_size": options.batch_size, "length": options.length, "m": options.m,

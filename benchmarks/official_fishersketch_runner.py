@@ -1,7 +1,7 @@
 """Runs the paper author's package (PyPI ``fishersketch`` 0.2.1, a separate implementation) on captured
 (a, e) streams, for ``estimator_accuracy.py --structured``. Run with that package's interpreter:
 
-    /work/venv-official/bin/python benchmarks/official_fishersketch_runner.py STREAMS.npz OUT.json SEED...
+    $FISHERSKETCH_OFFICIAL_PYTHON benchmarks/official_fishersketch_runner.py STREAMS.npz OUT.json SEED...
 
 STREAMS.npz holds ``a_k``, ``e_k``, ``half_k`` (document index mod 2) per task k and ``m``. Writes, per seed,
 the normalized A (its shrunk estimator ``fisher_shrunk``) and S_e as nested lists.

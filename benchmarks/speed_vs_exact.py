@@ -13,8 +13,8 @@ count (1 and 2, ``torch.set_num_threads``):
 
 Generating the synthetic tokens is not timed. Writes benchmarks/results/speed_vs_exact.{json,png}.
 
-    python benchmarks/speed_vs_exact.py              # full run (≈ 25 min on 2 cores)
-    python benchmarks/speed_vs_exact.py --quick      # small smoke run (writes to the temp dir)
+    python -m benchmarks.speed_vs_exact              # full run (≈ 25 min on 2 cores)
+    python -m benchmarks.speed_vs_exact --quick      # small smoke run (writes to the temp dir)
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -31,9 +30,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from synthetic import (
+from benchmarks.synthetic import (
     SyntheticConfig,
     SyntheticHead,
     SyntheticTask,
@@ -66,7 +64,7 @@ FULL = SpeedConfig(
     synthetic=SyntheticConfig(vocab_size=49152, d=576, num_tasks=20, tokens_per_task=2000, seed=3), m=4096, exact_tasks=3
 )
 QUICK = SpeedConfig(
-    synthetic=SyntheticConfig(vocab_size=8192, d=128, num_tasks=6, tokens_per_task=400, seed=3), m=1024, exact_tasks=3
+    synthetic=SyntheticConfig(vocab_size=2048, d=64, num_tasks=4, tokens_per_task=200, seed=3), m=512, exact_tasks=3
 )
 
 
@@ -185,7 +183,7 @@ def main(argv: list[str] | None = None) -> None:
     exact = time_exact(config, kept)
     result = {
         "benchmark": "speed_vs_exact",
-        "command": "python benchmarks/speed_vs_exact.py" + (" --quick" if args.quick else ""),
+        "command": "python -m benchmarks.speed_vs_exact" + (" --quick" if args.quick else ""),
         "machine": machine_info(),
         "config": dataclasses.asdict(config),
         "exact_note": (

@@ -21,7 +21,7 @@ logits). Every token is its own document (``doc_index = arange(n)``), so the spl
 
 Also the pieces both estimator benchmarks share: ``sketch_task`` and where results are written.
 
-    python benchmarks/synthetic.py     # print the exact A / S_a / S_e / ρ spread of a small configuration
+    python -m benchmarks.synthetic     # print the exact A / S_a / S_e / ρ spread of a small configuration
 """
 
 from __future__ import annotations

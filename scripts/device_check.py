@@ -2,8 +2,8 @@
 throughput at vocabulary scale. Prints one JSON block per check and writes the report to
 $OUT/device_check.json when OUT is set.
 
-    PYTHONPATH=src:tests python scripts/device_check.py            # on a CUDA machine
-    PYTHONPATH=src:tests python scripts/device_check.py --small --device cpu   # the same code, tiny sizes
+    PYTHONPATH=src python scripts/device_check.py            # on a CUDA machine
+    PYTHONPATH=src python scripts/device_check.py --small --device cpu   # the same code, tiny sizes
 
 Without a CUDA device it says so and exits 0 having checked nothing; nothing else in the project needs one.
 
@@ -78,7 +78,7 @@ def core_across_devices(device: str, d: int = 576, vocab_size: int = 49152, m: i
 
 
 def capture_across_devices(device: str, m: int = 4096) -> dict:
-    from tiny_models import tiny_causal_lm, tiny_tokenizer
+    from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(64)
     texts = [f"the quick brown fox {i} jumps over the lazy dog {i * 7}" for i in range(64)]

@@ -1,4 +1,4 @@
-"""Shared pytest setup: a local Hub server (tests/hub_server.py) that the real `huggingface_hub` client talks to.
+"""Shared pytest setup: a local Hub server (fisherhub.testing.hub_server) that the real `huggingface_hub` client talks to.
 
 `huggingface_hub` reads HF_ENDPOINT, HF_HOME, HF_HUB_OFFLINE, ... once, when it is imported; so this
 module starts the server and sets the environment before anything imports it. Nothing contacts the Hub.
@@ -23,7 +23,7 @@ if "huggingface_hub" in sys.modules:
     raise RuntimeError("huggingface_hub was imported before tests/conftest.py could point it at the local Hub server")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hub_server import HubServer  # noqa: E402  (standard library + yaml only)
+from fisherhub.testing.hub_server import HubServer  # noqa: E402  (standard library + yaml only)
 
 _SERVER = HubServer().start()
 _HF_HOME = tempfile.mkdtemp(prefix="fisherhub-hf-home-")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
-from tiny_models import tiny_tokenizer
+from fisherhub.testing.tiny_models import tiny_tokenizer
 
 from fisherhub.lm import head_batches
 from fisherhub.lm.head import output_head

@@ -1,14 +1,9 @@
-"""The accuracy benchmark's reference (benchmarks/estimator_accuracy.py): Gaussian random projections of the
+"""The accuracy benchmark's reference (``fisherhub.testing.oracles``, used by benchmarks/estimator_accuracy.py): Gaussian random projections of the
 exact Fisher matrices, simulated from their Gram matrix, must match projections done for real."""
-
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-from estimator_accuracy import random_projection_reference, simulated_projection_alignments  # noqa: E402
+from fisherhub.testing.oracles import random_projection_reference, simulated_projection_alignments
 
 
 def _tasks(num_tasks: int = 4, dim: int = 30):

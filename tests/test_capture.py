@@ -1,6 +1,6 @@
 """Model capture: a and e against autograd, alignments against exact forms, masks, dtypes, bad input.
 
-Tiny random causal LMs from configs (tests/tiny_models.py), a character-level tokenizer, no downloads.
+Tiny random causal LMs from configs (fisherhub.testing.tiny_models), a character-level tokenizer, no downloads.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import peft
 import pytest
 import torch
 import transformers
-from tiny_models import (
+from fisherhub.testing.tiny_models import (
     ARCHITECTURES,
     SCALED_ARCHITECTURES,
     SOFTCAPPED_ARCHITECTURES,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from tiny_models import saved_tiny_model
+from fisherhub.testing.tiny_models import saved_tiny_model
 
 from fisherhub import Signature, alignment_matrix
 from fisherhub.cli import main

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import torch
-from tiny_models import tiny_causal_lm, tiny_tokenizer
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 import fisherhub
 from fisherhub.cli import build_parser, main

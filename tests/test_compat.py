@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from core_helpers import sketch, synthetic_task
+from fisherhub.testing.oracles import sketch, synthetic_task
 
 from fisherhub import Signature, SketchSpec, alignment
 

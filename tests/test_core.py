@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from core_helpers import sketch, softmax_errors, synthetic_task
+from fisherhub.testing.oracles import sketch, softmax_errors, synthetic_task
 
 from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchSpec, SketchState, alignment, alignment_matrix

@@ -6,7 +6,7 @@ import json
 
 import datasets
 import pytest
-from tiny_models import tiny_tokenizer
+from fisherhub.testing.tiny_models import tiny_tokenizer
 
 from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.data.stream import DocumentStream, check_has_documents

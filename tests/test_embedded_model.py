@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
-from tiny_models import tiny_causal_lm, tiny_tokenizer
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub import Signature
 from fisherhub.cli import main

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import tiny_causal_lm, tiny_tokenizer
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 from wheel_build import REPO, build_wheel
 from wheel_build import run_clean as _run
 

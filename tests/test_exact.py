@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from core_helpers import synthetic_task
+from fisherhub.testing.oracles import synthetic_task
 
 from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchSpec, SketchState, alignment

@@ -12,7 +12,7 @@ import pytest
 import torch
 import sketch_helpers
 from sketch_helpers import LAUNCH_TWO_CPU_PROCESSES, run_script, sketch
-from tiny_models import tiny_causal_lm, tiny_tokenizer
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub.cli import main
 from fisherhub.core.errors import InputError

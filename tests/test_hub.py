@@ -1,5 +1,5 @@
 """fisherhub.hub and the push / list / pull commands, through the real `huggingface_hub` client against the
-local Hub server (tests/hub_server.py, started by conftest.py)."""
+local Hub server (fisherhub.testing.hub_server, started by conftest.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy
 import pytest
 import torch
 import yaml
-from core_helpers import synthetic_task
+from fisherhub.testing.oracles import synthetic_task
 from huggingface_hub import CommitOperationAdd, DatasetCard, ModelCard, RepoCard
 from safetensors.numpy import save
 

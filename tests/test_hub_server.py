@@ -1,4 +1,4 @@
-"""The local Hub server (tests/hub_server.py) driven through the real `huggingface_hub` client."""
+"""The local Hub server (fisherhub.testing.hub_server) driven through the real `huggingface_hub` client."""
 
 from __future__ import annotations
 

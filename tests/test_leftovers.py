@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import saved_tiny_model
+from fisherhub.testing.tiny_models import saved_tiny_model
 
 from fisherhub import Signature
 from fisherhub.pipeline import loop as pipeline_sketch

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from tiny_gguf import write_tiny_gguf
-from tiny_models import tiny_causal_lm, tiny_tokenizer
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub.lm.specs import spec_for_model
 from fisherhub.cli import build_parser

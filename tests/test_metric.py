@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from core_helpers import synthetic_task
+from fisherhub.testing.oracles import synthetic_task
 
 from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchSpec, SketchState, alignment
@@ -173,7 +173,7 @@ def test_incompatible_signatures_name_refs_and_fields(metric, signature_files):
 
 @pytest.fixture(scope="module")
 def tiny_model_folder(tmp_path_factory) -> str:
-    from tiny_models import tiny_causal_lm, tiny_tokenizer
+    from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
     folder = tmp_path_factory.mktemp("tiny_llama")
     tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64).save_pretrained(folder)

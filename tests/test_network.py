@@ -15,7 +15,7 @@ import random
 import peft
 import pytest
 import torch
-from tiny_models import tiny_causal_lm, tiny_tokenizer
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub import IncompatibleSignaturesError, InputError, Signature, SketchSpec, SketchState, alignment
 from fisherhub.lm import head_batches, sketch_batch, spec_for_model

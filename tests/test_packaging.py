@@ -1,4 +1,5 @@
-"""Packaging: every third-party import of src/ is a declared dependency (and every dependency is used), the
+"""Packaging: every third-party import of src/ is a declared dependency (those of ``fisherhub.testing`` a
+dependency or a ``test`` extra), every dependency is used, the
 installed versions meet the declared floors, the build backend floor, LICENSE and py.typed reach the wheel."""
 
 from __future__ import annotations
@@ -20,14 +21,20 @@ SOURCE = REPO / "src" / "fisherhub"
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 DEPENDENCIES = {canonicalize_name(Requirement(line).name): Requirement(line)
                 for line in PYPROJECT["project"]["dependencies"]}
+TEST_EXTRA = {canonicalize_name(Requirement(line).name) for line in PYPROJECT["project"]["optional-dependencies"]["test"]}
+#: the package that tests and benchmarks share (``fisherhub.testing``): it may import the ``test`` extra
+TESTING = SOURCE / "testing"
 #: declared but never imported by src/: why they are needed
 USED_INDIRECTLY = {"gguf": "transformers reads GGUF files (the default model, gguf_file=) with it"}
 
 
-def third_party_imports() -> dict[str, list[str]]:
-    """Top-level module -> the files of src/fisherhub importing it (stdlib and fisherhub itself left out)."""
+def third_party_imports(testing: bool = False) -> dict[str, list[str]]:
+    """Top-level module -> the files of src/fisherhub importing it (stdlib and fisherhub itself left out);
+    those of ``fisherhub.testing`` only, if ``testing``, else all the others."""
     found: dict[str, list[str]] = {}
     for path in sorted(SOURCE.rglob("*.py")):
+        if path.is_relative_to(TESTING) != testing:
+            continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -51,6 +58,14 @@ def test_every_import_is_declared():
     imports = third_party_imports()
     assert {"torch", "yaml", "jinja2", "fsspec", "transformers"} <= set(imports)
     undeclared = {module: files for module, files in imports.items() if distribution_of(module) not in DEPENDENCIES}
+    assert undeclared == {}
+
+
+def test_the_testing_package_imports_only_dependencies_and_the_test_extra():
+    imports = third_party_imports(testing=True)
+    assert {"torch", "transformers", "tokenizers", "scipy", "yaml"} <= set(imports)
+    undeclared = {module: files for module, files in imports.items()
+                  if distribution_of(module) not in set(DEPENDENCIES) | TEST_EXTRA}
     assert undeclared == {}
 
 

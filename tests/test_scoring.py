@@ -7,7 +7,7 @@ import functools
 
 import pytest
 import torch
-from core_helpers import sketch, softmax_errors, synthetic_task
+from fisherhub.testing.oracles import sketch, softmax_errors, synthetic_task
 from scipy import stats
 
 from fisherhub.core.batch import HeadBatch

@@ -19,7 +19,7 @@ import time
 
 import pytest
 import torch
-from tiny_models import tiny_causal_lm, tiny_tokenizer
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub import Signature
 from fisherhub.core.errors import InputError, TooFewDocumentsError

@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 from test_selection import domain_texts
-from tiny_models import tiny_causal_lm, tiny_tokenizer
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub.core.errors import InputError
 from fisherhub.hub import push_signature

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 import torch
-from core_helpers import sketch, synthetic_task
+from fisherhub.testing.oracles import sketch, synthetic_task
 
 from fisherhub.core.batch import HeadBatch
 from fisherhub import Signature, SketchSpec, SketchState, alignment

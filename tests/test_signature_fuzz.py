@@ -10,7 +10,7 @@ import struct
 
 import pytest
 import torch
-from core_helpers import sketch, synthetic_task
+from fisherhub.testing.oracles import sketch, synthetic_task
 from safetensors import SafetensorError
 from safetensors.torch import load, save
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tiny_models import tiny_causal_lm, tiny_tokenizer
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub import Signature
 from fisherhub.cli import main
@@ -31,7 +31,7 @@ def test_sketch_cli_pushes_to_a_dataset_repo(tmp_path, hub):
 
 
 def test_push_cli_refuses_a_missing_repo_unless_asked_to_create_it(tmp_path, hub, capsys):
-    from core_helpers import sketch, synthetic_task
+    from fisherhub.testing.oracles import sketch, synthetic_task
 
     from fisherhub import SketchSpec
 

@@ -10,7 +10,7 @@ import datasets
 import pytest
 import torch
 from sketch_helpers import LAUNCH_TWO_CPU_PROCESSES, run_args, run_script, single_thread
-from tiny_models import tiny_causal_lm, tiny_tokenizer
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub import Signature, SketchState, alignment
 from fisherhub.options import DataArgs

@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from core_helpers import sketch, synthetic_task
+from fisherhub.testing.oracles import sketch, synthetic_task
 
 from fisherhub import Signature, SketchSpec, alignment, alignment_matrix
 from fisherhub.core.geometry import SIGNIFICANCE_Z

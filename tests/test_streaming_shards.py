@@ -14,7 +14,7 @@ import pytest
 import torch
 import sketch_helpers
 from sketch_helpers import LAUNCH_TWO_CPU_PROCESSES, run_script, single_thread
-from tiny_models import tiny_causal_lm, tiny_tokenizer
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub import SketchState
 from fisherhub.data.stream import DocumentStream

@@ -9,7 +9,7 @@ import itertools
 
 import pytest
 import torch
-from core_helpers import sketch, synthetic_task
+from fisherhub.testing.oracles import sketch, synthetic_task
 
 from fisherhub import SketchSpec, alignment_matrix
 from fisherhub.core.exact import exact_alignment

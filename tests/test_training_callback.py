@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 from huggingface_hub import HfApi, RepoCard
-from tiny_models import tiny_causal_lm, tiny_tokenizer
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub.hub import INDEX_PATH, find_adapters, list_signatures, load_signature
 from fisherhub.hub.cards import CARD_KEY

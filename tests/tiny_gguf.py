@@ -1,4 +1,4 @@
-"""Write a tiny Llama (``tiny_models.tiny_causal_lm("llama", ...)``) and its tokenizer as a float32 GGUF file.
+"""Write a tiny Llama (``fisherhub.testing.tiny_models.tiny_causal_lm("llama", ...)``) and its tokenizer as a float32 GGUF file.
 
     write_tiny_gguf(model, tokenizer, folder / "tiny.gguf")
 

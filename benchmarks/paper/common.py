@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -36,19 +36,85 @@ CACHE_DIR = BENCHMARKS_DIR / ".cache" / "paper"
 RESULTS_DIR = BENCHMARKS_DIR / "results"
 #: the sketch is fixed before any transfer number is looked at: m = 4096, default estimator, seed 0.
 SKETCH_M, SKETCH_SEED = 4096, 0
+#: ``--quick``: m of the tiny model's sketches, and the tiny model (a random Llama, character tokenizer)
+QUICK_SKETCH_M, QUICK_VOCAB, QUICK_LAYERS = 256, 96, 3
+#: ``--quick``: how many of a suite's domains it runs on
+QUICK_DOMAINS = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """What a paper suite runs on and where it keeps things: the full run (SmolLM2-135M, its cache under
+    benchmarks/.cache/paper/, results in benchmarks/results/) or ``quick`` (a tiny random Llama on tiny
+    random domains, cache and results in ``results_dir``: seconds, the code paths only)."""
+
+    quick: bool = False
+    cache_dir: Path = CACHE_DIR
+    results_dir: Path = RESULTS_DIR
+
+
+#: the setup of this process's suite (``paper_arguments`` sets it from the command line)
+SETUP = Setup()
+
+
+def paper_arguments(description: str, official: bool = False, argv: Sequence[str] | None = None):
+    """A paper suite's command line: ``--quick``, ``--output-dir`` and, where ``official``, ``--no-official``
+    (the official package's interpreter is checked here, before the run); sets ``SETUP``. Returns the options,
+    with ``official_package`` (False in a quick run)."""
+    import argparse
+    import tempfile
+
+    global SETUP
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true",
+                        help="seconds: a tiny random model on tiny random domains, results in a temp folder")
+    parser.add_argument("--output-dir", type=Path, help=f"where the JSON and PNG go (default {RESULTS_DIR})")
+    if official:
+        parser.add_argument("--no-official", action="store_true",
+                            help="leave out the official fishersketch package (about 0.2 s per token on one CPU thread)")
+    options = parser.parse_args(argv)
+    options.official_package = official and not options.quick and not options.no_official
+    if options.official_package:
+        from benchmarks.paper.official import official_python
+
+        official_python()
+    if options.quick:
+        folder = options.output_dir or Path(tempfile.mkdtemp(prefix="fisherhub-paper-quick-"))
+        SETUP = Setup(True, folder / "cache", folder)
+    elif options.output_dir:
+        SETUP = Setup(False, CACHE_DIR, options.output_dir)
+    return options
 
 
 # -- model -----------------------------------------------------------------------------------------
 def load_base_model():
-    """SmolLM2-135M-Instruct (float32, eval mode, frozen) and its tokenizer."""
-    model, tokenizer = load_model_and_tokenizer(None)
+    """SmolLM2-135M-Instruct (float32, eval mode, frozen) and its tokenizer; a tiny random Llama if quick."""
+    if SETUP.quick:
+        from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
+
+        model = tiny_causal_lm("llama", tie_word_embeddings=True, vocab_size=QUICK_VOCAB, num_layers=QUICK_LAYERS)
+        tokenizer = tiny_tokenizer(QUICK_VOCAB)
+    else:
+        model, tokenizer = load_model_and_tokenizer(None)
     model.requires_grad_(False)
     return model, tokenizer
 
 
 def paper_spec(model, tokenizer) -> SketchSpec:
     """The library's default spec for the model (m=4096, seed 0, default estimator and reflection)."""
-    return spec_for_model(model, tokenizer, m=SKETCH_M, seed=SKETCH_SEED, reflection=True)
+    return spec_for_model(model, tokenizer, m=QUICK_SKETCH_M if SETUP.quick else SKETCH_M, seed=SKETCH_SEED,
+                          reflection=True)
+
+
+def quick_texts(names: Sequence[str], documents: int = 40, length: int = 40) -> dict[str, list[str]]:
+    """Tiny random domains (quick runs): domain k's documents draw characters from its own window of the
+    tiny tokenizer's alphabet, windows of neighbouring domains overlapping."""
+    from fisherhub.testing.tiny_models import ALPHABET
+
+    generator = random.Random(0)
+    width = 12
+    return {name: ["".join(generator.choice(ALPHABET[4 * k : 4 * k + width]) for _ in range(length))
+                   for _ in range(documents)] for k, name in enumerate(names)}
 
 
 #: the twelve natural domains of experiments 1, 2 and 4 (``benchmarks/domains.py`` names), fixed in advance
@@ -93,6 +159,15 @@ def lm_examples(tokenizer, texts: Sequence[str], max_tokens: int, scored_budget:
     return examples
 
 
+def domain_texts(names: Sequence[str], load: Callable[[], Mapping[str, Mapping]]) -> dict[str, list[str]]:
+    """The documents of the named domains: ``load()[name]["text"]`` (``benchmarks.domains``), or
+    ``quick_texts`` of the first ``QUICK_DOMAINS`` in a quick run (nothing is built or read)."""
+    if SETUP.quick:
+        return quick_texts(names[:QUICK_DOMAINS])
+    domains = load()
+    return {name: domains[name]["text"] for name in names}
+
+
 @dataclasses.dataclass(frozen=True)
 class DomainSplit:
     """A domain's task data (signature and LoRA training: the first ``scored_tokens`` tokens of documents
@@ -112,6 +187,12 @@ class DomainSplit:
             raise InputError(f"{len(texts)} documents leave fewer than {self.eval_tokens} held-out tokens "
                              "after the task data; build the domain with more documents")
         return task, held_out
+
+
+def domain_split() -> DomainSplit:
+    """The split of every domain: ``DomainSplit()``, or 24 task and 8 held-out documents of 6 tokens if quick
+    (a signature needs 20 documents)."""
+    return DomainSplit(max_tokens=6, scored_tokens=120, eval_tokens=40) if SETUP.quick else DomainSplit()
 
 
 def label_example(tokenizer, prompt: str, label_id: int, doc_index: int) -> Example:
@@ -242,7 +323,7 @@ def capture_domains(model, tokenizer, spec: SketchSpec, texts: Mapping[str, Sequ
     captured = CapturedDomains(list(texts), {}, {}, [], [])
     for name in tqdm(captured.names, desc="capture"):
         task, held_out = split.split(tokenizer, texts[name])
-        inputs, signature = capture_task(model, spec, task, name, CACHE_DIR / "tasks")
+        inputs, signature = capture_task(model, spec, task, name, SETUP.cache_dir / "tasks")
         captured.task_examples[name], captured.eval_examples[name] = task, held_out
         captured.inputs.append(inputs)
         captured.signatures.append(signature)
@@ -302,6 +383,11 @@ class LoraSettings:
     steps: int = 16
     batch_size: int = 3
     learning_rate: float = 1e-3
+
+
+def lora_settings() -> LoraSettings:
+    """The adapters of every ground truth: ``LoraSettings()``, or 2 steps on the top layer if quick."""
+    return LoraSettings(first_layer=QUICK_LAYERS - 1, steps=2, batch_size=2) if SETUP.quick else LoraSettings()
 
 
 #: LoRA training seeds of every transfer experiment (each seed is one ground truth; selections are scored per seed)

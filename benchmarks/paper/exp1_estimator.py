@@ -13,12 +13,7 @@ U-statistic (t ≠ s) norms are reported too. Paper (ViT-B/16): Spearman 0.97 (A
 from __future__ import annotations
 
 import functools
-import sys
 import time
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch
 from scipy import stats
@@ -75,20 +70,21 @@ def compare(sketch: torch.Tensor, exact: torch.Tensor, stderr: torch.Tensor | No
     return result
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    common.paper_arguments(__doc__.splitlines()[0], argv=argv)
     started = time.time()
     model, tokenizer = common.load_base_model()
     spec = common.paper_spec(model, tokenizer)
-    texts = natural_domains()
-    names = list(common.NATURAL_DOMAINS)
-    captured = common.capture_domains(model, tokenizer, spec, {n: texts[n]["text"] for n in names}, common.DomainSplit())
+    texts = common.domain_texts(common.NATURAL_DOMAINS, natural_domains)
+    names = list(texts)
+    captured = common.capture_domains(model, tokenizer, spec, texts, common.domain_split())
     tasks, signatures = captured.inputs, captured.signatures
     # e = softmax(W a) − onehot(y): N×K float32 per task (393 MB at n=2000), kept on disk, two in memory
     errors = functools.lru_cache(maxsize=2)(
-        lambda i: common.cached_errors(model, tasks[i], common.CACHE_DIR / "errors" / f"{names[i]}.npy"))
+        lambda i: common.cached_errors(model, tasks[i], common.SETUP.cache_dir / "errors" / f"{names[i]}.npy"))
 
     # exact Gram blocks, one ledger entry per pair (resumable)
-    ledger = common.Ledger(common.CACHE_DIR / f"exp1_exact_{spec.sketch_id}.json")
+    ledger = common.Ledger(common.SETUP.cache_dir / f"exp1_exact_{spec.sketch_id}.json")
     pairs = [(i, j) for i in range(len(names)) for j in range(i, len(names))]
 
     def block(i: int, j: int) -> dict:
@@ -142,7 +138,7 @@ def main() -> None:
           f"sketch of one task given (a, e): {sketch_seconds:.1f} s "
           f"(pair: {exact_pair_seconds / (2 * sketch_seconds):.1f}x faster; paper: 89x)")
 
-    results = common.RESULTS_DIR
+    results = common.SETUP.results_dir
     heatmaps({f"exact {LABELS[q]}": exact["split"][q] for q in QUANTITIES}
              | {f"sketch {LABELS[q]}": getattr(sketch, q) for q in QUANTITIES},
              names, results / "paper_exp1_heatmaps.png",

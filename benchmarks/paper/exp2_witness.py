@@ -14,12 +14,7 @@ put it at 0 within its error bars.
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np
 import torch
@@ -36,6 +31,8 @@ from fisherhub.core.hashing import uniforms
 from fisherhub.core.exact import linear_cka
 
 PROMPT_SETS = {"P1": (0, 1), "P2": (2, 3)}  # document indices taken from every domain
+#: ``--quick``: a quick run's documents are 5 tokens, so each set takes 8 of every domain (a signature needs 20)
+QUICK_PROMPT_SETS = {"P1": tuple(range(8)), "P2": tuple(range(8, 16))}
 BLOCKS = ("low", "high")
 LABEL_STREAM = 1000  # hash stream of the witness labels (outside the library's streams)
 DOCS_PER_DOMAIN = 1000  # global doc index = domain number * 1000 + document (keeps the parity)
@@ -69,14 +66,15 @@ def block_errors(model, activations: torch.Tensor, block: str, stream: int) -> t
     return errors, labels + columns.start
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    common.paper_arguments(__doc__.splitlines()[0], argv=argv)
     started = time.time()
     model, tokenizer = common.load_base_model()
     spec = common.paper_spec(model, tokenizer)
-    texts = natural_domains()
-    domains = common.capture_domains(model, tokenizer, spec, {n: texts[n]["text"] for n in common.NATURAL_DOMAINS},
-                                     common.DomainSplit()).inputs
-    prompts = {label: prompt_set(domains, documents) for label, documents in PROMPT_SETS.items()}
+    texts = common.domain_texts(common.NATURAL_DOMAINS, natural_domains)
+    domains = common.capture_domains(model, tokenizer, spec, texts, common.domain_split()).inputs
+    prompt_sets = QUICK_PROMPT_SETS if common.SETUP.quick else PROMPT_SETS
+    prompts = {label: prompt_set(domains, documents) for label, documents in prompt_sets.items()}
 
     names, activations, errors, doc_indices, signatures = [], [], [], [], []
     for stream, (block, (label, inputs)) in enumerate(
@@ -100,7 +98,7 @@ def main() -> None:
     diagonal = torch.diagonal(inner, dim1=1, dim2=2)
     exact = inner / torch.sqrt(diagonal[:, :, None] * diagonal[:, None, :])
     sketch = alignment_matrix(signatures, names)
-    paired_cka = {label: linear_cka(prompts[label].activations, prompts[label].activations) for label in PROMPT_SETS}
+    paired_cka = {label: linear_cka(prompts[label].activations, prompts[label].activations) for label in prompt_sets}
     feature_cka = feature_cka_matrix(activations)
 
     rows, pairs = [], {}
@@ -124,7 +122,7 @@ def main() -> None:
                       f"{len(prompts['P2'])} tokens per prompt set, m={spec.m})")
 
     heatmaps({"exact A": exact[0], "sketch A": sketch.fisher, "sketch S_a (activation-only)": sketch.activation,
-              "sketch S_e": sketch.error}, names, common.RESULTS_DIR / "paper_exp2_witness.png",
+              "sketch S_e": sketch.error}, names, common.SETUP.results_dir / "paper_exp2_witness.png",
              "Exp. 2: same prompts, disjoint label blocks (low/high half of the vocabulary)", columns=4,
              limits=(-0.1, 1.1))
     path = write_json("paper_exp2_witness", {

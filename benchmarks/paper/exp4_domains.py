@@ -7,31 +7,26 @@ method picks a source among the other eleven by its similarity to the target's s
 regret and per-target Spearman against the ground truth (``transfer`` module). Paper (Llama-3.1-8B,
 100 domains): FisherSketch top-1 45.7% (10.9x random), max regret 0.119.
 
-    python -m benchmarks.paper.exp4_domains
+    python -m benchmarks.paper.exp4_domains           # full run
+    python -m benchmarks.paper.exp4_domains --quick   # seconds: tiny random model and domains, temp folder
 """
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.domains import natural_domains
 from benchmarks.paper import common
-from benchmarks.paper.transfer import official_flag, run
+from benchmarks.paper.transfer import run
 
 
-def main() -> None:
-    official_package = official_flag(__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    options = common.paper_arguments(__doc__.splitlines()[0], official=True, argv=argv)
     started = time.time()
-    domains = natural_domains()
-    run({name: domains[name]["text"] for name in common.NATURAL_DOMAINS}, "exp4_domains",
+    run(common.domain_texts(common.NATURAL_DOMAINS, natural_domains), "exp4_domains",
         f"Experiment 4: LoRA source selection over {len(common.NATURAL_DOMAINS)} natural domains, SmolLM2-135M "
         "(paper, Llama-3.1-8B, 100 domains: FisherSketch 45.7% top-1 = 10.9x random, max regret 0.119)",
-        {"top1": 0.457, "x_random": 10.9, "max_regret": 0.119, "domains": 100}, started, official_package)
+        {"top1": 0.457, "x_random": 10.9, "max_regret": 0.119, "domains": 100}, started, options.official_package)
 
 
 if __name__ == "__main__":

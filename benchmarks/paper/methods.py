@@ -2,43 +2,28 @@
 
 - head-input A: the head sketch of (a, δ = Wᵀe), δ the loss gradient at the head's input (d numbers per
   token instead of K), from the cached head inputs (no model pass).
-- network-level A over a module set (SPEC §2b): the LoRA target modules of the ground truth's adapters
-  (q_proj, v_proj of the top layers) or every linear module but the head ("all-linear"), one forward and
-  one backward pass of the full model per batch (``fisherhub.lm.network``).
+- network-level A over a module set (SPEC §2b, ``network``): the LoRA target modules of the ground truth's
+  adapters (q_proj, v_proj of the top layers) or every linear module but the head ("all-linear").
 - ``score="auto"``, A with the shrunk coupling, and the verdict of every selection (``fisherhub.analysis``),
   from the alignment matrices of the head signatures and, where computed, the other kinds.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
-from benchmarks.paper import common
+from benchmarks.paper import common, network, official
 from fisherhub.core.batch import HeadBatch
 from fisherhub import Signature, SketchState
 from fisherhub.lm.head import output_head
 from fisherhub.core.alignment import AlignmentMatrix, alignment_matrix
-from fisherhub.core.state import NetworkSketchState
-from fisherhub.lm.network import sketch_network_batch
-from fisherhub.lm.specs import network_spec_for_model
 from fisherhub.analysis.shrinkage import shrunk_fisher
 from fisherhub.analysis.verdict import score_selection
-from fisherhub.core.geometry import GEOMETRIES, SHRUNK, label, network_label
-
-#: module sets of the network-level signatures, fixed before any result: the adapters' targets, and all linear
-NETWORK_SETS = ("lora", "all_linear")
-#: m of the network sketches: a quarter of the head's, because their projections (four per module and
-#: position) make them the slowest part of every suite on 2 shared CPU cores (measured: 32 s per batch of 8
-#: prompts for the 20 LoRA modules at m = 4096)
-NETWORK_M = 1024
-
 
 def head_input_signature(spec, model, inputs: common.HeadInputs, name: str, cache: Path,
                          chunk_size: int = 512) -> Signature:
@@ -54,107 +39,6 @@ def head_input_signature(spec, model, inputs: common.HeadInputs, name: str, cach
             part = inputs.select(slice(start, start + chunk_size))
             state.update(HeadBatch(activations=part.activations, doc_index=part.doc_index, errors=common.head_errors(model, part.activations, part.targets) @ weight))
     state.flush()
-    signature = state.finalize({"base_model": "HuggingFaceTB/SmolLM2-135M-Instruct", "dataset": name})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    signature.save(path)
-    return signature
-
-
-class _PrefixEmbedding(torch.nn.Module):
-    """Stands in for the input embeddings of the model cut to its top layers: row r of a batch gets its example's
-    cached lower-layer states (left-padded as ``common.collate``; its last position feeds no scored prediction
-    and gets zeros). ``weight`` is the real embedding matrix (the capture reads its device)."""
-
-    def __init__(self, embeddings: torch.nn.Embedding):
-        super().__init__()
-        self.weight = embeddings.weight
-        self.rows: list[torch.Tensor] = []
-
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        hidden = torch.zeros(*input_ids.shape, self.weight.shape[1])
-        width = input_ids.shape[1]
-        for row, states in enumerate(self.rows):
-            hidden[row, width - len(states) - 1 : width - 1] = states
-        return hidden
-
-
-class _ScoredHead(torch.nn.Module):
-    """Stands in for the LM head: logits at the scored positions (``mask``, set before each batch), zeros
-    elsewhere. The loss reads only those, so its gradients are the real head's, at a fraction of the cost
-    when few positions are scored (one per prompt in exp. 3)."""
-
-    def __init__(self, head: torch.nn.Module):
-        super().__init__()
-        self.head = head
-        self.weight = head.weight
-        self.mask: torch.Tensor | None = None
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        logits = self.head(hidden[self.mask])
-        return torch.zeros(*hidden.shape[:2], logits.shape[-1], dtype=logits.dtype).index_put((self.mask,), logits)
-
-
-def scored_mask(batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    """(B, T): positions whose next token is scored (HF ``labels`` convention)."""
-    mask = torch.zeros_like(batch["labels"], dtype=torch.bool)
-    mask[:, :-1] = batch["labels"][:, 1:] != common.IGNORE_INDEX
-    return mask
-
-
-class _PassThrough(torch.nn.Module):
-    """A decoder layer that returns its input (the layers below the cached states)."""
-
-    def forward(self, hidden_states, *args, **kwargs):
-        return hidden_states
-
-
-@contextlib.contextmanager
-def top_layers(model, first_layer: int):
-    """``model`` running its layers ≥ ``first_layer`` only, on cached lower-layer states, and its head at the
-    scored positions only (yields the two stand-ins; ``network_signature`` sets them per batch); the layers
-    below pass their input through. Module names stay the
-    full model's, and so do the gradients of modules in the top layers (the layers below do not depend on
-    them), so network specs and signatures are those of the full model."""
-    decoder = model.get_decoder()
-    embeddings, layers, head = decoder.embed_tokens, decoder.layers, model.lm_head
-    stand_in = _PrefixEmbedding(embeddings)
-    decoder.embed_tokens, model.lm_head = stand_in, _ScoredHead(head)
-    decoder.layers = torch.nn.ModuleList([_PassThrough() for _ in range(first_layer)] + list(layers)[first_layer:])
-    try:
-        yield stand_in, model.lm_head
-    finally:
-        decoder.embed_tokens, decoder.layers, model.lm_head = embeddings, layers, head
-
-
-def network_spec(model, tokenizer, module_set: str, lora: common.LoraSettings, granularity: str):
-    """The network spec of a module set (``NETWORK_SETS``: for "lora" the adapters' targets in the top layers);
-    m = ``NETWORK_M``, the head's seed."""
-    if module_set == "lora":
-        modules = [f"model.layers.{layer}.self_attn.{target}" for layer in range(lora.first_layer, len(model.get_decoder().layers))
-                   for target in lora.target_modules]
-    else:
-        modules = "all-linear"
-    return network_spec_for_model(model, tokenizer, modules=modules, m=NETWORK_M, seed=common.SKETCH_SEED,
-                                  granularity=granularity)
-
-
-def network_signature(spec, model, examples: Sequence[common.Example], name: str, cache: Path,
-                      batch_size: int = 8, prefix: Mapping[str, torch.Tensor] | None = None, stand_in=None) -> Signature:
-    """The network signature of a task's examples (one forward + backward per batch; cached under ``cache``).
-    With ``prefix`` (``common.prefix_states``) the model runs inside ``top_layers`` and ``stand_in`` is what
-    that yields (the embedding and head stand-ins)."""
-    path = cache / spec.sketch_id / f"{name}.sig"
-    if path.exists():
-        return Signature.load(path)
-    state = NetworkSketchState(spec)
-    for start in tqdm(range(0, len(examples), batch_size), desc=f"network {name}", leave=False):
-        chunk = examples[start : start + batch_size]
-        batch = common.collate(chunk)
-        if stand_in is not None:
-            embeddings, head = stand_in
-            embeddings.rows = [prefix[common.prefix_key(e)] for e in chunk]
-            head.mask = scored_mask(batch)
-        sketch_network_batch([state], model, batch)
     signature = state.finalize({"base_model": "HuggingFaceTB/SmolLM2-135M-Instruct", "dataset": name})
     path.parent.mkdir(parents=True, exist_ok=True)
     signature.save(path)
@@ -198,14 +82,11 @@ def added_methods(model, tokenizer, spec, suite: str, names: Sequence[str], inpu
     package's ``recommend(method="auto")`` unless not ``official_package`` (it costs about 0.2 s per token on one
     CPU thread). ``error_path_of(k)``: the .npy file of task k's e (written if missing).
     """
-    from benchmarks.paper import official
-    from benchmarks.paper.network_signatures import suite_network_signatures
-
-    cache = common.CACHE_DIR / "tasks"
+    cache = common.SETUP.cache_dir / "tasks"
     kinds = {"head_input": [head_input_signature(spec, model, task, f"{suite}-{name.replace('/', '-')}", cache)
                             for task, name in zip(inputs, names)]}
     for module_set in network_sets:
-        kinds[f"network_{module_set}"] = suite_network_signatures(suite, module_set, tokenizer, dict(examples))
+        kinds[f"network_{module_set}"] = network.suite_network_signatures(suite, module_set, tokenizer, dict(examples))
     matrices = extra_matrices(kinds, names)
     scores = {key: matrix.fisher for key, matrix in matrices.items()}
     auto_head, selections_head = regime_scores(head, {"head_input": matrices["head_input"]})
@@ -218,7 +99,7 @@ def added_methods(model, tokenizer, spec, suite: str, names: Sequence[str], inpu
         scores["auto"] = auto["auto"]
     if not official_package:
         return scores, selections, None
-    folder = common.CACHE_DIR / "official" / suite
+    folder = common.SETUP.cache_dir / "official" / suite
     activation_paths = []
     for task, name in zip(inputs, names):
         path = folder / f"{name.replace('/', '-')}.a.npy"
@@ -246,13 +127,3 @@ def trust_table(selections: Sequence[dict], transfers: Sequence[torch.Tensor]) -
                   "mean_regret": sum(r[1] for r in rows) / len(rows) if rows else None,
                   "mean_probability_best": sum(r[2] for r in rows) / len(rows) if rows else None}
             for key, rows in groups.items()}
-
-
-#: table names of the methods above
-LABELS = {
-    **{name: label(name) for name in ("head_input", *SHRUNK)},
-    "network_lora": network_label("LoRA modules"), "network_all_linear": network_label("all-linear"),
-    "auto_head": "auto (head + head-input)", "auto": "auto (+ network-level)",
-    "official_auto": "official fishersketch recommend(auto)", "random": "random",
-    **{f"exact_{name}": f"exact {GEOMETRIES[name].symbol}, Gram form (diagnostic)" for name in ("fisher", "error")},
-}

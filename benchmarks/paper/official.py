@@ -1,12 +1,12 @@
 """The paper author's package (PyPI ``fishersketch`` 0.2.1) on the same captured (a, e) streams.
 
-It lives in a virtual environment of its own (``OFFICIAL_PYTHON``), since it shares no code with this
-library and imports as ``fishersketch``. ``recommend`` writes each task's streams as .npy files (a: (N, d),
+It lives in a virtual environment of its own, whose interpreter ``FISHERSKETCH_OFFICIAL_PYTHON`` names
+(``official_python``), since it shares no code with this library and imports as ``fishersketch``. ``recommend`` writes each task's streams as .npy files (a: (N, d),
 e = softmax(W a) − onehot(y): (N, K), float32) and a manifest, runs this file under that interpreter, and
 reads back, for every target, the package's ``FisherAtlas.recommend(target, method="auto")``: its ranking
 of the other tasks, the regime it read and its confidence. Only the package's public API is called.
 
-    /work/venv-official/bin/python benchmarks/paper/official.py MANIFEST.json RESULT.json
+    $FISHERSKETCH_OFFICIAL_PYTHON benchmarks/paper/official.py MANIFEST.json RESULT.json
 """
 
 from __future__ import annotations
@@ -18,10 +18,26 @@ import sys
 import time
 from pathlib import Path
 
-OFFICIAL_PYTHON = Path(os.environ.get("FISHERSKETCH_OFFICIAL_PYTHON", "/work/venv-official/bin/python"))
+#: the environment variable naming the interpreter of a virtual environment with ``pip install fishersketch==0.2.1``
+OFFICIAL_PYTHON_VARIABLE = "FISHERSKETCH_OFFICIAL_PYTHON"
 #: the package's own settings beside ours: m = 4096, seed 0; its default shrinkage
 SKETCH_DIM, SEED = 4096, 0
 CHUNK = 256
+
+
+def official_python(required: bool = True) -> Path | None:
+    """The official package's interpreter (``OFFICIAL_PYTHON_VARIABLE``); None where it is unset and not
+    ``required``. Exits with a message where it is required and unset, or set to a missing file."""
+    value = os.environ.get(OFFICIAL_PYTHON_VARIABLE)
+    if not value:
+        if not required:
+            return None
+        raise SystemExit(f"set {OFFICIAL_PYTHON_VARIABLE} to the python of a virtual environment with "
+                         "`pip install fishersketch==0.2.1`, or pass --no-official to leave the package out")
+    if not Path(value).is_file():
+        raise SystemExit(f"{OFFICIAL_PYTHON_VARIABLE}={value}: no such file (the python of a virtual environment "
+                         "with fishersketch 0.2.1)")
+    return Path(value)
 
 
 def recommend(names, activation_paths, error_paths, result_path: Path) -> dict:
@@ -33,7 +49,7 @@ def recommend(names, activation_paths, error_paths, result_path: Path) -> dict:
     manifest.write_text(json.dumps({"names": list(names), "activations": [str(p) for p in activation_paths],
                                     "errors": [str(p) for p in error_paths]}))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    subprocess.run([str(OFFICIAL_PYTHON), __file__, str(manifest), str(result_path)], check=True, env=env)
+    subprocess.run([str(official_python()), __file__, str(manifest), str(result_path)], check=True, env=env)
     return json.loads(result_path.read_text())
 
 

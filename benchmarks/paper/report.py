@@ -12,12 +12,12 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.paper.common import RESULTS_DIR
+from benchmarks.paper import common
 
 
 def write_json(name: str, payload: Mapping, started: float) -> Path:
-    """``benchmarks/results/<name>.json`` with the command, run time and environment beside ``payload``."""
-    path = RESULTS_DIR / f"{name}.json"
+    """``<results>/<name>.json`` (``common.SETUP``) with the command, run time and environment beside ``payload``."""
+    path = common.SETUP.results_dir / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {
         "command": "python -m " + sys.modules["__main__"].__spec__.name if sys.modules["__main__"].__spec__

@@ -7,20 +7,10 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
-if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
+from benchmarks.paper import selection_methods  # noqa: F401  (registers the methods)
 from benchmarks.paper.common import RESULTS_DIR
-from benchmarks.paper.methods import LABELS
-from benchmarks.paper.transfer import METHODS
-
-ORDER = ("fishersketch", "head_input", "network_lora", "network_all_linear", "auto", "auto_head", "fisher_shrunk", "fisher_shrunk_separable",
-         "activation", "error", "linear_cka", "embedding", "diagonal_fisher", "official_auto", "random",
-         "exact_fisher", "exact_error")
-LABELS = METHODS | LABELS
-
+from benchmarks.registry import labels
 
 def _cell(entry, digits: int = 3) -> str:
     low, high = entry["ci95"]
@@ -29,13 +19,13 @@ def _cell(entry, digits: int = 3) -> str:
 
 def table(name: str) -> str:
     result = json.loads((RESULTS_DIR / f"{name}.json").read_text())
-    labels = LABELS | ({"linear_cka": "linear CKA (paired)"} if "exp3" in name else {})
+    names = labels(name.split("_")[1])
     boot = result["bootstrap"]
     lines = ["| method | top-1 [95% CI] | mean regret | max regret | Δtop-1 vs head A | Δmean regret vs head A | "
              "Δtop-1 vs text embedding | Δmean regret vs text embedding |", "|---|---|---|---|---|---|---|---|"]
-    for key in [k for k in ORDER if k in boot["methods"]]:
+    for key in [k for k in names if k in boot["methods"]]:
         metrics = boot["methods"][key]
-        cells = [labels.get(key, key), _cell(metrics["top1"]), _cell(metrics["mean_regret"]), _cell(metrics["max_regret"])]
+        cells = [names[key], _cell(metrics["top1"]), _cell(metrics["mean_regret"]), _cell(metrics["max_regret"])]
         for reference in ("fishersketch", "embedding"):
             difference = boot["differences"].get(f"{key} - {reference}")
             cells += ["–", "–"] if difference is None else [_cell(difference["top1"]), _cell(difference["mean_regret"])]

@@ -17,7 +17,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from benchmarks.paper import baselines, common, methods
+from benchmarks.paper import common
+from benchmarks.paper.selection_methods import SelectionInputs, available_needs, score_matrices
 from benchmarks.paper.methods import trust_table
 from benchmarks.paper.report import heatmaps, matrix_rows, print_bootstrap, print_table, regime_counts, write_json
 from benchmarks.paper.scoring import (
@@ -29,20 +30,8 @@ from benchmarks.paper.scoring import (
     random_selection,
     selection_score,
 )
+from benchmarks.registry import check_references, labels, methods_of
 from fisherhub import alignment_matrix
-from fisherhub.core.geometry import label
-
-METHODS = {
-    "fishersketch": label("fisher"),
-    "activation": label("activation"),
-    "error": label("error"),
-    "linear_cka": "linear CKA (feature-level)",
-    "embedding": "mean text embedding (LoraRetriever-style)",
-    "diagonal_fisher": "diagonal head Fisher (TaskEmb-style)",
-}
-LABELS = METHODS | methods.LABELS
-DEFAULT_LORA, DEFAULT_SPLIT = common.LoraSettings(), common.DomainSplit()
-
 
 @dataclasses.dataclass
 class TransferStudy:
@@ -97,38 +86,38 @@ class TransferStudy:
         return {key: trust_table(value, transfers) for key, value in self.selections.items()}
 
 
-def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: common.LoraSettings = DEFAULT_LORA,
-                   split: common.DomainSplit = DEFAULT_SPLIT, seeds: Sequence[int] = common.LORA_SEEDS,
+def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: common.LoraSettings | None = None,
+                   split: common.DomainSplit | None = None, seeds: Sequence[int] = common.LORA_SEEDS,
                    official_package: bool = True) -> TransferStudy:
-    """Signatures, baselines, adapters and held-out NLLs of ``texts`` (domain → documents), all cached."""
+    """Signatures, every registered selection method's scores, adapters and held-out NLLs of ``texts``
+    (domain → documents), all cached. The methods run before the adapters are trained, so a broken one fails
+    first."""
+    settings, split = settings or common.lora_settings(), split or common.domain_split()
+    suite = group.split("_")[0]
+    chosen = methods_of(suite, available_needs(official_package))
     model, tokenizer = common.load_base_model()
     spec = common.paper_spec(model, tokenizer)
     captured = common.capture_domains(model, tokenizer, spec, texts, split)
     names, tasks, signatures = captured.names, captured.inputs, captured.signatures
     task_examples, eval_examples = captured.task_examples, captured.eval_examples
     sketch = alignment_matrix(signatures, names)
-    scores = {"fishersketch": sketch.fisher, "activation": sketch.activation, "error": sketch.error}
+
     def error_path(k: int):
-        path = common.CACHE_DIR / "errors" / f"{names[k]}.npy"
+        path = common.SETUP.cache_dir / "errors" / f"{names[k]}.npy"
         if not path.exists():
             common.cached_errors(model, tasks[k], path)
         return path
 
-    baseline_ledger = common.Ledger(common.CACHE_DIR / f"{group}_baselines_{common.config_key(split)}.json")
-    task_texts = [[tokenizer.decode(e.input_ids) for e in task_examples[name]] for name in names]
-    computed = {
-        "linear_cka": lambda: baselines.feature_cka_matrix([t.activations for t in tasks]),
-        "embedding": lambda: baselines.sentence_embedding_matrix(task_texts),
-        "diagonal_fisher": lambda: baselines.diagonal_fisher_matrix(
-            tasks, lambda k: common.cached_errors(model, tasks[k], error_path(k))),
-    }
-    for key, compute in computed.items():
-        scores[key] = torch.tensor(baseline_ledger.get(key, lambda compute=compute: compute().tolist()), dtype=torch.float64)
+    inputs = SelectionInputs(suite, names, model, tokenizer, spec, tasks, task_examples,
+                             [[tokenizer.decode(e.input_ids) for e in task_examples[name]] for name in names],
+                             sketch, error_path, official_package)
+    baseline_ledger = common.Ledger(common.SETUP.cache_dir / f"{group}_baselines_{common.config_key(split)}.json")
+    scores = score_matrices(inputs, chosen, baseline_ledger)
 
-    bench = common.LoraBench(model, settings, common.CACHE_DIR)
+    bench = common.LoraBench(model, settings, common.SETUP.cache_dir)
     for name in tqdm(names, desc="prefix states"):
         bench.prefix_states(task_examples[name] + eval_examples[name], group=name)
-    nll_ledger = common.Ledger(common.CACHE_DIR / f"{group}_document_nll_{common.config_key(settings, split)}.json")
+    nll_ledger = common.Ledger(common.SETUP.cache_dir / f"{group}_document_nll_{common.config_key(settings, split)}.json")
 
     keys = {name: f"{name}:{common.examples_key(task_examples[name])}" for name in names}
     eval_keys = {name: f"{name}:{common.examples_key(eval_examples[name])}" for name in names}
@@ -153,10 +142,8 @@ def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: com
             weights = bench.adapter(source, task_examples[source], seed)
             adapted[r, s] = _padded([held_out_nll(source, seed, weights, t) for t in names], units)
     ground_truth = HeldOutLosses(base, adapted, counts, relative_perplexity=True)
-    added, selections, official_recommendations = methods.added_methods(
-        model, tokenizer, spec, group.split("_")[0], names, tasks, task_examples, sketch, error_path,
-        official_package=official_package)
-    return TransferStudy(names, ground_truth, scores | added, spec.sketch_id, settings, split, [len(t) for t in tasks],
+    _, selections, official_recommendations = inputs.added
+    return TransferStudy(names, ground_truth, scores, spec.sketch_id, settings, split, [len(t) for t in tasks],
                          selections, official_recommendations)
 
 
@@ -164,18 +151,23 @@ def _padded(rows: Sequence[Sequence[float]], width: int) -> np.ndarray:
     return np.array([list(row) + [0.0] * (width - len(row)) for row in rows])
 
 
-def report(study: TransferStudy, title: str, figure: str) -> list[list]:
+#: the methods every selection table compares the others with (paired bootstrap differences), where they ran
+REFERENCES = ("fishersketch", "embedding")
+
+
+def report(study: TransferStudy, suite: str, title: str, figure: str) -> list[list]:
     """Print the selection table and write the heatmaps; return the table rows."""
+    names = labels(suite)
     selection, pooled = study.selection(), study.pooled()
     random_top1 = selection["random"].top1
-    rows = [[LABELS.get(key, key), s.top1, s.top1 / random_top1, s.mean_regret, s.max_regret, s.mean_spearman,
+    rows = [[names[key], s.top1, s.top1 / random_top1, s.mean_regret, s.max_regret, s.mean_spearman,
              *(pooled.get(key, (None, None)))] for key, s in selection.items()]
     print_table(["method", "top-1", "x random", "mean regret", "max regret", "Spearman/target", "pooled rho", "pooled p"],
                 rows, title=title)
-    heatmaps({"transfer (1 - ppl_s/ppl_base)": study.transfer} | {LABELS.get(k, k): v for k, v in study.scores.items()},
-             study.names, common.RESULTS_DIR / figure, title, columns=4)
+    heatmaps({"transfer (1 - ppl_s/ppl_base)": study.transfer} | {names[k]: v for k, v in study.scores.items()},
+             study.names, common.SETUP.results_dir / figure, title, columns=4)
     bootstrap = study.bootstrap()
-    print_bootstrap(bootstrap, LABELS, ("fishersketch", "embedding"),
+    print_bootstrap(bootstrap, names, [r for r in REFERENCES if r in study.scores],
                     f"{title}: paired bootstrap ({bootstrap['draws']} draws over targets and held-out documents)")
     print("regimes:", {key: regime_counts(value) for key, value in study.selections.items()})
     print("trust:", study.trust())
@@ -184,19 +176,13 @@ def report(study: TransferStudy, title: str, figure: str) -> list[list]:
 
 def run(texts: Mapping[str, Sequence[str]], group: str, title: str, paper: dict, started: float,
         official_package: bool = True) -> TransferStudy:
-    """``transfer_study`` + ``report`` + ``benchmarks/results/paper_<group>.json`` and ``.png``."""
+    """``transfer_study`` + ``report`` + ``<results>/paper_<group>.json`` and ``.png``; the methods the tables
+    name are checked first."""
+    suite = group.split("_")[0]
+    check_references(suite, REFERENCES)
     study = transfer_study(texts, group=group, official_package=official_package)
-    report(study, title, f"paper_{group}.png")
-    path = write_json(f"paper_{group}", {"description": title, "paper": paper, **study.as_dict()}, started)
+    report(study, suite, title, f"paper_{group}.png")
+    path = write_json(f"paper_{group}", {"description": title, "paper": paper, "quick": common.SETUP.quick,
+                                         **study.as_dict()}, started)
     print(f"wrote {path}")
     return study
-
-
-def official_flag(description: str) -> bool:
-    """``--no-official`` on the command line: leave out the paper author's package (slow on CPU)."""
-    import argparse
-
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--no-official", action="store_true",
-                        help="leave out the official fishersketch package (about 0.2 s per token on one CPU thread)")
-    return not parser.parse_args().no_official

@@ -1,0 +1,8 @@
+"""What tests and benchmarks share: tiny random models, exact oracles and a local Hub server (no downloads).
+
+- ``fisherhub.testing.tiny_models``: tiny random causal LMs of several families and a character tokenizer;
+- ``fisherhub.testing.oracles``: small synthetic (a, e) tasks from a shared softmax head, and their sketch;
+- ``fisherhub.testing.hub_server``: an in-process stand-in for the Hub's HTTP API (standard library + yaml).
+
+Nothing here is imported by the library itself; each module imports only what it needs, on import.
+"""

@@ -1,0 +1,472 @@
+"""A local stand-in for the part of the Hugging Face Hub HTTP API that `huggingface_hub` 2.4 uses.
+
+Tests point the real client at it (``HF_ENDPOINT``, set in ``conftest.py``); nothing here contacts the Hub.
+Repos (model / dataset / space) live in memory with a git-like history: commits with 40-hex ids and one
+parent, files as bytes identified by their git blob sha1, branches (``main``) and PR refs (``refs/pr/N``).
+A new repo has the Hub's "initial commit" (a ``.gitattributes``). Protocol notes: /work/shared/hub-protocol.md.
+
+{t} = models|datasets|spaces; {id} = namespace/name; {rev} (URL-quoted) = a branch, refs/heads/<b>,
+refs/pr/<n> or a commit id (40 hex, or a unique prefix of 7+).
+
+  POST /api/repos/create           {name, organization, type, visibility|private, sdk} -> {url}; 409 if it exists
+  GET  /api/whoami-v2              the test user
+  POST /api/validate-yaml          {content, repoType} -> {errors, warnings}; 400 for invalid front matter
+  GET  /api/{t}                    ?search= &author= &filter= (tags; repeated: all must match) &limit= &full=
+                                   &cardData= &expand= -> repo infos (the Hub's default fields), oldest first
+  GET  /api/{t}/{id}[/revision/{rev}]   ?blobs= -> id, sha, siblings, tags, cardData, lastModified, ...
+  GET  /api/{t}/{id}/tree/{rev}[/{path}]   ?recursive= -> directories and files
+  GET  /api/{t}/{id}/commits/{rev}  history, newest first
+  POST /api/{t}/{id}/preupload/{rev}   uploadMode "regular" for every file, oid = remote blob sha1 or null
+  POST /api/{t}/{id}/commit/{rev}  NDJSON header/file/deletedFile/deletedFolder; ?create_pr=1 -> refs/pr/N;
+                                   412 "A commit has happened since..." when parentCommit is not the head
+  HEAD|GET /[datasets/|spaces/]{id}/resolve/{rev}/{path}   X-Repo-Commit, ETag, Content-Length; Range -> 206
+
+Errors: 404 with X-Error-Code RepoNotFound / RevisionNotFound / EntryNotFound (the client maps them to its
+exceptions); a gated repo (``Repo.gated``) lists its info and tree but answers file reads with 401 (no token)
+or 403 (a token not in ``Repo.granted``) and X-Error-Code GatedRepo, as the Hub does; a private repo whose
+``granted`` is not empty is hidden (404 RepoNotFound, left out of listings) from reads with any other token; 401 on writes without a Bearer token, 400 with a message for anything unsupported or failing
+here: never 5xx/408/429, which the client retries with a long backoff. Tags come from the card as on the
+Hub: ``tags``, ``library_name``, ``license:``, ``language:``, ``dataset:`` and, for models, ``base_model:<id>``
+and ``base_model:<relation>:<id>`` (``base_model_relation``, else ``adapter`` when the repo has
+``adapter_config.json``, else ``finetune``). No LFS/Xet: every upload is inline base64 in the commit.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import json
+import re
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import yaml
+
+GITATTRIBUTES = b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n*.bin filter=lfs diff=lfs merge=lfs -text\n"
+PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
+TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
+YAML_BLOCK = re.compile(r"^(\s*---(?:\r\n|\r|\n))([\S\s]*?)((?:\r\n|\r|\n)---[ \t]*(\r\n|\n|$))")  # the client's
+CONFLICT = "A commit has happened since. Please refresh and try again."  # the Hub's 412 message
+
+
+def git_blob_sha(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+
+
+def card_metadata(text: str) -> dict | None:
+    """YAML front matter of a repo card (None without one); raises when it is not valid YAML or not a mapping."""
+    match = YAML_BLOCK.search(text)
+    if match is None:
+        return None
+    data = yaml.load(match.group(2), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # C parser when built
+    if data is not None and not isinstance(data, dict):
+        raise ValueError("repo card metadata must be a YAML mapping")
+    return data or {}
+
+
+def as_list(value) -> list[str]:
+    return [str(v) for v in (value if isinstance(value, list) else [value])] if value else []
+
+
+def flag(query: dict, name: str) -> bool:
+    return query.get(name, [""])[0].lower() in ("1", "true")
+
+
+class HubError(Exception):
+    """An HTTP error answer: status, message (JSON ``error`` and X-Error-Message), optional X-Error-Code."""
+
+    def __init__(self, status: int, message: str, code: str | None = None, headers: dict | None = None, **body):
+        super().__init__(message)
+        self.status, self.code, self.headers, self.body = status, code, headers or {}, {"error": message, **body}
+
+
+@dataclass
+class Commit:
+    oid: str
+    parent: str | None
+    files: dict[str, bytes]
+    title: str
+    message: str = ""
+    date: str = field(default_factory=now)
+
+
+class Repo:
+    """One repo: ``commits`` by id and ``refs`` (``refs/heads/<b>``, ``refs/pr/<n>``) -> commit id."""
+
+    def __init__(self, repo_type: str, repo_id: str, private: bool = False, sdk: str | None = None):
+        self.type, self.id, self.private, self.sdk, self.created, self.prs = repo_type, repo_id, private, sdk, now(), 0
+        self.gated: str | bool = False  # "auto" / "manual": file contents need a granted token (``granted``)
+        self.granted: set[str] = set()
+        self.read_only = False  # commits answer 403, as the Hub does for a token without write access
+        self.commits: dict[str, Commit] = {}
+        self.cards: dict[str, dict | None] = {}  # commit id -> parsed card metadata
+        self.refs = {"refs/heads/main": self.add_commit(None, {".gitattributes": GITATTRIBUTES}, "initial commit")}
+
+    def add_commit(self, parent: str | None, files: dict[str, bytes], title: str, message: str = "") -> str:
+        seed = json.dumps([parent, sorted((p, git_blob_sha(b)) for p, b in files.items()), title, time.time_ns()])
+        oid = hashlib.sha1(seed.encode()).hexdigest()
+        self.commits[oid] = Commit(oid, parent, dict(files), title, message)
+        return oid
+
+    def ref_name(self, rev: str) -> str | None:
+        return next((name for name in (rev, f"refs/heads/{rev}") if name in self.refs), None)
+
+    def resolve(self, rev: str) -> Commit:
+        if (ref := self.ref_name(rev)) is not None:
+            return self.commits[self.refs[ref]]
+        found = [c for oid, c in self.commits.items() if oid.startswith(rev.lower())] if len(rev) >= 7 else []
+        if len(found) != 1:
+            raise HubError(404, f"Invalid rev id: {rev}", "RevisionNotFound")
+        return found[0]
+
+    def history(self, oid: str | None) -> list[Commit]:
+        out = []
+        while oid is not None:
+            out.append(self.commits[oid])
+            oid = self.commits[oid].parent
+        return out
+
+    def card(self, commit: Commit) -> dict | None:
+        if commit.oid not in self.cards:  # commits never change: parse each card once
+            try:
+                self.cards[commit.oid] = card_metadata(commit.files["README.md"].decode("utf-8")) if "README.md" in commit.files else None
+            except Exception:  # on the Hub a repo with a broken card just has no cardData
+                self.cards[commit.oid] = None
+        return copy.deepcopy(self.cards[commit.oid])
+
+    def tags(self, commit: Commit) -> list[str]:
+        card = self.card(commit) or {}
+        tags = as_list(card.get("tags")) + as_list(card.get("library_name"))
+        tags += [f"license:{v}" for v in as_list(card.get("license"))]
+        tags += [f"language:{v}" for v in as_list(card.get("language"))]
+        if self.type == "model":
+            tags += [f"dataset:{v}" for v in as_list(card.get("datasets"))]
+            adapter = "adapter_config.json" in commit.files
+            relation = card.get("base_model_relation") or ("adapter" if adapter else "finetune")
+            for base in as_list(card.get("base_model")):
+                tags += [f"base_model:{base}", f"base_model:{relation}:{base}"]
+        return list(dict.fromkeys(tags))
+
+    def info(self, commit: Commit, blobs: bool = False) -> dict:
+        siblings = [{"rfilename": p, **({"size": len(b), "blobId": git_blob_sha(b)} if blobs else {})}
+                    for p, b in sorted(commit.files.items())]
+        out = {"_id": hashlib.md5(self.id.encode()).hexdigest()[:24], "id": self.id, "author": self.id.split("/")[0],
+               "sha": commit.oid, "lastModified": commit.date, "createdAt": self.created, "private": self.private,
+               "gated": self.gated, "disabled": False, "downloads": 0, "likes": 0, "tags": self.tags(commit),
+               "siblings": siblings, **({"modelId": self.id} if self.type == "model" else {}),
+               **({"sdk": self.sdk} if self.type == "space" else {})}
+        if (card := self.card(commit)) is not None:
+            out["cardData"] = card
+            if card.get("library_name"):
+                out["library_name"] = card["library_name"]
+        return out
+
+
+def tree_entries(files: dict[str, bytes], base: str, recursive: bool) -> list[dict]:
+    """Directories then files under ``base`` ('' = root), as /tree lists them; 404 when base is no directory."""
+    prefix = base.strip("/") + "/" if base.strip("/") else ""
+    under = {p: b for p, b in sorted(files.items()) if p.startswith(prefix)}
+    if prefix and not under:
+        raise HubError(404, f"{base} does not exist or is not a directory", "EntryNotFound")
+    dirs, out = set(), []
+    for path, data in under.items():
+        parts = path[len(prefix):].split("/")
+        dirs.update(prefix + "/".join(parts[:i]) for i in range(1, len(parts) if recursive else min(2, len(parts))))
+        if recursive or len(parts) == 1:
+            out.append({"type": "file", "oid": git_blob_sha(data), "size": len(data), "path": path})
+    for d in sorted(dirs, reverse=True):
+        content = json.dumps([(p, git_blob_sha(b)) for p, b in under.items() if p.startswith(d + "/")])
+        out.insert(0, {"type": "directory", "oid": hashlib.sha1(content.encode()).hexdigest(), "size": 0, "path": d})
+    return out
+
+
+def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """(start, end inclusive) of a single ``bytes=`` range; None (whole file) without one or for several."""
+    match = re.fullmatch(r"\s*bytes=(\d*)-(\d*)\s*", header or "")
+    if match is None or match.groups() == ("", ""):
+        return None
+    first, last = match.groups()
+    start, end = (max(size - int(last), 0), size - 1) if first == "" else (int(first), int(last or size - 1))
+    if start >= size or start > end:
+        raise HubError(416, f"Range not satisfiable: {header}", headers={"Content-Range": f"bytes */{size}"})
+    return start, min(end, size - 1)
+
+
+class HubServer:
+    """In-memory Hub on a free loopback port: ``start()``, ``stop()``, ``endpoint``, ``reset()``; for tests
+    ``repo()``, ``files()``, ``commit_count()`` and ``requests`` (method, path, Range header) seen since reset."""
+
+    def __init__(self, user: str = "tester", host: str = "127.0.0.1"):
+        self.user, self.host, self.endpoint = user, host, ""
+        self.repos: dict[tuple[str, str], Repo] = {}  # (repo type, repo id) -> Repo
+        self.requests: list[tuple[str, str, str | None]] = []
+        self.lock = threading.RLock()
+        self._httpd: ThreadingHTTPServer | None = None
+
+    def start(self) -> HubServer:
+        self._httpd = ThreadingHTTPServer((self.host, 0), type("Handler", (_Handler,), {"hub": self}))
+        self._httpd.daemon_threads = True
+        self.endpoint = f"http://{self.host}:{self._httpd.server_address[1]}"
+        threading.Thread(target=self._httpd.serve_forever, name="hub-server", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def reset(self) -> None:
+        with self.lock:
+            self.repos.clear()
+            self.requests.clear()
+
+    def repo(self, repo_id: str, repo_type: str = "model") -> Repo:
+        with self.lock:
+            if (repo := self.repos.get((repo_type, repo_id))) is None:
+                raise HubError(404, f"Repository not found: {repo_type} {repo_id}", "RepoNotFound")
+            return repo
+
+    def readable(self, h, repo_id: str, repo_type: str) -> Repo:
+        """The repo, as a read with this request's token sees it (a private repo: 404 unless granted)."""
+        repo = self.repo(repo_id, repo_type)
+        if not self.may_read(h, repo):
+            raise HubError(404, f"Repository not found: {repo_type} {repo_id}", "RepoNotFound")
+        return repo
+
+    @staticmethod
+    def may_read(h, repo: Repo) -> bool:
+        token = h.headers.get("Authorization", "").removeprefix("Bearer ")
+        return not (repo.private and repo.granted) or token in repo.granted
+
+    def files(self, repo_id: str, repo_type: str = "model", revision: str = "main") -> dict[str, bytes]:
+        with self.lock:
+            return dict(self.repo(repo_id, repo_type).resolve(revision).files)
+
+    def commit_count(self, repo_id: str, repo_type: str = "model", revision: str = "main") -> int:
+        with self.lock:
+            repo = self.repo(repo_id, repo_type)
+            return len(repo.history(repo.resolve(revision).oid))
+
+    def url(self, repo: Repo) -> str:
+        return f"{self.endpoint}/{PREFIX[repo.type]}{repo.id}"
+
+    # ----- endpoints: handler, request body, URL groups -> (status, JSON-able or bytes[, headers]) -----
+    def create_repo(self, h, body):
+        repo_type, name = body.get("type") or "model", body.get("name") or ""
+        org = body.get("organization") or self.user
+        if repo_type not in PREFIX or not re.fullmatch(r"[\w.-]{1,96}", name) or not re.fullmatch(r"[\w.-]+", org):
+            raise HubError(400, f"Invalid repo type or name: {repo_type!r} {org}/{name}")
+        with self.lock:
+            if (key := (repo_type, f"{org}/{name}")) in self.repos:
+                raise HubError(409, f"You already created this {repo_type} repo", url=self.url(self.repos[key]))
+            private = body.get("visibility") == "private" or bool(body.get("private"))
+            self.repos[key] = repo = Repo(repo_type, key[1], private, body.get("sdk"))
+        return 200, {"url": self.url(repo), "name": repo.id, "id": repo.id}
+
+    def whoami(self, h, body):
+        return 200, {"type": "user", "id": "0" * 24, "name": self.user, "fullname": self.user, "orgs": [],
+                     "auth": {"type": "access_token", "accessToken": {"displayName": "tests", "role": "write"}}}
+
+    def validate_yaml(self, h, body):
+        try:
+            meta = card_metadata(body.get("content") or "")
+        except Exception as err:
+            return 400, {"errors": [{"message": f"Invalid YAML in repo card: {err}"}], "warnings": []}
+        warnings = [] if meta else [{"message": "Empty or missing yaml metadata in repo card"}]
+        return 200, {"errors": [], "warnings": warnings}
+
+    def list_repos(self, h, body, t):
+        q, out = h.query, []
+        # the fields the Hub lists by default; more with full / cardData; exactly id + expand[] with expand
+        keep = {"_id", "id", "modelId", "private", "tags", "downloads", "likes", "createdAt", "library_name"}
+        if t != "models" or flag(q, "full"):
+            keep |= {"author", "sha", "lastModified", "gated", "disabled", "sdk"}
+        keep |= {"siblings", "cardData"} if flag(q, "full") else {"cardData"} if flag(q, "cardData") else set()
+        if expand := q.get("expand", []) + q.get("expand[]", []):
+            keep = {"_id", "id", *expand}
+        with self.lock:
+            for (repo_type, repo_id), repo in self.repos.items():
+                info = repo.info(repo.resolve("main"))
+                if (repo_type != TYPES[t] or not self.may_read(h, repo) or q.get("author", [info["author"]])[0] != info["author"]
+                        or q.get("search", [""])[0].lower() not in repo_id.lower()
+                        or not all(f in info["tags"] for f in q.get("filter", []))):
+                    continue
+                out.append({k: v for k, v in info.items() if k in keep})
+        return 200, out[: int(q["limit"][0])] if q.get("limit") else out
+
+    def repo_info(self, h, body, t, repo_id, rev):
+        with self.lock:
+            repo = self.readable(h, repo_id, TYPES[t])
+            return 200, repo.info(repo.resolve(rev or "main"), blobs=flag(h.query, "blobs"))
+
+    def tree(self, h, body, t, repo_id, rev, path):
+        with self.lock:
+            files = self.readable(h, repo_id, TYPES[t]).resolve(rev).files
+            return 200, tree_entries(files, path or "", flag(h.query, "recursive"))
+
+    def commits(self, h, body, t, repo_id, rev):
+        with self.lock:
+            repo = self.readable(h, repo_id, TYPES[t])
+            history = repo.history(repo.resolve(rev).oid)
+        return 200, [{"id": c.oid, "title": c.title, "message": c.message, "date": c.date,
+                      "authors": [{"user": self.user}]} for c in history]
+
+    def preupload(self, h, body, t, repo_id, rev):
+        with self.lock:
+            files = self.repo(repo_id, TYPES[t]).resolve(rev).files
+        return 200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False,
+                                "oid": git_blob_sha(files[f["path"]]) if f["path"] in files else None}
+                               for f in body.get("files", [])]}
+
+    def commit(self, h, body, t, repo_id, rev):
+        lines = [json.loads(line) for line in body.splitlines() if line.strip()]
+        if not lines or lines[0].get("key") != "header":
+            raise HubError(400, "The commit payload must start with a header line")
+        header, create_pr = lines[0]["value"], flag(h.query, "create_pr")
+        parent = header.get("parentCommit")
+        with self.lock:
+            repo = self.repo(repo_id, TYPES[t])
+            if repo.read_only and not create_pr:
+                raise HubError(403, f"You don't have the rights to push to {repo_id}: your token is read-only for it")
+            ref = repo.ref_name(rev)
+            if ref is None or (create_pr and not ref.startswith("refs/heads/")):
+                raise HubError(404, f"Invalid rev id: {rev} (commit to a branch or refs/pr/N)", "RevisionNotFound")
+            base = repo.commits[repo.refs[ref]]
+            if create_pr and parent:  # a PR starts from parentCommit
+                base = repo.resolve(parent)
+            elif parent and not base.oid.startswith(parent.lower()):
+                raise HubError(412, CONFLICT)
+            files = dict(base.files)
+            for line in lines[1:]:
+                key, value = line.get("key"), line.get("value") or {}
+                path = str(value.get("path", ""))
+                if not path or path.startswith("/") or ".." in path.split("/"):
+                    raise HubError(400, f"Invalid path in commit: {path!r}")
+                if key == "file":
+                    content = value.get("content", "")
+                    files[path] = base64.b64decode(content) if value.get("encoding") == "base64" else content.encode()
+                elif key == "deletedFile":
+                    if files.pop(path, None) is None:
+                        raise HubError(404, f"A file with this name doesn't exist: {path}", "EntryNotFound")
+                elif key == "deletedFolder":
+                    if not (gone := [p for p in files if p.startswith(path.rstrip("/") + "/")]):
+                        raise HubError(404, f"A folder with this name doesn't exist: {path}", "EntryNotFound")
+                    for p in gone:
+                        del files[p]
+                else:
+                    raise HubError(400, f"Unsupported commit operation {key!r} (the test server takes no LFS/Xet)")
+            try:
+                card_metadata(files.get("README.md", b"").decode("utf-8"))
+            except Exception as err:
+                raise HubError(400, f"Invalid metadata in README.md: {err}") from err
+            oid = repo.add_commit(base.oid, files, header.get("summary") or "", header.get("description") or "")
+            pr_url = None
+            if create_pr:
+                repo.prs += 1
+                ref, pr_url = f"refs/pr/{repo.prs}", f"{self.url(repo)}/discussions/{repo.prs}"
+            repo.refs[ref] = oid
+        return 200, {"success": True, "commitOid": oid, "commitUrl": f"{self.url(repo)}/commit/{oid}",
+                     "pullRequestUrl": pr_url, "hookOutput": ""}
+
+    def resolve_file(self, h, body, prefix, repo_id, rev, path):
+        repo_type = {p: t for t, p in PREFIX.items()}[prefix]
+        with self.lock:
+            repo = self.readable(h, repo_id, repo_type)
+            token = h.headers.get("Authorization", "").removeprefix("Bearer ")
+            if repo.gated and token not in repo.granted:  # as the Hub: 401 without a token, 403 with one
+                raise HubError(401 if not token else 403, f"Access to {repo_type} {repo_id} is restricted and you are "
+                               f"not in the authorized list. Visit {self.url(repo)} to ask for access.", "GatedRepo")
+            commit = repo.resolve(rev)
+        headers = {"X-Repo-Commit": commit.oid}
+        if path not in commit.files:  # X-Repo-Commit lets the client cache the absence (.no_exist)
+            raise HubError(404, f"Entry not found: {path}", "EntryNotFound", headers)
+        data = commit.files[path]
+        headers |= {"ETag": f'"{git_blob_sha(data)}"', "Accept-Ranges": "bytes"}
+        if (span := parse_range(h.headers.get("Range"), len(data))) is None:
+            return 200, data, headers
+        headers["Content-Range"] = f"bytes {span[0]}-{span[1]}/{len(data)}"
+        return 206, data[span[0]: span[1] + 1], headers
+
+
+SEG, API = r"([^/]+)", r"/api/(models|datasets|spaces)/([^/]+/[^/]+)"
+ROUTES = [  # (method, path pattern on the raw path, HubServer method); groups are URL-unquoted
+    ("POST", r"/api/repos/create", "create_repo"),
+    ("GET", r"/api/whoami-v2", "whoami"),
+    ("POST", r"/api/validate-yaml", "validate_yaml"),
+    ("GET", r"/api/(models|datasets|spaces)", "list_repos"),
+    ("GET", API + r"(?:/revision/([^/]+))?", "repo_info"),
+    ("GET", API + r"/tree/([^/]+)(?:/(.+))?", "tree"),
+    ("GET", API + r"/commits/" + SEG, "commits"),
+    ("POST", API + r"/preupload/" + SEG, "preupload"),
+    ("POST", API + r"/commit/" + SEG, "commit"),
+    ("GET", r"/(datasets/|spaces/|)([^/]+/[^/]+)/resolve/" + SEG + r"/(.+)", "resolve_file"),
+]
+NEEDS_TOKEN = {"create_repo", "whoami", "preupload", "commit"}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: so every answer has a Content-Length and every body is read
+    disable_nagle_algorithm = True  # headers and body are separate writes: avoid 40 ms delayed-ACK stalls
+    hub: HubServer
+
+    def log_message(self, *args):
+        pass
+
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            self.close_connection = True  # cannot find the next request on this connection: answer 400 and close
+            raise HubError(400, "The test Hub server needs a Content-Length (no chunked bodies)")
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def _send(self, status: int, payload, headers: dict | None = None) -> None:
+        binary = isinstance(payload, bytes)
+        data = payload if binary else json.dumps(payload, default=str).encode()
+        self.send_response(status)
+        headers = {"Content-Type": "application/octet-stream" if binary else "application/json", **(headers or {})}
+        for key, value in {**headers, "Content-Length": str(len(data))}.items():
+            self.send_header(key, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _dispatch(self) -> None:
+        url = urlsplit(self.path)
+        self.query = parse_qs(url.query, keep_blank_values=True)
+        self.hub.requests.append((self.command, url.path, self.headers.get("Range")))
+        try:
+            raw = self._read_body()
+            method = "GET" if self.command == "HEAD" else self.command
+            route = next(((n, m) for v, p, n in ROUTES if v == method and (m := re.fullmatch(p, url.path))), None)
+            if route is None:
+                raise HubError(400, f"The test Hub server does not support {self.command} {url.path}")
+            name, match = route
+            if name in NEEDS_TOKEN and not self.headers.get("Authorization", "").startswith("Bearer "):
+                raise HubError(401, "Invalid credentials in Authorization header")
+            ctype = self.headers.get("Content-Type", "")
+            if name == "commit":
+                body = raw.decode("utf-8")
+            elif "x-www-form-urlencoded" in ctype:
+                body = parse_qs(raw.decode("utf-8"))
+            else:
+                body = json.loads(raw) if raw.strip() and "json" in ctype else {}
+            self._send(*getattr(self.hub, name)(self, body, *(g and unquote(g) for g in match.groups())))
+        except HubError as err:
+            message = " ".join(str(err).split()).encode("latin-1", "replace").decode("latin-1")
+            headers = {**err.headers, "X-Error-Message": message, **({"X-Error-Code": err.code} if err.code else {})}
+            self._send(err.status, err.body, headers)
+        except Exception as err:  # the server's own failure: a 400 the client does not retry, never a 5xx
+            traceback.print_exc(file=sys.stderr)
+            self._send(400, {"error": f"test Hub server failed on {self.command} {url.path}: {err!r}"})
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _dispatch

@@ -1,0 +1,146 @@
+"""Every benchmark suite's quick run (``python -m benchmarks.run --all --quick``: tiny random models, no
+downloads) writes its JSON and PNG with sane values, and the method registry refuses what would only fail
+at the end of a run."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    """``python -m benchmarks.run ARGS`` at 1 thread, the worktree's code first."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
+    return subprocess.run([sys.executable, "-m", "benchmarks.run", *args], check=False, cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=1800)
+
+
+@pytest.fixture(scope="module")
+def quick_runs(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("quick")
+    result = _run("--all", "--quick", "--out", str(out))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    print(result.stdout.splitlines()[-15:])  # the per-suite seconds (pytest -s shows them)
+    return out
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _correlations(values: list) -> bool:
+    """Rank correlations: each in [-1, 1] or not defined (NaN, null: too few pairs), most of them defined."""
+    defined = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return len(defined) > len(values) / 2 and all(-1.0 <= v <= 1.0 for v in defined)
+
+
+def _selection_values(result: dict, names: list[str]) -> None:
+    """A selection suite's JSON: every method's top-1 in [0, 1] and its score matrix [tasks, tasks]."""
+    n = len(names)
+    assert n >= 3
+    assert result["quick"] is True
+    assert {"fishersketch", "activation", "error", "diagonal_fisher", "head_input", "auto"} <= set(result["scores"])
+    assert "embedding" not in result["scores"] and "official_auto" not in result["scores"]  # they need downloads
+    for name, matrix in result["scores"].items():
+        assert len(matrix) == n and all(len(row) == n for row in matrix), name
+    for name, selection in result["selection"].items():
+        assert 0.0 <= selection["top1"] <= 1.0, name
+        assert selection["mean_regret"] >= 0.0, name
+    assert set(result["bootstrap"]["methods"]) == set(result["selection"])
+
+
+CHECKS = {
+    "discovery": lambda r: [run["adapters"] for run in r["runs"]] == [10, 20]
+    and all(0.0 <= run["top_share_of_target_domain"] <= 1.0 for run in r["runs"]),
+    "estimator_accuracy": lambda r: len(r["configs"]) == 3
+    and _correlations([v["summary"]["spearman_A"] for c in r["configs"] for v in c["variants"]]),
+    "estimator_accuracy_structured": lambda r: r["seeds"] == [0] and len(r["rows"]) >= 2,
+    "speed_vs_exact": lambda r: all(ratio > 0 for by_estimator in r["ratios"].values() for ratio in by_estimator.values()),
+    "throughput": lambda r: all(_finite(t["seconds"]) and t["seconds"] > 0 for row in r["smollm2"] for t in row["timings"].values()),
+    "head_fingerprint": lambda r: r["vocab_size"] == 4096 and all(step["seconds"] >= 0 for step in r["steps"]),
+    "network_cost": lambda r: all(s > 0 for run in r["runs"] for s in run["best_seconds"].values()),
+    "mixing": lambda r: all(_finite(loss) and loss > 0 for t in r["targets"].values() for loss in t["held_out_loss"].values()),
+    "exp1": lambda r: _correlations([c["spearman"] for norm in r["comparisons"].values() for c in norm.values()]),
+    "exp2": lambda r: len(r["tasks"]) == 4 and len(r["exact"]["fisher"]) == 4,
+    "exp3": lambda r: _selection_values(r, r["tasks"]) is None,
+    "exp4": lambda r: _selection_values(r, r["domains"]) is None,
+    "exp5": lambda r: _selection_values(r, r["domains"]) is None,
+}
+
+
+def test_every_suite_has_a_check():
+    from benchmarks.registry import SUITES
+
+    assert set(CHECKS) == set(SUITES)
+
+
+@pytest.mark.parametrize("name", sorted(CHECKS))
+def test_quick_run_writes_its_table_json_and_png(quick_runs, name):
+    from benchmarks.registry import SUITES
+
+    folder = quick_runs / name
+    for output in SUITES[name].outputs:
+        path = folder / output
+        assert path.is_file() and path.stat().st_size > 0, f"{name} did not write {output}"
+        if output.endswith(".png"):
+            assert path.read_bytes()[:8] == PNG_MAGIC
+    result = json.loads((folder / next(o for o in SUITES[name].outputs if o.endswith(".json"))).read_text())
+    assert CHECKS[name](result), f"{name}: implausible values in its JSON"
+
+
+def test_quick_runs_leave_the_committed_results_alone(quick_runs):
+    """Nothing under benchmarks/results/ is newer than the quick runs' start."""
+    started = min(p.stat().st_mtime for p in quick_runs.iterdir())
+    assert not [p.name for p in (REPO / "benchmarks" / "results").iterdir() if p.stat().st_mtime >= started]
+
+
+def test_a_quick_run_refuses_the_results_folder():
+    result = _run("speed_vs_exact", "--quick", "--out", str(REPO / "benchmarks" / "results"))
+    assert result.returncode != 0 and "committed full-run results" in result.stderr
+
+
+def test_an_unknown_method_or_a_wrong_shape_is_refused_before_any_run():
+    import torch
+
+    from benchmarks.paper import selection_methods  # noqa: F401  (registers the methods)
+    from benchmarks.registry import check_references, check_scores, method, methods_of
+
+    with pytest.raises(SystemExit, match="no_such_method"):
+        methods_of("exp4", only=["fishersketch", "no_such_method"])
+    with pytest.raises(ValueError, match="not registered"):
+        check_references("exp4", ["exact_fisher"])  # an exp3-only diagnostic
+    with pytest.raises(ValueError, match="registered twice"):
+        method("fishersketch", "again")(lambda inputs: None)
+    with pytest.raises(ValueError, match="unknown suites"):
+        method("new", "new", suites=("exp9",))
+    with pytest.raises(ValueError, match="'broken' returned"):
+        check_scores({"fine": torch.zeros(3, 3), "broken": torch.zeros(3, 2)}, 3)
+    assert "embedding" in methods_of("exp4", available=["embedding model"])
+    assert "embedding" not in methods_of("exp4")
+
+
+def test_a_new_method_is_one_function_and_one_decorator():
+    """Registered for exp4 only, it is in exp4's methods and labels (so its tables, plots and JSON), in
+    registration order, and in no other suite's."""
+    from benchmarks.paper import selection_methods  # noqa: F401
+    from benchmarks.registry import METHODS, labels, method, methods_of
+
+    try:
+        @method("test_mean_activation", "test: mean activation cosine", suites=("exp4",))
+        def mean_activation(inputs):
+            return inputs.sketch.activation
+
+        assert list(methods_of("exp4"))[-1] == "test_mean_activation"
+        assert labels("exp4")["test_mean_activation"] == "test: mean activation cosine"
+        assert "test_mean_activation" not in methods_of("exp5")
+    finally:
+        METHODS["exp4"].pop("test_mean_activation", None)
