@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 import torch
 from test_faults import write_jsonl
-from tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub import Signature, alignment
 from fisherhub.cli import main
 from fisherhub.core.errors import IncompatibleSignaturesError, InputError
 from fisherhub.pipeline.loop import sketch_texts
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 TEXTS = [f"doc {i}: " + ("the quick brown fox " if i % 3 else "lazy dogs sleep ") * (1 + i % 4) for i in range(40)]
 M = 64
