@@ -419,3 +419,17 @@ def test_compare_says_same_data_for_two_sketches_of_the_same_documents(signature
 
     assert same_data(signature, rounded)
     assert not same_data(signature, dataclasses.replace(signature, joint=signature.joint * (1 + 10 * SAME_DATA_TOLERANCE)))
+
+
+def test_ctrl_c_before_the_first_checkpoint_says_to_start_again_not_to_resume(tiny, tmp_path, monkeypatch, capsys):
+    """``--resume`` now needs a checkpoint, so the interrupted run's advice must not be a command that is refused."""
+    from test_leftovers import interrupt_after
+
+    checkpoint = tmp_path / "checkpoint"
+    interrupt_after(monkeypatch, batches=1)
+    code, _, error = run_cli(sketch_argv(tiny, tmp_path / "sig.safetensors", "--checkpoint", str(checkpoint)), capsys)
+    assert code == 130
+    [line] = [line for line in error.splitlines() if line.startswith("interrupted: ")]
+    assert line.startswith(f"interrupted: no checkpoint was written to {checkpoint} yet (one every --checkpoint-every "
+                           "batches); start again with: fisherhub sketch ")
+    assert "--resume" not in line
