@@ -219,7 +219,10 @@ def _check_hub_model_exists(source: str | os.PathLike, revision: str | None) -> 
     try:
         HfApi().model_info(os.fspath(source), revision=revision)
     except RevisionNotFoundError:
-        raise InputError(f"model {os.fspath(source)!r}: the Hub has no revision {revision!r} of it; check the revision") from None
+        raise InputError(
+            f"cannot load model {os.fspath(source)!r} (revision {revision!r}): the Hub has no such revision of it; "
+            "check the revision"
+        ) from None
     except RepositoryNotFoundError:
         raise InputError(
             f"model {os.fspath(source)!r}: no such folder (from {os.getcwd()}), and the Hub has no model repo of that "
