@@ -2,7 +2,7 @@
 
 For each size N (default 100, 300, 1,000) a fresh in-process Hub server (tests/hub_server.py, the real
 ``huggingface_hub`` client talking to it over HTTP) holds N signed LoRA adapter repos of one base model,
-laid out as ``fisherhub push`` writes them (adapter_config.json, card, ``fisher_signatures/`` file and
+laid out as ``fisherhub push`` writes them (adapter_config.json, card, ``.fisher_signatures/`` file and
 index; the files are produced by ``push_signature`` into a local folder and copied into the server's state,
 so that building 1,000 repos does not dominate the run). A share of them (``--stripped``) then had their
 card rewritten without the signature tag and block, as a later ``push_to_hub`` does; another share of the
@@ -45,7 +45,7 @@ from huggingface_hub import constants  # noqa: E402
 from benchmarks.synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from fisherhub.core.batch import HeadBatch
+from fisherhub.core.batch import HeadBatch  # noqa: E402
 from fisherhub import SketchSpec, SketchState  # noqa: E402
 from fisherhub.hub import INDEX_PATH, find_adapters, push_signature  # noqa: E402
 from fisherhub.selection import select_adapter  # noqa: E402
@@ -117,7 +117,7 @@ def request_kind(method: str, path: str) -> str:
         return "listing"
     if "/resolve/" in path:
         file = path.split("/resolve/", 1)[1].split("/", 1)[1]
-        kind = "index" if file == INDEX_PATH else "signature file" if file.startswith("fisher_signatures/") else file
+        kind = "index" if file == INDEX_PATH else "signature file" if file.startswith(".fisher_signatures/") else file
         return f"{method} {kind}"
     return f"{method} {path}"
 

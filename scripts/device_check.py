@@ -9,13 +9,16 @@ Without a CUDA device it says so and exits 0 having checked nothing; nothing els
 
 1. core: the same (a, logits) sketched on the CPU and on the device (``SketchState.update`` with logits, the
    path ``lm.capture.sketch_batch`` takes, and ``update`` with e formed), for every estimator: relative
-   difference of the float64 sums and the CPU-vs-device alignment.
+   difference of the float64 sums and the CPU-vs-device alignment, and whether the CPU's row-parallel update
+   (``core.parallel``, 2 threads) gives the bits of 1 thread, for e from logits and e formed.
 2. capture: a tiny Llama with bf16-representable weights, CPU float32 vs device float32 vs device bfloat16:
    the head checksums (so the sketch ids with the reflection off), the pilot means of the reflection,
    and the alignments of the device signatures with the CPU one, each sketched with the CPU's spec.
 3. throughput: a random 2-layer Llama with the default estimator's head at K = 128,256 (Llama 3) and
    K = 262,144 (Gemma 3), d = 4096, bfloat16: tokens/s of the forward pass alone and of forward + sketch
    per estimator, the overhead, and peak memory.
+4. the CPU update vs its floor (``benchmarks/throughput.py --cpu-time``'s measurement, on this machine's idle
+   CPU cores): CPU and wall time per token at 1 and 2 threads, the 2-thread speed-up, and a profile.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -36,6 +40,8 @@ from fisherhub.lm import HeadModel, pilot_mean, sketch_batch, spec_for_model
 #: (vocabulary sizes, hidden size, intermediate size, batch, length, m) of the throughput check
 FULL = ((128256, 262144), 4096, 14336, 8, 512, 4096)
 SMALL = ((512, 1024), 64, 128, 2, 32, 256)
+#: (tokens, rounds) of the CPU update-vs-floor check, full and small
+CPU_TIME_FULL, CPU_TIME_SMALL = (256, 5), (16, 1)
 
 
 def no_cuda_message() -> str:
@@ -64,15 +70,27 @@ def core_across_devices(device: str, d: int = 576, vocab_size: int = 49152, m: i
     errors[torch.arange(n), targets] -= 1
     docs = torch.arange(n) // 8
     report = {}
+    threads = torch.get_num_threads()
     for estimator in ESTIMATORS:
         spec = SketchSpec(d=d, vocab_size=vocab_size, m=m, estimator=estimator).with_reflection(activations.mean(0))
-        cpu = SketchState(spec).update(HeadBatch(activations=activations, doc_index=docs, logits=logits, targets=targets))
+        on_cpu = {}
+        for count in (1, 2):
+            torch.set_num_threads(count)
+            on_cpu[count] = [
+                SketchState(spec).update(HeadBatch(activations=activations, doc_index=docs, logits=logits, targets=targets)),
+                SketchState(spec).update(HeadBatch(activations=activations, doc_index=docs, errors=errors)),
+            ]
+        torch.set_num_threads(threads)
+        cpu = on_cpu[1][0]
         on_device = SketchState(spec, device=device).update(HeadBatch(activations=activations.to(device), doc_index=docs.to(device), logits=logits.to(device), targets=targets.to(device)))
         formed = SketchState(spec, device=device).update(HeadBatch(activations=activations.to(device), doc_index=docs.to(device), errors=errors.to(device)))
         report[estimator] = {
             "sums_relative_difference": float((on_device.sums.cpu() - cpu.sums).norm() / cpu.sums.norm()),
             "formed_e_relative_difference": float((formed.sums.cpu() - cpu.sums).norm() / cpu.sums.norm()),
             "alignment_cpu_vs_device": alignment(cpu.finalize(), on_device.to("cpu").finalize()).fisher,
+            "cpu_2_threads_bits_equal_1_thread": all(
+                torch.equal(one.sums, two.sums) for one, two in zip(on_cpu[1], on_cpu[2])
+            ),
         }
     return report
 
@@ -135,17 +153,29 @@ def throughput(device: str, vocab_size: int, hidden: int, intermediate: int, bat
         return batch_size * length / seconds, _peak_gib(device)
 
     with torch.no_grad():
-        forward_tps, forward_gib = timed(lambda: model(input_ids=ids, attention_mask=batch["attention_mask"]))
+        forward_tps, forward_gib = timed(lambda: model(input_ids=ids, attention_mask=batch["attention_mask"]))  # noqa: F821
     report = {"forward_tokens_per_s": forward_tps, "forward_peak_gib": forward_gib}
     for estimator in sorted(ESTIMATORS, key=lambda name: name != DEFAULT_ESTIMATOR):  # the default first
         spec = spec_for_model(model, None, m=m, estimator=estimator, reflection=False)
         state = SketchState(spec, device=device)
-        tps, gib = timed(lambda: sketch_batch(state, model, batch, token_chunk_size=1024))
+        tps, gib = timed(lambda: sketch_batch(state, model, batch, token_chunk_size=1024))  # noqa: F821  (called before the del)
         report[estimator] = {"tokens_per_s": tps, "overhead": forward_tps / tps - 1.0, "peak_gib": gib}
     del model
     if torch.device(device).type == "cuda":
         torch.cuda.empty_cache()
     return report
+
+
+def cpu_update_vs_floor(tokens: int, rounds: int) -> list[dict]:
+    """``benchmarks/throughput.py --cpu-time``'s rows: the default's CPU update vs exp + sum, 1 and 2 threads."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's root: its benchmarks package
+    from benchmarks.throughput import run_cpu_time
+
+    threads = torch.get_num_threads()
+    try:
+        return run_cpu_time(tokens, rounds)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def checks(device: str, small: bool) -> list[tuple[str, object]]:
@@ -156,6 +186,7 @@ def checks(device: str, small: bool) -> list[tuple[str, object]]:
     for vocab_size in vocab_sizes:
         found.append((f"throughput_K{vocab_size}",
                       lambda k=vocab_size: throughput(device, k, hidden, intermediate, batch_size, length, m)))
+    found.append(("cpu_update_vs_floor", lambda: cpu_update_vs_floor(*(CPU_TIME_SMALL if small else CPU_TIME_FULL))))
     return found
 
 

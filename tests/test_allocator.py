@@ -16,7 +16,7 @@ if sys.argv[1] == "keep":
 elif sys.argv[1] == "give-back":  # every block above 128 KiB mapped afresh and unmapped when freed
     assert set_malloc_thresholds(mmap_threshold=128 * 2**10, trim_threshold=0)
 torch.set_num_threads(1)
-n, k, d = 128, 16384, 128
+n, k, d = 512, 16384, 128  # a CLI-sized batch: smaller ones can fit glibc's adaptive mmap threshold
 generator = torch.Generator().manual_seed(0)
 logits, activations = torch.randn(n, k, generator=generator), torch.randn(n, d, generator=generator)
 targets, documents = torch.randint(0, k, (n,), generator=generator), torch.arange(n) // 16

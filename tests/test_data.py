@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import datasets
 import pytest
@@ -130,3 +131,26 @@ def test_invalid_arguments():
         DataArgs("x", max_length=1)
     with pytest.raises(InputError, match="--max-tokens must be a positive integer"):
         DataArgs("x", max_tokens=0)
+
+
+def test_a_datasets_identity_follows_its_rows_not_the_object(tmp_path):
+    """``dataset_fingerprint`` (what a resume compares): equal for equal rows and for two loads of one saved
+    folder, different for other rows, a selection of them, or the folder saved again with other rows."""
+    from fisherhub.data.sources import dataset_fingerprint
+
+    def identity(dataset) -> str:
+        return dataset_fingerprint(dataset, DataArgs(dataset=dataset))
+
+    rows = {"text": ["a b", "c d", "e f"]}
+    first, same = datasets.Dataset.from_dict(rows), datasets.Dataset.from_dict(rows)
+    assert identity(first) == identity(same)
+    other = datasets.Dataset.from_dict({"text": ["a b", "c d", "e g"]})
+    assert len({identity(first), identity(other), identity(first.select([0, 1]))}) == 3
+    folder = tmp_path / "saved"
+    first.save_to_disk(folder)
+    saved = dataset_fingerprint(None, DataArgs(dataset=str(folder)))
+    assert saved == dataset_fingerprint(None, DataArgs(dataset=str(folder)))
+    other.save_to_disk(tmp_path / "moved")
+    shutil.rmtree(folder)
+    shutil.move(tmp_path / "moved", folder)
+    assert dataset_fingerprint(None, DataArgs(dataset=str(folder))) != saved

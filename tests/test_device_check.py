@@ -35,9 +35,11 @@ def test_small_run_on_the_cpu(tmp_path):
     result = run("--small", "--device", "cpu", out=tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads((tmp_path / "device_check.json").read_text())
-    checks = ["core", "capture", "throughput_K512", "throughput_K1024"]
-    assert [name for name in report if not name.endswith("_seconds") and isinstance(report[name], dict)] == checks
+    checks = ["core", "capture", "throughput_K512", "throughput_K1024", "cpu_update_vs_floor"]
+    assert [name for name in report if not name.endswith("_seconds") and isinstance(report[name], (dict, list))] == checks
     assert not any("error" in report[name] for name in checks)
+    assert all(figures["cpu_2_threads_bits_equal_1_thread"] for figures in report["core"].values())
+    assert [row["threads"]["1"]["floor_ratio_cpu"] > 0 for row in report["cpu_update_vs_floor"]] == [True, True]
     for estimator, core in report["core"].items():  # CPU against CPU: the same sums
         assert core["sums_relative_difference"] == 0.0 and core["alignment_cpu_vs_device"] == 1.0, estimator
         assert core["formed_e_relative_difference"] < 1e-5, estimator

@@ -70,8 +70,8 @@ def save_adapter(folder: Path, seed: int) -> dict:
 
 
 def attach_signature(adapter: Path, signature_file: Path) -> None:
-    (adapter / "fisher_signatures").mkdir(exist_ok=True)
-    (adapter / "fisher_signatures" / signature_file.name).write_bytes(signature_file.read_bytes())
+    (adapter / ".fisher_signatures").mkdir(exist_ok=True)
+    (adapter / ".fisher_signatures" / signature_file.name).write_bytes(signature_file.read_bytes())
 
 
 def readme_python_block(heading: str) -> str:

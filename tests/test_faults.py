@@ -222,8 +222,8 @@ def test_case9_malformed_adapter_config_or_card_skips_the_candidate(tmp_path):
         ("broken-card", json.dumps({"base_model_name_or_path": "tester/tiny"}), "---\ndatasets: [unclosed\n---\n# card\n"),
     ]:
         folder = folders[name] = tmp_path / name
-        (folder / "fisher_signatures").mkdir(parents=True)
-        candidate.save(folder / "fisher_signatures" / "training-data.safetensors")
+        (folder / ".fisher_signatures").mkdir(parents=True)
+        candidate.save(folder / ".fisher_signatures" / "training-data.safetensors")
         (folder / "adapter_config.json").write_text(config)
         if card is not None:
             (folder / "README.md").write_text(card)
@@ -233,8 +233,8 @@ def test_case9_malformed_adapter_config_or_card_skips_the_candidate(tmp_path):
     assert set(reasons) == {str(folders[name]) for name in ("broken-config", "list-config", "broken-card")}
     assert re.fullmatch(r"malformed adapter_config\.json \(Expecting ',' delimiter: line 1 column \d+ \(char \d+\)\): "
                         r"save the adapter again with PeftModel\.save_pretrained", reasons[str(folders["broken-config"])])
-    assert reasons[str(folders["list-config"])] == ("malformed adapter_config.json (not a JSON object): save the "
-                                                   "adapter again with PeftModel.save_pretrained")
+    assert reasons[str(folders["list-config"])] == ("malformed adapter_config.json ('list' object is not a mapping): "
+                                                   "save the adapter again with PeftModel.save_pretrained")
     assert re.fullmatch(r"malformed adapter card README\.md \(.+\): fix its YAML block between the '---' lines",
                         reasons[str(folders["broken-card"])], re.S), reasons[str(folders["broken-card"])]
 

@@ -21,6 +21,7 @@ from test_faults import write_jsonl
 from fisherhub import Signature, alignment
 from fisherhub.cli import main
 from fisherhub.core.errors import IncompatibleSignaturesError, InputError
+from fisherhub.hub.refs import SIGNATURE_FOLDER
 from fisherhub.pipeline.loop import sketch_texts
 from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
@@ -58,8 +59,22 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
 
 
 def sketch_argv(tiny: Path, output: Path | str, *extra: str, model: Path | str | None = None) -> list[str]:
-    return ["sketch", "--dataset", str(tiny / "docs.jsonl"), "--model", str(model or tiny / "model"), "-m", str(M),
-            "--no-progress", "--cpu", "--batch-size", "8", "-o", str(output), *extra]
+    return [
+        "sketch",
+        "--dataset",
+        str(tiny / "docs.jsonl"),
+        "--model",
+        str(model or tiny / "model"),
+        "-m",
+        str(M),
+        "--no-progress",
+        "--cpu",
+        "--batch-size",
+        "8",
+        "-o",
+        str(output),
+        *extra,
+    ]
 
 
 @contextlib.contextmanager
@@ -97,8 +112,9 @@ def test_two_pushers_into_one_folder_keep_every_index_entry(signature, tmp_path,
         return entries
 
     monkeypatch.setattr(push_module, "folder_entries", slow_read)
-    signatures = [dataclasses.replace(signature, metadata={**signature.metadata, "dataset": f"org/data-{k}"})
-                  for k in range(2)]
+    signatures = [
+        dataclasses.replace(signature, metadata={**signature.metadata, "dataset": f"org/data-{k}"}) for k in range(2)
+    ]
     errors = []
 
     def push(k):
@@ -115,7 +131,7 @@ def test_two_pushers_into_one_folder_keep_every_index_entry(signature, tmp_path,
     assert errors == []
     entries = parse_index((tmp_path / INDEX_PATH).read_bytes(), str(tmp_path))
     assert sorted(entry["dataset"] for entry in entries) == ["org/data-0", "org/data-1"]
-    assert len(list((tmp_path / "fisher_signatures").glob("*.safetensors"))) == 2
+    assert len(list((tmp_path / SIGNATURE_FOLDER).glob("*.safetensors"))) == 2
 
 
 def test_push_refuses_a_symlinked_signature_folder_and_writes_nothing_outside(signature, tmp_path, capsys):
@@ -123,12 +139,15 @@ def test_push_refuses_a_symlinked_signature_folder_and_writes_nothing_outside(si
     outside.mkdir()
     folder.mkdir()
     (outside / "index.json").write_text('{"not": "ours"}')
-    (folder / "fisher_signatures").symlink_to(outside)
+    (folder / SIGNATURE_FOLDER).symlink_to(outside)
     signature_file = tmp_path / "sig.safetensors"
     signature.save(signature_file)
     code, _, error = run_cli(["push", str(signature_file), str(folder)], capsys)
     assert code == 1
-    assert f"error: {folder / 'fisher_signatures'} is a symbolic link (to {outside}): push writes only inside {folder}" in error
+    assert (
+        f"error: {folder / SIGNATURE_FOLDER} is a symbolic link (to {outside}): push writes only inside {folder}"
+        in error
+    )
     assert sorted(path.name for path in outside.iterdir()) == ["index.json"]
     assert (outside / "index.json").read_text() == '{"not": "ours"}' and not (folder / "README.md").exists()
 
@@ -136,8 +155,10 @@ def test_push_refuses_a_symlinked_signature_folder_and_writes_nothing_outside(si
 def test_push_names_a_file_in_the_way_of_the_signature_folder(signature, tmp_path):
     from fisherhub.hub import push_signature
 
-    (tmp_path / "fisher_signatures").write_text("a file")
-    with pytest.raises(InputError, match=re.escape(f"{tmp_path / 'fisher_signatures'} is a file, not a folder: move it away")):
+    (tmp_path / SIGNATURE_FOLDER).write_text("a file")
+    with pytest.raises(
+        InputError, match=re.escape(f"{tmp_path / SIGNATURE_FOLDER} is a file, not a folder: move it away")
+    ):
         push_signature(signature, tmp_path)
 
 
@@ -149,8 +170,11 @@ def test_push_into_a_read_only_folder_is_one_clear_error(signature, tmp_path, ca
     with read_only(folder):
         code, _, error = run_cli(["push", str(signature_file), str(folder)], capsys)
     assert code == 1
-    assert re.search(rf"error: cannot write {re.escape(str(folder))}\S* \(.+\): make it writable, or push into another "
-                     "folder", error), error
+    assert re.search(
+        rf"error: cannot write {re.escape(str(folder))}\S* \(.+\): make it writable, or push into another "
+        "folder",
+        error,
+    ), error
     assert list(folder.iterdir()) == []
 
 
@@ -159,7 +183,10 @@ def test_sketch_to_a_folder_is_refused_before_the_model_loads(tiny, tmp_path, ca
     """The model path does not exist: an output check after the model load would report the model instead."""
     code, _, error = run_cli(sketch_argv(tiny, tmp_path, model=tmp_path / "no-model"), capsys)
     assert code == 1
-    assert f"error: --output {tmp_path} is a folder: give the path of a file in it, e.g. {tmp_path / 'signature.safetensors'}" in error
+    assert (
+        f"error: --output {tmp_path} is a folder: give the path of a file in it, e.g. {tmp_path / 'signature.safetensors'}"
+        in error
+    )
     assert stray_temporaries(tmp_path) == []
 
 
@@ -183,7 +210,9 @@ def test_sketch_keeps_an_existing_output_unless_overwrite(tiny, tmp_path, capsys
     assert Signature.load(output).num_documents == len(TEXTS)
 
 
-def test_a_full_disk_at_the_end_is_one_line_keeps_the_old_output_and_the_checkpoint(tiny, tmp_path, capsys, monkeypatch):
+def test_a_full_disk_at_the_end_is_one_line_keeps_the_old_output_and_the_checkpoint(
+    tiny, tmp_path, capsys, monkeypatch
+):
     output, checkpoint = tmp_path / "sig.safetensors", tmp_path / "checkpoint"
     output.write_bytes(b"the previous output")
     replace = os.replace
@@ -196,12 +225,16 @@ def test_a_full_disk_at_the_end_is_one_line_keeps_the_old_output_and_the_checkpo
     monkeypatch.setattr(os, "replace", full_disk)
     code, _, error = run_cli([*sketch_argv(tiny, output, "--checkpoint", str(checkpoint)), "--overwrite"], capsys)
     assert code == 1
-    assert (f"error: the signature was sketched but not written (cannot write {output} (No space left on device)); the "
-            f"checkpoint in {checkpoint} is kept: free some space, then rerun with --resume to write it") in error
+    assert (
+        f"error: the signature was sketched but not written (cannot write {output} (No space left on device)); the "
+        f"checkpoint in {checkpoint} is kept: free some space, then rerun with --resume to write it"
+    ) in error
     assert output.read_bytes() == b"the previous output" and stray_temporaries(tmp_path) == []
     assert (checkpoint / "rank0-of1.json").is_file()
     monkeypatch.undo()
-    code, _, error = run_cli([*sketch_argv(tiny, output, "--checkpoint", str(checkpoint), "--resume"), "--overwrite"], capsys)
+    code, _, error = run_cli(
+        [*sketch_argv(tiny, output, "--checkpoint", str(checkpoint), "--resume"), "--overwrite"], capsys
+    )
     assert code == 0, error
     assert Signature.load(output).num_documents == len(TEXTS)
 
@@ -215,7 +248,10 @@ def test_compare_prints_its_tables_and_keeps_an_existing_png(signature, tmp_path
     code, out, error = run_cli(["compare", str(first), str(second), "--heatmap", str(heatmap)], capsys)
     assert code == 1 and heatmap.read_bytes() == b"an earlier figure"
     assert "Fisher alignment A" in out and "Decomposition" in out
-    assert f"error: --heatmap {heatmap} exists: pass --overwrite to replace it, or give another path (nothing was written there)" in error
+    assert (
+        f"error: --heatmap {heatmap} exists: pass --overwrite to replace it, or give another path (nothing was written there)"
+        in error
+    )
 
 
 def test_every_output_writing_help_states_the_one_policy(capsys):
@@ -233,8 +269,9 @@ def test_demo_keeps_an_earlier_demo_unless_overwrite(tmp_path, capsys):
     output = tmp_path / "demo"
     output.mkdir()
     (output / "dna.safetensors").write_bytes(b"an earlier demo")
-    code, _, error = run_cli(["demo", "--model", str(tmp_path / "no-model"), "--domains", "dna", "--output-dir",
-                              str(output)], capsys)
+    code, _, error = run_cli(
+        ["demo", "--model", str(tmp_path / "no-model"), "--domains", "dna", "--output-dir", str(output)], capsys
+    )
     assert code == 1 and (output / "dna.safetensors").read_bytes() == b"an earlier demo"
     assert f"error: --output-dir {output / 'dna.safetensors'} exists: pass --overwrite" in error
 
@@ -245,14 +282,27 @@ def test_resume_from_a_mistyped_checkpoint_folder_is_refused(tiny, tmp_path, cap
     from fisherhub.pipeline.loop import sketch
 
     typo = tmp_path / "chekpoint"
-    code, _, error = run_cli(sketch_argv(tiny, tmp_path / "sig.safetensors", "--checkpoint", str(typo), "--resume",
-                                         model=tmp_path / "no-model"), capsys)
+    code, _, error = run_cli(
+        sketch_argv(
+            tiny, tmp_path / "sig.safetensors", "--checkpoint", str(typo), "--resume", model=tmp_path / "no-model"
+        ),
+        capsys,
+    )
     assert code == 1
-    assert (f"error: --resume: {typo} holds no checkpoint (no such folder, from {os.getcwd()}): check the --checkpoint "
-            "path, or drop --resume to start from the first document") in error
+    assert (
+        f"error: --resume: {typo} holds no checkpoint (no such folder, from {os.getcwd()}): check the --checkpoint "
+        "path, or drop --resume to start from the first document"
+    ) in error
     typo.mkdir()
-    args = SketchArgs(data=DataArgs(str(tiny / "docs.jsonl")), model=str(tiny / "model"), m=M, checkpoint=str(typo),
-                      resume=True, progress=False, cpu=True)
+    args = SketchArgs(
+        data=DataArgs(str(tiny / "docs.jsonl")),
+        model=str(tiny / "model"),
+        m=M,
+        checkpoint=str(typo),
+        resume=True,
+        progress=False,
+        cpu=True,
+    )
     with pytest.raises(InputError, match=r"holds no checkpoint \(no rank\*-of\*\.json checkpoint record in it"):
         sketch(args)
 
@@ -262,10 +312,12 @@ def test_a_fifo_named_safetensors_does_not_hang_selection(signature, tmp_path):
     from fisherhub.selection import select_adapter
 
     adapter = tmp_path / "adapter"
-    (adapter / "fisher_signatures").mkdir(parents=True)
-    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": signature.metadata["base_model"]}))
-    signature.save(adapter / "fisher_signatures" / "good.safetensors")
-    fifo = adapter / "fisher_signatures" / "blocked.safetensors"
+    (adapter / SIGNATURE_FOLDER).mkdir(parents=True)
+    (adapter / "adapter_config.json").write_text(
+        json.dumps({"base_model_name_or_path": signature.metadata["base_model"]})
+    )
+    signature.save(adapter / SIGNATURE_FOLDER / "good.safetensors")
+    fifo = adapter / SIGNATURE_FOLDER / "blocked.safetensors"
     os.mkfifo(fifo)
     result = {}
     thread = threading.Thread(target=lambda: result.update(selection=select_adapter(signature, [adapter])), daemon=True)
@@ -278,7 +330,7 @@ def test_a_fifo_named_safetensors_does_not_hang_selection(signature, tmp_path):
         thread.join(timeout=60)
     assert not hung, "select_adapter blocked reading a FIFO"
     [row] = result["selection"].ranking
-    assert row.signature_source == str(adapter / "fisher_signatures" / "good.safetensors")
+    assert row.signature_source == str(adapter / SIGNATURE_FOLDER / "good.safetensors")
 
 
 # -- comparisons and the Python API ----------------------------------------------------------------------
@@ -288,15 +340,19 @@ def test_different_hidden_sizes_name_the_fields_that_differ(tmp_path, capsys):
     from fisherhub.metric import metric_path
 
     tokenizer = tiny_tokenizer(64)
-    narrow, wide = (sketch_texts(TEXTS, tiny_causal_lm("qwen2", tie_word_embeddings=False, hidden_size=size), tokenizer,
-                                 m=M) for size in (32, 64))
+    narrow, wide = (
+        sketch_texts(TEXTS, tiny_causal_lm("qwen2", tie_word_embeddings=False, hidden_size=size), tokenizer, m=M)
+        for size in (32, 64)
+    )
     with pytest.raises(IncompatibleSignaturesError, match=r"differing fields: .*d: 32 vs 64"):
         alignment(narrow, wide)
     narrow.save(tmp_path / "narrow.safetensors")
     wide.save(tmp_path / "wide.safetensors")
     refs = [str(tmp_path / "narrow.safetensors"), str(tmp_path / "wide.safetensors")]
     code, _, error = run_cli(["compare", *refs, "--heatmap", ""], capsys)
-    assert code == 1 and re.search(r"error: cannot compare signatures with different sketch ids; differing fields: .*d: 32 vs 64", error)
+    assert code == 1 and re.search(
+        r"error: cannot compare signatures with different sketch ids; differing fields: .*d: 32 vs 64", error
+    )
     metric = evaluate.load(metric_path(), keep_in_memory=True)
     with pytest.raises(IncompatibleSignaturesError, match=r"d: 32 vs 64"):
         metric.compute(predictions=refs[:1], references=refs[1:])
@@ -336,18 +392,37 @@ def test_a_signature_without_a_known_base_model_is_refused_by_push_not_a_key_err
 
 def test_few_documents_warn_with_how_many_are_needed_and_a_bare_string_is_refused(tiny, tmp_path, capsys):
     model, tokenizer = tiny_causal_lm("qwen2", tie_word_embeddings=False), tiny_tokenizer(64)
-    with pytest.raises(InputError, match=r"got one string of 23 characters, which would be sketched as that many "
-                       r"one-character documents: pass \[text\]"):
+    with pytest.raises(
+        InputError,
+        match=r"got one string of 23 characters, which would be sketched as that many "
+        r"one-character documents: pass \[text\]",
+    ):
         sketch_texts("a single text, not many", model, tokenizer, m=M)
     data = write_jsonl(tmp_path / "few.jsonl", TEXTS[:6])
-    code, _, error = run_cli(["sketch", "--dataset", str(data), "--model", str(tiny / "model"), "-m", str(M),
-                              "--no-progress", "--cpu", "-o", str(tmp_path / "few.safetensors")], capsys)
+    code, _, error = run_cli(
+        [
+            "sketch",
+            "--dataset",
+            str(data),
+            "--model",
+            str(tiny / "model"),
+            "-m",
+            str(M),
+            "--no-progress",
+            "--cpu",
+            "-o",
+            str(tmp_path / "few.safetensors"),
+        ],
+        capsys,
+    )
     assert code == 0
     [line] = [line for line in error.splitlines() if "documents" in line]
     assert line.startswith("warning: this signature has 6 documents") and "sketch at least 20 documents" in line
     from fisherhub.core.errors import TooFewDocumentsWarning
 
-    with pytest.warns(TooFewDocumentsWarning, match=r"has 6 documents \(\d+ scored tokens\): below 20 .*sketch at least 20 documents"):
+    with pytest.warns(
+        TooFewDocumentsWarning, match=r"has 6 documents \(\d+ scored tokens\): below 20 .*sketch at least 20 documents"
+    ):
         sketch_texts(TEXTS[:6], model, tokenizer, m=M)
 
 
@@ -357,8 +432,11 @@ def test_metric_refuses_an_entry_that_is_neither_a_reference_nor_texts():
     from fisherhub.metric import metric_path
 
     metric = evaluate.load(metric_path(), keep_in_memory=True)
-    with pytest.raises(InputError, match=r"`predictions`\[0\] is NoneType None: each entry is a signature reference "
-                       r"\(a string\) or a list of texts"):
+    with pytest.raises(
+        InputError,
+        match=r"`predictions`\[0\] is NoneType None: each entry is a signature reference "
+        r"\(a string\) or a list of texts",
+    ):
         metric.compute(predictions=[None], references=["x.safetensors"])
 
 
@@ -372,7 +450,9 @@ def test_version_mistyped_flags_help_and_help_markup(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["sketch", "--datset", "d.jsonl"])  # argparse would first say that --dataset is missing
     assert exit_.value.code == 2
-    assert "fisherhub sketch: error: unrecognized argument --datset (did you mean --dataset?)" in capsys.readouterr().err
+    assert (
+        "fisherhub sketch: error: unrecognized argument --datset (did you mean --dataset?)" in capsys.readouterr().err
+    )
     with pytest.raises(SystemExit):
         main(["compare", "a", "b", "--heatmpa", "x.png"])
     assert "unrecognized argument --heatmpa (did you mean --heatmap?)" in capsys.readouterr().err
@@ -397,8 +477,11 @@ def test_a_mistyped_hub_model_id_fails_at_the_first_request(hub, tmp_path):
     from fisherhub.lm.loading import load_model_and_tokenizer
 
     hub.requests.clear()
-    with pytest.raises(InputError, match=r"model 'tester/no-such-model': no such folder .*the Hub has no model repo of "
-                       r"that id"):
+    with pytest.raises(
+        InputError,
+        match=r"model 'tester/no-such-model': no such folder .*the Hub has no model repo of "
+        r"that id",
+    ):
         load_model_and_tokenizer("tester/no-such-model")
     assert len(hub.requests) == 1, hub.requests
 
@@ -409,8 +492,9 @@ def test_compare_says_same_data_for_two_sketches_of_the_same_documents(signature
     assert not torch.equal(rounded.joint, signature.joint)
     signature.save(tmp_path / "one.safetensors")
     rounded.save(tmp_path / "two.safetensors")
-    code, out, _ = run_cli(["compare", str(tmp_path / "one.safetensors"), str(tmp_path / "two.safetensors"),
-                            "--heatmap", ""], capsys)
+    code, out, _ = run_cli(
+        ["compare", str(tmp_path / "one.safetensors"), str(tmp_path / "two.safetensors"), "--heatmap", ""], capsys
+    )
     assert code == 0 and "same data" in out
     assert "note: one and two are sketches of the same data (equal up to float rounding" in " ".join(out.split())
     result = alignment(signature, rounded)
@@ -418,7 +502,9 @@ def test_compare_says_same_data_for_two_sketches_of_the_same_documents(signature
     from fisherhub.core.alignment import SAME_DATA_TOLERANCE, same_data
 
     assert same_data(signature, rounded)
-    assert not same_data(signature, dataclasses.replace(signature, joint=signature.joint * (1 + 10 * SAME_DATA_TOLERANCE)))
+    assert not same_data(
+        signature, dataclasses.replace(signature, joint=signature.joint * (1 + 10 * SAME_DATA_TOLERANCE))
+    )
 
 
 def test_ctrl_c_before_the_first_checkpoint_says_to_start_again_not_to_resume(tiny, tmp_path, monkeypatch, capsys):
@@ -430,6 +516,8 @@ def test_ctrl_c_before_the_first_checkpoint_says_to_start_again_not_to_resume(ti
     code, _, error = run_cli(sketch_argv(tiny, tmp_path / "sig.safetensors", "--checkpoint", str(checkpoint)), capsys)
     assert code == 130
     [line] = [line for line in error.splitlines() if line.startswith("interrupted: ")]
-    assert line.startswith(f"interrupted: no checkpoint was written to {checkpoint} yet (one every --checkpoint-every "
-                           "batches); start again with: fisherhub sketch ")
+    assert line.startswith(
+        f"interrupted: no checkpoint was written to {checkpoint} yet (one every --checkpoint-every "
+        "batches); start again with: fisherhub sketch "
+    )
     assert "--resume" not in line

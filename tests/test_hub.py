@@ -119,7 +119,7 @@ def test_push_to_dataset_repo_list_and_pull_byte_identical(hub, hf_api, dataset_
     signature = make_signature(dataset_config="default", dataset_split="train")
     commits = hub.commit_count(dataset_repo, "dataset")
     result = push_signature(signature, DATA)
-    path = f"fisher_signatures/org--base__org--data-default-train__{signature.sketch_id}.safetensors"
+    path = f".fisher_signatures/org--base__org--data-default-train__{signature.sketch_id}.safetensors"
     assert result.committed and result.ref == SignatureRef(dataset_repo, "dataset", result.ref.revision, path)
     assert hub.commit_count(dataset_repo, "dataset") == commits + 1  # file and card in one commit
     assert hub.files(dataset_repo, "dataset")[path] == signature.to_bytes()
@@ -246,7 +246,7 @@ def test_concurrent_push_is_detected(hub, hf_api, dataset_repo, monkeypatch):
     with pytest.raises(ConcurrentPushError, match="someone pushed .* Push again"):
         push_signature(signature, DATA)
     files = hub.files(dataset_repo, "dataset")
-    assert "theirs.txt" in files and not any(p.startswith("fisher_signatures/") for p in files)
+    assert "theirs.txt" in files and not any(p.startswith(".fisher_signatures/") for p in files)
     monkeypatch.setattr(hub_push, "download_card", read_card)
     assert push_signature(signature, DATA).committed
     assert {"theirs.txt", "README.md"} <= set(hub.files(dataset_repo, "dataset"))
@@ -303,7 +303,7 @@ def test_cli_push_and_list(hub, dataset_repo, tmp_path, capsys):
     assert lines[1].split() == ["path", "base", "model", "sketch", "id", "dataset", "tokens", "listed", "problem"]
     assert lines[2].split() == [list_signatures(DATA)[0].path, "org/base", signature.sketch_id, "org/data", "200", "yes"]
     with pytest.raises(InputError, match="not a repo reference"):
-        cli("list", "datasets/org/data:fisher_signatures/x.safetensors")
+        cli("list", "datasets/org/data:.fisher_signatures/x.safetensors")
 
 
 def test_missing_repo_revision_and_file(hub, hf_api, dataset_repo):
@@ -317,12 +317,12 @@ def test_missing_repo_revision_and_file(hub, hf_api, dataset_repo):
     with pytest.raises(RepoNotFoundError, match="revision not found"):
         load_signature("datasets/org/data@no-such-branch")
     push_signature(signature, DATA)
-    with pytest.raises(SignatureNotFoundError, match="no file 'fisher_signatures/nope.safetensors'"):
-        load_signature("datasets/org/data:fisher_signatures/nope.safetensors")
+    with pytest.raises(SignatureNotFoundError, match="no file '.fisher_signatures/nope.safetensors'"):
+        load_signature("datasets/org/data:.fisher_signatures/nope.safetensors")
     with pytest.raises(SignatureNotFoundError, match="lists no signature with base_model=org/else.*org--base__"):
         load_signature("datasets/org/data", base_model="org/else")
     hf_api.create_repo("org/no-card", repo_type="dataset")
-    with pytest.raises(SignatureNotFoundError, match="lists no signatures .no fisher_signatures/index.json and no card block"):
+    with pytest.raises(SignatureNotFoundError, match="lists no signatures .no .fisher_signatures/index.json and no card block"):
         load_signature("datasets/org/no-card")
 
 
@@ -334,11 +334,11 @@ def test_remote_files_that_are_not_valid_signatures(hub, hf_api, dataset_repo):
         "edited": (with_header(good, sketch_id="000000000000"), "checksum mismatch"),
         "other": (save({"w": numpy.zeros(2, "float32")}), "not a fisherhub signature"),
     }
-    hf_api.create_commit(dataset_repo, [CommitOperationAdd(f"fisher_signatures/{name}.safetensors", data)
+    hf_api.create_commit(dataset_repo, [CommitOperationAdd(f".fisher_signatures/{name}.safetensors", data)
                                         for name, (data, _) in bad_files.items()],
                          commit_message="bad files", repo_type="dataset")
     for name, (_, message) in bad_files.items():
-        path = f"fisher_signatures/{name}.safetensors"
+        path = f".fisher_signatures/{name}.safetensors"
         with pytest.raises(SignatureFileError, match=message) as exc:
             load_signature(f"datasets/org/data:{path}")
         assert str(exc.value).startswith(f"hf://datasets/org/data/{path}:")  # names the repo and the file
@@ -398,7 +398,7 @@ def test_bad_arguments(hub, dataset_repo, tmp_path):
     with pytest.raises(InputError, match="revision"):
         load_signature("datasets/org/data@main", revision="other")
     with pytest.raises(InputError, match="names a file"):
-        load_signature("datasets/org/data:fisher_signatures/x.safetensors", base_model="org/base")
+        load_signature("datasets/org/data:.fisher_signatures/x.safetensors", base_model="org/base")
     make_signature().save(tmp_path / "local.safetensors")
     assert load_signature(tmp_path / "local.safetensors").sketch_id == make_signature().sketch_id
     with pytest.raises(InputError, match="local file"):
@@ -407,22 +407,22 @@ def test_bad_arguments(hub, dataset_repo, tmp_path):
 
 @pytest.mark.parametrize("text, expected", [
     ("datasets/org/name", SignatureRef("org/name", "dataset")),
-    ("org/adapter@v1:fisher_signatures/a.safetensors", SignatureRef("org/adapter", "model", "v1", "fisher_signatures/a.safetensors")),
+    ("org/adapter@v1:.fisher_signatures/a.safetensors", SignatureRef("org/adapter", "model", "v1", ".fisher_signatures/a.safetensors")),
     ("models/org/adapter", SignatureRef("org/adapter", "model")),
     ("org/name", SignatureRef("org/name", "model")),  # bare: a model repo, as in hf:// URIs
     ("datasets/org/name@refs/pr/1:x.safetensors", SignatureRef("org/name", "dataset", "refs/pr/1", "x.safetensors")),
-    ("hf://datasets/org/name@refs%2Fpr%2F1/fisher_signatures/a.safetensors",
-     SignatureRef("org/name", "dataset", "refs/pr/1", "fisher_signatures/a.safetensors")),
-    ("hf://datasets/org/name@refs/pr/1/fisher_signatures/a.safetensors",  # unquoted refs/pr/N
-     SignatureRef("org/name", "dataset", "refs/pr/1", "fisher_signatures/a.safetensors")),
+    ("hf://datasets/org/name@refs%2Fpr%2F1/.fisher_signatures/a.safetensors",
+     SignatureRef("org/name", "dataset", "refs/pr/1", ".fisher_signatures/a.safetensors")),
+    ("hf://datasets/org/name@refs/pr/1/.fisher_signatures/a.safetensors",  # unquoted refs/pr/N
+     SignatureRef("org/name", "dataset", "refs/pr/1", ".fisher_signatures/a.safetensors")),
     ("hf://org/adapter@feature%2Fx/a.safetensors", SignatureRef("org/adapter", "model", "feature/x", "a.safetensors")),
-    ("hf://spaces/org/demo/fisher_signatures/a.safetensors", SignatureRef("org/demo", "space", None, "fisher_signatures/a.safetensors")),
+    ("hf://spaces/org/demo/.fisher_signatures/a.safetensors", SignatureRef("org/demo", "space", None, ".fisher_signatures/a.safetensors")),
     ("spaces/org/demo@main", SignatureRef("org/demo", "space", "main")),
     ("hf://org/adapter/a.safetensors", SignatureRef("org/adapter", "model", None, "a.safetensors")),
-    ("https://huggingface.co/datasets/org/name/blob/main/fisher_signatures/a.safetensors",
-     SignatureRef("org/name", "dataset", "main", "fisher_signatures/a.safetensors")),
-    ("https://huggingface.co/org/adapter/resolve/refs%2Fpr%2F2/fisher_signatures/a.safetensors",
-     SignatureRef("org/adapter", "model", "refs/pr/2", "fisher_signatures/a.safetensors")),
+    ("https://huggingface.co/datasets/org/name/blob/main/.fisher_signatures/a.safetensors",
+     SignatureRef("org/name", "dataset", "main", ".fisher_signatures/a.safetensors")),
+    ("https://huggingface.co/org/adapter/resolve/refs%2Fpr%2F2/.fisher_signatures/a.safetensors",
+     SignatureRef("org/adapter", "model", "refs/pr/2", ".fisher_signatures/a.safetensors")),
     ("https://huggingface.co/datasets/org/name", SignatureRef("org/name", "dataset")),
     ("just-a-name", None),
     ("a/b/c.safetensors", None),
@@ -436,7 +436,7 @@ def test_reference_forms(text, expected):
 
 @pytest.mark.parametrize("text, message", [
     ("hf://datasets/org/name/../../etc/passwd", "without '..'"),
-    ("datasets/org/name:fisher_signatures/../README.md", "without '..'"),
+    ("datasets/org/name:.fisher_signatures/../README.md", "without '..'"),
     ("org/adapter@main:/abs.safetensors", "must be relative"),
     ("hf://buckets/org/bucket/a.safetensors", "not in a bucket"),
     ("https://huggingface.co/org/adapter/discussions/1", "not a signature reference"),
@@ -461,12 +461,44 @@ def test_web_url_of_the_local_endpoint_and_pr_ref_load(hub, hf_api, dataset_repo
 def test_signatures_in_a_space_are_read_by_reference(hub, hf_api, hf_hub_cache):
     signature = make_signature()
     hf_api.create_repo("org/demo", repo_type="space", space_sdk="static")
-    hf_api.upload_file(path_or_fileobj=signature.to_bytes(), path_in_repo="fisher_signatures/a.safetensors",
+    hf_api.upload_file(path_or_fileobj=signature.to_bytes(), path_in_repo=".fisher_signatures/a.safetensors",
                        repo_id="org/demo", repo_type="space")
-    for ref in ("hf://spaces/org/demo/fisher_signatures/a.safetensors", "spaces/org/demo:fisher_signatures/a.safetensors",
-                f"{hub.endpoint}/spaces/org/demo/blob/main/fisher_signatures/a.safetensors"):
+    for ref in ("hf://spaces/org/demo/.fisher_signatures/a.safetensors", "spaces/org/demo:.fisher_signatures/a.safetensors",
+                f"{hub.endpoint}/spaces/org/demo/blob/main/.fisher_signatures/a.safetensors"):
         assert load_signature(ref).to_bytes() == signature.to_bytes(), ref
     [info] = list_signatures("hf://spaces/org/demo")
-    assert (info.path, info.listed, info.sketch_id) == ("fisher_signatures/a.safetensors", False, signature.sketch_id)
+    assert (info.path, info.listed, info.sketch_id) == (".fisher_signatures/a.safetensors", False, signature.sketch_id)
     with pytest.raises(InputError, match="repo_type must be one of"):
         push_signature(signature, "spaces/org/demo")
+
+
+def test_the_cache_is_read_through_huggingface_hub_for_what_was_fetched(hub, hf_api, dataset_repo, hf_hub_cache):
+    """``cached_snapshot`` (what ``HF_HUB_OFFLINE=1`` reads): the commit main was last seen at, only the files
+    fetched at it, each through ``try_to_load_from_cache``; also when the cache holds the commit's full file
+    listing (a partial ``snapshot_download``)."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import IncompleteSnapshotError
+
+    from fisherhub.hub.errors import OfflineCacheError
+    from fisherhub.hub.refs import repo_ref
+    from fisherhub.hub.snapshot import cached_snapshot
+
+    signature = make_signature()
+    path = push_signature(signature, DATA).ref.path
+    ref = repo_ref(DATA)
+    with pytest.raises(OfflineCacheError, match="holds nothing of this repo at main"):
+        cached_snapshot(repo_ref("datasets/org/never-fetched"))
+    load_signature(DATA)
+    snapshot = cached_snapshot(ref)
+    assert snapshot.ref.revision == hf_api.repo_info(dataset_repo, repo_type="dataset").sha
+    assert path in snapshot.files and not snapshot.complete
+    assert snapshot.cached_file(path).read_bytes() == signature.to_bytes()
+    assert snapshot.cached_file("fisher_signatures/never-fetched.safetensors") is None
+    assert [entry["path"] for entry in snapshot.entries()] == [path]
+
+    snapshot_download(dataset_repo, repo_type="dataset", allow_patterns=["README.md"])  # caches the commit's tree
+    with pytest.raises(IncompleteSnapshotError):  # which names files never fetched
+        snapshot_download(dataset_repo, repo_type="dataset", local_files_only=True)
+    assert set(cached_snapshot(ref).files) == {*snapshot.files, "README.md"}
+    with pytest.raises(OfflineCacheError):
+        cached_snapshot(repo_ref(DATA, revision="no-such-branch"))

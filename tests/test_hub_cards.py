@@ -21,7 +21,7 @@ from fisherhub.hub import (
     push_signature,
 )
 from fisherhub.hub.cards import CARD_KEY, SECTION_BEGIN, SECTION_END
-from fisherhub.hub.index import parse_index, public_name
+from fisherhub.hub.index import parse_index, printable, public_name
 
 HOSTILE = {
     "dataset": f"<script>alert(1)</script> [x](javascript:alert(1)) | col {SECTION_END} `tick`\n## Heading",
@@ -54,11 +54,11 @@ def test_metadata_cannot_inject_into_the_card(hub, hf_api, dataset_repo):
     assert 'load_signature("datasets/org/data", base_model="org/base")' in code and "import os" not in code
     assert "&lt;script&gt;alert\\(1\\)&lt;/script&gt;" in section  # escaped, still readable
     card = RepoCard(text)
-    assert {e["dataset_split"] for e in card.data[CARD_KEY] if "dataset_split" in e} == {HOSTILE["dataset_split"]}
+    assert {e["dataset_split"] for e in card.data[CARD_KEY] if "dataset_split" in e} == {printable(HOSTILE["dataset_split"])}
     assert card.text.startswith("# Org data\n\nWhat this dataset is.\n")  # the human text before it stays
     entries = parse_index(hub.files("org/data", "dataset")[INDEX_PATH], "test")
     assert entries == card.data[CARD_KEY]  # the card block is the index's rendering
-    assert {info.dataset for info in list_signatures(DATA)} == {HOSTILE["dataset"], "org/data"}
+    assert {info.dataset for info in list_signatures(DATA)} == {printable(HOSTILE["dataset"]), "org/data"}  # one line
 
 
 def test_stray_and_duplicated_sections_collapse_to_one(hub, hf_api, dataset_repo):
@@ -93,7 +93,7 @@ def test_local_paths_never_leak(hub, hf_api, tmp_path, base_model, dataset, expe
             data = data[8 : 8 + int.from_bytes(data[:8], "little")]
         for secret in ("/home", "alice", "secret-project", "~", ".cache", "checkpoints", "/srv"):
             assert secret not in path and secret.encode() not in data, (secret, path)
-    assert result.ref.path.startswith(f"fisher_signatures/{expected_base.replace('/', '--')}__")
+    assert result.ref.path.startswith(f".fisher_signatures/{expected_base.replace('/', '--')}__")
     signature = load_signature(str(result.ref))  # the published copy is a valid signature with public names
     assert (signature.metadata["base_model"], signature.metadata["dataset"]) == (expected_base, expected_dataset)
 
@@ -152,7 +152,7 @@ def test_push_to_and_list_a_local_folder(hub, tmp_path, capsys):
     [path] = [p for p in files if p.endswith(".safetensors")]
     assert files == sorted(["README.md", "adapter_config.json", INDEX_PATH, path])
     assert sorted(set(everything) - set(files)) == [".cache/huggingface/fisher_signatures.lock"]  # the push lock
-    assert path == f"fisher_signatures/org--base__train.jsonl__{signature.sketch_id}.safetensors"
+    assert path == f".fisher_signatures/org--base__train.jsonl__{signature.sketch_id}.safetensors"
     entries = parse_index((folder / INDEX_PATH).read_bytes(), "test")
     card = RepoCard.load(folder / "README.md")
     assert card.data[CARD_KEY] == entries and entries[0]["dataset"] == "train.jsonl"
@@ -186,3 +186,32 @@ def test_gated_repo_says_request_access(hub, hf_api, dataset_repo):
     assert load_signature(DATA).sketch_id == make_signature().sketch_id
     info = json.loads(json.dumps(hf_api.dataset_info("org/data").gated))
     assert info == "manual"
+
+
+def test_cards_are_read_as_their_repo_types_card_class(hub, hf_api, tmp_path):
+    """A model repo's card is a ``ModelCard`` (``ModelCardData``: its eval results parsed and written back),
+    a dataset's a ``DatasetCard``; a model card whose ``model-index`` its card data cannot parse is malformed:
+    refused, or repaired with the rest of the header kept and the old one verbatim in the body."""
+    from huggingface_hub import DatasetCard, DatasetCardData, ModelCardData
+
+    from fisherhub.hub.cards import read_card
+    from fisherhub.hub.errors import CardError
+
+    model_index = "model-index:\n- name: tuned\n  results:\n  - task: {type: text-generation}\n    dataset: {name: d, type: d}\n    metrics: [{type: accuracy, value: 0.5}]\n"
+    card = read_card(f"---\nlicense: mit\n{model_index}---\nBody\n", "org/a", "model")
+    assert isinstance(card, ModelCard) and isinstance(card.data, ModelCardData)
+    assert card.data.eval_results[0].metric_value == 0.5
+    assert "model-index" in card.data.to_dict() and "metrics" in str(card)
+    dataset_card = read_card("---\nlicense: mit\n---\nBody\n", "org/d", "dataset")
+    assert isinstance(dataset_card, DatasetCard) and isinstance(dataset_card.data, DatasetCardData)
+    assert isinstance(read_card(None, "org/d", "dataset"), DatasetCard)
+
+    broken = "---\nlicense: mit\nmodel-index: [{results: oops}]\n---\n# Body\n"
+    with pytest.raises(CardError, match="malformed YAML header"):
+        read_card(broken, "org/a", "model")
+    repaired = read_card(broken, "org/a", "model", repair=True)
+    assert repaired.data.license == "mit" and repaired.data.to_dict()[CARD_KEY] == []
+    assert "model-index" not in repaired.data.to_dict()
+    assert "```yaml\nlicense: mit\nmodel-index: [{results: oops}]\n```" in repaired.text
+    assert repaired.text.endswith("# Body\n")
+    assert RepoCard(str(repaired)).data.license == "mit"  # what is pushed parses again

@@ -78,9 +78,13 @@ def test_discovery_with_stripped_tags_and_requests_per_candidate(hub, hf_api, hf
             repo_id, (_, file) = "/".join(path.split("/")[1:3]), path.split("/resolve/")[1].split("/", 1)
             per_repo.setdefault(repo_id, []).append((method, file))
     assert len(listings) == 2 and set(per_repo) == set(tagged + stripped)
+    for repo_id, reads in per_repo.items():  # each adapter's config, read with peft.PeftConfig (its type), once
+        assert [read for read in reads if read[1] == "adapter_config.json"] == [("HEAD", "adapter_config.json"),
+                                                                               ("GET", "adapter_config.json")]
+        per_repo[repo_id] = [read for read in reads if read[1] != "adapter_config.json"]
     for repo_id in tagged:  # the listing's card block names the file: only its download (HEAD + GET)
         [(head, file), (get, again)] = per_repo[repo_id]
-        assert (head, get) == ("HEAD", "GET") and file == again and file.startswith("fisher_signatures/") and file != INDEX_PATH
+        assert (head, get) == ("HEAD", "GET") and file == again and file.startswith(".fisher_signatures/") and file != INDEX_PATH
     for repo_id in stripped:  # the listed card has no block: the index first, then the file
         [index_head, index_get, (head, file), (get, again)] = per_repo[repo_id]
         assert (index_head, index_get) == (("HEAD", INDEX_PATH), ("GET", INDEX_PATH))

@@ -35,7 +35,7 @@ def closed_port() -> int:
         return probe.getsockname()[1]  # nothing listens there once the socket is closed
 
 
-@pytest.mark.parametrize("command", [["list", "org/anything"], ["pull", "org/anything:fisher_signatures/x.safetensors"]])
+@pytest.mark.parametrize("command", [["list", "org/anything"], ["pull", "org/anything:.fisher_signatures/x.safetensors"]])
 def test_an_unreachable_hub_says_so(command, tmp_path):
     env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}", "HF_HOME": str(tmp_path / "hf")}
     env.pop("HF_HUB_OFFLINE", None)

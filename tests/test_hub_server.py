@@ -200,9 +200,9 @@ def test_safetensors_header_read_with_range_requests(hub, hf_api):
     data += b"\x00" * 200_000  # a file larger than the client's first Range read
     hf_api.create_repo("org/m")
     hf_api.upload_file(path_or_fileobj=data, path_in_repo="model.safetensors", repo_id="org/m")
-    hf_api.upload_file(path_or_fileobj=data, path_in_repo="fisher_signatures/s.safetensors", repo_id="org/m")
+    hf_api.upload_file(path_or_fileobj=data, path_in_repo=".fisher_signatures/s.safetensors", repo_id="org/m")
     hub.requests.clear()
-    meta = hf_api.parse_safetensors_file_metadata("org/m", "fisher_signatures/s.safetensors")
+    meta = hf_api.parse_safetensors_file_metadata("org/m", ".fisher_signatures/s.safetensors")
     assert meta.metadata == {"m": "64"} and meta.tensors["joint"].shape == [64]
     assert meta.tensors["n"].dtype == "F64"
     gets = [r for r in hub.requests if r[0] == "GET"]
@@ -223,15 +223,15 @@ def test_safetensors_header_read_with_range_requests(hub, hf_api):
 
 def test_snapshot_then_offline_read_in_subprocess(hub, hf_api, hf_hub_cache):
     hf_api.create_repo("org/d", repo_type="dataset")
-    ops = [add(f"fisher_signatures/s{i}.txt", f"sig {i}") for i in range(12)] + [add("README.md", "---\na: 1\n---\n")]
+    ops = [add(f".fisher_signatures/s{i}.txt", f"sig {i}") for i in range(12)] + [add("README.md", "---\na: 1\n---\n")]
     hf_api.create_commit("org/d", ops, commit_message="many", repo_type="dataset")
     folder = snapshot_download("org/d", repo_type="dataset")  # 8 download threads against the server
-    assert sorted(os.listdir(os.path.join(folder, "fisher_signatures"))) == sorted(f"s{i}.txt" for i in range(12))
+    assert sorted(os.listdir(os.path.join(folder, ".fisher_signatures"))) == sorted(f"s{i}.txt" for i in range(12))
 
     script = (
         "from huggingface_hub import hf_hub_download, snapshot_download, constants\n"
         "assert constants.HF_HUB_OFFLINE\n"
-        "p = hf_hub_download('org/d', 'fisher_signatures/s3.txt', repo_type='dataset')\n"
+        "p = hf_hub_download('org/d', '.fisher_signatures/s3.txt', repo_type='dataset')\n"
         "s = snapshot_download('org/d', repo_type='dataset')\n"
         "print(open(p).read(), s)\n"
     )

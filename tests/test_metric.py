@@ -1,5 +1,5 @@
-"""The evaluate metric ``fisher_alignment``: bare-name load after ``fisherhub install-metric`` (offline,
-fresh HF_HOME), path load, agreement with ``fisherhub.alignment``, texts mode, errors, and the Space."""
+"""The evaluate metric ``fisher_alignment``: load from the folder ``fisherhub install-metric`` writes (offline,
+fresh HF_HOME, nothing in evaluate's own namespace), path load, agreement with ``fisherhub.alignment``, texts mode, errors, and the Space."""
 
 from __future__ import annotations
 
@@ -90,34 +90,36 @@ def _result(completed: subprocess.CompletedProcess) -> dict:
 
 
 @pytest.mark.slow
-def test_bare_name_loads_offline_after_install_command(tmp_path, signature_files):
+def test_loads_offline_from_the_folder_install_metric_writes(tmp_path, signature_files):
     env = _fresh_env(tmp_path / "hf_home", HF_EVALUATE_OFFLINE="1")
     pairs = [(signature_files["first"], signature_files["second"]), (signature_files["second"], signature_files["second"])]
-    before = _python(_COMPUTE, METRIC_NAME, json.dumps(pairs), env=env)
-    assert before.returncode != 0 and "FileNotFoundError" in before.stderr, "a fresh HF_HOME must not know the name"
-
     command = "import sys; from fisherhub.cli import main; sys.exit(main(sys.argv[1:]))"
     installed = _python(command, "install-metric", env=env)
     assert installed.returncode == 0, installed.stderr[-3000:]
-    module_file = tmp_path / "hf_home" / "modules" / "evaluate_modules" / "metrics" / "evaluate-metric--fisher_alignment"
-    assert str(module_file) in installed.stdout
+    folder = tmp_path / "hf_home" / "fisherhub" / METRIC_NAME
+    assert f"evaluate.load({str(folder)!r})" in installed.stdout
 
-    after = _result(_python(_COMPUTE, METRIC_NAME, json.dumps(pairs), env=env))
-    assert after["name"] == METRIC_NAME and after["file"].startswith(str(module_file))
+    after = _result(_python(_COMPUTE, str(folder), json.dumps(pairs), env=env))
+    assert after["name"] == METRIC_NAME
     assert Path(after["file"]).read_bytes() == Path(metric_path()).read_bytes()
     _assert_matches_library(after["results"], pairs)
     assert after["results"]["fisher_alignment"][1] == 1.0 and after["results"]["stderr"][1] == 0.0
+    modules = tmp_path / "hf_home" / "modules"
+    assert not list(modules.rglob("evaluate-metric--*")), "nothing in evaluate's own namespace"
+    bare = _python(_COMPUTE, METRIC_NAME, json.dumps(pairs), env=env)
+    assert bare.returncode != 0 and "FileNotFoundError" in bare.stderr  # the bare name stays evaluate's
 
 
-def test_install_twice_makes_the_new_code_current(tmp_path):
-    """Re-installing (e.g. after an upgrade) must leave the installed code the newest cached version."""
-    stale = install_metric(tmp_path).parent.with_name("0" * 64) / f"{METRIC_NAME}.py"
-    stale.parent.mkdir()
-    stale.write_text("stale = True\n")
-    current = install_metric(tmp_path)
-    assert current.stat().st_mtime >= stale.stat().st_mtime
-    assert current.read_bytes() == Path(metric_path()).read_bytes()
-    assert all((folder / "__init__.py").is_file() for folder in (tmp_path, *current.parents[:4]))
+def test_install_into_a_folder_and_again_makes_the_new_code_current(tmp_path):
+    """A folder not named after the metric gets one inside; re-installing (e.g. after an upgrade) replaces
+    the copy."""
+    folder = install_metric(tmp_path)
+    assert folder == tmp_path / METRIC_NAME and install_metric(folder) == folder
+    module = folder / f"{METRIC_NAME}.py"
+    module.write_text("stale = True\n")
+    assert install_metric(tmp_path) == folder
+    assert module.read_bytes() == Path(metric_path()).read_bytes()
+    assert sorted(path.name for path in folder.iterdir()) == [f"{METRIC_NAME}.py"]
 
 
 def test_path_load_matches_library(metric, signature_files):

@@ -171,7 +171,7 @@ def test_per_document_sums_of_captured_gradients_are_the_parameter_gradients(arc
     model = tiny_causal_lm(arch, tie_word_embeddings=tied, vocab_size=VOCAB_SIZE, hidden_size=16, num_layers=1)
     selected = linear_modules(model, suffixes)
     ref = reference(model, [name for name, _ in selected], prose(6, seed=7))
-    for k, (name, module) in enumerate(selected):
+    for k, (_name, module) in enumerate(selected):
         for doc in range(6):
             rows = ref.documents == doc
             summed = ref.gradients[k][rows].T @ ref.inputs[k][rows]  # Σ_t δ_t x_tᵀ (out, in)

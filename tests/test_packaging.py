@@ -14,6 +14,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+import pytest
 from wheel_build import build_wheel
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,6 +25,9 @@ DEPENDENCIES = {canonicalize_name(Requirement(line).name): Requirement(line)
 TEST_EXTRA = {canonicalize_name(Requirement(line).name) for line in PYPROJECT["project"]["optional-dependencies"]["test"]}
 #: the package that tests and benchmarks share (``fisherhub.testing``): it may import the ``test`` extra
 TESTING = SOURCE / "testing"
+#: the optional parts of fisherhub.extras, each an extra of its own, and all of them
+OPTIONAL = {"gguf": "gguf", "plot": "matplotlib", "rich": "rich"}
+EXTRAS = {extra: Requirement(line) for extra in OPTIONAL for line in PYPROJECT["project"]["optional-dependencies"][extra]}
 #: declared but never imported by src/: why they are needed
 USED_INDIRECTLY = {"gguf": "transformers reads GGUF files (the default model, gguf_file=) with it"}
 
@@ -57,7 +61,8 @@ def distribution_of(module: str) -> str:
 def test_every_import_is_declared():
     imports = third_party_imports()
     assert {"torch", "yaml", "jinja2", "fsspec", "transformers"} <= set(imports)
-    undeclared = {module: files for module, files in imports.items() if distribution_of(module) not in DEPENDENCIES}
+    declared = {*DEPENDENCIES, *(canonicalize_name(requirement.name) for requirement in EXTRAS.values())}
+    undeclared = {module: files for module, files in imports.items() if distribution_of(module) not in declared}
     assert undeclared == {}
 
 
@@ -71,7 +76,43 @@ def test_the_testing_package_imports_only_dependencies_and_the_test_extra():
 
 def test_every_dependency_is_used():
     used = {distribution_of(module) for module in third_party_imports()}
-    assert set(DEPENDENCIES) - used == set(USED_INDIRECTLY)
+    declared = {*DEPENDENCIES, *(canonicalize_name(requirement.name) for requirement in EXTRAS.values())}
+    assert declared - used == set(USED_INDIRECTLY)
+
+
+def test_the_optional_packages_are_extras_imported_only_through_require():
+    """gguf, matplotlib and rich are extras (each its own, and all in ``[all]``, which the test and demo extras
+    install), never imported when a module is: a function imports one after ``require``, which names the pip
+    command when it is missing."""
+    from fisherhub.extras import EXTRAS as REQUIRED
+
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    assert {extra: requirement.name for extra, requirement in EXTRAS.items()} == OPTIONAL
+    assert {module: extra for module, (extra, _) in REQUIRED.items()} == {v: k for k, v in OPTIONAL.items()}
+    assert extras["all"] == [f"fisherhub[{','.join(OPTIONAL)}]"] and "fisherhub[all]" in extras["test"]
+    assert "fisherhub[all]" in extras["demo"] and not set(OPTIONAL.values()) & set(DEPENDENCIES)
+    for path in sorted(SOURCE.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in tree.body:  # module level (a TYPE_CHECKING block is not run)
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not {name.split(".")[0] for name in names} & set(OPTIONAL.values()), f"{path}: {names}"
+        for function in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            body = ast.unparse(function)
+            for module in set(OPTIONAL.values()) - {"gguf"}:
+                if f"from {module}" in body or f"import {module}" in body:
+                    assert f"require({module!r})" in body.replace('"', "'"), f"{path}: {function.name} imports {module}"
+
+
+def test_require_names_the_pip_command_of_a_missing_extra(monkeypatch):
+    from fisherhub.core.errors import InputError
+    from fisherhub.extras import require
+
+    for module in [m for m in sys.modules if m.split(".")[0] == "rich"]:
+        monkeypatch.delitem(sys.modules, module)
+    monkeypatch.setitem(sys.modules, "rich", None)  # as if not installed: importing it raises ModuleNotFoundError
+    with pytest.raises(InputError, match=r"needs the optional package `rich`: pip install 'fisherhub\[rich\]'"):
+        require("rich")
+    assert require("json").dumps([]) == "[]"
 
 
 def test_installed_versions_meet_the_floors():

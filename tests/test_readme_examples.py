@@ -24,7 +24,7 @@ README = REPO / "README.md"
 def readme_block(heading: str, language: str) -> str:
     """The first ```language block after ``heading``."""
     text = README.read_text()
-    match = re.search(rf"```{language}\n(.*?)```", text[text.index(heading):], flags=re.DOTALL)
+    match = re.search(rf"```{language}\n(.*?)```", text[text.index(heading) :], flags=re.DOTALL)
     assert match, f"no {language} block after {heading!r} in README.md"
     return match.group(1)
 
@@ -33,10 +33,21 @@ def run_bash(block: str, folder: Path) -> subprocess.CompletedProcess:
     """``block`` run by bash in ``folder``, which sees the checkout's ``src/`` as the README's commands do (they
     run from the checkout); the ``fisherhub`` and ``accelerate`` commands of this Python, this tree's code."""
     (folder / "src").symlink_to(REPO / "src")
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src"),
-                   "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    return subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=folder, env=environment, capture_output=True,
-                          text=True, timeout=600, check=False)
+    environment = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(REPO / "src"),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block],
+        cwd=folder,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def test_the_set_up_commands_upgrade_pip_first():
@@ -76,8 +87,11 @@ def test_the_plain_trainer_example_runs_as_written(embedded_model, hub, tmp_path
     monkeypatch.chdir(tmp_path)
     model, tokenizer = load_model_and_tokenizer(None)
     peft_model = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
-    namespace = {"train": datasets.Dataset.from_dict({"text": DOMAINS["prose"]}), "peft_model": peft_model,
-                 "tokenizer": tokenizer}
+    namespace = {
+        "train": datasets.Dataset.from_dict({"text": DOMAINS["prose"]}),
+        "peft_model": peft_model,
+        "tokenizer": tokenizer,
+    }
     exec(readme_block("With the plain `transformers` `Trainer`", "python"), namespace)
     assert (tmp_path / "my-lora" / INDEX_PATH).is_file()
     pushed = HfApi().list_repo_files("me/my-lora")

@@ -115,8 +115,8 @@ def world(hub_server, tmp_path_factory):
         api.upload_folder(repo_id=adapter_repo(domain), folder_path=adapter_folder)
         if domain < 2:
             push_signature(signature, adapter_repo(domain), repo_type="model")
-            (adapter_folder / "fisher_signatures").mkdir()
-            signature.save(adapter_folder / "fisher_signatures" / "training-data.safetensors")
+            (adapter_folder / ".fisher_signatures").mkdir()
+            signature.save(adapter_folder / ".fisher_signatures" / "training-data.safetensors")
         else:
             api.create_repo(dataset_repo(domain), repo_type="dataset", exist_ok=True)
             push_signature(signature, dataset_repo(domain), repo_type="dataset")
@@ -128,7 +128,7 @@ def world(hub_server, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def target_signature(world) -> Signature:
-    like = Signature.load(world["folders"][0] / "fisher_signatures" / "training-data.safetensors")
+    like = Signature.load(world["folders"][0] / ".fisher_signatures" / "training-data.safetensors")
     return sketch_texts(world["target"], world["base"], world["tokenizer"], like, metadata={"base_model": BASE})
 
 
@@ -273,7 +273,7 @@ def test_candidate_repo_without_adapter(world, target_signature):
 
 def test_signature_files_rank_as_source_datasets(world, target_signature, tmp_path):
     """Local signature files of source datasets are candidates like dataset repos: ranked, with no adapter."""
-    files = [world["folders"][domain] / "fisher_signatures" / "training-data.safetensors" for domain in (1, 0)]
+    files = [world["folders"][domain] / ".fisher_signatures" / "training-data.safetensors" for domain in (1, 0)]
     broken = tmp_path / "broken.safetensors"
     broken.write_bytes(b"not a signature")
     selection = select_adapter(target_signature, [*files, broken])
@@ -311,14 +311,14 @@ def adapter_folder(path, base_model: str, signature: Signature | None = None):
     path.mkdir()
     (path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": base_model}))
     if signature is not None:
-        (path / "fisher_signatures").mkdir()
-        signature.save(path / "fisher_signatures" / "training-data.safetensors")
+        (path / ".fisher_signatures").mkdir()
+        signature.save(path / ".fisher_signatures" / "training-data.safetensors")
     return path
 
 
 def test_candidate_with_other_pilot_direction_is_skipped(world, target_signature, tmp_path):
     """Same sketch id, pilot direction 0.016 rad off: that candidate is skipped with its reason, the rest ranked."""
-    signed = Signature.load(world["folders"][0] / "fisher_signatures" / "training-data.safetensors")
+    signed = Signature.load(world["folders"][0] / ".fisher_signatures" / "training-data.safetensors")
     turned = rotated_pilot(signed, 0.016)
     assert turned.sketch_id == target_signature.sketch_id
     off = adapter_folder(tmp_path / "pilot-off-adapter", BASE, turned)
@@ -335,7 +335,7 @@ def test_target_file_base_model_wins_in_any_candidate_order(world, target_signat
 
     target_file = str(tmp_path / "target.safetensors")
     target_signature.save(target_file)
-    signed = Signature.load(world["folders"][0] / "fisher_signatures" / "training-data.safetensors")
+    signed = Signature.load(world["folders"][0] / ".fisher_signatures" / "training-data.safetensors")
     other_signature = dataclasses.replace(signed, metadata={"base_model": "org/other-model"})
     other = str(adapter_folder(tmp_path / "other-base-adapter", "org/other-model", other_signature))
     adapters = [adapter_repo(d) for d in range(DOMAINS)]

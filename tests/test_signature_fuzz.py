@@ -4,6 +4,8 @@ truncations, bit flips and header edits: every file is refused with ``SignatureF
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 import random
 import struct
@@ -167,3 +169,144 @@ def test_fuzzed_files_are_refused_or_load_sane(signature):
         assert_sane(loaded)
         outcomes["loaded"] += 1
     assert outcomes["refused"] > FUZZ_CASES * 0.8, outcomes
+
+
+# -- issue 23: values forged with a recomputed checksum, and hostile index files ------------------------------------
+
+VALUE_CASES = 520
+INDEX_CASES = 520
+
+
+def _value_forgery(rng: random.Random, signature: Signature) -> bytes:
+    """A file whose numbers are edited (the checksum recomputed): split norms or means scaled by up to 10^±40,
+    negated, spiked, swapped, or structurally damaged as in ``_damaged``."""
+    tensors = {name: tensor.clone() for name, tensor in signature._tensors().items()}
+    kind = rng.randrange(7)
+    if kind == 0:
+        norms = tensors["split_norms"]
+        which = rng.choice([[0], [1], [2], [0, 1, 2]])
+        norms[which] = norms[which] * 10.0 ** rng.uniform(-40, 40)
+    elif kind == 1:
+        name = rng.choice(["joint", "activation", "error"])
+        tensors[name] = (tensors[name].double() * 10.0 ** rng.uniform(-30, 30)).float()
+    elif kind == 2:
+        name = rng.choice(["joint", "activation", "error"])
+        tensors[name][rng.randrange(len(tensors[name]))] = rng.choice([3e38, -3e38, 1e-38, 0.0, 1e20])
+    elif kind == 3:
+        a, b = rng.sample(["joint", "activation", "error"], 2)
+        tensors[a], tensors[b] = tensors[b], tensors[a]
+    elif kind == 4:
+        name = rng.choice(["joint", "activation", "error"])
+        tensors[name] = -tensors[name]
+    elif kind == 5:
+        tensors["split_norms"] = torch.tensor([rng.choice([1e-300, 1e-30, 1e-3, 1.0, 1e30, 1e300]) for _ in range(3)],
+                                              dtype=torch.float64)
+    else:
+        return _damaged(rng, signature.to_bytes(), signature)
+    return forged(signature, tensors)
+
+
+def test_fuzzed_values_are_refused_or_flagged_and_never_ranked_above_plausible(signature, tmp_path):
+    """VALUE_CASES forged files in selections with an honest candidate: nothing crashes; every row whose
+    numbers are implausible carries a doubt and ranks below every row without one; no row without a doubt
+    shows an estimate outside [0, 1] by more than 4 standard errors or a non-finite one."""
+    import math
+
+    from fisherhub.selection import select_adapter
+    from fisherhub.selection.ranking import PLAUSIBLE_Z
+
+    spec = signature.spec
+    target = sketch(spec, *synthetic_task(300, 8, 64, seed=1), doc_index=torch.arange(300) // 3)
+    honest = tmp_path / "honest.safetensors"
+    signature.save(honest)
+    rng = random.Random(23)
+    loaded = doubted = 0
+    for batch in range(VALUE_CASES // 40):
+        files = []
+        for case in range(40):
+            path = tmp_path / f"case-{batch}-{case}.safetensors"
+            path.write_bytes(_value_forgery(rng, signature))
+            files.append(str(path))
+        selection = select_adapter(target, [*files, str(honest)])
+        selection.table()  # renders
+        rows = selection.ranking
+        flags = [row.doubt is not None for row in rows]
+        assert flags == sorted(flags), "a doubted row ranks above a plausible one"
+        for row in rows:
+            if row.doubt is None:
+                for value, stderr in ((row.fisher, row.alignment.stderr), (row.activation, row.alignment.activation_stderr),
+                                      (row.error, row.alignment.error_stderr)):
+                    assert math.isfinite(value) and math.isfinite(stderr)
+                    assert -PLAUSIBLE_Z * stderr <= value <= 1 + PLAUSIBLE_Z * stderr, row
+        loaded += len(rows) - 1
+        doubted += sum(flags)
+        assert len(rows) + len(selection.skipped) == 41
+    assert loaded > 100 and doubted > 50, (loaded, doubted)
+
+
+def _index_mutation(rng: random.Random, entries: list[dict]) -> bytes:
+    """A hostile ``index.json``: bad paths, types, counts, control characters, deep nesting, size, garbage."""
+    entry = dict(rng.choice(entries))
+    kind = rng.randrange(9)
+    if kind == 0:
+        entry["path"] = rng.choice(["../../etc/passwd", "/etc/passwd", ".fisher_signatures/../x.safetensors",
+                                    ".fisher_signatures//x.safetensors", "", "README.md", "C:\\x.safetensors",
+                                    ".fisher_signatures/" + "a" * 5000 + ".safetensors"])
+    elif kind == 1:
+        entry[rng.choice(["tokens", "documents"])] = rng.choice(["12x", 1e400, -1, 2**70, True, None, [], {"a": 1}, 1.5])
+    elif kind == 2:
+        entry[rng.choice(["base_model", "dataset", "sketch_id"])] = rng.choice(
+            ["\x1b[2J\x1b]0;pwned\x07", "a\nb", "\u202eevil", {"nested": [1]}, [1, 2], 10**30])
+    elif kind == 3:
+        return b"[" * rng.choice([1000, 100_000]) + b"]" * 10
+    elif kind == 4:
+        return bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200)))
+    elif kind == 5:
+        document = {"kind": rng.choice(["fisherhub-signature-index", "other", None]), "version": rng.choice([1, 2, "1", None]),
+                    "signatures": rng.choice([[entry], entry, "x", None, [[1]]])}
+        return json.dumps(document).encode()
+    elif kind == 6:
+        return b" " * (5 * 2**20)
+    elif kind == 7:
+        del entry["path"]
+    else:
+        entry = {**entry, **{f"k{i}": "v" * rng.randrange(100) for i in range(rng.randrange(50))}}
+    document = {"kind": "fisherhub-signature-index", "version": 1, "signatures": [entry, *entries]}
+    data = json.dumps(document).encode()
+    return data[: rng.randrange(len(data))] if rng.random() < 0.1 else data
+
+
+def test_fuzzed_index_files_never_crash_listing_loading_or_selection(signature, tmp_path):
+    """INDEX_CASES hostile index files in an adapter folder: ``list_signatures`` and ``load_signature`` answer or
+    raise a FisherHubError; a selection with it among an honest candidate completes; nothing printed holds a
+    control character."""
+    from fisherhub import FisherHubError
+    from fisherhub.hub import list_signatures, load_signature, push_signature
+    from fisherhub.selection import select_adapter
+
+    target = sketch(signature.spec, *synthetic_task(300, 8, 64, seed=1), doc_index=torch.arange(300) // 3)
+    target = Signature.from_bytes(forged(target, base_model="org/base"))
+    honest = Signature.from_bytes(forged(signature, base_model="org/base"))
+    good, hostile = tmp_path / "good", tmp_path / "hostile"
+    for folder in (good, hostile):
+        folder.mkdir()
+        (folder / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "org/base"}))
+        push_signature(honest, folder)
+    index = hostile / ".fisher_signatures" / "index.json"
+    entries = json.loads(index.read_text())["signatures"]
+    rng = random.Random(2323)
+    answered = refused = 0
+    for case in range(INDEX_CASES):
+        index.write_bytes(_index_mutation(rng, entries))
+        try:
+            infos = list_signatures(hostile)
+            answered += 1
+            assert all(not any(ord(c) < 32 or c == "\u202e" for c in str(info.metadata) + info.path) for info in infos)
+        except FisherHubError:
+            refused += 1
+        with contextlib.suppress(FisherHubError):
+            load_signature(hostile)
+        if case % 10 == 0:
+            selection = select_adapter(target, [str(good), str(hostile)])
+            assert selection.best.candidate == str(good) or selection.best.doubt is None
+    assert answered + refused == INDEX_CASES and refused > INDEX_CASES // 3, (answered, refused)

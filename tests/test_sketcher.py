@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import datasets
@@ -183,3 +186,22 @@ def test_bad_inputs_raise_clear_errors(tiny):
         sketch(run_args(folder, "like-other", like=str(folder / "other.safetensors"), checkpoint=None))
     with pytest.raises(InputError, match="resume needs the checkpoint folder"):
         run_args(folder, "resume", checkpoint=None, resume=True)
+
+
+PROGRESS_BAR_RUN = """
+from tiny_models import tiny_causal_lm, tiny_tokenizer
+from fisherhub.pipeline import sketch_texts
+sketch_texts(["a b c", "d e f"], tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64), tiny_tokenizer(64), m=64,
+             progress=True)
+"""
+
+
+@pytest.mark.parametrize("disabled", [None, "1"])
+def test_the_progress_bar_honours_hf_hub_disable_progress_bars(disabled):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")])}
+    env.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
+    if disabled:
+        env["HF_HUB_DISABLE_PROGRESS_BARS"] = disabled
+    run = subprocess.run([sys.executable, "-c", PROGRESS_BAR_RUN], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert ("sketching: 100%" in run.stderr) == (disabled is None), run.stderr

@@ -4,13 +4,17 @@ the same commit as the adapter to the local Hub server, where fisherhub lists, l
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from huggingface_hub import HfApi, RepoCard
+from transformers import TrainingArguments
+
 from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
-from fisherhub.hub import INDEX_PATH, find_adapters, list_signatures, load_signature
-from fisherhub.hub.cards import CARD_KEY
+from fisherhub.hub import INDEX_PATH, find_adapters, list_signatures, load_signature, push_signature
+from fisherhub.hub.cards import CARD_KEY, SIGNATURE_TAG
 from fisherhub.hub.index import parse_index
 from fisherhub.selection import select_adapter
 from fisherhub.pipeline.loop import sketch_texts
@@ -75,7 +79,11 @@ def test_callback_signs_a_lora_run_and_the_push(hub, hf_hub_cache, tmp_path):
     [commit] = [c for c in api.list_repo_commits(REPO) if c.title.startswith("End of training")]
     files = set(api.list_repo_files(REPO, revision=commit.commit_id))
     assert {"adapter_model.safetensors", "adapter_config.json", INDEX_PATH, entry["path"]} <= files
-    assert CARD_KEY not in RepoCard.load(api.hf_hub_download(REPO, "README.md")).data  # the Trainer's own card
+    card = RepoCard.load(api.hf_hub_download(REPO, "README.md"))  # the Trainer's own card, signed again after
+    assert "Training procedure" in card.text or "More Information Needed" in card.text  # (written by the Trainer)
+    assert "This adapter carries" in card.text and card.data[CARD_KEY] == [entry]
+    assert SIGNATURE_TAG in card.data.tags and card.data.datasets == ["tester/pets"] and card.data.base_model == BASE
+    assert [a.ref.repo_id for a in find_adapters(BASE, untagged=False)] == [REPO]  # found by the tag alone
     [info] = list_signatures(REPO)
     assert (info.path, info.listed, info.sketch_id) == (entry["path"], True, signature.sketch_id)
     assert load_signature(REPO).to_bytes() == signature.to_bytes()
@@ -114,3 +122,107 @@ def test_callback_sketches_a_dataset_column_into_output_dir(tmp_path):
     assert torch.equal(callback.signature.joint, expected.joint) and callback.signature.num_documents == 30
     [info] = list_signatures(tmp_path / "out")
     assert (info.sketch_id, info.base_model, info.listed) == (expected.sketch_id, BASE, True)
+
+
+def test_the_sketch_runs_the_models_own_forward_and_gives_back_the_mixed_precision_one():
+    """A model whose forward is wrapped in bf16 autocast as ``Accelerator.prepare`` wraps it (accelerate's
+    public ``convert_outputs_to_fp32`` over ``torch.autocast``) is run without it inside ``_as_base_model``,
+    with it again afterwards."""
+    from types import MethodType
+
+    from accelerate.utils import convert_outputs_to_fp32
+
+    from fisherhub.training_callback import _as_base_model
+
+    model = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64).train()
+    batch = tiny_tokenizer(64)(TEXTS[:2], return_tensors="pt", padding=True)
+    with torch.no_grad():
+        plain = model(**batch).logits
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16)
+        model.forward = MethodType(convert_outputs_to_fp32(autocast(type(model).forward)), model)
+        wrapped = model.forward
+        mixed = model(**batch).logits
+        assert not torch.equal(mixed, plain)
+        with _as_base_model(model) as base:
+            assert not base.training
+            assert torch.equal(base(**batch).logits, plain)
+        assert model.forward == wrapped and model.training
+        assert torch.equal(model(**batch).logits, mixed)
+
+
+def _trainer(tmp_path, callback, **overrides):
+    from peft import LoraConfig, get_peft_model
+    from transformers import Trainer, TrainingArguments
+
+    tokenizer = tiny_tokenizer(64)
+    base = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64)
+    base.config._name_or_path = BASE
+    model = get_peft_model(base, LoraConfig(r=2, target_modules=["q_proj"]))
+    settings = {"output_dir": str(tmp_path / "run"), "max_steps": 2, "per_device_train_batch_size": 4, "save_steps": 1,
+                "save_strategy": "steps", "report_to": [], "use_cpu": True, "disable_tqdm": True}
+    args_type = overrides.pop("args_type", TrainingArguments)
+    args = args_type(**{**settings, **overrides})
+    return Trainer(model=model, args=args, train_dataset=training_dataset(tokenizer), processing_class=tokenizer,
+                   callbacks=[callback]), tokenizer, base
+
+
+def test_a_signing_failure_never_ends_training(tmp_path, monkeypatch, caplog):
+    import fisherhub.training_callback as module
+
+    failing = FisherSignatureCallback("no-such-org/no-such-dataset", base_model=BASE, m=M, progress=False)
+    trainer, _, _ = _trainer(tmp_path / "a", failing)
+    trainer.train()
+    assert trainer.state.global_step == 2 and failing.signature is None
+    assert "cannot sign the training data" in failing.failure and "training goes on" in caplog.text
+
+    writes = []
+
+    def push_then_fail(signature, folder, **kwargs):
+        writes.append(folder)
+        if len(writes) > 1:
+            raise OSError(28, "No space left on device")
+        return push_signature(signature, folder, **kwargs)
+
+    monkeypatch.setattr(module, "push_signature", push_then_fail)
+    saving = FisherSignatureCallback(TEXTS, base_model=BASE, m=M, progress=False)
+    trainer, _, _ = _trainer(tmp_path / "b", saving)
+    trainer.train()
+    assert trainer.state.global_step == 2 and saving.signature is not None
+    assert "No space left on device" in saving.failure and len(writes) >= 5  # train begin, then every save went on
+
+
+@dataclasses.dataclass
+class ArgsWithMaxLength(TrainingArguments):
+    """What TRL's ``SFTConfig`` adds to the arguments (TRL is not installed here)."""
+
+    max_length: int | None = 1024
+
+
+def test_documents_are_truncated_at_the_trainers_max_length(tmp_path):
+    follows = FisherSignatureCallback(TEXTS, base_model=BASE, m=M, progress=False)
+    trainer, tokenizer, base = _trainer(tmp_path / "a", follows, args_type=ArgsWithMaxLength, max_length=16, max_steps=1)
+    trainer.train()
+    assert follows.signature.metadata["max_length"] == "16"
+    expected = sketch_texts(TEXTS, base, tokenizer, m=M, max_length=16, metadata={"base_model": BASE})
+    assert follows.signature.num_tokens == expected.num_tokens < sketch_texts(TEXTS, base, tokenizer, m=M).num_tokens
+
+    from fisherhub import InputError
+
+    refuses = FisherSignatureCallback(TEXTS, base_model=BASE, m=M, max_length=512, progress=False)
+    trainer, _, _ = _trainer(tmp_path / "b", refuses, args_type=ArgsWithMaxLength, max_length=16, max_steps=1)
+    with pytest.raises(InputError, match=r"max_length=512\) but the trainer truncates at max_length=16"):
+        trainer.train()
+
+
+def test_every_save_pushes_an_adapter_card_with_its_datasets(hub, hf_hub_cache, tmp_path):
+    callback = FisherSignatureCallback(TEXTS, dataset_name="tester/pets", m=M, progress=False)
+    trainer, _, _ = _trainer(tmp_path, callback, push_to_hub=True, hub_model_id="tester/every-save",
+                             hub_strategy="every_save")
+    trainer.train()
+    trainer._finish_current_push()
+    api = HfApi()
+    first = [c for c in api.list_repo_commits("tester/every-save") if c.title.startswith("Training in progress")][-1]
+    card = RepoCard.load(api.hf_hub_download("tester/every-save", "README.md", revision=first.commit_id))
+    assert "This adapter carries" in card.text and "This dataset carries" not in card.text
+    assert card.data.datasets == ["tester/pets"] and SIGNATURE_TAG in card.data.tags
+    assert card.data.base_model == BASE and card.data.library_name == "peft"

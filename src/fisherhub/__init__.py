@@ -48,6 +48,7 @@ _EXPORTS = {
     "Selection": "fisherhub.selection",
     "load_signature": "fisherhub.hub",
     "push_signature": "fisherhub.hub",
+    "verify_signature": "fisherhub.verify",
     "install_metric": "fisherhub.metric",
     "metric_path": "fisherhub.metric",
 }

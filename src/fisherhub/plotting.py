@@ -10,6 +10,7 @@ from pathlib import Path
 
 from fisherhub.core.alignment import AlignmentMatrix
 from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES
+from fisherhub.extras import require
 
 #: the geometries of the four heatmap panels, in order
 PANELS = tuple(GEOMETRIES[name] for name in DECOMPOSITION)
@@ -22,9 +23,10 @@ def alignment_figure(matrix: AlignmentMatrix, title: str | None = None):
 
     A, S_a and S_e share the scale [0, 1]; ρ is centred on 1 (independence of a and e), its scale spanning the
     significant cells only, and blank (—) where undefined (S_a or S_e not significantly above 0). Cells that are
-    not significant (``fisherhub.legend``, by each geometry's rule) are hatched grey instead of coloured; the legend lines that apply are
-    printed under the panels.
+    not significant (``fisherhub.legend``, by each geometry's rule) are hatched grey instead of coloured; the
+    legend lines that apply are printed under the panels.
     """
+    require("matplotlib")
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 

@@ -2,11 +2,19 @@
 
 At the start of training it sketches the training data under the base model, before the adapter changes
 anything (a PEFT model's adapters are disabled while it sketches), and writes the signature into
-``output_dir`` as ``fisherhub push`` writes it into a folder (``fisher_signatures/<name>.safetensors``, the
-index and the card section). It writes it again into every checkpoint folder and into ``output_dir`` before
-each push, so the Trainer's own upload of ``output_dir`` (``push_to_hub=True``) carries the signature in
-the same commit as the adapter. The Trainer then rewrites the card; the index still lists the signature,
-and ``fisherhub push`` restores the card section.
+``output_dir`` as ``fisherhub push`` writes it into a folder (``.fisher_signatures/<name>.safetensors``, the
+index and an adapter card section). It writes it again into every checkpoint folder and into ``output_dir``
+before each push, so the Trainer's own upload of ``output_dir`` (``push_to_hub=True``, every
+``hub_strategy``) carries the signature in the same commit as the adapter. It tags the model
+(``add_model_tags``), so the card ``trainer.push_to_hub()`` rewrites at the end keeps the ``fisher-signatures``
+tag; for a PEFT model, whose ``create_or_update_model_card`` the Trainer calls on that card, it writes the
+signature block, section and ``datasets:`` back into the card right after (the index lists the signature
+in any case).
+
+Signing never stops training: a failure is logged (``logging`` and ``callback.failure``) and the run goes
+on without a signature. Documents are truncated at the trainer's ``max_length`` (TRL's ``SFTConfig``), or
+512 where the arguments have none; a ``max_length`` given to the callback that differs from the trainer's
+is refused at train begin (the signature would describe other data than the adapter was trained on).
 
     from fisherhub.training_callback import FisherSignatureCallback
     trainer = SFTTrainer(model=peft_model, train_dataset=train, args=config,
@@ -16,6 +24,8 @@ and ``fisherhub push`` restores the card section.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -25,9 +35,12 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from fisherhub.core.errors import InputError
 from fisherhub.core.signature import Signature
-from fisherhub.options import DataArgs
 from fisherhub.hub import push_signature
+from fisherhub.hub.cards import SIGNATURE_TAG
+from fisherhub.options import DataArgs
 from fisherhub.pipeline.loop import sketch_dataset, sketch_texts
+
+logger = logging.getLogger(__name__)
 
 
 def _base_model_name(model: Any) -> str | None:
@@ -40,21 +53,21 @@ def _base_model_name(model: Any) -> str | None:
 
 @contextlib.contextmanager
 def _as_base_model(model: Any):
-    """``model`` in eval mode with its PEFT adapters disabled (a plain model as it is) and without the
-    mixed-precision autocast that ``accelerate`` wraps around a prepared model's forward (the signature is
-    of the weights as they are, as a plain ``sketch_texts`` makes it), all restored afterwards."""
+    """``model`` in eval mode with its PEFT adapters disabled (a plain model as it is) and running its class's
+    own forward: without the mixed-precision autocast that ``accelerate`` sets as a prepared model's instance
+    ``forward`` under bf16 / fp16 (the signature is of the weights as they are, as a plain ``sketch_texts``
+    makes it), all restored afterwards."""
     training, patched = model.training, model.__dict__.get("forward")
-    original = model.__dict__.get("_original_forward")  # kept by Accelerator.prepare_model under bf16 / fp16
     disabled = model.disable_adapter() if hasattr(model, "disable_adapter") else contextlib.nullcontext()
     model.eval()
-    if original is not None:
-        model.forward = original
+    if patched is not None:
+        del model.forward
     try:
         with disabled:
             yield model
     finally:
         model.train(training)
-        if original is not None:
+        if patched is not None:
             model.forward = patched
 
 
@@ -66,8 +79,10 @@ class FisherSignatureCallback(TrainerCallback):
     ``text_column`` is sketched), or a ``DataArgs``. ``dataset_name`` names the data in the signature (a
     Hub id is best; local paths are published as their file name). ``base_model``: default the adapter
     config's ``base_model_name_or_path`` (or the model's ``name_or_path``). ``tokenizer``: default the
-    trainer's ``processing_class``. ``spec_options`` (m, seed, estimator, ...) or ``like`` (a signature to be
-    comparable with) go to the sketcher. The signature is in ``callback.signature`` after train begin.
+    trainer's ``processing_class``. ``max_length``: default the trainer's (``SFTConfig.max_length``), else 512;
+    another one than the trainer's is refused. ``spec_options`` (m, seed, estimator, ...) or ``like`` (a
+    signature to be comparable with) go to the sketcher. The signature is in ``callback.signature`` after
+    train begin (None and ``callback.failure`` saying why, when signing failed).
     """
 
     def __init__(
@@ -79,24 +94,34 @@ class FisherSignatureCallback(TrainerCallback):
         tokenizer: Any = None,
         text_column: str = "text",
         max_documents: int | None = None,
-        max_length: int = 512,
+        max_length: int | None = None,
         batch_size: int = 8,
         like: Signature | None = None,
         progress: bool = True,
         **spec_options: Any,
     ):
         if isinstance(data, str) or not isinstance(data, Sequence):
-            data = data if isinstance(data, DataArgs) else DataArgs(
-                data, text_column=text_column, max_documents=max_documents, max_length=max_length
-            )
+            data = data if isinstance(data, DataArgs) else DataArgs(data, text_column=text_column, max_documents=max_documents)
         elif not data or not all(isinstance(text, str) for text in data):
             raise InputError("FisherSignatureCallback: data must be a list of texts (at least one), a dataset or a DataArgs")
         self.data, self.dataset_name, self.base_model, self.tokenizer = data, dataset_name, base_model, tokenizer
         self.max_length, self.batch_size, self.like, self.progress = max_length, batch_size, like, progress
         self.spec_options = spec_options
         self.signature: Signature | None = None
+        self.failure: str | None = None  # why signing failed (training went on), None when it did not
 
-    def _sketch(self, model: Any, tokenizer: Any) -> Signature:
+    def _max_length(self, args) -> int:
+        """The trainer's ``max_length`` (TRL's configs), refused when the callback was given another one."""
+        trainer_length = getattr(args, "max_length", None)
+        if self.max_length is not None and trainer_length is not None and self.max_length != trainer_length:
+            raise InputError(
+                f"FisherSignatureCallback(max_length={self.max_length}) but the trainer truncates at max_length="
+                f"{trainer_length}: the signature would describe other data than the adapter sees. Drop the "
+                "callback's max_length (it follows the trainer's) or make them equal"
+            )
+        return self.max_length or trainer_length or DataArgs.max_length
+
+    def _sketch(self, model: Any, tokenizer: Any, max_length: int) -> Signature:
         base_model = self.base_model or _base_model_name(model)
         if not base_model:
             raise InputError("FisherSignatureCallback: the model does not say its base model; pass base_model='<org/name>'")
@@ -104,29 +129,64 @@ class FisherSignatureCallback(TrainerCallback):
         common = {"batch_size": self.batch_size, "metadata": metadata, "progress": self.progress, **self.spec_options}
         with _as_base_model(model):
             if isinstance(self.data, DataArgs):
-                return sketch_dataset(self.data.dataset, model, tokenizer, self.like, data=self.data,
+                data = self.data if self.data.max_length == max_length else dataclasses.replace(self.data, max_length=max_length)
+                return sketch_dataset(data.dataset, model, tokenizer, self.like, data=data,
                                       description="sketching the training data", **common)
-            return sketch_texts(self.data, model, tokenizer, self.like, max_length=self.max_length, **common)
+            return sketch_texts(self.data, model, tokenizer, self.like, max_length=max_length, **common)
 
-    def _attach(self, folder: str) -> None:
-        os.makedirs(folder, exist_ok=True)
-        push_signature(self.signature, folder)
+    def _attach(self, *folders: str) -> None:
+        """The signature into each folder as an adapter's (its card an adapter card, whatever the folder holds
+        yet); a failure is logged, never raised into the training loop."""
+        if self.signature is None:
+            return
+        for folder in folders:
+            try:
+                os.makedirs(folder, exist_ok=True)
+                push_signature(self.signature, folder, repo_type="model")
+            except Exception as exc:  # noqa: BLE001  (signing must never end a training run)
+                self._failed(f"cannot write the signature into {folder}: {exc}")
+
+    def _failed(self, reason: str) -> None:
+        self.failure = reason
+        logger.error("FisherSignatureCallback: %s; training goes on without it", reason)
 
     def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
         if not state.is_world_process_zero:
             return
+        max_length = self._max_length(args)  # a mismatch is refused before the first step
         tokenizer = self.tokenizer or processing_class
-        if model is None or tokenizer is None:
-            raise InputError("FisherSignatureCallback needs the trainer's model and a tokenizer (pass tokenizer=)")
+        if model is not None and hasattr(model, "add_model_tags"):
+            model.add_model_tags([SIGNATURE_TAG])  # kept by the card the Trainer writes on push_to_hub
+        if model is not None and hasattr(model, "create_or_update_model_card"):
+            self._sign_cards_of(model)
         if self.signature is None:
-            self.signature = self._sketch(model, tokenizer)
+            try:
+                if model is None or tokenizer is None:
+                    raise InputError("FisherSignatureCallback needs the trainer's model and a tokenizer (pass tokenizer=)")
+                self.signature = self._sketch(model, tokenizer, max_length)
+            except Exception as exc:  # noqa: BLE001  (signing must never end a training run)
+                self._failed(f"cannot sign the training data: {type(exc).__name__}: {exc}")
+                return
         self._attach(args.output_dir)
 
+    def _sign_cards_of(self, model: Any) -> None:
+        """After PEFT's ``create_or_update_model_card`` (which the Trainer calls on the card it has just written
+        into ``output_dir``), put the signature's block, section and ``datasets:`` back into that card."""
+        update = model.create_or_update_model_card
+        if getattr(update, "signs_cards", False):
+            return
+
+        def create_or_update_model_card(output_dir: str) -> None:
+            update(output_dir)
+            self._attach(output_dir)
+
+        create_or_update_model_card.signs_cards = True
+        model.create_or_update_model_card = create_or_update_model_card
+
     def on_save(self, args, state, control, **kwargs):
-        if state.is_world_process_zero and self.signature is not None:
-            self._attach(os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"))
-            self._attach(args.output_dir)
+        if state.is_world_process_zero:
+            self._attach(os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"), args.output_dir)
 
     def on_push_begin(self, args, state, control, **kwargs):
-        if state.is_world_process_zero and self.signature is not None:
+        if state.is_world_process_zero:
             self._attach(args.output_dir)

@@ -14,7 +14,7 @@ import warnings
 
 from fisherhub.core.errors import FisherHubError
 
-COMMAND_MODULES = ("sketch", "demo", "compare", "push", "list", "pull", "install_metric", "select")
+COMMAND_MODULES = ("sketch", "demo", "compare", "push", "list", "pull", "verify", "install_metric", "select")
 
 
 def build_parser() -> argparse.ArgumentParser:

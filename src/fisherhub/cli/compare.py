@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from fisherhub.cli.arguments import HelpFormatter
 from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES
+from fisherhub.extras import require
 
 if TYPE_CHECKING:
     from fisherhub.core.alignment import AlignmentMatrix
@@ -33,6 +34,7 @@ SAME_DATA = "same data"
 
 def alignment_table(matrix: AlignmentMatrix, same: frozenset[tuple[int, int]] = frozenset()):
     """A rich table of A ± stderr (rows and columns: the tasks); ``same``: the pairs (i, j) shown as the same data."""
+    require("rich")
     from rich.table import Table
 
     table = Table(title=f"{GEOMETRIES['fisher'].label} ± stderr (sketch id {matrix.sketch_id})")
@@ -56,6 +58,7 @@ def same_data_pairs(signatures: Sequence[Signature]) -> frozenset[tuple[int, int
 
 def decomposition_table(matrix: AlignmentMatrix, same: frozenset[tuple[int, int]] = frozenset()):
     """A rich table with one row per pair: A, S_a, S_e and ρ with standard errors (* = ρ ≠ 1 significantly)."""
+    require("rich")
     from rich.table import Table
 
     table = Table(
@@ -81,6 +84,7 @@ def report(
 ) -> AlignmentMatrix:
     """Print the alignment and decomposition tables and the legend lines that apply to them; write the heatmap
     PNG when a path is given."""
+    require("rich")
     from rich.console import Console
 
     from fisherhub.core.alignment import alignment_matrix

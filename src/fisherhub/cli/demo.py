@@ -13,10 +13,12 @@ import time
 from pathlib import Path
 
 from fisherhub.cli.arguments import HelpFormatter, add_arguments
+from fisherhub.extras import require
 from fisherhub.options import DemoOptions, RunOptions, SpecOptions
 
 
 def run(namespace: argparse.Namespace) -> int:
+    require("rich")
     from rich.console import Console
 
     from fisherhub.lm.specs import spec_for_model

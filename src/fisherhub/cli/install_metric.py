@@ -1,7 +1,8 @@
-"""``fisherhub install-metric``: register the ``fisher_alignment`` metric in evaluate's modules cache.
+"""``fisherhub install-metric [DIR]``: copy the ``fisher_alignment`` metric module into a folder to load by path.
 
-Afterwards ``evaluate.load("fisher_alignment")`` works by its bare name, offline too
-(``HF_EVALUATE_OFFLINE=1``); ``evaluate.load(fisherhub.metric.metric_path())`` needs no installing.
+Afterwards ``evaluate.load("DIR/fisher_alignment")`` loads it, offline too (``HF_EVALUATE_OFFLINE=1``);
+``evaluate.load(fisherhub.metric_path())`` needs no installing, and ``evaluate.load("ORG/fisher_alignment")``
+loads a Space made with ``scripts/push_metric_space.py``. Nothing is written into evaluate's own namespace.
 """
 
 from __future__ import annotations
@@ -14,16 +15,17 @@ from fisherhub.cli.arguments import HelpFormatter
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "install-metric",
-        help='make evaluate.load("fisher_alignment") work offline (registers the module in evaluate\'s cache)',
+        help="copy the evaluate metric into a folder, for evaluate.load(\"DIR/fisher_alignment\")",
         description=__doc__,
         formatter_class=HelpFormatter,
     )
     parser.add_argument(
-        "--modules-cache",
+        "folder",
         metavar="DIR",
+        nargs="?",
         default=None,
-        help="evaluate's modules cache (default: $HF_MODULES_CACHE, else $HF_HOME/modules); "
-        "a custom folder must also be exported as HF_MODULES_CACHE for evaluate to find it",
+        help="where to put it (a fisher_alignment folder is made inside unless DIR is named so; "
+        "default: $HF_HOME/fisherhub/fisher_alignment)",
     )
     parser.set_defaults(func=run)
 
@@ -31,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from fisherhub.metric import install_metric
 
-    installed = install_metric(args.modules_cache)
+    installed = install_metric(args.folder)
     print(f"installed the fisher_alignment metric: {installed}")
-    print('load it with: evaluate.load("fisher_alignment")  (offline: export HF_EVALUATE_OFFLINE=1)')
+    print(f"load it with: evaluate.load({str(installed)!r})")
     return 0

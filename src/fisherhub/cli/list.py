@@ -15,7 +15,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="list the signatures of a dataset or adapter repo",
         description=(
             "List the signature files of REPO (a Hub repo or a local folder; read from their headers) and whether "
-            "its fisher_signatures/index.json (or card) lists them. Offline (HF_HUB_OFFLINE=1) from the cache."
+            "its .fisher_signatures/index.json (or card) lists them. Offline (HF_HUB_OFFLINE=1) from the cache."
         ),
     )
     add_repo_arguments(parser, revision_help="branch, tag or commit (default: the repo's default branch)", folder=True)
@@ -24,6 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fisherhub.hub import list_signatures
+    from fisherhub.hub.index import printable
 
     repo = repo_from_args(args)
     infos = list_signatures(repo)
@@ -33,8 +34,8 @@ def run(args: argparse.Namespace) -> int:
         where = f"{repo.repo}@{infos[0].ref.revision[:7] if infos else repo.revision or 'main'}"
     print(f"{where}: {len(infos)} signature file{'s' if len(infos) != 1 else ''}")
     rows = [
-        (i.path, i.base_model or "", i.sketch_id or "", i.dataset or "", str(i.num_tokens or ""),
-         "yes" if i.listed else "no", i.problem or "")
+        tuple(printable(cell) for cell in (i.path, i.base_model or "", i.sketch_id or "", i.dataset or "",
+                                           str(i.num_tokens or ""), "yes" if i.listed else "no", i.problem or ""))
         for i in infos
     ]
     widths = [max(len(row[c]) for row in [COLUMNS, *rows]) for c in range(len(COLUMNS))]

@@ -10,7 +10,9 @@ from pathlib import Path
 from fisherhub.core.errors import InputError
 
 #: what every command's ``--overwrite`` says
-OVERWRITE_HELP = "replace output files that exist (default: an existing file is kept, and the run refused before it starts)"
+OVERWRITE_HELP = (
+    "replace output files that exist (default: an existing file is kept, and the run refused before it starts)"
+)
 
 
 def _folder_problem(path: Path) -> str | None:

@@ -12,8 +12,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "push",
         help="push a signature to the dataset or adapter repo it describes (file + card, one commit)",
         description=(
-            "Add SIG under fisher_signatures/ of REPO (a Hub repo, or a local folder such as an adapter's "
-            "output_dir) and list it in fisher_signatures/index.json and the card, in one commit."
+            "Add SIG under .fisher_signatures/ of REPO (a Hub repo, or a local folder such as an adapter's "
+            "output_dir) and list it in .fisher_signatures/index.json and the card, in one commit."
         ),
     )
     parser.add_argument("signature", metavar="SIG", help="signature file (.safetensors)")

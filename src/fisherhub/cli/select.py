@@ -13,6 +13,7 @@ import sys
 
 from fisherhub.cli.arguments import HelpFormatter, add_arguments
 from fisherhub.core.geometry import SCORES
+from fisherhub.extras import require
 from fisherhub.options import DataArgs
 
 
@@ -30,6 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "to trust the pick)")
     parser.add_argument("--top-k", type=int, default=None, help="show the k best candidates only")
     parser.add_argument("--plot", default=None, metavar="PNG", help="write a bar chart of the scores with error bars")
+    parser.add_argument("--verify", type=int, default=0, metavar="K",
+                        help="re-sketch the K best candidates' data (fisherhub verify) before showing the ranking: a "
+                             "signature that is not reproduced is marked and ranked last")
     parser.add_argument("--token", default=None, help="Hub token for private or gated adapters (default: HF_TOKEN or "
                                                      "the one `hf auth login` saved)")
     add_arguments(parser.add_argument_group("a dataset TARGET"), DataArgs, only=("split", "text_column", "max_documents"))
@@ -44,7 +48,10 @@ def run(args: argparse.Namespace) -> int:
         args.target, args.candidates or None, base_model=args.base_model, score=args.score,
         sketch=SketchOptions(data=data), token=args.token,
     )
+    if args.verify:
+        selection.verify(top_k=args.verify)
     if sys.stdout.isatty():
+        require("rich")
         from rich.console import Console
 
         Console().print(selection.rich_table(limit=args.top_k))

@@ -38,6 +38,7 @@ class HeadBatch:
         """Indices of the rows with a target (None when every row is scored, or the batch carries e)."""
         if not self.from_logits:
             return None
+        assert self.targets is not None  # from_logits: logits with targets
         scored = (self.targets != IGNORE_INDEX).nonzero().flatten()
         return None if len(scored) == len(self.targets) else scored
 
@@ -67,6 +68,7 @@ class HeadBatch:
         rows = self.scored_rows()
         if rows is None:
             return self
+        assert self.targets is not None  # rows only from targets
         return dataclasses.replace(
             self, activations=self.activations[rows], doc_index=self.doc_index[rows], targets=self.targets[rows]
         )

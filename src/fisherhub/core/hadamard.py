@@ -15,7 +15,7 @@ _MAX_BLOCK = 64
 _MIN_BATCHED_COLUMNS = 64  # below this many columns a batched matmul is slower than one GEMM
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _hadamard_block(size: int) -> torch.Tensor:
     block = torch.ones(1, 1)
     while block.shape[0] < size:

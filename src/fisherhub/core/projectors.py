@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import abc
 import math
+import threading
+from collections.abc import Callable
 
 import torch
 
@@ -47,8 +49,12 @@ from fisherhub.core.hadamard import fwht, next_power_of_two
 #: Σ exp(z) below this (float32 normal range ends at 1.2e-38) is recomputed with the max logit subtracted.
 SMALLEST_SAFE_NORMALIZER = 1e-30
 LOG2_E = 1.0 / math.log(2.0)
-#: on the CPU, exp, sum and fold run over blocks of logits rows of about this size, so they stay in cache.
+#: on the CPU, projections run over blocks of rows whose largest intermediate (exp(z), or a transform's input)
+#: is about this size, so each pass over it stays in cache.
 CPU_BLOCK_BYTES = 4 * 2**20
+#: the same for the transforms' inputs (read by small GEMMs: they fit in L2). On the vocabulary side a transform
+#: block is a whole number of exp blocks, so at large K (few rows per exp block) the GEMMs stay large enough.
+CPU_TRANSFORM_BLOCK_BYTES = 2**20
 #: coordinates moved together by ``ChunkPermutedFoldedSRHTProjector``: 16 float32 = one 64-byte cache line,
 #: so the permutation is one gather of lines (measured 4.5× faster than a gather of single coordinates).
 PERMUTATION_CHUNK = 16
@@ -85,6 +91,16 @@ class Projector(abc.ABC):
         return tuple(copies)
 
 
+def row_blocks(count: int, row_bytes: int, device: torch.device, block_bytes: int | None = None) -> list[slice]:
+    """Contiguous ranges covering ``range(count)``: on the CPU of ``block_bytes`` (default ``CPU_BLOCK_BYTES``)
+    over rows of ``row_bytes`` each (at least one row), elsewhere one range. Every projection here computes
+    each row alone, so its bits do not depend on the blocks."""
+    if device.type != "cpu":
+        return [slice(0, count)]
+    rows = max(1, (CPU_BLOCK_BYTES if block_bytes is None else block_bytes) // row_bytes)
+    return [slice(start, min(start + rows, count)) for start in range(0, count, rows)]
+
+
 def kept_rows(seed: int, streams: tuple[int, int], population: int, m: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The m kept rows of each side, (2, m) in feature order (each side its own random arrangement), and
     the same as indices into a side-major (2 · population) layout, for ``keep_rows``."""
@@ -92,10 +108,15 @@ def kept_rows(seed: int, streams: tuple[int, int], population: int, m: int) -> t
     return rows, torch.cat([rows[0], rows[1] + population])
 
 
-def keep_rows(transformed: torch.Tensor, flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(N, 2, population) transforms -> the kept rows of each side, (N, m) each, in one gather."""
-    kept = transformed.reshape(transformed.shape[0], -1).index_select(1, flat)
-    return kept[:, : len(flat) // 2], kept[:, len(flat) // 2 :]
+def keep_rows(transformed: torch.Tensor, flat: torch.Tensor, out: torch.Tensor) -> None:
+    """(N, 2, population) transforms -> the kept rows of both sides, side-major into ``out`` (N, 2m), in one gather."""
+    torch.index_select(transformed.reshape(transformed.shape[0], -1), 1, flat, out=out)
+
+
+def split_sides(kept: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, 2m) side-major projections -> the two sides' (N, m) views."""
+    half = kept.shape[1] // 2
+    return kept[:, :half], kept[:, half:]
 
 
 def householder_vector(target: torch.Tensor) -> torch.Tensor:
@@ -154,10 +175,15 @@ class BlockSRHTProjector(Projector):
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         signs, rows = self._on(x, self._signs, self._flat_rows)
-        if self._reflection is not None:
-            (w,) = self._on(x, self._reflection)
-            x = x - 2.0 * (x * w).sum(dim=1, keepdim=True) * w  # row by row: the same bits in any batch
-        return keep_rows(fwht(x[:, None, :] * signs[None, :, :], self.block_size), rows)
+        w = None if self._reflection is None else self._on(x, self._reflection)[0]
+        kept = x.new_empty(x.shape[0], 2 * self.m)
+        row_bytes = 4 * len(signs) * self.block_size
+        for block in row_blocks(x.shape[0], row_bytes, x.device, CPU_TRANSFORM_BLOCK_BYTES):
+            rows_in = x[block]
+            if w is not None:
+                rows_in = rows_in - 2.0 * (rows_in * w).sum(dim=1, keepdim=True) * w  # row by row
+            keep_rows(fwht(rows_in[:, None, :] * signs[None, :, :], self.block_size), rows, out=kept[block])
+        return split_sides(kept)
 
 
 class _VocabularyProjector(Projector):
@@ -177,17 +203,30 @@ class _VocabularyProjector(Projector):
         self.signs = signs  # D, (2, K) float32 ±1: the sign of coordinate j on each side
         self.bins = torch.arange(vocab_size) % transform_size  # the bin coordinate j folds into
         self.row_width = vocab_size  # floats per row of the scratch buffers (≥ K; a subclass may pad)
-        self._scratch_buffers: dict[tuple[str, torch.device], torch.Tensor] = {}
+        self._scratch_buffers: dict[tuple[str, torch.device, int], torch.Tensor] = {}
         streams = (Stream.VOCAB_INDEX_P, Stream.VOCAB_INDEX_Q)
         self.rows, self._flat_rows = kept_rows(seed, streams, transform_size, m)
 
-    def _scratch(self, name: str, rows: int, device: torch.device) -> torch.Tensor:
-        """A float32 (rows, K) view of a (rows, ``row_width``) buffer (for exp(z), or a permuted copy), kept
-        between calls: a fresh one each block would cost as much in page faults as the exp itself."""
-        buffer = self._scratch_buffers.get((name, device))
+    def _scratch(self, name: str, rows: int, device: torch.device, width: int | None = None) -> torch.Tensor:
+        """A float32 (rows, K) view of a (rows, ``row_width``) buffer (for exp(z), or a permuted copy), or a
+        (rows, ``width``) one, kept between calls (a fresh one each block would cost as much in page faults as
+        the exp itself), one per thread (``parallel.map_row_ranges`` runs row ranges in threads)."""
+        key = (name, device, threading.get_ident())
+        buffer = self._scratch_buffers.get(key)
         if buffer is None or buffer.shape[0] < rows:
-            buffer = self._scratch_buffers[(name, device)] = torch.empty(rows, self.row_width, device=device)
-        return buffer[:rows, : self.in_features]
+            buffer = self._scratch_buffers[key] = torch.empty(rows, width or self.row_width, device=device)
+        return buffer[:rows, : width or self.in_features]
+
+    def _blocks(self, count: int, device: torch.device) -> list[tuple[slice, list[slice]]]:
+        """Transform blocks, each with the blocks of rows whose exp(z) (``row_width`` floats a row) stays in
+        cache: a transform block is the most of these that fit in ``CPU_TRANSFORM_BLOCK_BYTES`` of folds (2T
+        floats a row), at least one."""
+        exp_rows = row_blocks(count, 4 * max(self.row_width, 2 * self.transform_size), device)
+        if not exp_rows:
+            return []
+        per_transform = max(1, CPU_TRANSFORM_BLOCK_BYTES // (8 * self.transform_size * exp_rows[0].stop))
+        groups = [exp_rows[start : start + per_transform] for start in range(0, len(exp_rows), per_transform)]
+        return [(slice(group[0].start, group[-1].stop), group) for group in groups]
 
     def fold(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """(N, K) float32 -> (N, 2, T): ``Σ_j D[s, j] x_j`` in bin j mod T for each side s (into ``out``)."""
@@ -200,51 +239,58 @@ class _VocabularyProjector(Projector):
     def _fold_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
         """Write the fold of x (N, K) into out (N, 2, T)."""
 
-    def _transform(self, folded: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        (rows,) = self._on(folded, self._flat_rows)
-        return keep_rows(fwht(folded), rows)
+    def _folded(self, rows: int, device: torch.device) -> torch.Tensor:
+        """A (rows, 2, T) scratch buffer for a block's fold."""
+        return self._scratch("folded", rows, device, width=2 * self.transform_size).unflatten(1, (2, self.transform_size))
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._transform(self.fold(x.float()))
+        kept = torch.empty(x.shape[0], 2 * self.m, device=x.device)
+        (rows,) = self._on(kept, self._flat_rows)
+        for group, blocks in self._blocks(x.shape[0], x.device):
+            folded = self._folded(group.stop - group.start, x.device)
+            for block in blocks:
+                self.fold(x[block].float(), out=folded[block.start - group.start : block.stop - group.start])
+            keep_rows(fwht(folded), rows, out=kept[group])
+        return split_sides(kept)
 
     def project_softmax_errors(
         self, logits: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Projections of e = softmax(z) − onehot(y) for the logits rows ``rows`` (all if None).
 
-        fold(e) = fold(exp(z − c)) / Σ exp(z − c) − D[y] in y's bin for any shift c: exp, sum and fold
-        over blocks of rows that stay in cache, no (N, K) temporary. c = 0, unless Σ exp(z) overflows or
-        underflows for a row: then c = max z for that row. ``targets`` are the rows' y.
+        fold(e) = fold(exp(z − c)) / Σ exp(z − c) − D[y] in y's bin for any shift c: exp, sum, fold and
+        transform over blocks of rows that stay in cache, no (N, K) temporary. c = 0, unless Σ exp(z)
+        overflows or underflows for a row: then c = max z for that row. ``targets`` are the rows' y.
         """
         count = logits.shape[0] if rows is None else len(rows)
-        folded = torch.empty(count, 2, self.transform_size, device=logits.device)
-        normalizers = torch.empty(count, device=logits.device)
-        block_rows = count if logits.device.type != "cpu" else max(1, CPU_BLOCK_BYTES // (4 * self.in_features))
-        for start in range(0, count, block_rows):
-            block = slice(start, min(start + block_rows, count))
-            block_logits = logits[block] if rows is None else logits.index_select(0, rows[block])
-            exps = self._scratch("exp", len(block_logits), logits.device)
-            if block_logits.dtype == torch.float32:  # exp(z) = 2^(z log2 e): exp2 is the faster kernel
-                torch.mul(block_logits, LOG2_E, out=exps).exp2_()
-            else:  # bf16 / fp16 logits: in float32
-                exps.copy_(block_logits).mul_(LOG2_E).exp2_()
-            torch.sum(exps, dim=1, out=normalizers[block])
-            _shift_unsafe_rows(block_logits, exps, normalizers[block])
-            self.fold(exps, out=folded[block])
-        folded /= normalizers[:, None, None]
-        signs, bins = self._on(folded, self.signs, self.bins)
-        tokens = torch.arange(len(targets), device=folded.device)
-        folded[tokens, 0, bins[targets]] -= signs[0, targets]
-        folded[tokens, 1, bins[targets]] -= signs[1, targets]
-        return self._transform(folded)
+        kept = torch.empty(count, 2 * self.m, device=logits.device)
+        signs, bins, kept_indices = self._on(kept, self.signs, self.bins, self._flat_rows)
+        target_bins = bins[targets][:, None] + torch.tensor([0, self.transform_size], device=kept.device)  # in (2T)
+        negated_target_signs = -signs[:, targets].T  # x + (−s) is x − s exactly
+        for group, blocks in self._blocks(count, logits.device):
+            folded = self._folded(group.stop - group.start, logits.device)
+            for block in blocks:
+                block_logits = logits[block] if rows is None else logits.index_select(0, rows[block])
+                exps = self._scratch("exp", len(block_logits), logits.device)
+                if block_logits.dtype == torch.float32:  # exp(z) = 2^(z log2 e): exp2 is the faster kernel
+                    torch.mul(block_logits, LOG2_E, out=exps).exp2_()
+                else:  # bf16 / fp16 logits: in float32
+                    exps.copy_(block_logits).mul_(LOG2_E).exp2_()
+                normalizers = exps.sum(dim=1)
+                _shift_unsafe_rows(block_logits, exps, normalizers)
+                block_folded = self.fold(exps, out=folded[block.start - group.start : block.stop - group.start])
+                block_folded.div_(normalizers[:, None, None])
+                block_folded.view(len(exps), -1).scatter_add_(1, target_bins[block], negated_target_signs[block])
+            keep_rows(fwht(folded), kept_indices, out=kept[group])
+        return split_sides(kept)
 
 
 def _shift_unsafe_rows(logits: torch.Tensor, exps: torch.Tensor, normalizers: torch.Tensor) -> None:
     """Recompute exp(z − max z) and its sum, in place, for the rows whose Σ exp(z) overflows or underflows
     (only those, so each row's value does not depend on the others in the block)."""
-    unsafe = ~(normalizers.isfinite() & (normalizers > SMALLEST_SAFE_NORMALIZER))
-    if unsafe.any():
-        rows_unsafe = unsafe.nonzero().flatten()
+    smallest, largest = torch.aminmax(normalizers)  # NaN in either: some row is unsafe
+    if not (float(smallest) > SMALLEST_SAFE_NORMALIZER and float(largest) < math.inf):
+        rows_unsafe = (~(normalizers.isfinite() & (normalizers > SMALLEST_SAFE_NORMALIZER))).nonzero().flatten()
         unsafe_logits = logits.index_select(0, rows_unsafe).float()
         recomputed = (unsafe_logits - unsafe_logits.amax(dim=1, keepdim=True)).exp_()
         exps.index_copy_(0, rows_unsafe, recomputed)
@@ -346,6 +392,7 @@ class ChunkPermutedFoldedSRHTProjector(_VocabularyProjector):
         chunks = self._chunks(x)
         if chunks is None:
             chunks = self._chunks(self._scratch("padded input", x.shape[0], x.device).copy_(x))
+        assert chunks is not None  # the padded scratch has its rows row_width apart
         permuted = self._scratch("permuted", x.shape[0], x.device)
         torch.index_select(chunks, 1, order, out=self._chunks(permuted))
         _sum_signed_slices(permuted, signs[0], ratio, out, signed=permuted)
@@ -374,11 +421,12 @@ class SliceSignFoldedSRHTProjector(_VocabularyProjector):
         out.mul_(bin_signs)
 
 
-ACTIVATION_PROJECTORS: dict[str, type[Projector]] = {
+#: each built as (d, m, seed) or (d, m, seed, reflection_target).
+ACTIVATION_PROJECTORS: dict[str, Callable[..., Projector]] = {
     "dense-sign": DenseSignProjector,
     "block-srht": BlockSRHTProjector,
 }
-VOCABULARY_PROJECTORS: dict[str, type[_VocabularyProjector]] = {
+VOCABULARY_PROJECTORS: dict[str, Callable[[int, int, int], _VocabularyProjector]] = {
     "srht": SRHTProjector,
     "folded": FoldedSRHTProjector,
     "folded-slice-signs": SliceSignFoldedSRHTProjector,

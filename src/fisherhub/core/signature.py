@@ -24,6 +24,7 @@ from fisherhub.core.atomic import atomic_path
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
 from fisherhub.core.version import library_version
 from fisherhub.core.errors import FisherHubError, SignatureFileError
+from fisherhub.core.state import CLAMPED_NORMS_KEY
 
 #: provenance keys a signature's metadata may carry (SPEC §3); free-form extra keys are kept too.
 PROVENANCE_KEYS = (
@@ -58,6 +59,19 @@ _RESERVED_KEYS = (
 
 
 _DTYPE_NAMES = {torch.float32: "F32", torch.float64: "F64"}
+_SKETCH_NAMES = ("joint", "activation", "error")
+#: the largest signature file read (m = 2^20 features of float32, three sketches, is 12 MiB)
+MAX_SIGNATURE_BYTES = 64 * 2**20
+
+
+def max_self_dominance(m: int) -> float:
+    """The largest self-dominance R̂ = ‖μ̂‖²/D a sketch of m features can show with a resolved split norm:
+    1 + √m/2. A resolved D is at least ``SPLIT_NORM_Z`` = 2 feature-level standard errors σ, and for random
+    features (m exchangeable products μ̂^A_r μ̂^B_r) σ ≈ ‖μ̂^A‖‖μ̂^B‖/√m ≳ ‖μ̂‖²/√m, so R̂ ≲ √m/2; the 1 is
+    slack for small m (tests/test_trust.py: resolved sketches stay under it). Larger means the split
+    norm is too small for the mean: the sketch has not resolved its task, or the file was forged (shrinking
+    D inflates every alignment of the signature by 1/√D)."""
+    return 1.0 + m**0.5 / 2
 
 
 def _serialize(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
@@ -145,6 +159,35 @@ class Signature:
         squares = torch.stack([t.double().dot(t.double()) for t in (self.joint, self.activation, self.error)])
         return squares / self.split_norms.double()
 
+    def self_dominance_bounds(self) -> list[tuple[float, float]]:
+        """(lowest, highest) R̂ each sketch (joint, activation, error) can show. Highest: ``max_self_dominance``.
+        Lowest: with half means a, b and token weights w, 1 − w, ‖μ̂‖² = ‖wa − (1 − w)b‖² + 4w(1 − w)⟨a, b⟩, so
+        R̂ ≥ 4w(1 − w) ≥ 4(n − 1)/n² over the sketch's n examples (tokens; documents for the joint sketch of
+        sequence granularity). Network sketches count other positions, so they get no lower bound."""
+        high = max_self_dominance(self.spec.m)
+        if self.spec.modules is not None:
+            return [(0.0, high)] * 3
+        joint = self.num_tokens if self.spec.granularity == "token" else self.num_documents
+        return [(4 * (n - 1) / n**2, high) for n in (joint, self.num_tokens, self.num_tokens)]
+
+    def implausibility(self) -> str | None:
+        """Why this signature's numbers cannot be taken at face value (None: they can): a sketch whose
+        self-dominance lies outside ``self_dominance_bounds``. Its split norm does not fit its mean, so its
+        alignments are noise (a sketch the writer flagged unresolved, ``clamped_split_norms``) or inflated /
+        deflated (a resolved one: the file was forged)."""
+        unresolved = set(self.metadata.get(CLAMPED_NORMS_KEY, "").split(","))
+        bounds = self.self_dominance_bounds()
+        values = self.self_dominances().tolist()
+        out = [(name, value, low, high) for name, value, (low, high) in zip(_SKETCH_NAMES, values, bounds)
+               if not low <= value <= high]
+        if not out:
+            return None
+        described = ", ".join(f"{name} R̂ = {value:.3g} outside [{low:.3g}, {high:.3g}]" for name, value, low, high in out)
+        if all(name in unresolved for name, *_ in out):
+            return f"unresolved split norms: {described}: its alignments are noise; sketch more documents"
+        return (f"implausible split norms: {described} (the most a resolved split norm allows) although marked "
+                "resolved: forged, or damaged")
+
     def describe(self) -> dict[str, Any]:
         """A small dict for cards and tables."""
         return {
@@ -193,8 +236,8 @@ class Signature:
             "error": self.error.float().contiguous(),
             "split_norms": self.split_norms.double().contiguous(),
         }
-        if self.spec.reflection is not None:
-            tensors["reflection"] = self.spec.reflection_tensor
+        if (reflection := self.spec.reflection_tensor) is not None:
+            tensors["reflection"] = reflection
         return tensors
 
     @staticmethod
@@ -202,7 +245,7 @@ class Signature:
         digest = hashlib.sha256(json.dumps(header, sort_keys=True).encode())
         for name in sorted(tensors):
             digest.update(name.encode())
-            digest.update(tensors[name].numpy().tobytes())
+            digest.update(tensors[name].contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())  # any dtype
         return digest.hexdigest()[:32]
 
     def to_bytes(self) -> bytes:
@@ -270,7 +313,14 @@ class Signature:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Signature:
+        """The signature in the file at ``path``; anything but a regular file of at most ``MAX_SIGNATURE_BYTES``
+        is refused unread (a FIFO would block, a huge file fill memory)."""
         try:
+            if os.path.exists(path) and not os.path.isfile(path):
+                raise SignatureFileError(f"cannot read signature file {path}: not a regular file")
+            if os.path.getsize(path) > MAX_SIGNATURE_BYTES:
+                raise SignatureFileError(f"{path}: {os.path.getsize(path):,} bytes, more than a signature has "
+                                         f"({MAX_SIGNATURE_BYTES:,})")
             with open(path, "rb") as handle:
                 data = handle.read()
         except OSError as exc:

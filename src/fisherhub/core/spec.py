@@ -185,11 +185,14 @@ class SketchSpec:
 
     @property
     def reflection_checksum(self) -> str | None:
-        return None if self.reflection is None else tensor_checksum(self.reflection_tensor)
+        tensor = self.reflection_tensor
+        return None if tensor is None else tensor_checksum(tensor)
 
     def reflection_angle(self, other: SketchSpec) -> float:
         """Angle (radians) between the two pilot directions, in float64."""
-        mine, theirs = self.reflection_tensor.double(), other.reflection_tensor.double()
+        mine, theirs = self.reflection_tensor, other.reflection_tensor
+        assert mine is not None and theirs is not None  # asked of two reflected specs
+        mine, theirs = mine.double(), theirs.double()
         cosine = float(mine @ theirs / (mine.norm() * theirs.norm()))
         return math.acos(min(1.0, max(-1.0, cosine)))
 

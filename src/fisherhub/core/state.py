@@ -11,6 +11,7 @@ import json
 import math
 import os
 import warnings
+from typing import NamedTuple, cast
 
 import torch
 from safetensors import SafetensorError
@@ -21,6 +22,8 @@ from fisherhub.core.batch import HeadBatch
 from fisherhub.core.errors import InputError, SignatureFileError, TooFewDocumentsError, TooFewDocumentsWarning
 from fisherhub.core.features import SKETCHES, feature_map
 from fisherhub.core.network import NetworkBatch
+from fisherhub.core.parallel import map_row_ranges
+from fisherhub.core.projectors import _VocabularyProjector
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
 
 #: a split-sample norm within this many of its standard errors of zero is not resolved: it is clamped to that
@@ -31,6 +34,17 @@ SPLIT_NORM_Z = 2.0
 MIN_DOCUMENTS = 20
 #: signature metadata key: the sketches (comma-separated names) whose split-sample norm was clamped.
 CLAMPED_NORMS_KEY = "clamped_split_norms"
+
+
+class RangeTerms(NamedTuple):
+    """What a range of a batch's tokens adds to a state: the features of the sketches summed per token, float64
+    (3, n, m) (token granularity) or (2, n, m) (sequence: ψ^a, ψ^e); for sequence granularity the products
+    ((s·e)(u·a), (t·e)(v·a)), float64 (2, n, m), summed per document; and whether its error projections are finite."""
+
+    rows: slice
+    features: torch.Tensor
+    products: torch.Tensor | None
+    finite: bool
 
 
 class SketchState:
@@ -83,17 +97,44 @@ class SketchState:
         device = self.sums.device
         rows = batch.scored_rows()
         batch = batch.scored()
+        terms = self._range_terms(batch, None if rows is None else rows.to(device))
+        if batch.from_logits and not all(term.finite for term in terms):
+            raise InputError("logits contain NaN or +inf in scored rows; run the model in float32 or check the inputs")
+        return self._accumulate(terms, batch.doc_index.to(device))
+
+    def _range_terms(self, batch: HeadBatch, rows: torch.Tensor | None) -> list[RangeTerms]:
+        """The float64 terms of a scored batch's row ranges, computed in parallel (``parallel.map_row_ranges``:
+        the bits of one single-threaded range). ``rows``: the logits rows scored."""
+        device = self.sums.device
         fmap = feature_map(self.spec)
-        ua, va = fmap.activation_projector.project(batch.activations.to(device).float())
+        activations = batch.activations.to(device).float()
         if batch.from_logits:
-            se, te = fmap.error_projector.project_softmax_errors(
-                batch.logits.to(device), batch.targets.to(device), None if rows is None else rows.to(device)
-            )
-            if not (torch.isfinite(se.sum(dim=1)).all() and torch.isfinite(te.sum(dim=1)).all()):
-                raise InputError("logits contain NaN or +inf in scored rows; run the model in float32 or check the inputs")
+            assert batch.logits is not None and batch.targets is not None
+            logits, targets = batch.logits.to(device), batch.targets.to(device)
+            vocabulary = cast(_VocabularyProjector, fmap.error_projector)  # logits are over the vocabulary
         else:
-            se, te = fmap.error_projector.project(batch.errors.to(device))
-        return self._accumulate(ua, va, se, te, batch.doc_index.to(device))
+            assert batch.errors is not None
+            errors = batch.errors.to(device)
+
+        def terms(part: slice) -> RangeTerms:
+            ua, va = fmap.activation_projector.project(activations[part])
+            if not batch.from_logits:
+                se, te = fmap.error_projector.project(errors[part])
+            elif rows is None:
+                se, te = vocabulary.project_softmax_errors(logits[part], targets[part])
+            else:
+                se, te = vocabulary.project_softmax_errors(logits, targets[part], rows[part])
+            return self._terms(part, ua, va, se, te)
+
+        return map_row_ranges(activations.shape[0], terms, device)
+
+    def _terms(self, rows: slice, ua: torch.Tensor, va: torch.Tensor, se: torch.Tensor, te: torch.Tensor) -> RangeTerms:
+        """The ``RangeTerms`` of the tokens ``rows`` from their four projections (each (n, m))."""
+        features = feature_map(self.spec).features_from_projections(ua, va, se, te)  # (3, n, m)
+        first_sketch = 0 if self.spec.granularity == "token" else 1  # sequence: φ per document, at the flush
+        products = None if first_sketch == 0 else torch.stack([se * ua, te * va]).double()
+        finite = bool(torch.isfinite(se.sum(dim=1)).all() and torch.isfinite(te.sum(dim=1)).all())
+        return RangeTerms(rows, features[first_sketch:].double(), products, finite)
 
     def _update_network(self, batch: NetworkBatch) -> SketchState:
         """Add a batch's features of this state's kernel: joint and error over all positions, activation
@@ -118,20 +159,22 @@ class SketchState:
         self.document_counts += torch.bincount(documents[scored_documents] % 2, minlength=2)
         return self
 
-    def _accumulate(
-        self, ua: torch.Tensor, va: torch.Tensor, se: torch.Tensor, te: torch.Tensor, doc_index: torch.Tensor
-    ) -> SketchState:
-        """Add the features of N tokens from their four projections (each (N, m)) to the half sums."""
+    def _accumulate(self, terms: list[RangeTerms], doc_index: torch.Tensor) -> SketchState:
+        """Add the features of the ranges' tokens to the half sums, range by range in row order (the bits of
+        one sum over all rows)."""
         halves = doc_index % 2
-        features = feature_map(self.spec).features_from_projections(ua, va, se, te)  # (3, N, m)
-        for sketch in range(0 if self.spec.granularity == "token" else 1, len(SKETCHES)):  # sequence: φ per document
-            self.sums[sketch].index_add_(0, halves, features[sketch].double())
+        first_sketch = len(SKETCHES) - len(terms[0].features)
+        for term in terms:
+            for offset, features in enumerate(term.features):
+                self.sums[first_sketch + offset].index_add_(0, halves[term.rows], features)
         self.token_counts += torch.bincount(halves, minlength=2)
         if self.spec.granularity == "token":
             for doc in doc_index.unique().tolist():
                 self._open_documents.setdefault(int(doc), torch.empty(0))
         else:
-            self._accumulate_documents(doc_index, (se * ua).double(), (te * va).double())
+            parts = [term.products for term in terms if term.products is not None]  # every range's, at sequence granularity
+            products = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+            self._accumulate_documents(doc_index, products[0], products[1])
         return self
 
     def _accumulate_documents(self, doc_index: torch.Tensor, first: torch.Tensor, second: torch.Tensor) -> None:
@@ -195,8 +238,8 @@ class SketchState:
             "token_counts": self.token_counts.cpu(),
             "document_counts": self.document_counts.cpu(),
         }
-        if self.spec.reflection is not None:
-            tensors["reflection"] = self.spec.reflection_tensor
+        if (reflection := self.spec.reflection_tensor) is not None:
+            tensors["reflection"] = reflection
         metadata = {"format_version": str(FORMAT_VERSION), "kind": "fishersketch-state"}
         metadata["spec"] = json.dumps(self.spec.to_dict(), sort_keys=True)
         with atomic_path(path) as temporary:

@@ -38,21 +38,23 @@ def load_source(args: DataArgs):
 
 
 def dataset_fingerprint(source, args: DataArgs) -> str | None:
-    """What identifies the rows (a resume refuses other rows): ``datasets``' fingerprint of a map-style
-    dataset; for a stream of files or a Hub dataset, the builder's config id (it hashes the data files with
-    their modification times, or the Hub commit); None for an iterable dataset given in memory."""
+    """What identifies the rows (a resume refuses other rows): ``datasets``' own hash (``Hasher``) of a
+    map-style dataset (its table, a memory-mapped one by its files, with its indices and format); for a stream
+    of files or a Hub dataset, the builder's config id (it hashes the data files with their modification
+    times, or the Hub commit); None for an iterable dataset given in memory."""
     import datasets
+    from datasets.fingerprint import Hasher
 
     if isinstance(source, datasets.Dataset):
-        return source._fingerprint
+        return Hasher.hash(source)
     if isinstance(args.dataset, datasets.Dataset):
-        return args.dataset._fingerprint
+        return Hasher.hash(args.dataset)
     if not isinstance(args.dataset, (str, os.PathLike)):
         return None
     name = os.fspath(args.dataset)
     path = Path(name)
     if _is_saved_dataset(path):
-        return _load_saved_dataset(name, args.split)._fingerprint
+        return Hasher.hash(_load_saved_dataset(name, args.split))
     builder = file_builder(path)
     if builder is not None:
         return datasets.load_dataset_builder(builder, data_files={args.split: name}).config_id

@@ -1,7 +1,7 @@
 """Signatures on the Hugging Face Hub (SPEC §4), through the ``huggingface_hub`` client.
 
-``push_signature`` puts a signature file under ``fisher_signatures/`` of the dataset or adapter repo (or the
-local folder) it describes and lists it in ``fisher_signatures/index.json`` and the card (one commit);
+``push_signature`` puts a signature file under ``.fisher_signatures/`` of the dataset or adapter repo (or the
+local folder) it describes and lists it in ``.fisher_signatures/index.json`` and the card (one commit);
 ``list_signatures`` reads a repo's signatures from its index (else its card), file list and safetensors
 headers; ``load_signature`` / ``download_signature`` fetch one by reference (offline from the cache too);
 ``find_adapters`` / ``find_signed_datasets`` discover repos by base model.

@@ -14,10 +14,8 @@ from typing import Any
 
 import jinja2
 import yaml
-from huggingface_hub import HfUri, RepoCard, hf_hub_download
+from huggingface_hub import DatasetCard, HfUri, ModelCard, RepoCard, SpaceCard, hf_hub_download
 from huggingface_hub.errors import HfUriError
-from huggingface_hub.repocard import REGEX_YAML_BLOCK
-from huggingface_hub.utils import yaml_dump
 
 from fisherhub.hub.errors import CardError, hub_errors
 from fisherhub.hub.index import ENTRY_KEYS, check_entries
@@ -27,11 +25,15 @@ CARD_NAME = "README.md"
 CARD_KEY = "fisher_signatures"
 #: card tag of every repo that carries signatures (lets discovery filter on the Hub's side)
 SIGNATURE_TAG = "fisher-signatures"
-SECTION_BEGIN = "<!-- fisherhub:signatures:begin (generated from fisher_signatures/index.json) -->"
+SECTION_BEGIN = "<!-- fisherhub:signatures:begin (generated from .fisher_signatures/index.json) -->"
 SECTION_END = "<!-- fisherhub:signatures:end -->"
 _MARKERS = re.compile(r"<!-- fisherhub:signatures:(?:begin|end)\b[^>]*-->\n?")
 _SECTION = re.compile(r"<!-- fisherhub:signatures:begin\b[^>]*-->.*?<!-- fisherhub:signatures:end -->\n*", re.S)
 SECTION_TEMPLATES = {"dataset": "dataset_section.md", "model": "adapter_section.md"}
+#: the card class of each repo type (its card data: ``ModelCardData``, ``DatasetCardData``, ``SpaceCardData``)
+CARD_CLASSES: dict[str, type[RepoCard]] = {"model": ModelCard, "dataset": DatasetCard, "space": SpaceCard}
+#: a card's YAML header (group 1) between its ``---`` lines, delimited as the card classes delimit it
+_HEADER = re.compile(r"^\s*---(?:\r\n|\r|\n)([\S\s]*?)(?:\r\n|\r|\n)---[ \t]*(?:\r\n|\n|$)")
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_\[\]()|~])")  # what forms emphasis, code, links, cells mid-line
 _FILE_PATH = re.compile(r"[\w.-]+(?:/[\w.-]+)*")
 
@@ -117,17 +119,19 @@ def download_card(repo: SignatureRef, token: str | None = None) -> tuple[str, st
         return handle.read(), Path(local).parent.name  # the cache keeps files under snapshots/<commit id>/
 
 
-def read_card(text: str | None, where: str, *, repair: bool = False) -> RepoCard:
-    """The card to edit (None: a new one). A card whose YAML header or signature block is malformed is refused
-    with ``CardError``, or with ``repair`` rebuilt: the body is kept, the header is rewritten with the keys that
-    could be read, and the old header is kept verbatim in a collapsed block at the top of the body."""
+def read_card(text: str | None, where: str, repo_type: str, *, repair: bool = False) -> RepoCard:
+    """The card of a ``repo_type`` repo to edit (None: a new one), as that type's card class. A card whose YAML
+    header (including a model card's ``model-index``) or signature block is malformed is refused with
+    ``CardError``, or with ``repair`` rebuilt: the body is kept, the header is rewritten with the keys that could
+    be read, and the old header is kept verbatim in a collapsed block at the top of the body."""
+    card_class = CARD_CLASSES[repo_type]
     if text is None:
-        return RepoCard(f"---\n{CARD_KEY}: []\n---\n")
+        return card_class(f"---\n{CARD_KEY}: []\n---\n")
     try:
-        card = RepoCard(text)
+        card = card_class(text)
         signature_entries(card.data, where)
         return card
-    except (yaml.YAMLError, ValueError, CardError) as exc:  # RepoCard raises ValueError on a bad header
+    except (yaml.YAMLError, ValueError, CardError) as exc:  # the card classes raise ValueError on a bad header
         if not repair:
             reason = " ".join(str(exc).split())[:300]
             raise CardError(
@@ -135,18 +139,22 @@ def read_card(text: str | None, where: str, *, repair: bool = False) -> RepoCard
                 "push with repair_card=True (--repair-card), which rewrites only the header and keeps the body "
                 "(and the old header, in a collapsed block)"
             ) from exc
-    match = REGEX_YAML_BLOCK.search(text)  # RepoCard only fails on a header it found
-    header, body = match.group(2), text[match.end() :]
+    match = _HEADER.match(text)  # the card classes only fail on a header they found
+    header, body = match.group(1), text[match.end() :]
     try:
         readable = yaml.safe_load(header)
     except yaml.YAMLError:
         readable = None
     kept = {k: v for k, v in readable.items() if k != CARD_KEY} if isinstance(readable, dict) else {}
+    try:
+        data = card_class.card_data_class(**kept, **{CARD_KEY: []})
+    except ValueError:  # a model-index ModelCardData cannot parse: it stays in the old header only
+        data = card_class.card_data_class(**{k: v for k, v in kept.items() if k != "model-index"}, **{CARD_KEY: []})
     old_header = (
         "<details><summary>Card metadata replaced by fisherhub (it was malformed)</summary>\n\n"
         f"```yaml\n{header}\n```\n\n</details>\n\n"
     )
-    return RepoCard(f"---\n{yaml_dump({**kept, CARD_KEY: []}, sort_keys=False)}---\n{old_header}{body}")
+    return card_class(f"---\n{data.to_yaml()}\n---\n{old_header}{body}")
 
 
 def render_section(entries: list[dict[str, Any]], repo_type: str, name: str) -> str:
@@ -178,7 +186,8 @@ def set_entries(
     """Make the card list ``entries`` (the index's): its YAML block, the signature tag and the human section
     (for a ``repo_type`` repo that ``load_signature(name)`` reads).
     ``adapter_of``: the base model of an adapter repo, written as ``base_model`` with ``library_name: peft``
-    where the card has none (so the Hub's ``base_model:adapter:`` filter finds the repo)."""
+    where the card has none (so the Hub's ``base_model:adapter:`` filter finds the repo), and the Hub datasets
+    its signatures name as ``datasets:`` where the card names none (what it was trained on)."""
     card.data[CARD_KEY] = entries
     tags = card.data.get("tags") or []
     tags = [tags] if isinstance(tags, str) else list(tags)
@@ -188,4 +197,7 @@ def set_entries(
             card.data["base_model"] = adapter_of
         if not card.data.get("library_name"):
             card.data["library_name"] = "peft"
+        trained_on = sorted({e["dataset"] for e in entries if "/" in str(e.get("dataset", "")) and _is_repo_id(e["dataset"])})
+        if trained_on and not card.data.get("datasets"):
+            card.data["datasets"] = trained_on
     card.text = _with_section(card.text, render_section(entries, repo_type, name))

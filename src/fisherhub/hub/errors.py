@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-import httpx2
 from huggingface_hub import constants
 from huggingface_hub.errors import (
     GatedRepoError,
     HfHubHTTPError,
+    HTTPError,
     LocalEntryNotFoundError,
     OfflineModeIsEnabled,
     RemoteEntryNotFoundError,
@@ -92,7 +92,7 @@ def hub_errors(where: str, path: str | None = None) -> Iterator[None]:
             "use a token with write access to the repo (HF_TOKEN or `hf auth login`), or open a pull request "
             "instead (--create-pr)"
         ) from exc
-    except httpx2.TransportError as exc:
+    except HTTPError as exc:  # the client's other HTTP errors (its base class): no connection, timeouts
         raise HubUnreachableError(
             f"{where}: the Hub ({constants.ENDPOINT}) cannot be reached ({exc}): check the connection and HF_ENDPOINT, "
             "or read what is cached with HF_HUB_OFFLINE=1"

@@ -1,6 +1,7 @@
 """Signatures in a local folder (an adapter's ``save_pretrained`` / ``output_dir`` folder): the same
-``fisher_signatures/`` files, index and card section as in a Hub repo, so that uploading the folder
-(``push_to_hub``, ``upload_folder``) publishes them as they are."""
+``.fisher_signatures/`` files, index and card section as in a Hub repo, so that uploading the folder
+(``upload_folder``, the Trainer's push of ``output_dir``) publishes them as they are. ``PeftModel.push_to_hub``
+uploads a fresh ``save_pretrained`` instead and carries none: push the signature after it."""
 
 from __future__ import annotations
 
@@ -11,18 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
-from huggingface_hub import RepoCard
 
 from fisherhub.core.atomic import atomic_path
 from fisherhub.core.errors import InputError
-from fisherhub.hub.cards import CARD_NAME, signature_entries
+from fisherhub.hub.cards import CARD_CLASSES, CARD_NAME, signature_entries
 from fisherhub.hub.errors import CardError
 from fisherhub.hub.index import INDEX_PATH, parse_index
 from fisherhub.hub.refs import ADAPTER_CONFIG, SIGNATURE_FOLDER
 
 
 def folder_signature_files(folder: Path) -> dict[str, int]:
-    """``fisher_signatures/*.safetensors`` of ``folder`` (paths from the folder root) and their sizes."""
+    """``.fisher_signatures/*.safetensors`` of ``folder`` (paths from the folder root) and their sizes."""
     return {
         f"{SIGNATURE_FOLDER}/{file.name}": file.stat().st_size
         for file in sorted((folder / SIGNATURE_FOLDER).glob("*.safetensors"))
@@ -44,8 +44,8 @@ def folder_entries(folder: Path) -> list[dict[str, Any]]:
     if text is None:
         return []
     try:
-        return signature_entries(RepoCard(text).data, str(folder))
-    except ValueError as exc:  # RepoCard raises ValueError on a malformed header
+        return signature_entries(CARD_CLASSES[folder_repo_type(folder)](text).data, str(folder))
+    except ValueError as exc:  # the card classes raise ValueError on a malformed header
         raise CardError(f"{folder}: {CARD_NAME} has a malformed YAML header ({exc})") from exc
 
 
@@ -62,7 +62,7 @@ LOCK_PATH = ".cache/huggingface/fisher_signatures.lock"
 @contextlib.contextmanager
 def locked_folder(folder: Path) -> Iterator[None]:
     """Hold ``folder``'s push lock, so that processes pushing into one folder read and rewrite its index one
-    after the other (each keeps the entries of the others). ``fisher_signatures`` must be a folder of its own:
+    after the other (each keeps the entries of the others). ``SIGNATURE_FOLDER`` must be a folder of its own:
     a symbolic link (which would write elsewhere) or a file in its place is refused."""
     signatures = folder / SIGNATURE_FOLDER
     if signatures.is_symlink():

@@ -1,4 +1,4 @@
-"""The list of a repo's signatures: ``fisher_signatures/index.json`` is the source of truth, written in the
+"""The list of a repo's signatures: ``.fisher_signatures/index.json`` is the source of truth, written in the
 same commit as the signature files; the card's ``fisher_signatures:`` block is its rendering (and the
 fallback for repos pushed before the index existed). A ``push_to_hub`` that rewrites the card leaves the
 index, so the listing survives it.
@@ -18,7 +18,7 @@ from typing import Any
 
 from fisherhub.core.signature import Signature
 from fisherhub.hub.errors import CardError
-from fisherhub.hub.refs import SIGNATURE_FOLDER
+from fisherhub.hub.refs import SIGNATURE_FOLDER, is_signature_file
 
 INDEX_PATH = f"{SIGNATURE_FOLDER}/index.json"
 INDEX_KIND = "fisherhub-signature-index"
@@ -26,6 +26,16 @@ INDEX_VERSION = 1
 #: what an entry says about a signature file (``path`` is from the repo root)
 ENTRY_KEYS = ("path", "base_model", "sketch_id", "tokens", "documents", "dataset", "dataset_config", "dataset_split")
 _CACHE_FOLDER = re.compile(r"(?:models|datasets|spaces)--([\w.-]+?)--([\w.-]+)")
+#: an index larger than this is refused unread (one entry is ~300 bytes)
+MAX_INDEX_BYTES = 4 * 2**20
+#: C0 and C1 control characters and the Unicode bidirectional overrides: what a terminal or a renderer acts on
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(value: object) -> str:
+    """``value`` as text without control characters (each becomes a space): safe to print in a terminal or
+    write into a card, whatever a repo's metadata holds."""
+    return _CONTROL.sub(" ", str(value))
 
 
 def _is_local_path(value: str) -> bool:
@@ -45,9 +55,9 @@ def public_name(value: str) -> str:
 
 
 def published(signature: Signature) -> Signature:
-    """``signature`` with every local path in its metadata replaced by ``public_name`` (the same object when
-    there is none)."""
-    metadata = {key: public_name(value) for key, value in signature.metadata.items()}
+    """``signature`` with every local path in its metadata replaced by ``public_name`` and control characters
+    taken out (the same object when there is none)."""
+    metadata = {key: printable(public_name(value)) for key, value in signature.metadata.items()}
     return signature if metadata == signature.metadata else dataclasses.replace(signature, metadata=metadata)
 
 
@@ -65,13 +75,31 @@ def entry_for(signature: Signature, path: str) -> dict[str, Any]:
     return {key: value for key, value in entry.items() if value not in (None, "")}
 
 
+def _entry_problem(entry: Any) -> str | None:
+    if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+        return "not a mapping with a `path`"
+    if not is_signature_file(entry["path"]) or any(part in ("", ".", "..") for part in entry["path"].split("/")):
+        return f"path {printable(entry['path'])!r} is not a {SIGNATURE_FOLDER}/*.safetensors file of the repo"
+    for key, value in entry.items():
+        if key in ("tokens", "documents"):
+            if not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63):
+                return f"`{key}` {printable(value)[:40]!r} is not a count"
+        elif not isinstance(value, (str, int, float, bool)) and value is not None:
+            return f"`{printable(key)[:40]}` is a {type(value).__name__}, not a plain value"
+    return None
+
+
 def check_entries(value: Any, where: str, what: str) -> list[dict[str, Any]]:
-    """``value`` as a list of entries (None: none), or ``CardError`` naming ``what`` held it."""
+    """``value`` as a list of entries (None: none), text values without control characters; ``CardError``
+    naming ``what`` held it when it is not a list of entries with safe paths and plain values."""
     if value is None:
         return []
-    if not isinstance(value, list) or not all(isinstance(e, dict) and isinstance(e.get("path"), str) for e in value):
-        raise CardError(f"{where}: {what} must be a list of mappings with a `path`, got {value!r:.200}")
-    return [dict(entry) for entry in value]
+    if not isinstance(value, list):
+        raise CardError(f"{where}: {what} must be a list of mappings with a `path`, got {printable(repr(value))[:200]}")
+    for number, entry in enumerate(value):
+        if problem := _entry_problem(entry):
+            raise CardError(f"{where}: {what}, entry {number}: {problem}")
+    return [{printable(k): printable(v) if isinstance(v, str) else v for k, v in entry.items()} for entry in value]
 
 
 def with_entry(entries: list[dict[str, Any]], entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -94,15 +122,19 @@ def render_index(entries: list[dict[str, Any]]) -> bytes:
 
 def parse_index(data: bytes, where: str) -> list[dict[str, Any]]:
     """The entries of an ``index.json`` file; ``CardError`` when it is not one this version reads."""
+    if len(data) > MAX_INDEX_BYTES:
+        raise CardError(f"{where}: {INDEX_PATH} is {len(data):,} bytes, more than an index of signatures needs "
+                        f"({MAX_INDEX_BYTES:,})")
     try:
         document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CardError(f"{where}: {INDEX_PATH} is not valid JSON ({exc}); push a signature again to rewrite it") from exc
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else printable(exc)
+        raise CardError(f"{where}: {INDEX_PATH} is not valid JSON ({reason}); push a signature again to rewrite it") from exc
     if not isinstance(document, dict) or document.get("kind") != INDEX_KIND:
         raise CardError(f"{where}: {INDEX_PATH} is not a fisherhub signature index (no kind {INDEX_KIND!r})")
     if document.get("version") != INDEX_VERSION:
         raise CardError(
-            f"{where}: {INDEX_PATH} has version {document.get('version')!r}; this fisherhub reads version "
+            f"{where}: {INDEX_PATH} has version {printable(repr(document.get('version')))[:40]}; this fisherhub reads version "
             f"{INDEX_VERSION} (upgrade fisherhub)"
         )
     return check_entries(document.get("signatures"), where, f"{INDEX_PATH}'s `signatures`")

@@ -67,7 +67,7 @@ def _update(
 ) -> _Update:
     path = signature_path(signature)
     entries = with_entry(entries, entry_for(signature, path))
-    card = read_card(old_card, where, repair=repair_card)
+    card = read_card(old_card, where, repo_type, repair=repair_card)
     set_entries(card, entries, repo_type, name, adapter_of)
     return _Update(path, signature.to_bytes(), render_index(entries), str(card))
 
@@ -105,10 +105,11 @@ def push_signature(
     repair_card: bool = False,
     create_repo: bool = False,
 ) -> PushResult:
-    """Add ``signature`` under ``fisher_signatures/`` of a dataset or model (adapter) repo, or of a local
-    folder, and list it in ``fisher_signatures/index.json`` and the card; on the Hub in one commit on
+    """Add ``signature`` under ``.fisher_signatures/`` of a dataset or model (adapter) repo, or of a local
+    folder, and list it in ``.fisher_signatures/index.json`` and the card; on the Hub in one commit on
     ``revision`` (default branch when None). ``repo``: ``org/name`` (a model repo unless ``repo_type`` says
-    otherwise), ``datasets/org/name``, an ``hf://`` URI, or an existing local folder. The repo must exist
+    otherwise), ``datasets/org/name``, an ``hf://`` URI, or an existing local folder (``repo_type`` then says
+    what it will be on the Hub: default ``model`` when it holds an adapter, else ``dataset``). The repo must exist
     unless ``create_repo`` (then it is created when missing, as ``push_to_hub`` does in transformers; a new
     model repo's card gets ``base_model`` and ``library_name: peft``, so the Hub lists it as an adapter of
     that base model once the adapter is in it).
@@ -125,7 +126,7 @@ def push_signature(
             raise InputError(
                 f"{os.fspath(repo)} is a local folder: revision, create_pr, parent_commit and create_repo apply to Hub repos"
             )
-        return _push_to_folder(signature, Path(repo), repair_card)
+        return _push_to_folder(signature, Path(repo), repair_card, repo_type and check_repo_type(repo_type, PUSH_REPO_TYPES))
     target = repo.at(revision) if isinstance(repo, SignatureRef) else repo_ref(os.fspath(repo), repo_type, revision)
     check_repo_type(target.repo_type, PUSH_REPO_TYPES)
     api = HfApi(token=token)
@@ -177,16 +178,17 @@ def push_signature(
     return PushResult(pushed, True, commit.commit_url, commit.pr_url)
 
 
-def _push_to_folder(signature: Signature, folder: Path, repair_card: bool) -> PushResult:
+def _push_to_folder(signature: Signature, folder: Path, repair_card: bool, repo_type: str | None = None) -> PushResult:
     """The folder's signature file, index and card (each written atomically; the card last, so a folder
-    interrupted in between still lists the signature through its index), under the folder's lock."""
+    interrupted in between still lists the signature through its index), under the folder's lock. ``repo_type``:
+    what the folder will be on the Hub (default: ``model`` when it holds an adapter, else ``dataset``)."""
     with locked_folder(folder):
-        return _write_to_folder(signature, folder, repair_card)
+        return _write_to_folder(signature, folder, repair_card, repo_type)
 
 
-def _write_to_folder(signature: Signature, folder: Path, repair_card: bool) -> PushResult:
+def _write_to_folder(signature: Signature, folder: Path, repair_card: bool, repo_type: str | None) -> PushResult:
     old_card = folder_card(folder)
-    repo_type = folder_repo_type(folder)
+    repo_type = repo_type or folder_repo_type(folder)
     update = _update(
         signature, _entries(lambda: folder_entries(folder), repair_card), old_card, str(folder), repo_type, folder.resolve().name,
         signature.metadata.get("base_model") if repo_type == "model" else None, repair_card,

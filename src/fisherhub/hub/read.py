@@ -19,7 +19,7 @@ from fisherhub.core.spec import FORMAT_VERSION
 from fisherhub.hub.cards import CARD_NAME, download_card, read_card
 from fisherhub.hub.errors import AmbiguousSignatureError, CardError, SignatureNotFoundError, hub_errors
 from fisherhub.hub.folder import folder_entries, folder_signature_files
-from fisherhub.hub.index import entry_matches
+from fisherhub.hub.index import entry_matches, printable
 from fisherhub.hub.refs import SignatureRef, check_path, is_local_folder, is_local_path_only, repo_ref
 from fisherhub.hub.snapshot import RepoSnapshot, repo_snapshot
 
@@ -65,11 +65,16 @@ class SignatureInfo:
 
     @property
     def num_tokens(self) -> int | None:
-        return int(self.metadata["num_tokens"]) if "num_tokens" in self.metadata else None
+        return _count(self.metadata.get("num_tokens"))
 
     @property
     def num_documents(self) -> int | None:
-        return int(self.metadata["num_documents"]) if "num_documents" in self.metadata else None
+        return _count(self.metadata.get("num_documents"))
+
+
+def _count(value: str | None) -> int | None:
+    """A count from a header or index (None when absent or not a decimal integer: a header is not trusted)."""
+    return int(value) if isinstance(value, str) and value.isascii() and value.isdecimal() and len(value) < 20 else None
 
 
 def _header_problem(metadata: dict[str, str]) -> str | None:
@@ -83,14 +88,17 @@ def _header_problem(metadata: dict[str, str]) -> str | None:
 def _entry_metadata(entry: dict[str, Any]) -> dict[str, str]:
     """An index entry in the keys of a signature header."""
     names = {"tokens": "num_tokens", "documents": "num_documents"}
-    return {names.get(key, key): str(value) for key, value in entry.items() if key != "path"}
+    return {names.get(key, key): printable(value) for key, value in entry.items() if key != "path"}
 
 
 def _local_header(file: str | os.PathLike) -> tuple[dict[str, str] | None, str | None]:
-    """(header metadata, problem) of a local safetensors file, reading only its header."""
+    """(header metadata, problem) of a local safetensors file, reading only its header (anything but a
+    regular file, such as a FIFO, is not opened)."""
+    if not os.path.isfile(file):
+        return None, "not a regular file"
     try:
         with safe_open(os.fspath(file), "pt") as handle:
-            metadata = dict(handle.metadata() or {})
+            metadata = {printable(k): printable(v) for k, v in (handle.metadata() or {}).items()}
     except (SafetensorError, OSError, ValueError) as exc:
         return None, f"not a readable safetensors file ({exc})"
     return metadata, _header_problem(metadata)
@@ -102,7 +110,7 @@ def _remote_header(api: HfApi, ref: SignatureRef) -> tuple[dict[str, str] | None
             header = api.parse_safetensors_file_metadata(ref.repo_id, ref.path, repo_type=ref.repo_type, revision=ref.revision)
     except SafetensorsParsingError as exc:
         return None, f"not a readable safetensors file ({exc})"
-    return dict(header.metadata), _header_problem(header.metadata)
+    return {printable(k): printable(v) for k, v in header.metadata.items()}, _header_problem(header.metadata)
 
 
 def _infos(
@@ -136,7 +144,8 @@ def snapshot_signatures(
     def header(path: str):
         if snapshot.complete:
             return _remote_header(api, snapshot.ref.with_path(prefix + path))
-        return _local_header(snapshot.cached_file(prefix + path))
+        cached = snapshot.cached_file(prefix + path)
+        return _local_header(cached) if cached is not None else (None, "not in the local cache")
 
     try:
         entries = snapshot.entries(token, subfolder)
@@ -157,7 +166,7 @@ def list_signatures(
     token: str | None = None,
 ) -> list[SignatureInfo]:
     """The signatures of a Hub repo at ``revision`` or of a local (adapter) folder: every
-    ``fisher_signatures/*.safetensors`` file (its header read, with a Range request on the Hub: no tensors
+    ``.fisher_signatures/*.safetensors`` file (its header read, with a Range request on the Hub: no tensors
     downloaded) and every entry of the index (or card) whose file is missing. ``repo``: a reference
     (``org/name`` is a model repo unless ``repo_type`` says otherwise, ``datasets/org/name``, ``hf://...``)
     or a local folder. Hub entries are pinned to the commit listed. Offline (``HF_HUB_OFFLINE=1``) the
@@ -182,7 +191,7 @@ def choose_entry(entries: list[dict[str, Any]], where: str, base_model: str | No
     listing = "; ".join(f"{e['path']} (base_model={e.get('base_model')}, sketch_id={e.get('sketch_id')})" for e in entries)
     if not entries:
         raise SignatureNotFoundError(
-            f"{where}: lists no signatures (no fisher_signatures/index.json and no card block); pass the file's path "
+            f"{where}: lists no signatures (no .fisher_signatures/index.json and no card block); pass the file's path "
             "(REF:path; `fisherhub list` shows the files)"
         )
     if not matches:
@@ -207,7 +216,7 @@ def choose_signature(
     snapshot = repo_snapshot(repo, token)
     entries = snapshot.entries(token)
     if not entries and snapshot.complete and CARD_NAME in snapshot.files and snapshot.card_data is None:
-        read_card(download_card(snapshot.ref, token)[0], str(repo))  # the Hub reads no metadata from it: say why
+        read_card(download_card(snapshot.ref, token)[0], str(repo), snapshot.ref.repo_type)  # the Hub reads no metadata from it: say why
     entry = choose_entry(entries, str(repo), base_model, sketch_id)
     return snapshot.ref.with_path(entry["path"])
 

@@ -13,6 +13,7 @@ A bare ``org/name`` is a model (adapter) repo in every command and function, as 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import re
 from typing import TYPE_CHECKING
@@ -21,15 +22,12 @@ from huggingface_hub import HfUri, constants, parse_hf_uri
 from huggingface_hub.errors import HfUriError
 
 from fisherhub.core.errors import InputError
-from fisherhub.options import DEFAULT_REPO_TYPE, PUSH_REPO_TYPES, REPO_TYPES
+from fisherhub.options import DEFAULT_REPO_TYPE, PUSH_REPO_TYPES, REPO_TYPES  # noqa: F401  (PUSH_REPO_TYPES: for push)
 
 if TYPE_CHECKING:
     from fisherhub.core.signature import Signature
 
-if TYPE_CHECKING:
-    from fisherhub.core.signature import Signature
-
-SIGNATURE_FOLDER = "fisher_signatures"
+SIGNATURE_FOLDER = ".fisher_signatures"
 ADAPTER_CONFIG = "adapter_config.json"  # what makes a folder or repo a PEFT adapter
 _PREFIXES = {prefix: kind for prefix, kind in constants.HF_URI_TYPE_PREFIXES.items() if kind in REPO_TYPES}
 _TYPE_PREFIX = {kind: prefix for prefix, kind in _PREFIXES.items()}
@@ -49,7 +47,7 @@ def check_path(path: str | None, where: str) -> str | None:
     if path.startswith("/") or any(part in ("", ".", "..") for part in path.split("/")):
         raise InputError(
             f"{where}: the path {path!r} inside the repo must be relative, without '..', '.' or empty segments "
-            "(e.g. fisher_signatures/<name>.safetensors)"
+            "(e.g. .fisher_signatures/<name>.safetensors)"
         )
     return path
 
@@ -136,7 +134,7 @@ class SignatureRef:
         return f"{_TYPE_PREFIX[self.repo_type]}/{self.repo_id}" if self.repo_type != "model" else self.repo_id
 
     def short(self) -> str:
-        """The short form, e.g. ``datasets/org/name@rev:fisher_signatures/x.safetensors``."""
+        """The short form, e.g. ``datasets/org/name@rev:.fisher_signatures/x.safetensors``."""
         return self.repo + (f"@{self.revision}" if self.revision else "") + (f":{self.path}" if self.path else "")
 
     def __str__(self) -> str:
@@ -150,9 +148,12 @@ def _slug(text: str) -> str:
 
 
 def signature_path(signature: Signature) -> str:
-    """``fisher_signatures/<base model>__<dataset>[-<config>][-<split>]__<sketch id>.safetensors``: one file per
-    (base model, dataset config/split, sketch id); the dataset part is left out when the metadata has none.
-    Name the signature with ``published_metadata`` first, so that no local path goes into the name."""
+    """``.fisher_signatures/<base model>__<dataset>[-<config>][-<split>]__<sketch id>.safetensors``: one file per
+    (base model, dataset config/split, sketch id), so a re-sketch of the same data replaces its file. A
+    signature that names no dataset (a list of texts, an in-memory dataset) is named
+    ``<base model>__texts-<content digest>[-<config>][-<split>]__<sketch id>``: two different ones never share a file. Name the signature with ``published`` first, so that no local
+    path goes into the name. The folder is hidden, so ``datasets`` never reads what is in it as data (its
+    data-file patterns skip hidden folders) whatever the names say (``train``, ``test``, ...)."""
     metadata = signature.metadata
     if not metadata.get("base_model"):
         raise InputError(
@@ -160,7 +161,10 @@ def signature_path(signature: Signature) -> str:
             "finalize it with metadata={'base_model': '<org/model>', 'dataset': ..., ...}"
         )
     data = "-".join(metadata[key] for key in ("dataset", "dataset_config", "dataset_split") if metadata.get(key))
-    parts = [_slug(metadata["base_model"]), *([_slug(data)] if data else []), signature.sketch_id]
+    if (metadata.get("dataset") or "<>").startswith("<"):  # none, or a placeholder such as "<in-memory dataset>"
+        digest = hashlib.sha256(b"".join(t.numpy().tobytes() for t in (signature.joint, signature.split_norms)))
+        data = "-".join(["texts", digest.hexdigest()[:12], *(metadata[key] for key in ("dataset_config", "dataset_split") if metadata.get(key))])
+    parts = [_slug(metadata["base_model"]), _slug(data), signature.sketch_id]
     return f"{SIGNATURE_FOLDER}/{'__'.join(parts)}.safetensors"
 
 

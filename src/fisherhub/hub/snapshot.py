@@ -1,25 +1,23 @@
 """What a repo holds at one commit, read once: from a Hub listing or ``repo_info`` online, from the local
 cache offline (``HF_HUB_OFFLINE=1``), or from a local folder; and the signature entries it lists (its
-``fisher_signatures/index.json``, else its card's block)."""
+``.fisher_signatures/index.json``, else its card's block)."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import HfApi, RepoCard, constants, hf_hub_download
-from huggingface_hub.file_download import repo_folder_name
+from huggingface_hub import HfApi, constants, hf_hub_download, snapshot_download, try_to_load_from_cache
+from huggingface_hub.errors import IncompleteSnapshotError, LocalEntryNotFoundError
 
-from fisherhub.hub.cards import CARD_NAME, read_card, signature_entries
+from fisherhub.hub.cards import CARD_CLASSES, CARD_NAME, read_card, signature_entries
 from fisherhub.hub.errors import OfflineCacheError, hub_errors
 from fisherhub.hub.index import INDEX_PATH, parse_index
 from fisherhub.hub.refs import SignatureRef, is_signature_file
 
 logger = logging.getLogger(__name__)
-_COMMIT = 40  # hex digits of a commit id
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,9 +52,10 @@ class RepoSnapshot:
         inside = {path[len(prefix):]: size for path, size in self.files.items() if path.startswith(prefix)}
         return {path: size for path, size in inside.items() if is_signature_file(path)}
 
-    def cached_file(self, path: str) -> Path:
-        """Where the cache keeps ``path`` of this commit (present when it was fetched)."""
-        return Path(cache_folder(self.ref)) / "snapshots" / str(self.ref.revision) / path
+    def cached_file(self, path: str) -> Path | None:
+        """The cached copy of ``path`` at this commit (``try_to_load_from_cache``), None when it was not fetched."""
+        found = try_to_load_from_cache(self.ref.repo_id, path, revision=self.ref.revision, repo_type=self.ref.repo_type)
+        return Path(found) if isinstance(found, str) else None
 
     def entries(self, token: str | None = None, subfolder: str | None = None) -> list[dict[str, Any]]:
         """The signatures this commit lists: its index, then the card block's entries for files the index does
@@ -64,12 +63,13 @@ class RepoSnapshot:
         at the revision asked for, so that the cache can answer the same question offline. A snapshot from a
         listing (``listed``) takes the card block it carries when there is one: the index's rendering, from
         the same commit, so no download. With ``subfolder`` (an adapter saved under a folder of the repo) only
-        that folder's ``fisher_signatures/index.json`` (the repo's card describes the repo, not the folder);
+        that folder's ``.fisher_signatures/index.json`` (the repo's card describes the repo, not the folder);
         its paths are relative to the folder. ``CardError`` when the index or the block is malformed."""
         if subfolder:
             index = f"{subfolder}/{INDEX_PATH}"
             if not self.complete:
-                data = self.cached_file(index).read_bytes() if self.cached_file(index).is_file() else None
+                cached = self.cached_file(index)
+                data = cached.read_bytes() if cached is not None else None
             else:
                 data = self.download(index, token).read_bytes() if index in self.files else None
             return parse_index(data, f"{self.ref} ({subfolder})") if data is not None else []
@@ -77,14 +77,14 @@ class RepoSnapshot:
         if self.listed and card:
             return card
         if not self.complete:
-            index = self.cached_file(INDEX_PATH)
-            data = index.read_bytes() if index.is_file() else None
+            cached = self.cached_file(INDEX_PATH)
+            data = cached.read_bytes() if cached is not None else None
         elif INDEX_PATH in self.files:
             data = self.download(INDEX_PATH, token).read_bytes()
         else:
             if CARD_NAME in self.files and not self.listed:  # cached for offline use, read as the Hub did
                 text = self.download(CARD_NAME, token).read_text("utf-8-sig")
-                card = signature_entries(read_card(text, str(self.ref)).data, str(self.ref))
+                card = signature_entries(read_card(text, str(self.ref), self.ref.repo_type).data, str(self.ref))
             return card
         indexed = parse_index(data, str(self.ref)) if data is not None else []
         paths = {entry["path"] for entry in indexed}
@@ -96,36 +96,35 @@ class RepoSnapshot:
         commit = str(self.ref.revision)
         for revision in dict.fromkeys([self.asked or constants.DEFAULT_REVISION, commit]):
             with hub_errors(str(self.ref), path):
-                local = hf_hub_download(self.ref.repo_id, path, repo_type=self.ref.repo_type, revision=revision, token=token)
-            local = Path(local)
-            if local.parents[len(Path(path).parts) - 1].name == commit:  # snapshots/<commit>/<path>
+                hf_hub_download(self.ref.repo_id, path, repo_type=self.ref.repo_type, revision=revision, token=token)
+            local = self.cached_file(path)  # there when the revision still is the commit
+            if local is not None:
                 return local
         raise AssertionError("unreachable: the last revision tried is the commit itself")
 
 
-def cache_folder(repo: SignatureRef) -> str:
-    """The repo's folder in the Hub cache (``HF_HUB_CACHE``)."""
-    return os.path.join(constants.HF_HUB_CACHE, repo_folder_name(repo_id=repo.repo_id, repo_type=repo.repo_type))
-
-
 def cached_snapshot(repo: SignatureRef) -> RepoSnapshot:
-    """The repo at ``repo.revision`` (default branch when None) as far as the local cache knows it: the commit
-    its ``refs/`` record (or the commit id asked for), the files fetched at that commit, their card."""
-    folder = Path(cache_folder(repo))
+    """The repo at ``repo.revision`` (default branch when None) as far as the local cache knows it, through
+    ``snapshot_download(local_files_only=True)``: the commit the revision was last seen at (the name of the
+    snapshot folder, ``snapshots/<commit id>/`` in the cache's documented layout), the files fetched at that
+    commit, their card."""
     revision = repo.revision or constants.DEFAULT_REVISION
-    ref_file = folder / "refs" / revision
-    commit = ref_file.read_text().strip() if ref_file.is_file() else revision
-    snapshot = folder / "snapshots" / commit
-    if len(commit) != _COMMIT or not snapshot.is_dir():
+    try:
+        folder = snapshot_download(repo.repo_id, repo_type=repo.repo_type, revision=revision, local_files_only=True)
+    except IncompleteSnapshotError as exc:  # some files of the commit were never fetched: the rest is listed
+        folder = exc.snapshot_path
+    except LocalEntryNotFoundError as exc:
         raise OfflineCacheError(
             f"{repo}: HF_HUB_OFFLINE is set and the local cache ({constants.HF_HUB_CACHE}) holds nothing of this repo "
             f"at {revision}. List or load it once while online (e.g. `fisherhub list {repo.short()}`)"
-        )
+        ) from exc
+    snapshot = Path(folder)
+    commit = snapshot.name
     files = {path.relative_to(snapshot).as_posix(): path.stat().st_size for path in snapshot.rglob("*") if path.is_file()}
     card_data = None
     if CARD_NAME in files:
         try:
-            card_data = RepoCard.load(snapshot / CARD_NAME).data.to_dict()
+            card_data = CARD_CLASSES[repo.repo_type].load(snapshot / CARD_NAME).data.to_dict()
         except (ValueError, OSError) as exc:  # a malformed card lists nothing; the index may still
             logger.warning("%s: cached card unreadable (%s)", repo, exc)
     return RepoSnapshot(SignatureRef(repo.repo_id, repo.repo_type, commit), files, card_data, repo.revision, complete=False)

@@ -109,11 +109,8 @@ def forward(
         )
     inputs = model_inputs(base, input_ids, mask, embeddings.device)
     outputs = None
-    with inference_mode(head.model), _capturing(head.head, inputs_only) as capture:
-        try:
-            outputs = head.model(**inputs)
-        except _HeadReached:
-            pass
+    with inference_mode(head.model), _capturing(head.head, inputs_only) as capture, contextlib.suppress(_HeadReached):
+        outputs = head.model(**inputs)
     if capture.inputs is None:
         raise InputError(f"{type(base).__name__}'s forward pass never called its output head")
     if inputs_only:

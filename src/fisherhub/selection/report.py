@@ -7,6 +7,7 @@ import re
 from typing import TYPE_CHECKING, Protocol
 
 from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES, HEAD_SCORES, label
+from fisherhub.extras import require
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -40,10 +41,10 @@ def _format(value: float | None, stderr: float | None = None) -> str:
 
 def _table_rows(selection: Shown, limit: int | None) -> tuple[list[str], list[list[str]]]:
     symbols = [GEOMETRIES[name].symbol for name in DECOMPOSITION]
-    header = ["#", "candidate", f"score: {label(selection.score)}", *symbols, "signature source"]
+    header = ["#", "candidate", f"score: {label(selection.score)}", *symbols, "signature source", "provenance"]
     rows = [
         [
-            str(rank),
+            f"{rank} !" if row.doubt else str(rank),
             row.candidate,
             _format(row.score, row.stderr),
             _format(row.fisher),
@@ -51,6 +52,7 @@ def _table_rows(selection: Shown, limit: int | None) -> tuple[list[str], list[li
             _format(row.error),
             _format(row.coupling),
             _COMMIT_ID.sub(lambda match: match.group(0)[:8], row.signature_source),  # @ + 7 hex digits
+            row.provenance,
         ]
         for rank, row in enumerate(selection.ranking[:limit], start=1)
     ]
@@ -95,8 +97,10 @@ def _caption(selection: Shown, limit: int | None) -> str:
         trust.append(auto_explanation(selection))
     if selection.verdict is not None:
         trust.append(f"verdict: {selection.verdict.message}")
+    doubted = [row for row in rows if row.doubt]
+    doubts = ["! ranked last, not to be trusted:", *(f"  {row.candidate}: {row.doubt}" for row in doubted)] if doubted else []
     skipped = ["skipped:", *(f"  {s.candidate}: {s.reason}" for s in selection.skipped)] if selection.skipped else []
-    return "\n".join([*trust, *legend, *skipped])
+    return "\n".join([*trust, *doubts, *legend, *skipped])
 
 
 def plain_table(selection: Shown, limit: int | None = None) -> str:
@@ -111,6 +115,7 @@ def plain_table(selection: Shown, limit: int | None = None) -> str:
 
 def rich_table(selection: Shown, limit: int | None = None) -> Table:
     """The same rows as a ``rich.table.Table``, the skipped candidates in its caption."""
+    require("rich")
     from rich.table import Table
 
     header, rows = _table_rows(selection, limit)
@@ -126,6 +131,8 @@ def rich_table(selection: Shown, limit: int | None = None) -> Table:
 def bar_chart(selection: Shown, limit: int | None = None) -> Figure:
     """A, S_a and S_e of each candidate side by side with ±1 stderr error bars, candidates in ranking order."""
     import numpy as np
+
+    require("matplotlib")
     from matplotlib.figure import Figure
 
     rows = selection.ranking[:limit]

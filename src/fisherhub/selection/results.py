@@ -68,6 +68,30 @@ class Selection:
         self.figure(limit).savefig(path, dpi=120)
         return path
 
+    # -- verification -------------------------------------------------------------------------------
+    def verify(self, top_k: int = 1, **options: Any) -> dict[str, Any]:
+        """``verify_signature`` of the ``top_k`` best rows' signatures (``options`` go to it: model, tokenizer,
+        tolerance, ...), by candidate. Each verified row's provenance then says ``verified`` or ``NOT
+        reproduced``; a row that is not reproduced gets that as its doubt and ranks below every other, so
+        ``best`` is never a signature its own data contradicts."""
+        from fisherhub.hub import load_signature
+        from fisherhub.verify import verify_signature
+
+        results, rows = {}, []
+        for rank, row in enumerate(self.ranking):
+            if rank < top_k and row.doubt is None:
+                verification = verify_signature(load_signature(row.signature_source, token=self.token), token=self.token,
+                                                **options)
+                results[row.candidate] = verification
+                signer = row.provenance.split(";", 1)[0]
+                if verification.verifiable:
+                    state = "verified" if verification.reproduced else "NOT reproduced"
+                    row = dataclasses.replace(row, provenance=f"{signer}; {state} ({verification.describe()})",
+                                              doubt=None if verification.reproduced else f"verify: {verification.describe()}")
+            rows.append(row)
+        self.ranking = best_first(rows)
+        return results
+
     # -- loading ------------------------------------------------------------------------------------
     def load(self, model=None, top_k: int | None = None):
         """A ``peft.PeftModel`` on ``model`` (the base model; None loads ``base_model``) with the best adapter

@@ -25,22 +25,32 @@ class AdapterLocation:
 
 @dataclasses.dataclass(frozen=True)
 class Skipped:
-    """A candidate left out of the ranking, and why."""
+    """A candidate left out of the ranking, and why (control characters of the repo's metadata taken out)."""
 
     candidate: str
     reason: str
+
+    def __post_init__(self):
+        from fisherhub.hub.index import printable
+
+        object.__setattr__(self, "reason", printable(self.reason))
 
 
 @dataclasses.dataclass(frozen=True)
 class RankedCandidate:
     """One row of a ranking: the candidate's alignment with the target and where its signature came from.
-    ``adapter`` is None for a dataset repo (ranked, but nothing to load)."""
+    ``adapter`` is None for a dataset repo (ranked, but nothing to load). ``doubt``: why its numbers cannot be
+    taken at face value (implausible split norms or estimates; such rows rank below all others), else None.
+    ``provenance``: who signed it (the candidate's own repo or folder, or the dataset repo its card names) and
+    whether ``fisherhub verify`` can re-sketch it (its data is a Hub dataset at a recorded commit)."""
 
     candidate: str
     score_name: str
     alignment: AlignmentResult
     signature_source: str
     adapter: AdapterLocation | None
+    doubt: str | None = None
+    provenance: str = ""
 
     @property
     def score(self) -> float:

@@ -12,10 +12,25 @@ from fisherhub.analysis.verdict import score_selection
 from fisherhub.core.geometry import HEAD_SCORES
 from fisherhub.selection.candidates import candidate_name, discover, resolve_candidate
 from fisherhub.selection.errors import NoCompatibleCandidatesError, Skip
-from fisherhub.selection.ranking import best_first, check_score, choose_options, common_base_model
+from fisherhub.selection.ranking import (
+    best_first, check_score, choose_options, common_base_model, implausible_scores,
+)
 from fisherhub.selection.results import Selection
 from fisherhub.selection.rows import RankedCandidate, Skipped
 from fisherhub.selection.target import SketchOptions, Target, TargetSketcher, data_to_sketch, given_signatures
+
+
+def provenance(candidate, source: str, signature) -> str:
+    """Who signed a candidate's signature and whether it can be verified: "signed by the repo" when it comes
+    from the candidate's own repo or folder, else "signed by <where it comes from>"; then "verifiable" or
+    "unverifiable (<why>)" (``verify.unverifiable_reason``)."""
+    from fisherhub.verify import unverifiable_reason
+
+    own = candidate.adapter.path if candidate.adapter is not None else candidate.name
+    signed = source == own or source.startswith((f"{own}@", f"{own}:", f"{own}/", f"{own}{os.sep}"))
+    signer = "signed by the repo" if signed else f"signed by {source.split(':', 1)[0].split('@', 1)[0]}"
+    reason = unverifiable_reason(signature)
+    return f"{signer}; {'verifiable' if reason is None else f'unverifiable ({reason})'}"
 
 
 def select_adapter(
@@ -37,7 +52,7 @@ def select_adapter(
     ``hf://...``); or data to sketch with each distinct candidate spec (``like=``) under the base model: a
     list of texts, a ``datasets`` Dataset, or a dataset id / folder / data file (``sketch`` sets columns and
     limits). ``candidates``: adapter repo ids (``org/name[@rev]``), local adapter folders (PEFT
-    ``adapter_config.json``, signatures under ``fisher_signatures/``), dataset repos (``datasets/org/name``) or
+    ``adapter_config.json``, signatures under ``.fisher_signatures/``), dataset repos (``datasets/org/name``) or
     local signature files of source datasets;
     None discovers the adapters of ``base_model`` on the Hub. A candidate's signature comes from its repo or
     folder, else from the dataset repos its card names under ``datasets:``. ``base_model`` (default: the one the
@@ -68,6 +83,8 @@ def select_adapter(
             resolved.append(resolve_candidate(name, base_model, token))
         except Skip as skip:
             skipped.append(Skipped(candidate_name(name), skip.reason))
+        except (FisherHubError, OSError, ValueError, RecursionError) as exc:  # a hostile or broken repo: never fatal
+            skipped.append(Skipped(candidate_name(name), f"unreadable: {exc}"))
     if base_model is None:
         named = (option.base_model for candidate in resolved for option in candidate.options)
         base_model = common_base_model(named, "the candidates' signatures")
@@ -91,10 +108,13 @@ def select_adapter(
         except Skip as skip:
             skipped.append(Skipped(candidate.name, skip.reason))
             continue
-        rows.append(RankedCandidate(candidate.name, "fisher", result, option.source, candidate.adapter))
+        doubt = signature.implausibility() or implausible_scores(result)
+        rows.append(RankedCandidate(candidate.name, "fisher", result, option.source, candidate.adapter, doubt,
+                                    provenance(candidate, option.source, signature)))
     if not rows:
         raise NoCompatibleCandidatesError(skipped)
-    scored = score_selection([row.alignment for row in rows], score, names=[row.candidate for row in rows])
+    trusted = [row for row in rows if row.doubt is None] or rows  # the verdict is about the plausible rows
+    scored = score_selection([row.alignment for row in trusted], score, names=[row.candidate for row in trusted])
     geometry = scored.scores.geometry if scored.scores.geometry in HEAD_SCORES else "fisher"
     rows = [row.ranked_by(geometry) for row in rows]
     selection = Selection(

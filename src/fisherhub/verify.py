@@ -1,0 +1,118 @@
+"""``verify_signature``: re-sketch the dataset a signature names, at its recorded revision, under the recorded base
+model revision and the signature's own spec, and say whether the published sketches are reproduced.
+
+The comparison is on the sketch vectors, not on an alignment: for each of the joint, activation and error means
+the relative difference ‖μ̂_new − μ̂_published‖ / ‖μ̂_published‖, and for the split norms |D_new − D| / |D|; the
+document and token counts must be equal. ``VERIFY_TOLERANCE`` is what runs of the same data meet across dtypes
+(a bfloat16 model against float32) and numbers of processes (tests/test_verify.py measures both).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from fisherhub.core.errors import InputError
+
+if TYPE_CHECKING:  # torch is imported on first use, so that `fisherhub verify --help` answers at once
+    import torch
+
+    from fisherhub.core.signature import Signature
+
+#: the largest relative difference of a sketch vector (or split norm) that counts as reproduced
+VERIFY_TOLERANCE = 0.05
+SKETCHES = ("joint", "activation", "error")
+
+
+@dataclasses.dataclass(frozen=True)
+class Verification:
+    """The outcome of ``verify_signature``: ``differences`` (relative, per sketch and per split norm),
+    the published and re-sketched (documents, tokens), and whether they are within ``tolerance``. An
+    unverifiable signature (its data is not a Hub dataset at a recorded commit) has ``reason`` and no
+    differences."""
+
+    reproduced: bool
+    tolerance: float
+    differences: dict[str, float] = dataclasses.field(default_factory=dict)
+    published_counts: tuple[int, int] | None = None
+    sketched_counts: tuple[int, int] | None = None
+    reason: str | None = None
+
+    @property
+    def verifiable(self) -> bool:
+        return self.reason is None
+
+    def describe(self) -> str:
+        if self.reason is not None:
+            return f"unverifiable: {self.reason}"
+        worst = max(self.differences, key=self.differences.get)
+        verdict = "reproduced" if self.reproduced else "NOT reproduced"
+        counts = "" if self.published_counts == self.sketched_counts else (
+            f"; documents, tokens {self.published_counts} published vs {self.sketched_counts} re-sketched")
+        return (f"{verdict}: largest relative difference {self.differences[worst]:.2e} ({worst}), tolerance "
+                f"{self.tolerance:g}{counts}")
+
+
+def unverifiable_reason(signature: Signature) -> str | None:
+    """Why ``signature`` cannot be re-sketched from public data (None: it can): its dataset must be a Hub id
+    (``org/name``) at a recorded commit, under a named base model."""
+    metadata = signature.metadata
+    dataset, revision = metadata.get("dataset", ""), metadata.get("dataset_revision", "")
+    if not metadata.get("base_model"):
+        return "the signature names no base model"
+    if "/" not in dataset or dataset.startswith(("<", "/", ".")):
+        return f"its data ({dataset or 'unnamed'}) is not a Hub dataset: private or local data"
+    if not revision:
+        return f"no dataset revision recorded for {dataset}: the rows it was made from are not pinned"
+    return None
+
+
+def _relative(new: torch.Tensor, old: torch.Tensor) -> float:
+    return float((new.double() - old.double()).norm() / old.double().norm().clamp_min(1e-300))
+
+
+def compare(published: Signature, sketched: Signature, tolerance: float = VERIFY_TOLERANCE) -> Verification:
+    """``published`` against a re-sketch of its data (see the module docstring)."""
+    differences = {name: _relative(getattr(sketched, name), getattr(published, name)) for name in SKETCHES}
+    for name, new, old in zip(SKETCHES, sketched.split_norms.tolist(), published.split_norms.tolist()):
+        differences[f"{name} split norm"] = abs(new - old) / abs(old)
+    counts = (published.num_documents, published.num_tokens), (sketched.num_documents, sketched.num_tokens)
+    reproduced = counts[0] == counts[1] and all(value <= tolerance for value in differences.values())
+    return Verification(reproduced, tolerance, differences, *counts)
+
+
+def verify_signature(
+    signature: Signature | str, *, model=None, tokenizer=None, token: str | None = None,
+    tolerance: float = VERIFY_TOLERANCE, batch_size: int = 8, **data_options: Any,
+) -> Verification:
+    """Re-sketch the data ``signature`` (a ``Signature`` or a reference ``load_signature`` takes) names and compare
+    (``compare``). The base model is loaded at the recorded revision with ``token`` unless ``model`` and
+    ``tokenizer`` are given; the dataset is read at its recorded revision, config, split, text column, length
+    and document limits (``data_options`` override ``DataArgs`` fields, e.g. ``streaming=True``)."""
+    from fisherhub.core.signature import Signature
+    from fisherhub.options import DataArgs
+    from fisherhub.pipeline.loop import sketch_dataset
+    from fisherhub.selection.peft_loading import load_base_model
+
+    if not isinstance(signature, Signature):
+        from fisherhub.hub import load_signature
+
+        signature = load_signature(signature, token=token)
+    reason = unverifiable_reason(signature)
+    if reason is not None:
+        return Verification(False, tolerance, reason=reason)
+    metadata = signature.metadata
+    chat = metadata.get("scored", "").startswith("assistant tokens")
+    column = metadata.get("text_column") or DataArgs.text_column
+    limits = {key: int(metadata[key]) for key in ("max_documents", "max_tokens", "max_length") if metadata.get(key, "").isdecimal()}
+    data = DataArgs(
+        metadata["dataset"], config=metadata.get("dataset_config") or None, split=metadata.get("dataset_split") or "train",
+        revision=metadata["dataset_revision"], **({"messages_column": column} if chat else {"text_column": column}),
+        **limits, **data_options,
+    )
+    if (model is None) != (tokenizer is None):
+        raise InputError("verify_signature: pass both model and tokenizer, or neither (the recorded base model is loaded)")
+    if model is None:
+        model, tokenizer = load_base_model(metadata["base_model"], signature, token)
+    sketched = sketch_dataset(data.dataset, model, tokenizer, signature, data=data, batch_size=batch_size)
+    return compare(signature, sketched, tolerance)
