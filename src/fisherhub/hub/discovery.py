@@ -12,7 +12,7 @@ from huggingface_hub import HfApi
 
 from fisherhub.hub.cards import SIGNATURE_TAG, signature_entries
 from fisherhub.hub.errors import CardError, hub_errors
-from fisherhub.hub.index import INDEX_PATH, entry_matches
+from fisherhub.hub.index import INDEX_FOLDERS, entry_matches
 from fisherhub.hub.snapshot import RepoSnapshot
 
 #: what a listing returns per repo (``expand=``): enough to pin, list and choose without a repo_info call
@@ -26,7 +26,7 @@ def adapter_tag(base_model: str) -> str:
 
 def _may_be_signed(snapshot: RepoSnapshot) -> bool:
     """Signature files in the repo, or training datasets named in its card (whose repos may carry them)."""
-    return INDEX_PATH in snapshot.files or bool(snapshot.signature_files) or bool((snapshot.card_data or {}).get("datasets"))
+    return any(path in snapshot.files for path in INDEX_FOLDERS) or bool(snapshot.signature_files) or bool((snapshot.card_data or {}).get("datasets"))
 
 
 def find_adapters(base_model: str, *, token: str | None = None, untagged: bool = True) -> list[RepoSnapshot]:

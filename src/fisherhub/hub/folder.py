@@ -17,15 +17,17 @@ from fisherhub.core.atomic import atomic_path
 from fisherhub.core.errors import InputError
 from fisherhub.hub.cards import CARD_CLASSES, CARD_NAME, signature_entries
 from fisherhub.hub.errors import CardError
-from fisherhub.hub.index import INDEX_PATH, parse_index
-from fisherhub.hub.refs import ADAPTER_CONFIG, SIGNATURE_FOLDER
+from fisherhub.hub.index import INDEX_FOLDERS, merge_entries, parse_index
+from fisherhub.hub.refs import ADAPTER_CONFIG, SIGNATURE_FOLDERS
 
 
 def folder_signature_files(folder: Path) -> dict[str, int]:
-    """``.fisher_signatures/*.safetensors`` of ``folder`` (paths from the folder root) and their sizes."""
+    """``.fisher_signatures/*.safetensors`` (and the legacy ``fisher_signatures/*.safetensors``) of ``folder``
+    (paths from the folder root) and their sizes."""
     return {
-        f"{SIGNATURE_FOLDER}/{file.name}": file.stat().st_size
-        for file in sorted((folder / SIGNATURE_FOLDER).glob("*.safetensors"))
+        f"{name}/{file.name}": file.stat().st_size
+        for name in SIGNATURE_FOLDERS
+        for file in sorted((folder / name).glob("*.safetensors"))
         if file.is_file()
     }
 
@@ -36,10 +38,11 @@ def folder_card(folder: Path) -> str | None:
 
 
 def folder_entries(folder: Path) -> list[dict[str, Any]]:
-    """The entries the folder's index lists, else its card's block (none without either)."""
-    index = folder / INDEX_PATH
-    if index.is_file():
-        return parse_index(index.read_bytes(), str(folder))
+    """The entries the folder's indexes list (``.fisher_signatures/index.json``, then the legacy
+    ``fisher_signatures/index.json`` for paths it does not list), else its card's block (none without either)."""
+    indexes = [path for path in INDEX_FOLDERS if (folder / path).is_file()]
+    if indexes:
+        return merge_entries(*(parse_index((folder / path).read_bytes(), str(folder), path) for path in indexes))
     text = folder_card(folder)
     if text is None:
         return []

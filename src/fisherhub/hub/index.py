@@ -1,7 +1,8 @@
 """The list of a repo's signatures: ``.fisher_signatures/index.json`` is the source of truth, written in the
 same commit as the signature files; the card's ``fisher_signatures:`` block is its rendering (and the
 fallback for repos pushed before the index existed). A ``push_to_hub`` that rewrites the card leaves the
-index, so the listing survives it.
+index, so the listing survives it. The legacy ``fisher_signatures/index.json`` (fisherhub 0.2.0) is read
+after it, for the paths it does not list, and never written.
 
 What is published about a signature never holds the user's directories: a local path in its metadata is
 replaced by a Hub id when the path is a Hub cache folder (``.../models--org--name/snapshots/<sha>``), else
@@ -18,9 +19,12 @@ from typing import Any
 
 from fisherhub.core.signature import Signature
 from fisherhub.hub.errors import CardError
-from fisherhub.hub.refs import SIGNATURE_FOLDER, is_signature_file
+from fisherhub.hub.refs import LEGACY_SIGNATURE_FOLDER, SIGNATURE_FOLDER, SIGNATURE_FOLDERS, is_signature_file
 
 INDEX_PATH = f"{SIGNATURE_FOLDER}/index.json"
+LEGACY_INDEX_PATH = f"{LEGACY_SIGNATURE_FOLDER}/index.json"
+#: each index and the one folder its entries may point into, in the order they are read
+INDEX_FOLDERS = {INDEX_PATH: SIGNATURE_FOLDER, LEGACY_INDEX_PATH: LEGACY_SIGNATURE_FOLDER}
 INDEX_KIND = "fisherhub-signature-index"
 INDEX_VERSION = 1
 #: what an entry says about a signature file (``path`` is from the repo root)
@@ -75,11 +79,12 @@ def entry_for(signature: Signature, path: str) -> dict[str, Any]:
     return {key: value for key, value in entry.items() if value not in (None, "")}
 
 
-def _entry_problem(entry: Any) -> str | None:
+def _entry_problem(entry: Any, folders: tuple[str, ...]) -> str | None:
     if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
         return "not a mapping with a `path`"
-    if not is_signature_file(entry["path"]) or any(part in ("", ".", "..") for part in entry["path"].split("/")):
-        return f"path {printable(entry['path'])!r} is not a {SIGNATURE_FOLDER}/*.safetensors file of the repo"
+    if not is_signature_file(entry["path"], folders) or any(part in ("", ".", "..") for part in entry["path"].split("/")):
+        where = " or ".join(f"{folder}/*.safetensors" for folder in folders)
+        return f"path {printable(entry['path'])!r} is not a {where} file of the repo"
     for key, value in entry.items():
         if key in ("tokens", "documents"):
             if not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63):
@@ -89,17 +94,34 @@ def _entry_problem(entry: Any) -> str | None:
     return None
 
 
-def check_entries(value: Any, where: str, what: str) -> list[dict[str, Any]]:
+def check_entries(
+    value: Any, where: str, what: str, folders: tuple[str, ...] = SIGNATURE_FOLDERS
+) -> list[dict[str, Any]]:
     """``value`` as a list of entries (None: none), text values without control characters; ``CardError``
-    naming ``what`` held it when it is not a list of entries with safe paths and plain values."""
+    naming ``what`` held it when it is not a list of entries with safe paths under ``folders`` and plain values."""
     if value is None:
         return []
     if not isinstance(value, list):
         raise CardError(f"{where}: {what} must be a list of mappings with a `path`, got {printable(repr(value))[:200]}")
     for number, entry in enumerate(value):
-        if problem := _entry_problem(entry):
+        if problem := _entry_problem(entry, folders):
             raise CardError(f"{where}: {what}, entry {number}: {problem}")
     return [{printable(k): printable(v) if isinstance(v, str) else v for k, v in entry.items()} for entry in value]
+
+
+def merge_entries(*listings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries of each listing in turn, less those whose path an earlier listing has."""
+    merged: dict[str, dict[str, Any]] = {}
+    for entries in listings:
+        for entry in entries:
+            merged.setdefault(entry["path"], entry)
+    return list(merged.values())
+
+
+def written_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries that go into the index a push writes: those under ``.fisher_signatures/`` (legacy ones stay
+    listed by the legacy index and the card)."""
+    return [entry for entry in entries if is_signature_file(entry["path"], (SIGNATURE_FOLDER,))]
 
 
 def with_entry(entries: list[dict[str, Any]], entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -120,21 +142,22 @@ def render_index(entries: list[dict[str, Any]]) -> bytes:
     return (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def parse_index(data: bytes, where: str) -> list[dict[str, Any]]:
-    """The entries of an ``index.json`` file; ``CardError`` when it is not one this version reads."""
+def parse_index(data: bytes, where: str, index_path: str = INDEX_PATH) -> list[dict[str, Any]]:
+    """The entries of the index file at ``index_path`` (a key of ``INDEX_FOLDERS``), each under that index's
+    folder; ``CardError`` when it is not one this version reads."""
     if len(data) > MAX_INDEX_BYTES:
-        raise CardError(f"{where}: {INDEX_PATH} is {len(data):,} bytes, more than an index of signatures needs "
+        raise CardError(f"{where}: {index_path} is {len(data):,} bytes, more than an index of signatures needs "
                         f"({MAX_INDEX_BYTES:,})")
     try:
         document = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         reason = "nested too deeply" if isinstance(exc, RecursionError) else printable(exc)
-        raise CardError(f"{where}: {INDEX_PATH} is not valid JSON ({reason}); push a signature again to rewrite it") from exc
+        raise CardError(f"{where}: {index_path} is not valid JSON ({reason}); push a signature again to rewrite it") from exc
     if not isinstance(document, dict) or document.get("kind") != INDEX_KIND:
-        raise CardError(f"{where}: {INDEX_PATH} is not a fisherhub signature index (no kind {INDEX_KIND!r})")
+        raise CardError(f"{where}: {index_path} is not a fisherhub signature index (no kind {INDEX_KIND!r})")
     if document.get("version") != INDEX_VERSION:
         raise CardError(
-            f"{where}: {INDEX_PATH} has version {printable(repr(document.get('version')))[:40]}; this fisherhub reads version "
+            f"{where}: {index_path} has version {printable(repr(document.get('version')))[:40]}; this fisherhub reads version "
             f"{INDEX_VERSION} (upgrade fisherhub)"
         )
-    return check_entries(document.get("signatures"), where, f"{INDEX_PATH}'s `signatures`")
+    return check_entries(document.get("signatures"), where, f"{index_path}'s `signatures`", (INDEX_FOLDERS[index_path],))

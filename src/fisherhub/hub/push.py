@@ -19,7 +19,7 @@ from fisherhub.core.signature import Signature
 from fisherhub.hub.cards import CARD_NAME, download_card, read_card, set_entries
 from fisherhub.hub.errors import CardError, ConcurrentPushError, hub_errors
 from fisherhub.hub.folder import folder_card, folder_entries, folder_repo_type, locked_folder, write_atomically
-from fisherhub.hub.index import INDEX_PATH, entry_for, published, render_index, with_entry
+from fisherhub.hub.index import INDEX_PATH, entry_for, published, render_index, with_entry, written_entries
 from fisherhub.hub.refs import (
     ADAPTER_CONFIG,
     PUSH_REPO_TYPES,
@@ -65,11 +65,12 @@ def _update(
     signature: Signature, entries: list[dict[str, Any]], old_card: str | None, where: str, repo_type: str, name: str,
     adapter_of: str | None, repair_card: bool,
 ) -> _Update:
+    """The new index lists the ``.fisher_signatures/`` entries; the card lists every entry (legacy ones too)."""
     path = signature_path(signature)
     entries = with_entry(entries, entry_for(signature, path))
     card = read_card(old_card, where, repo_type, repair=repair_card)
     set_entries(card, entries, repo_type, name, adapter_of)
-    return _Update(path, signature.to_bytes(), render_index(entries), str(card))
+    return _Update(path, signature.to_bytes(), render_index(written_entries(entries)), str(card))
 
 
 def _entries(read: Callable[[], list[dict[str, Any]]], repair_card: bool) -> list[dict[str, Any]]:

@@ -133,11 +133,13 @@ def _infos(
 
 
 def snapshot_signatures(
-    snapshot: RepoSnapshot, token: str | None = None, *, read_headers: bool = True, subfolder: str | None = None
+    snapshot: RepoSnapshot, token: str | None = None, *, read_headers: bool = True, subfolder: str | None = None,
+    strict: bool = False,
 ) -> list[SignatureInfo]:
     """The signatures of a repo snapshot (see ``list_signatures``), or of the adapter saved under its
     ``subfolder``. Without ``read_headers`` the files the index lists are described by their entries (no
-    request per file)."""
+    request per file). A malformed index or card block is logged and the files are listed without it, or
+    with ``strict`` raises ``CardError`` (selection skips the candidate with it as the reason)."""
     api = HfApi(token=token)
     prefix = f"{subfolder}/" if subfolder else ""
 
@@ -150,6 +152,8 @@ def snapshot_signatures(
     try:
         entries = snapshot.entries(token, subfolder)
     except CardError as exc:
+        if strict:
+            raise
         logger.warning("%s; reading the signature files without it", exc)
         entries = []
     return _infos(

@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from fisherhub.core.signature import Signature
 
 SIGNATURE_FOLDER = ".fisher_signatures"
+#: where fisherhub 0.2.0 and fishersketch 0.1.0 put signatures: read, never written (``datasets`` and the Hub's
+#: dataset viewer take the files of a visible folder for data)
+LEGACY_SIGNATURE_FOLDER = "fisher_signatures"
+#: the folders signatures are read from, in this order (a path in the first wins over the same name later)
+SIGNATURE_FOLDERS = (SIGNATURE_FOLDER, LEGACY_SIGNATURE_FOLDER)
 ADAPTER_CONFIG = "adapter_config.json"  # what makes a folder or repo a PEFT adapter
 _PREFIXES = {prefix: kind for prefix, kind in constants.HF_URI_TYPE_PREFIXES.items() if kind in REPO_TYPES}
 _TYPE_PREFIX = {kind: prefix for prefix, kind in _PREFIXES.items()}
@@ -52,9 +57,9 @@ def check_path(path: str | None, where: str) -> str | None:
     return path
 
 
-def is_signature_file(path: str) -> bool:
-    """Whether ``path`` (from the repo or folder root) is where signature files go."""
-    return path.startswith(f"{SIGNATURE_FOLDER}/") and path.endswith(".safetensors")
+def is_signature_file(path: str, folders: tuple[str, ...] = SIGNATURE_FOLDERS) -> bool:
+    """Whether ``path`` (from the repo or folder root) is a ``.safetensors`` file under one of ``folders``."""
+    return path.endswith(".safetensors") and any(path.startswith(f"{folder}/") for folder in folders)
 
 
 def is_local_path_only(text: str) -> bool:

@@ -1,6 +1,6 @@
 """What a repo holds at one commit, read once: from a Hub listing or ``repo_info`` online, from the local
 cache offline (``HF_HUB_OFFLINE=1``), or from a local folder; and the signature entries it lists (its
-``.fisher_signatures/index.json``, else its card's block)."""
+``.fisher_signatures/index.json`` and legacy ``fisher_signatures/index.json``, else its card's block)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from huggingface_hub.errors import IncompleteSnapshotError, LocalEntryNotFoundEr
 
 from fisherhub.hub.cards import CARD_CLASSES, CARD_NAME, read_card, signature_entries
 from fisherhub.hub.errors import OfflineCacheError, hub_errors
-from fisherhub.hub.index import INDEX_PATH, parse_index
+from fisherhub.hub.index import INDEX_FOLDERS, merge_entries, parse_index
 from fisherhub.hub.refs import SignatureRef, is_signature_file
 
 logger = logging.getLogger(__name__)
@@ -58,37 +58,38 @@ class RepoSnapshot:
         return Path(found) if isinstance(found, str) else None
 
     def entries(self, token: str | None = None, subfolder: str | None = None) -> list[dict[str, Any]]:
-        """The signatures this commit lists: its index, then the card block's entries for files the index does
-        not list (pushed by an older fisherhub, which wrote only the card). Files are fetched through the cache
-        at the revision asked for, so that the cache can answer the same question offline. A snapshot from a
-        listing (``listed``) takes the card block it carries when there is one: the index's rendering, from
-        the same commit, so no download. With ``subfolder`` (an adapter saved under a folder of the repo) only
-        that folder's ``.fisher_signatures/index.json`` (the repo's card describes the repo, not the folder);
-        its paths are relative to the folder. ``CardError`` when the index or the block is malformed."""
+        """The signatures this commit lists: its index (``.fisher_signatures/index.json``, then the legacy
+        ``fisher_signatures/index.json`` for paths it does not list), then the card block's entries for files
+        no index lists (pushed by an older fisherhub, which wrote only the card). Files are fetched through the
+        cache at the revision asked for, so that the cache can answer the same question offline. A snapshot
+        from a listing (``listed``) takes the card block it carries when there is one: the indexes' rendering,
+        from the same commit, so no download. With ``subfolder`` (an adapter saved under a folder of the repo)
+        only that folder's indexes (the repo's card describes the repo, not the folder); its paths are
+        relative to the folder. ``CardError`` when an index or the block is malformed."""
         if subfolder:
-            index = f"{subfolder}/{INDEX_PATH}"
-            if not self.complete:
-                cached = self.cached_file(index)
-                data = cached.read_bytes() if cached is not None else None
-            else:
-                data = self.download(index, token).read_bytes() if index in self.files else None
-            return parse_index(data, f"{self.ref} ({subfolder})") if data is not None else []
+            return self._indexed(f"{subfolder}/", f"{self.ref} ({subfolder})", token)
         card = signature_entries(self.card_data, str(self.ref))
         if self.listed and card:
             return card
-        if not self.complete:
-            cached = self.cached_file(INDEX_PATH)
-            data = cached.read_bytes() if cached is not None else None
-        elif INDEX_PATH in self.files:
-            data = self.download(INDEX_PATH, token).read_bytes()
-        else:
-            if CARD_NAME in self.files and not self.listed:  # cached for offline use, read as the Hub did
-                text = self.download(CARD_NAME, token).read_text("utf-8-sig")
-                card = signature_entries(read_card(text, str(self.ref), self.ref.repo_type).data, str(self.ref))
-            return card
-        indexed = parse_index(data, str(self.ref)) if data is not None else []
-        paths = {entry["path"] for entry in indexed}
-        return indexed + [entry for entry in card if entry["path"] not in paths]
+        if not self.complete or any(path in self.files for path in INDEX_FOLDERS):
+            return merge_entries(self._indexed("", str(self.ref), token), card)
+        if CARD_NAME in self.files and not self.listed:  # cached for offline use, read as the Hub did
+            text = self.download(CARD_NAME, token).read_text("utf-8-sig")
+            card = signature_entries(read_card(text, str(self.ref), self.ref.repo_type).data, str(self.ref))
+        return card
+
+    def _indexed(self, prefix: str, where: str, token: str | None) -> list[dict[str, Any]]:
+        """The entries of the indexes under ``prefix`` of the repo (the cached copies offline), in reading order."""
+        listings = []
+        for path in INDEX_FOLDERS:
+            if not self.complete:
+                cached = self.cached_file(prefix + path)
+                data = cached.read_bytes() if cached is not None else None
+            else:
+                data = self.download(prefix + path, token).read_bytes() if prefix + path in self.files else None
+            if data is not None:
+                listings.append(parse_index(data, where, path))
+        return merge_entries(*listings)
 
     def download(self, path: str, token: str | None = None) -> Path:
         """``path`` of this commit through the cache, downloaded at the revision asked for so the cache learns

@@ -13,7 +13,6 @@ import yaml
 
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.core.signature import Signature
-from fisherhub.hub.folder import folder_signature_files
 from fisherhub.hub.refs import ADAPTER_CONFIG
 from fisherhub.selection.errors import Skip
 from fisherhub.selection.rows import AdapterLocation
@@ -70,12 +69,13 @@ def hub_options(
     token: str | None = None, subfolder: str | None = None,
 ) -> list[SignatureOption]:
     """The loadable signatures of a Hub repo (``snapshot``: as a listing described it), or of the adapter under
-    its ``subfolder``, from its index or card, without a request per file; tensors are fetched when chosen."""
+    its ``subfolder``, from its index or card, without a request per file; tensors are fetched when chosen.
+    ``CardError`` (a ``HubError``) when its index or card block is malformed."""
     from fisherhub.hub import SignatureRef, load_signature, repo_snapshot, snapshot_signatures
 
     snapshot = snapshot or repo_snapshot(SignatureRef(repo_id, repo_type, revision), token)
     options = []
-    for info in snapshot_signatures(snapshot, token, read_headers=False, subfolder=subfolder):
+    for info in snapshot_signatures(snapshot, token, read_headers=False, subfolder=subfolder, strict=True):
         if info.problem is None and info.sketch_id:
             ref = info.location
             load = lambda ref=ref: load_signature(ref, token=token)  # noqa: E731
@@ -131,6 +131,8 @@ def _check_adapter_base(adapter_base: str | list[str] | None, base_model: str | 
 
 def _local_candidate(folder: Path, base_model: str | None) -> Candidate:
     from huggingface_hub import RepoCard
+
+    from fisherhub.hub.folder import folder_signature_files
 
     config = folder / ADAPTER_CONFIG
     if not config.is_file():
