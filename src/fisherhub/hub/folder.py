@@ -18,7 +18,7 @@ from fisherhub.core.errors import InputError
 from fisherhub.hub.cards import CARD_CLASSES, CARD_NAME, signature_entries
 from fisherhub.hub.errors import CardError
 from fisherhub.hub.index import INDEX_FOLDERS, merge_entries, parse_index
-from fisherhub.hub.refs import ADAPTER_CONFIG, SIGNATURE_FOLDERS
+from fisherhub.hub.refs import ADAPTER_CONFIG, SIGNATURE_FOLDER, SIGNATURE_FOLDERS
 
 
 def folder_signature_files(folder: Path) -> dict[str, int]:
