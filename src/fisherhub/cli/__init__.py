@@ -14,7 +14,7 @@ import warnings
 
 from fisherhub.core.errors import FisherHubError
 
-COMMAND_MODULES = ("sketch", "demo", "compare", "push", "list", "pull", "verify", "install_metric", "select")
+COMMAND_MODULES = ("sketch", "demo", "compare", "push", "list", "pull", "verify", "install_metric", "select", "index")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,18 +39,21 @@ def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
 def _check_flags(parser: argparse.ArgumentParser, argv: list[str]) -> None:
     """Name a mistyped ``--flag`` (and the closest real one) before argparse reports a missing required one.
 
-    A word is a flag of the command when it is one, or a prefix of one (argparse's abbreviations)."""
+    The flags after a (sub-)command word are checked against that command's own, so ``index build --x`` against
+    ``build``'s. A word is a flag of the command when it is one, or a prefix of one (argparse's abbreviations)."""
     commands = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
     position = next((i for i, word in enumerate(argv) if word in commands), None)
-    command = commands[argv[position]] if position is not None else parser
-    known = _option_strings(command)
-    for word in argv[position + 1 if position is not None else 0 :]:
+    if position is not None:
+        _check_flags(parser, argv[:position])  # the words before the command: this parser's own
+        return _check_flags(commands[argv[position]], argv[position + 1 :])
+    known = _option_strings(parser)
+    for word in argv:
         if word == "--":
             return
         name = word.split("=", 1)[0]
         if name.startswith("--") and not any(option.startswith(name) for option in known):
             close = difflib.get_close_matches(name, known, n=1)
-            command.error(f"unrecognized argument {name}" + (f" (did you mean {close[0]}?)" if close else ""))
+            parser.error(f"unrecognized argument {name}" + (f" (did you mean {close[0]}?)" if close else ""))
 
 
 def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:

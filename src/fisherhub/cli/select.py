@@ -29,6 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="rank by A (fisher), S_a or S_e only; auto ranks by whichever of them tells these "
                              "candidates apart, and the line under the table says which and why (the verdict: how far "
                              "to trust the pick)")
+    parser.add_argument("--index", default=None, metavar="ORG/NAME",
+                        help="rank every row of this signature index (`fisherhub index build`) instead of CANDIDATES: one "
+                             "download, then the --shortlist best ranked from their own files")
+    parser.add_argument("--shortlist", type=int, default=None, help="rows of --index ranked again from their files (default 20)")
     parser.add_argument("--top-k", type=int, default=None, help="show the k best candidates only")
     parser.add_argument("--plot", default=None, metavar="PNG", help="write a bar chart of the scores with error bars")
     parser.add_argument("--verify", type=int, default=0, metavar="K",
@@ -46,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     data = DataArgs(args.target, split=args.split, text_column=args.text_column, max_documents=args.max_documents)
     selection = select_adapter(
         args.target, args.candidates or None, base_model=args.base_model, score=args.score,
-        sketch=SketchOptions(data=data), token=args.token,
+        sketch=SketchOptions(data=data), token=args.token, index=args.index,
+        **({"shortlist": args.shortlist} if args.shortlist is not None else {}),
     )
     if args.verify:
         selection.verify(top_k=args.verify)

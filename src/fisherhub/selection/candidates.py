@@ -191,16 +191,39 @@ def _hub_candidate(name: str, base_model: str | None, listing=None, token: str |
     return Candidate(name, AdapterLocation(ref.repo_id, snapshot.ref.revision, subfolder), options)
 
 
+@dataclasses.dataclass(frozen=True)
+class SignedElsewhere:
+    """An adapter (repo id at ``revision``) whose signature is a file in another repo (``signature``, pinned):
+    a row of a signature index sketched by the indexer, whose file is in the index repo."""
+
+    repo_id: str
+    revision: str
+    signature: Any  # a SignatureRef with its path
+    sketch_id: str
+    base_model: str | None
+
+    @property
+    def name(self) -> str:
+        return f"{self.repo_id}@{self.revision}"
+
+
 def candidate_name(name) -> str:
     """How a candidate is shown: a discovered repo by its id, a folder or reference as given."""
+    if isinstance(name, SignedElsewhere):
+        return name.name
     return name.ref.repo_id if hasattr(name, "ref") else os.fspath(name)
 
 
 def resolve_candidate(name, base_model: str | None, token: str | None = None) -> Candidate:
     """A repo found by discovery (a ``RepoSnapshot``), a local adapter folder, a local signature file (a source
     dataset), else a Hub repo id; its signature options (``Skip`` when it cannot be one). ``token`` goes to every Hub call."""
-    from fisherhub.hub import RepoSnapshot
+    from fisherhub.hub import RepoSnapshot, load_signature
 
+    if isinstance(name, SignedElsewhere):
+        source = name.signature.short()
+        load = lambda: load_signature(source, token=token)  # noqa: E731
+        return Candidate(name.name, AdapterLocation(name.repo_id, name.revision),
+                         [SignatureOption(name.sketch_id, name.base_model, source, load)])
     if isinstance(name, RepoSnapshot):
         return _hub_candidate(name.ref.repo_id, base_model, name, token)
     text = os.fspath(name)

@@ -10,8 +10,10 @@ from fisherhub.core.alignment import alignment
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.analysis.verdict import score_selection
 from fisherhub.core.geometry import HEAD_SCORES
+from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_map
 from fisherhub.selection.candidates import candidate_name, discover, resolve_candidate
 from fisherhub.selection.errors import NoCompatibleCandidatesError, Skip
+from fisherhub.selection.index_ranking import SHORTLIST, check_shortlist, rank_index
 from fisherhub.selection.ranking import (
     best_first, check_score, choose_options, common_base_model, implausible_scores,
 )
@@ -45,6 +47,9 @@ def select_adapter(
     tokenizer=None,
     sketch: SketchOptions | None = None,
     token: str | None = None,
+    index: str | None = None,
+    shortlist: int = SHORTLIST,
+    workers: int = DEFAULT_WORKERS,
 ) -> Selection:
     """Rank ``candidates`` by the alignment of their training data's signature with ``target``'s.
 
@@ -67,24 +72,45 @@ def select_adapter(
     ``selection.model``. ``token`` (default: the logged-in one, ``HF_TOKEN``) goes to every Hub call:
     discovery, repo infos, signature and config downloads, and ``Selection.load`` / ``mix``; a private repo
     it cannot read is skipped, saying so.
+    ``index`` (``datasets/org/name[@rev]``, built by ``fisherhub index build``) instead of ``candidates``: every
+    row of the index is scored in one download and one matrix product, pinned to the index commit
+    (``selection.index_ranking``); the ``shortlist`` best are then ranked from their own files at the commit
+    each row names, so the result is exactly ``select_adapter`` of those candidates. Candidates' repos are
+    read ``workers`` at once (``hub.pool``).
     """
     score = check_score(score)
     given = given_signatures(target, base_model, token)
     data = data_to_sketch(target) if given is None else None
     if base_model is None and given is not None:
         base_model = common_base_model((s.metadata.get("base_model") for s in given), "the target's signatures")
-    names = list(candidates) if candidates is not None else discover(base_model, token)
+    skipped: list[Skipped] = []
+    targets = None
+    if index is not None:
+        if candidates is not None:
+            raise InputError("pass candidates or index=, not both (the index chooses the candidates)")
+        from fisherhub.hub.signature_index import load_index
+
+        check_shortlist(shortlist)
+        loaded = load_index(index, token)
+        base_model = base_model or loaded.base_model
+        sketcher = None if data is None else TargetSketcher(data, model, tokenizer, base_model, sketch or SketchOptions())
+        targets = Target(given, sketcher)
+        ranking = rank_index(loaded, targets, base_model, score, token)
+        names, skipped = ranking.candidates(shortlist), list(ranking.skipped)
+    else:
+        names = list(candidates) if candidates is not None else discover(base_model, token)
     if not names:
         raise InputError("no candidates given: pass adapter repo ids or folders, or None and base_model= to discover")
-    skipped: list[Skipped] = []
     resolved = []
-    for name in names:
-        try:
-            resolved.append(resolve_candidate(name, base_model, token))
-        except Skip as skip:
-            skipped.append(Skipped(candidate_name(name), skip.reason))
-        except (FisherHubError, OSError, ValueError, RecursionError) as exc:  # a hostile or broken repo: never fatal
-            skipped.append(Skipped(candidate_name(name), f"unreadable: {exc}"))
+    unreadable = (FisherHubError, OSError, ValueError, RecursionError)  # a hostile or broken repo: never fatal
+    for outcome in bounded_map(lambda name: resolve_candidate(name, base_model, token), names, workers,
+                               catch=(Skip, *unreadable)):
+        if isinstance(outcome.error, Skip):
+            skipped.append(Skipped(candidate_name(outcome.item), outcome.error.reason))
+        elif outcome.error is not None:
+            skipped.append(Skipped(candidate_name(outcome.item), f"unreadable: {outcome.error}"))
+        else:
+            resolved.append(outcome.value)
     if base_model is None:
         named = (option.base_model for candidate in resolved for option in candidate.options)
         base_model = common_base_model(named, "the candidates' signatures")
@@ -94,15 +120,18 @@ def select_adapter(
             usable.append((candidate, candidate.options_for(base_model)))
         except Skip as skip:
             skipped.append(Skipped(candidate.name, skip.reason))
-    sketcher = None if data is None else TargetSketcher(data, model, tokenizer, base_model, sketch or SketchOptions())
-    targets = Target(given, sketcher)
+    if targets is None:
+        sketcher = None if data is None else TargetSketcher(data, model, tokenizer, base_model, sketch or SketchOptions())
+        targets = Target(given, sketcher)
+    sketcher = targets.sketcher
     rows = []
-    for candidate, option in choose_options(usable, targets.signatures):
-        try:
-            signature = option.load()
-        except FisherHubError as exc:  # a remote file that is not a valid signature
-            skipped.append(Skipped(candidate.name, f"unreadable signature {option.source}: {exc}"))
+    chosen = choose_options(usable, targets.signatures)
+    for outcome in bounded_map(lambda pair: pair[1].load(), chosen, workers, catch=(FisherHubError,)):
+        candidate, option = outcome.item
+        if outcome.error is not None:  # a remote file that is not a valid signature
+            skipped.append(Skipped(candidate.name, f"unreadable signature {option.source}: {outcome.error}"))
             continue
+        signature = outcome.value
         try:
             result = alignment(signature, targets.like(signature))
         except Skip as skip:

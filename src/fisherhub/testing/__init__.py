@@ -2,7 +2,8 @@
 
 - ``fisherhub.testing.tiny_models``: tiny random causal LMs of several families and a character tokenizer;
 - ``fisherhub.testing.oracles``: small synthetic (a, e) tasks from a shared softmax head, and their sketch;
-- ``fisherhub.testing.hub_server``: an in-process stand-in for the Hub's HTTP API (standard library + yaml).
+- ``fisherhub.testing.hub_server``: an in-process stand-in for the Hub's HTTP API (standard library + yaml);
+- ``fisherhub.testing.hub_repos``: adapter and dataset repos put on it through the real client.
 
 Nothing here is imported by the library itself; each module imports only what it needs, on import.
 """

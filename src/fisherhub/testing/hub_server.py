@@ -16,10 +16,16 @@ refs/pr/<n> or a commit id (40 hex, or a unique prefix of 7+).
   GET  /api/{t}/{id}[/revision/{rev}]   ?blobs= -> id, sha, siblings, tags, cardData, lastModified, ...
   GET  /api/{t}/{id}/tree/{rev}[/{path}]   ?recursive= -> directories and files
   GET  /api/{t}/{id}/commits/{rev}  history, newest first
-  POST /api/{t}/{id}/preupload/{rev}   uploadMode "regular" for every file, oid = remote blob sha1 or null
+  POST /api/{t}/{id}/preupload/{rev}   uploadMode "regular" ("lfs" for LFS_SUFFIXES), oid = remote blob sha1 or null
   POST /api/{t}/{id}/commit/{rev}  NDJSON header/file/deletedFile/deletedFolder; ?create_pr=1 -> refs/pr/N;
                                    412 "A commit has happened since..." when parentCommit is not the head
   HEAD|GET /[datasets/|spaces/]{id}/resolve/{rev}/{path}   X-Repo-Commit, ETag, Content-Length; Range -> 206
+  POST /[datasets/|spaces/]{id}.git/info/lfs/objects/batch   LFS "basic" upload actions -> PUT /lfs-upload/{sha256}
+                                   (files named ``*LFS_SUFFIXES`` are "lfs" at preupload, as the Hub answers for
+                                   Parquet; the commit names them by ``lfsFile`` sha256)
+
+``latency`` (seconds, default 0) is slept before every answer, as a distant Hub would take; while it is set,
+``most_in_flight`` counts the most requests answered at once (since ``reset()``).
 
 Errors: 404 with X-Error-Code RepoNotFound / RevisionNotFound / EntryNotFound (the client maps them to its
 exceptions); a gated repo (``Repo.gated``) lists its info and tree but answers file reads with 401 (no token)
@@ -28,7 +34,8 @@ or 403 (a token not in ``Repo.granted``) and X-Error-Code GatedRepo, as the Hub 
 here: never 5xx/408/429, which the client retries with a long backoff. Tags come from the card as on the
 Hub: ``tags``, ``library_name``, ``license:``, ``language:``, ``dataset:`` and, for models, ``base_model:<id>``
 and ``base_model:<relation>:<id>`` (``base_model_relation``, else ``adapter`` when the repo has
-``adapter_config.json``, else ``finetune``). No LFS/Xet: every upload is inline base64 in the commit.
+``adapter_config.json``, else ``finetune``). No Xet; uploads are inline base64 in the commit but for
+``LFS_SUFFIXES`` (LFS, above).
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
 TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
 YAML_BLOCK = re.compile(r"^(\s*---(?:\r\n|\r|\n))([\S\s]*?)((?:\r\n|\r|\n)---[ \t]*(\r\n|\n|$))")  # the client's
 CONFLICT = "A commit has happened since. Please refresh and try again."  # the Hub's 412 message
+LFS_SUFFIXES = (".parquet",)  # uploaded through LFS (the Hub's preupload answer for these); the rest inline
 
 
 def git_blob_sha(data: bytes) -> str:
@@ -210,6 +218,9 @@ class HubServer:
         self.user, self.host, self.endpoint = user, host, ""
         self.repos: dict[tuple[str, str], Repo] = {}  # (repo type, repo id) -> Repo
         self.requests: list[tuple[str, str, str | None]] = []
+        self.lfs: dict[str, bytes] = {}  # sha256 -> content uploaded through LFS, until a commit names it
+        self.latency = 0.0  # seconds slept before each answer
+        self.in_flight = self.most_in_flight = 0
         self.lock = threading.RLock()
         self._httpd: ThreadingHTTPServer | None = None
 
@@ -230,6 +241,9 @@ class HubServer:
         with self.lock:
             self.repos.clear()
             self.requests.clear()
+            self.lfs.clear()
+            self.latency = 0.0
+            self.most_in_flight = 0
 
     def repo(self, repo_id: str, repo_type: str = "model") -> Repo:
         with self.lock:
@@ -325,7 +339,8 @@ class HubServer:
     def preupload(self, h, body, t, repo_id, rev):
         with self.lock:
             files = self.repo(repo_id, TYPES[t]).resolve(rev).files
-        return 200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False,
+        return 200, {"files": [{"path": f["path"], "uploadMode": "lfs" if f["path"].endswith(LFS_SUFFIXES) else "regular",
+                                "shouldIgnore": False,
                                 "oid": git_blob_sha(files[f["path"]]) if f["path"] in files else None}
                                for f in body.get("files", [])]}
 
@@ -356,6 +371,10 @@ class HubServer:
                 if key == "file":
                     content = value.get("content", "")
                     files[path] = base64.b64decode(content) if value.get("encoding") == "base64" else content.encode()
+                elif key == "lfsFile":
+                    if (data := self.lfs.get(str(value.get("oid")))) is None:
+                        raise HubError(400, f"LFS object {value.get('oid')} of {path} was never uploaded")
+                    files[path] = data
                 elif key == "deletedFile":
                     if files.pop(path, None) is None:
                         raise HubError(404, f"A file with this name doesn't exist: {path}", "EntryNotFound")
@@ -365,7 +384,7 @@ class HubServer:
                     for p in gone:
                         del files[p]
                 else:
-                    raise HubError(400, f"Unsupported commit operation {key!r} (the test server takes no LFS/Xet)")
+                    raise HubError(400, f"Unsupported commit operation {key!r} (the test server takes no Xet)")
             try:
                 card_metadata(files.get("README.md", b"").decode("utf-8"))
             except Exception as err:
@@ -399,6 +418,23 @@ class HubServer:
         return 206, data[span[0]: span[1] + 1], headers
 
 
+    def lfs_batch(self, h, body, prefix, repo_id):
+        self.repo(repo_id, {p: t for t, p in PREFIX.items()}[prefix])
+        objects = []
+        for obj in body.get("objects", []):
+            oid, size = str(obj.get("oid")), int(obj.get("size", 0))
+            upload = {"upload": {"href": f"{self.endpoint}/lfs-upload/{oid}"}}
+            objects.append({"oid": oid, "size": size, **({} if oid in self.lfs else {"actions": upload})})
+        return 200, {"transfer": "basic", "objects": objects}
+
+    def lfs_upload(self, h, body, oid):
+        if hashlib.sha256(body).hexdigest() != oid:
+            raise HubError(400, f"LFS upload: content does not hash to {oid}")
+        with self.lock:
+            self.lfs[oid] = body
+        return 200, {}
+
+
 SEG, API = r"([^/]+)", r"/api/(models|datasets|spaces)/([^/]+/[^/]+)"
 ROUTES = [  # (method, path pattern on the raw path, HubServer method); groups are URL-unquoted
     ("POST", r"/api/repos/create", "create_repo"),
@@ -411,8 +447,10 @@ ROUTES = [  # (method, path pattern on the raw path, HubServer method); groups a
     ("POST", API + r"/preupload/" + SEG, "preupload"),
     ("POST", API + r"/commit/" + SEG, "commit"),
     ("GET", r"/(datasets/|spaces/|)([^/]+/[^/]+)/resolve/" + SEG + r"/(.+)", "resolve_file"),
+    ("POST", r"/(datasets/|spaces/|)([^/]+/[^/]+)\.git/info/lfs/objects/batch", "lfs_batch"),
+    ("PUT", r"/lfs-upload/([0-9a-f]{64})", "lfs_upload"),
 ]
-NEEDS_TOKEN = {"create_repo", "whoami", "preupload", "commit"}
+NEEDS_TOKEN = {"create_repo", "whoami", "preupload", "commit", "lfs_batch"}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -454,8 +492,19 @@ class _Handler(BaseHTTPRequestHandler):
             if name in NEEDS_TOKEN and not self.headers.get("Authorization", "").startswith("Bearer "):
                 raise HubError(401, "Invalid credentials in Authorization header")
             ctype = self.headers.get("Content-Type", "")
+            if self.hub.latency:
+                with self.hub.lock:
+                    self.hub.in_flight += 1
+                    self.hub.most_in_flight = max(self.hub.most_in_flight, self.hub.in_flight)
+                try:
+                    time.sleep(self.hub.latency)
+                finally:
+                    with self.hub.lock:
+                        self.hub.in_flight -= 1
             if name == "commit":
                 body = raw.decode("utf-8")
+            elif name == "lfs_upload":
+                body = raw
             elif "x-www-form-urlencoded" in ctype:
                 body = parse_qs(raw.decode("utf-8"))
             else:

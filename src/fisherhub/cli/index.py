@@ -1,0 +1,153 @@
+"""``fisherhub index build|update|sign|show``: a base model's published signatures gathered in one Hub dataset.
+
+``build BASE_MODEL --push datasets/ORG/NAME`` reads every adapter of BASE_MODEL the Hub lists (a bounded pool
+of requests), one row per signature, and pushes the rows as Parquet (``load_dataset("ORG/NAME")`` loads them);
+a build that was interrupted resumes from its work folder. ``update ORG/NAME`` reads again only the adapters
+whose commit changed (one listing). ``sign BASE_MODEL --index ORG/NAME`` sketches the datasets that unsigned
+adapters' cards name (each dataset@revision once, into the index repo, never into anyone's repo) and adds
+their rows. ``show ORG/NAME`` prints what the index holds. Rank from it with
+``fisherhub select TARGET --index ORG/NAME``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from fisherhub.cli.arguments import HelpFormatter
+
+
+def _common(parser: argparse.ArgumentParser, workers: bool = True) -> None:
+    from fisherhub.hub.pool import DEFAULT_WORKERS
+
+    if workers:
+        parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="repos read at once")
+    parser.add_argument("--work", default=None, metavar="DIR",
+                        help="where rows read so far are kept, to resume (default ~/.cache/fisherhub/index/ORG--NAME)")
+    parser.add_argument("--token", default=None, help="Hub token (default: HF_TOKEN or the one `hf auth login` saved)")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from fisherhub.hub.index_layout import DEFAULT_DTYPE, INDEX_DTYPES
+
+    parser = subparsers.add_parser("index", help="gather a base model's signatures in one Hub dataset, and rank from it",
+                                   description=__doc__, formatter_class=HelpFormatter)
+    commands = parser.add_subparsers(dest="index_command", metavar="ACTION", required=True,
+                                     help="build, update, sign or show an index")
+    build = commands.add_parser("build", help="gather every published signature of a base model's adapters",
+                                formatter_class=HelpFormatter)
+    build.add_argument("base_model", metavar="BASE_MODEL", help="the base model whose adapters are gathered")
+    build.add_argument("--push", required=True, metavar="datasets/ORG/NAME", help="the dataset repo of the index")
+    build.add_argument("--dtype", default=DEFAULT_DTYPE, choices=INDEX_DTYPES, help="float type of the stored sketches")
+    build.add_argument("--sketches", default="joint", choices=("joint", "all"),
+                       help="store the joint sketch only (rank by A; the rest comes from the shortlisted files) or all three")
+    build.add_argument("--private", action="store_true", help="create the index repo private")
+    _common(build)
+    build.set_defaults(func=run_build)
+    update = commands.add_parser("update", help="read again the adapters whose commit changed", formatter_class=HelpFormatter)
+    update.add_argument("index", metavar="ORG/NAME", help="the index to bring up to date")
+    _common(update)
+    update.set_defaults(func=run_update)
+    sign = commands.add_parser("sign", help="sketch the datasets that unsigned adapters' cards name, add their rows",
+                               formatter_class=HelpFormatter)
+    sign.add_argument("base_model", metavar="BASE_MODEL", help="the base model the datasets are sketched under")
+    sign.add_argument("--index", required=True, metavar="ORG/NAME", help="the index (built before) that gets the rows")
+    sign.add_argument("--model", default=None, help="where the base model loads from (default: BASE_MODEL)")
+    sign.add_argument("--max-documents", type=int, default=None, help="documents sketched per dataset (default: all)")
+    sign.add_argument("--text-column", default="text", help="the datasets' text column")
+    sign.add_argument("--report", default="sign-report.json", metavar="JSON", help="where the report is written")
+    _common(sign, workers=False)
+    sign.set_defaults(func=run_sign)
+    show = commands.add_parser("show", help="what an index holds", formatter_class=HelpFormatter)
+    show.add_argument("index", metavar="ORG/NAME", help="the index to show")
+    show.add_argument("--token", default=None, help="Hub token")
+    show.add_argument("--plot", default=None, metavar="PNG",
+                      help="write a heatmap of the alignment A among the rows with the most tokens (up to 24)")
+    show.set_defaults(func=run_show)
+
+
+def run_build(args: argparse.Namespace) -> int:
+    from fisherhub.core.features import SKETCHES
+    from fisherhub.hub.index_layout import Layout
+    from fisherhub.hub.pool import check_workers
+    from fisherhub.hub.signature_index import build_index
+
+    layout = Layout(args.dtype, SKETCHES if args.sketches == "all" else ("joint",))
+    commit, summary = build_index(args.base_model, args.push, work=args.work, layout=layout, token=args.token,
+                                  workers=check_workers(args.workers), private=args.private, progress=True)
+    print("\n".join(summary.lines()))
+    print(f"pushed {args.push}@{commit}")
+    return 0
+
+
+def run_update(args: argparse.Namespace) -> int:
+    from fisherhub.hub.pool import check_workers
+    from fisherhub.hub.signature_index import update_index
+
+    commit, summary, read = update_index(args.index, work=args.work, token=args.token, workers=check_workers(args.workers))
+    print("\n".join(summary.lines()))
+    print(f"read {read} changed repo(s); " + (f"pushed {args.index}@{commit}" if commit else "the index is up to date"))
+    return 0
+
+
+def run_sign(args: argparse.Namespace) -> int:
+    import json
+
+    from fisherhub.lm.loading import load_model_and_tokenizer
+    from fisherhub.options import check_positive
+    from fisherhub.pipeline.index_signing import sign_unsigned
+
+    check_positive(args, ("max_documents",), optional=True)
+    model, tokenizer = load_model_and_tokenizer(args.model or args.base_model)
+    report = sign_unsigned(args.base_model, args.index, model=model, tokenizer=tokenizer, max_documents=args.max_documents,
+                           text_column=args.text_column, work=args.work, token=args.token)
+    with open(args.report, "w", encoding="utf-8") as handle:
+        json.dump(report.as_dict(), handle, indent=1)
+    print("\n".join(report.lines()))
+    print(f"wrote {args.report}" + (f"; pushed {args.index}@{report.commit}" if report.commit else ""))
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from fisherhub.hub.signature_index import IndexSummary, load_index
+
+    loaded = load_index(args.index, args.token)
+    summary = IndexSummary.of(loaded.table, loaded.base_model, loaded.state["repos"])
+    print("\n".join(summary.lines() + summary.neighbour_lines()))
+    print(f"index {args.index}@{loaded.commit}, layout {loaded.layout.as_dict()}")
+    if args.plot:
+        print(f"wrote {plot_rows(loaded, args.plot)}")
+    return 0
+
+
+#: rows shown in ``index show --plot``
+PLOTTED_ROWS = 24
+
+
+def plot_rows(loaded, path: str) -> str:
+    """A heatmap of A among the rows of the most common sketch id with the most tokens."""
+    from fisherhub.extras import require
+
+    require("matplotlib")
+    from matplotlib.figure import Figure
+
+    from fisherhub.core.errors import InputError
+    from fisherhub.core.geometry import label
+    from fisherhub.hub.signature_index import largest_rows, read_rows, row_alignments
+
+    where = f"datasets/{loaded.ref.repo_id}"
+    rows = read_rows(loaded.table, loaded.base_model, where, loaded.commit)
+    chosen = largest_rows(rows, PLOTTED_ROWS)
+    if not chosen:
+        raise InputError(f"{where}: no usable rows to plot")
+    matrix = row_alignments(rows, chosen)
+    names = [rows.rows[i]["repo_id"] for i in chosen]
+    figure = Figure(figsize=(2 + 0.35 * len(names), 1.5 + 0.35 * len(names)))
+    axis = figure.subplots()
+    image = axis.imshow(matrix, cmap="viridis")
+    axis.set_xticks(range(len(names)), names, rotation=90, fontsize=6)
+    axis.set_yticks(range(len(names)), names, fontsize=6)
+    axis.set_title(f"{label('fisher')} among {len(names)} rows of {loaded.base_model}'s index", fontsize=8)
+    figure.colorbar(image, ax=axis, shrink=0.8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    return path

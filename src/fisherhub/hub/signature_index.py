@@ -1,0 +1,789 @@
+"""A base model's published signatures gathered in one Hub dataset (the *signature index*): one row per
+signature, Parquet shards pushed with ``datasets`` (``push_to_hub``), a card whose ``configs:`` make the
+Hub's viewer show it and ``load_dataset("org/name")`` load it, and ``fisherhub_index.json`` (the state file:
+which repo was read at which commit, and what came of it). Not to be confused with ``hub/index.py``, a
+repo's own ``.fisher_signatures/index.json``.
+
+A row holds what ranking needs without the file: the sketch id and spec, counts, the split norms
+⟨μ̂^A, μ̂^B⟩ and lengths ‖μ̂‖ of the three sketches, and the sketches of ``Layout.sketches`` (by default
+the joint one only) as unit vectors μ̂/‖μ̂‖ in ``Layout.dtype`` (default float16; unit vectors keep the
+entries near 1/√m, well inside float16's range). The error bars, regime and verdict come from the files
+of the few best rows (``selection/index_ranking.py``). Building never writes to the repos it reads.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import json
+import logging
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fisherhub.core.errors import FisherHubError, InputError, SignatureFileError
+from fisherhub.core.features import SKETCHES
+from fisherhub.core.signature import Signature
+from fisherhub.core.spec import SketchSpec
+from fisherhub.hub.errors import HubError, hub_errors
+from fisherhub.hub.index_layout import (
+    DEFAULT_DTYPE,
+    DEFAULT_SKETCHES,
+    INDEX_DTYPES,
+    Layout,
+)
+from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_map
+from fisherhub.hub.refs import SignatureRef, is_signature_file
+from fisherhub.hub.snapshot import RepoSnapshot
+from fisherhub.lm.loading import canonical_model_id
+
+logger = logging.getLogger(__name__)
+
+#: version of the row layout and state file; an index of another version is refused as a whole
+INDEX_FORMAT = 1
+INDEX_TAG = "fisher-signature-index"
+STATE_PATH = "fisherhub_index.json"
+STATE_KIND = "fisherhub-signature-index-state"
+DATA_DIR = "data"
+SPLIT = "train"
+#: how a row was obtained
+OBTAINED = {
+    "published": "published by the repo",
+    "sketched": "sketched by the indexer from the card's datasets",
+    "verified": "published by the repo and verified by the indexer",
+}
+#: signatures whose nearest neighbour the card and ``index show`` list
+NEIGHBOUR_ROWS = 10
+#: rows written to one resume chunk of the work folder
+CHUNK_ROWS = 256
+#: a stored unit vector is refused when its length is this far from 1 (float16 rounding stays < 1e-3)
+UNIT_TOLERANCE = 1e-2
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+_PROVENANCE = ("base_model", "base_model_revision", "dataset", "dataset_config", "dataset_split", "dataset_revision")
+
+
+def row_schema():
+    """The Arrow schema of a row (sketches absent from the layout are null)."""
+    import pyarrow as pa
+
+    text = pa.string()
+    return pa.schema(
+        [("repo_id", text), ("repo_type", text), ("commit", text), ("path", text), ("obtained", text),
+         ("sketch_id", text), ("spec", text), ("reflection", pa.binary()),
+         *[(key, text) for key in _PROVENANCE],
+         ("num_documents", pa.int64()), ("num_tokens", pa.int64()),
+         ("split_norms", pa.list_(pa.float64())), ("lengths", pa.list_(pa.float64())),
+         ("dtype", text), *[(name, pa.binary()) for name in SKETCHES],
+         ("metadata", text), ("file_repo", text), ("file_commit", text), ("format", pa.int32())]
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def spec_json(spec: SketchSpec) -> str:
+    """The spec as a row stores it (the signatures of one base model share a few specs: made once each)."""
+    return json.dumps(spec.to_dict(), sort_keys=True)
+
+
+def signature_row(signature: Signature, ref: SignatureRef, obtained: str, layout: Layout) -> dict[str, Any]:
+    """The index row of ``signature``, the file ``ref`` names (pinned to a commit)."""
+    if obtained not in OBTAINED:
+        raise InputError(f"obtained must be one of {tuple(OBTAINED)}, got {obtained!r}")
+    means = [getattr(signature, name).double() for name in SKETCHES]
+    lengths = [float(mean.norm()) for mean in means]
+    reflection = signature.spec.reflection_tensor
+    row = {
+        "repo_id": ref.repo_id, "repo_type": ref.repo_type, "commit": ref.revision, "path": ref.path,
+        "obtained": obtained, "sketch_id": signature.sketch_id,
+        "spec": spec_json(signature.spec),
+        "reflection": None if reflection is None else reflection.numpy().astype("<f4").tobytes(),
+        **{key: signature.metadata.get(key) or None for key in _PROVENANCE},
+        "num_documents": signature.num_documents, "num_tokens": signature.num_tokens,
+        "split_norms": signature.split_norms.double().tolist(), "lengths": lengths, "dtype": layout.dtype,
+        "metadata": json.dumps(signature.metadata, sort_keys=True), "file_repo": None, "file_commit": None,
+        "format": INDEX_FORMAT,
+    }
+    dtype = np.dtype(layout.dtype).newbyteorder("<")
+    for name, mean, length in zip(SKETCHES, means, lengths):
+        row[name] = (mean / length).numpy().astype(dtype).tobytes() if name in layout.sketches and length > 0 else None
+    return row
+
+
+# ----- reading an index's rows back: every row checked as a signature file is --------------------------------
+@dataclasses.dataclass(frozen=True)
+class SkippedRow:
+    """A row of an index left out, and why."""
+
+    repo_id: str
+    path: str | None
+    reason: str
+
+
+@dataclasses.dataclass
+class IndexRows:
+    """The usable rows of an index for one base model: ``rows`` (the row fields but the sketches),
+    ``specs`` (one parsed ``SketchSpec`` per row, shared between equal specs), ``units`` (sketch name ->
+    (n, m) float32 unit vectors, for the sketches the index stores), ``lengths`` and ``split_norms``
+    ((n, 3) float64, in ``SKETCHES`` order); ``skipped`` the rows left out with their reason."""
+
+    rows: list[dict[str, Any]]
+    specs: list[SketchSpec]
+    units: dict[str, np.ndarray]
+    lengths: np.ndarray
+    split_norms: np.ndarray
+    skipped: list[SkippedRow]
+    commit: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def ref(self, i: int) -> SignatureRef:
+        row = self.rows[i]
+        return SignatureRef(row["repo_id"], row["repo_type"], row["commit"], row["path"])
+
+
+def _decode(data: bytes | None, dtype: str, m: int, what: str) -> np.ndarray:
+    if data is None:
+        raise SignatureFileError(f"no {what} sketch")
+    item = np.dtype(dtype).newbyteorder("<")
+    if len(data) != m * item.itemsize:
+        raise SignatureFileError(f"the {what} sketch has {len(data)} bytes, expected m × {item.itemsize} = {m * item.itemsize}")
+    vector = np.frombuffer(data, dtype=item).astype(np.float32)
+    if not np.isfinite(vector).all():
+        raise SignatureFileError(f"the {what} sketch contains NaN or inf")
+    if abs(float(np.linalg.norm(vector.astype(np.float64))) - 1.0) > UNIT_TOLERANCE:
+        raise SignatureFileError(f"the {what} sketch is not a unit vector (length {np.linalg.norm(vector):.4g})")
+    return vector
+
+
+class _SpecCache:
+    """Parsed specs by (spec JSON, reflection bytes): the rows of one sketch id share a handful."""
+
+    def __init__(self):
+        self.parsed: dict[tuple[str, bytes | None], SketchSpec] = {}
+
+    def __call__(self, row: dict[str, Any]) -> SketchSpec:
+        key = (row["spec"], row["reflection"])
+        if key not in self.parsed:
+            import torch
+
+            reflection = None
+            if row["reflection"] is not None:
+                reflection = torch.from_numpy(np.frombuffer(row["reflection"], dtype="<f4").copy())
+            try:
+                self.parsed[key] = SketchSpec.from_dict(json.loads(row["spec"]), reflection)
+            except FisherHubError as exc:
+                raise SignatureFileError(f"malformed spec ({exc})") from exc
+            except (TypeError, ValueError, KeyError, AttributeError) as exc:
+                raise SignatureFileError(f"malformed spec ({exc!r})") from exc
+        return self.parsed[key]
+
+
+class _RowFigures:
+    """What ``Signature.implausibility`` reads of a signature (spec, counts, metadata, R̂ of each sketch), taken
+    from a row, so that a row gets the very plausibility bounds a signature file does."""
+
+    self_dominance_bounds = Signature.self_dominance_bounds
+    implausibility = Signature.implausibility
+
+    def __init__(self, spec: SketchSpec, num_tokens: int, num_documents: int, metadata: dict, dominances: np.ndarray):
+        self.spec, self.num_tokens, self.num_documents, self.metadata = spec, num_tokens, num_documents, metadata
+        self.dominances = dominances
+
+    def self_dominances(self):
+        import torch
+
+        return torch.from_numpy(np.asarray(self.dominances, dtype=np.float64))
+
+
+def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
+    """(spec, lengths, split norms) of a row, or ``SignatureFileError`` saying what is wrong:
+    the checks ``Signature.from_bytes`` makes of a file (spec and sketch id, positive split norms, at least 2
+    documents each with a scored token) and its plausibility bounds (``Signature.implausibility``: each
+    sketch's R̂ = ‖μ̂‖²/⟨μ̂^A, μ̂^B⟩ within what its counts allow), plus the row's own (its repo, commit and
+    path, its base model); the sketches' shapes and values are checked by ``_SketchColumn``."""
+    if row.get("format") != INDEX_FORMAT:
+        raise SignatureFileError(f"row format {row.get('format')!r}; this fisherhub reads {INDEX_FORMAT}")
+    if not (isinstance(row.get("repo_id"), str) and row.get("repo_type") in ("model", "dataset")
+            and _COMMIT.fullmatch(str(row.get("commit"))) and is_signature_file(str(row.get("path")))
+            and ".." not in str(row.get("path")).split("/")):
+        raise SignatureFileError("the row does not name a repo, a 40-hex commit and a signature file under .fisher_signatures/")
+    if row.get("file_repo") is not None and not (isinstance(row["file_repo"], str)
+                                                 and _COMMIT.fullmatch(str(row.get("file_commit")))):
+        raise SignatureFileError("the row's file is in another repo but names no 40-hex commit of it")
+    if base_model is not None and canonical_model_id(row.get("base_model")) != canonical_model_id(base_model):
+        raise SignatureFileError(f"other base model {row.get('base_model')!r}, not {base_model!r}")
+    spec = specs(row)
+    if spec.sketch_id != row.get("sketch_id"):
+        raise SignatureFileError(f"stored sketch id {row.get('sketch_id')} does not match its spec ({spec.sketch_id})")
+    documents, tokens = row.get("num_documents"), row.get("num_tokens")
+    if not (isinstance(documents, int) and isinstance(tokens, int) and 2 <= documents <= tokens < 2**63):
+        raise SignatureFileError(f"num_tokens = {tokens} and num_documents = {documents}: a signature has at least "
+                                 "2 documents, each with at least one scored token")
+    norms, lengths = (np.asarray(row.get(key) or [], dtype=np.float64) for key in ("split_norms", "lengths"))
+    if norms.shape != (3,) or not (np.isfinite(norms).all() and (norms > 0).all()):
+        raise SignatureFileError(f"split_norms must be 3 positive finite numbers, got {row.get('split_norms')}")
+    if lengths.shape != (3,) or not (np.isfinite(lengths).all() and (lengths > 0).all()):
+        raise SignatureFileError(f"lengths must be 3 positive finite numbers, got {row.get('lengths')}")
+    try:
+        metadata = json.loads(row.get("metadata") or "{}")
+    except json.JSONDecodeError as exc:
+        raise SignatureFileError(f"its metadata is not JSON ({exc})") from exc
+    doubt = _RowFigures(spec, tokens, documents, metadata, lengths**2 / norms).implausibility()
+    if doubt is not None:
+        raise SignatureFileError(doubt)
+    if row.get("dtype") not in INDEX_DTYPES:
+        raise SignatureFileError(f"sketch dtype {row.get('dtype')!r} is none of {INDEX_DTYPES}")
+    return spec, lengths, norms
+
+
+def check_table_columns(table, where: str) -> None:
+    """``InputError`` unless ``table`` has every column of this fisherhub's rows."""
+    missing = sorted(set(row_schema().names) - set(table.column_names))
+    if missing:
+        raise InputError(f"{where}: not a signature index of this fisherhub (columns {missing} missing); rebuild it "
+                         "with `fisherhub index build`")
+
+
+class _SketchColumn:
+    """One sketch column's vectors. When every row has the same dtype and byte length (an index this fisherhub
+    wrote), all are read at once from the Arrow buffer and checked together; otherwise row by row."""
+
+    def __init__(self, column, dtypes: list[Any]):
+        import pyarrow as pa
+
+        self.array, self.matrix = column.combine_chunks(), None
+        array = self.array
+        if not len(array) or array.null_count or len(set(dtypes)) != 1 or dtypes[0] not in INDEX_DTYPES:
+            return
+        wide = pa.types.is_large_binary(array.type)
+        offsets = np.frombuffer(array.buffers()[1], dtype=np.int64 if wide else np.int32, count=len(array) + 1,
+                                offset=array.offset * (8 if wide else 4))
+        sizes, item = np.diff(offsets), np.dtype(dtypes[0]).newbyteorder("<")
+        if (sizes == sizes[0]).all() and sizes[0] % item.itemsize == 0 and sizes[0] > 0:
+            data = np.frombuffer(array.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+            self.matrix = data.view(item).reshape(len(array), -1).astype(np.float32)
+            self.finite = np.isfinite(self.matrix).all(axis=1)
+            self.length = np.sqrt(np.einsum("ij,ij->i", self.matrix, self.matrix, dtype=np.float64))
+
+    def vector(self, i: int, dtype: str, m: int, what: str) -> np.ndarray:
+        """Row ``i``'s unit vector (m floats), or ``SignatureFileError``."""
+        if self.matrix is None or self.matrix.shape[1] != m:
+            return _decode(self.array[i].as_py(), dtype, m, what)
+        if not self.finite[i]:
+            raise SignatureFileError(f"the {what} sketch contains NaN or inf")
+        if abs(self.length[i] - 1.0) > UNIT_TOLERANCE:
+            raise SignatureFileError(f"the {what} sketch is not a unit vector (length {self.length[i]:.4g})")
+        return self.matrix[i]
+
+
+def read_rows(table, base_model: str | None, where: str, commit: str | None = None) -> IndexRows:
+    """The checked rows of an Arrow ``table`` of index rows, for ``base_model`` (None: any): each row that
+    fails a check skipped with its reason. Reads the sketches every row stores (the joint one always)."""
+    check_table_columns(table, where)
+    scalar_columns = [name for name in table.column_names if name not in SKETCHES]
+    columns = {name: table.column(name).to_pylist() for name in scalar_columns}
+    stored = [name for name in SKETCHES if table.column(name).null_count == 0] or ["joint"]
+    sketches = {name: _SketchColumn(table.column(name), columns["dtype"]) for name in stored}
+    specs = _SpecCache()
+    rows, parsed, units, lengths, norms, skipped, kept = [], [], {name: [] for name in stored}, [], [], [], []
+    for i in range(table.num_rows):
+        row = {name: values[i] for name, values in columns.items()}
+        try:
+            spec, row_lengths, row_norms = _check_row(row, specs, base_model)
+            row_units = {name: sketches[name].vector(i, row["dtype"], spec.m, name) for name in stored}
+        except SignatureFileError as exc:
+            skipped.append(SkippedRow(str(row.get("repo_id")), row.get("path"), f"index row: {exc}"))
+            continue
+        rows.append(row)
+        parsed.append(spec)
+        kept.append(i)
+        for name in stored:
+            units[name].append(row_units[name])
+        lengths.append(row_lengths)
+        norms.append(row_norms)
+    stack = {}
+    for name, vectors in units.items():
+        matrix = sketches[name].matrix
+        if matrix is not None and len(kept) == table.num_rows and matrix.shape[1] == (vectors[0].shape[0] if vectors else 0):
+            stack[name] = matrix  # every row kept, read at once: no copy
+        else:
+            stack[name] = np.stack(vectors) if vectors else np.zeros((0, 0), np.float32)
+    return IndexRows(rows, parsed, stack, np.array(lengths).reshape(-1, 3), np.array(norms).reshape(-1, 3), skipped, commit)
+
+
+def row_alignments(rows: IndexRows, indices: list[int], sketch: str = "joint") -> np.ndarray:
+    """(k, k) alignment A among the rows ``indices`` (rows of one sketch id), 1 on the diagonal (a signature
+    with itself, as ``alignment_matrix`` gives it)."""
+    k = SKETCHES.index(sketch)
+    units = rows.units[sketch][indices].astype(np.float64)
+    scaled = units * (rows.lengths[indices, k] / np.sqrt(rows.split_norms[indices, k]))[:, None]
+    matrix = scaled @ scaled.T
+    np.fill_diagonal(matrix, 1.0)
+    return matrix
+
+
+def largest_rows(rows: IndexRows, limit: int) -> list[int]:
+    """The ``limit`` rows with the most tokens among those of the most common sketch id (rows that compare)."""
+    if not len(rows):
+        return []
+    common = collections.Counter(row["sketch_id"] for row in rows.rows).most_common(1)[0][0]
+    same = [i for i, row in enumerate(rows.rows) if row["sketch_id"] == common]
+    return sorted(same, key=lambda i: -rows.rows[i]["num_tokens"])[:limit]
+
+
+def nearest_neighbours(rows: IndexRows, limit: int) -> list[tuple[int, int, float]]:
+    """(row, its nearest other row, their A) for the ``largest_rows``, the neighbour among them."""
+    chosen = largest_rows(rows, limit)
+    if len(chosen) < 2:
+        return []
+    matrix = row_alignments(rows, chosen)
+    np.fill_diagonal(matrix, -np.inf)
+    return [(i, chosen[int(np.argmax(matrix[k]))], float(np.max(matrix[k]))) for k, i in enumerate(chosen)]
+
+
+# ----- the rows of one repo ------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class RepoResult:
+    """What reading one repo gave: its rows, and the signatures it could not give (path, reason)."""
+
+    repo_id: str
+    repo_type: str
+    commit: str
+    rows: list[dict[str, Any]]
+    problems: list[tuple[str, str]]
+
+
+def repo_rows(snapshot: RepoSnapshot, base_model: str, layout: Layout, token: str | None = None) -> RepoResult:
+    """The rows of the signatures ``snapshot`` (a repo at one commit) publishes for ``base_model``, each
+    file downloaded at that commit and loaded as ``load_signature`` loads it; the rest with their reason."""
+    from fisherhub.hub.read import load_signature, snapshot_signatures
+
+    ref = snapshot.ref
+    rows, problems = [], []
+    for info in snapshot_signatures(snapshot, token, read_headers=False):
+        if info.base_model is not None and canonical_model_id(info.base_model) != canonical_model_id(base_model):
+            continue  # a signature under another base model belongs to that model's index
+        if info.problem is not None:
+            problems.append((info.path, info.problem))
+            continue
+        try:
+            signature = load_signature(info.location, token=token)
+        except FisherHubError as exc:
+            problems.append((info.path, str(exc)))
+            continue
+        if canonical_model_id(signature.metadata.get("base_model")) != canonical_model_id(base_model):
+            problems.append((info.path, f"the file names base model {signature.metadata.get('base_model')!r}"))
+            continue
+        rows.append(signature_row(signature, ref.with_path(info.path), "published", layout))
+    return RepoResult(ref.repo_id, ref.repo_type, str(ref.revision), rows, problems)
+
+
+# ----- the work folder: rows read so far, so that an interrupted build resumes -----------------------------------
+class WorkFolder:
+    """``journal.jsonl`` (one line per repo read: id, type, commit, rows, problems, chunk) and
+    ``chunks/NNNNN.parquet`` (the rows of the repos journaled with that chunk). A chunk is written (to a
+    temporary name, then renamed) before its repos are journaled, so a kill loses at most the repos not yet
+    journaled; a torn last journal line is ignored."""
+
+    def __init__(self, folder: str | os.PathLike, base_model: str, layout: Layout):
+        self.folder = Path(folder)
+        (self.folder / "chunks").mkdir(parents=True, exist_ok=True)
+        self.journal = self.folder / "journal.jsonl"
+        settings = {"base_model": base_model, "layout": layout.as_dict(), "format": INDEX_FORMAT}
+        settings_file = self.folder / "settings.json"
+        if settings_file.is_file():
+            recorded = json.loads(settings_file.read_text())
+            if recorded != settings:
+                raise InputError(f"{self.folder} holds a build with {recorded}, not {settings}: pass another work folder "
+                                 "or delete it")
+        else:
+            settings_file.write_text(json.dumps(settings, sort_keys=True))
+        self.done: dict[tuple[str, str], dict[str, Any]] = {}
+        if self.journal.is_file():
+            for line in self.journal.read_text().splitlines():
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # the line a kill tore
+                self.done[(entry["repo_type"], entry["repo_id"])] = entry
+        self.next_chunk = max((entry["chunk"] for entry in self.done.values() if entry["chunk"] is not None), default=-1) + 1
+
+    def is_done(self, snapshot: RepoSnapshot) -> bool:
+        entry = self.done.get((snapshot.ref.repo_type, snapshot.ref.repo_id))
+        return entry is not None and entry["commit"] == snapshot.ref.revision
+
+    def add(self, results: list[RepoResult]) -> None:
+        """Journal ``results`` (their rows in one new chunk)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        rows = [row for result in results for row in result.rows]
+        chunk = None
+        if rows:
+            chunk = self.next_chunk
+            path = self.folder / "chunks" / f"{chunk:05d}.parquet"
+            pq.write_table(pa.Table.from_pylist(rows, schema=row_schema()), f"{path}.tmp")
+            os.replace(f"{path}.tmp", path)
+            self.next_chunk += 1
+        lines = []
+        for result in results:
+            entry = {"repo_id": result.repo_id, "repo_type": result.repo_type, "commit": result.commit,
+                     "rows": len(result.rows), "problems": result.problems, "chunk": chunk if result.rows else None}
+            self.done[(result.repo_type, result.repo_id)] = entry
+            lines.append(json.dumps(entry) + "\n")
+        with open(self.journal, "a", encoding="utf-8") as handle:
+            handle.write("".join(lines))
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The journal's repo entries (without chunk numbers), sorted."""
+        keys = ("repo_id", "repo_type", "commit", "rows", "problems")
+        return sorted(({key: entry[key] for key in keys} for entry in self.done.values()),
+                      key=lambda entry: (entry["repo_type"], entry["repo_id"]))
+
+    def table(self):
+        """Every journaled repo's rows at the commit it was last read (one Arrow table)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        wanted = {(e["repo_type"], e["repo_id"]): (e["commit"], e["chunk"]) for e in self.done.values()
+                  if e["chunk"] is not None}
+        tables = []
+        for chunk in sorted({chunk for _, chunk in wanted.values()}):
+            table = pq.read_table(self.folder / "chunks" / f"{chunk:05d}.parquet")
+            keep = [wanted.get((t, r)) == (c, chunk) for t, r, c in zip(*(table.column(k).to_pylist()
+                                                                             for k in ("repo_type", "repo_id", "commit")))]
+            tables.append(table.filter(pa.array(keep)))
+        return pa.concat_tables(tables) if tables else row_schema().empty_table()
+
+
+def read_repos(
+    snapshots: list[RepoSnapshot], base_model: str, layout: Layout, work: WorkFolder, *,
+    token: str | None = None, workers: int = DEFAULT_WORKERS, progress: bool = False, stop_after: int | None = None,
+) -> int:
+    """Read every snapshot the work folder does not hold at its commit, ``workers`` repos at once, and
+    journal them in chunks; returns how many were read. ``stop_after``: stop after about that many repos
+    (a test's stand-in for a kill)."""
+    todo = [snapshot for snapshot in snapshots if not work.is_done(snapshot)]
+    if stop_after is not None:
+        todo = todo[:stop_after]
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(todo), desc="reading repos", unit="repo")
+    batch = workers * 4  # repos journaled together: a kill loses at most this many repos' reading
+    for start in range(0, len(todo), batch):
+        outcomes = bounded_map(lambda s: repo_rows(s, base_model, layout, token), todo[start : start + batch], workers,
+                               catch=(FisherHubError,))
+        results = []
+        for outcome in outcomes:
+            if outcome.error is not None:
+                ref = outcome.item.ref
+                results.append(RepoResult(ref.repo_id, ref.repo_type, str(ref.revision), [], [("", str(outcome.error))]))
+            else:
+                results.append(outcome.value)
+        for first in range(0, len(results), CHUNK_ROWS):
+            work.add(results[first : first + CHUNK_ROWS])
+        if bar is not None:
+            bar.update(len(outcomes))
+    if bar is not None:
+        bar.close()
+    return len(todo)
+
+
+# ----- the index on the Hub ------------------------------------------------------------------------------
+def index_ref(name: str) -> SignatureRef:
+    """``datasets/org/name[@rev]`` or ``org/name[@rev]`` (an index is always a dataset repo)."""
+    ref = SignatureRef.parse(name if name.startswith(("datasets/", "hf://")) else f"datasets/{name}")
+    if ref is None or ref.repo_type != "dataset" or ref.path is not None:
+        raise InputError(f"{name!r}: an index is a dataset repo, named datasets/org/name[@revision] or org/name[@revision]")
+    return ref
+
+
+def render_state(base_model: str, layout: Layout, work: WorkFolder, sketch_ids: list[str]) -> bytes:
+    """The bytes of the state file: every repo read (at which commit, how many rows, what failed)."""
+    repos = work.entries()
+    document = {"kind": STATE_KIND, "format": INDEX_FORMAT, "base_model": base_model, "layout": layout.as_dict(),
+                "sketch_ids": sketch_ids, "repos": repos}
+    return (json.dumps(document, indent=1, sort_keys=True) + "\n").encode()
+
+
+def parse_state(data: bytes, where: str) -> dict[str, Any]:
+    """The state file of an index; ``InputError`` for one this fisherhub does not read (older or newer)."""
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{where}: {STATE_PATH} is not valid JSON ({exc}); rebuild the index") from exc
+    if not isinstance(document, dict) or document.get("kind") != STATE_KIND:
+        raise InputError(f"{where}: not a fisherhub signature index (no {STATE_PATH} of kind {STATE_KIND!r})")
+    if document.get("format") != INDEX_FORMAT:
+        raise InputError(f"{where}: index format {document.get('format')!r}, this fisherhub reads format {INDEX_FORMAT}: "
+                         "rebuild it with `fisherhub index build` (or upgrade fisherhub)")
+    if not isinstance(document.get("repos"), list) or not isinstance(document.get("base_model"), str):
+        raise InputError(f"{where}: {STATE_PATH} lists no repos or base model; rebuild the index")
+    return document
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexSummary:
+    """What an index holds, for its card and ``fisherhub index show``."""
+
+    base_model: str
+    rows: int
+    repos: int
+    by_obtained: dict[str, int]
+    sketch_ids: dict[str, int]
+    problems: int
+    #: (repo, dataset, tokens, nearest other repo, A) for the signatures with the most tokens
+    neighbours: tuple[tuple[str, str, int, str, float], ...] = ()
+
+    @classmethod
+    def of(cls, table, base_model: str, repos: Iterable[dict[str, Any]]) -> IndexSummary:
+        """From the rows (an Arrow table) and the state file's repo entries."""
+        repos = list(repos)
+        obtained = collections.Counter(table.column("obtained").to_pylist())
+        sketch_ids = collections.Counter(table.column("sketch_id").to_pylist())
+        problems = sum(len(repo.get("problems") or []) for repo in repos)
+        rows = read_rows(table, base_model, "the index")
+        neighbours = tuple((rows.rows[i]["repo_id"], rows.rows[i]["dataset"] or "", rows.rows[i]["num_tokens"],
+                            rows.rows[j]["repo_id"], a) for i, j, a in nearest_neighbours(rows, NEIGHBOUR_ROWS))
+        return cls(base_model, table.num_rows, len(repos), dict(obtained), dict(sketch_ids), problems, neighbours)
+
+    def neighbour_table(self) -> list[str]:
+        """The neighbours as a Markdown table (empty without them)."""
+        if not self.neighbours:
+            return []
+        from fisherhub.core.geometry import GEOMETRIES
+
+        fisher = GEOMETRIES["fisher"]
+        out = [(f"Nearest neighbours among the {len(self.neighbours)} signatures with the most tokens "
+                f"({fisher.label} from the index's sketches):"), "",
+               f"| adapter | dataset | tokens | nearest | {fisher.symbol} |", "|---|---|---|---|---|"]
+        return out + [f"| {repo} | {dataset} | {tokens:,} | {nearest} | {a:.3f} |"
+                      for repo, dataset, tokens, nearest, a in self.neighbours]
+
+    def lines(self) -> list[str]:
+        out = [f"signature index of {self.base_model}: {self.rows} signatures from {self.repos} repos read"]
+        out += [f"  {count:>7}  {OBTAINED.get(kind, kind)}" for kind, count in sorted(self.by_obtained.items())]
+        out += [f"  sketch id {sketch_id}: {count} rows" for sketch_id, count in sorted(self.sketch_ids.items())]
+        if self.problems:
+            out.append(f"  {self.problems} signature(s) could not be read (listed in {STATE_PATH})")
+        return out
+
+    def neighbour_lines(self) -> list[str]:
+        """The neighbours as terminal lines."""
+        return [f"  {repo} ({tokens:,} tokens): nearest {nearest}, A = {a:.3f}"
+                for repo, _, tokens, nearest, a in self.neighbours]
+
+
+def render_card(summary: IndexSummary, layout: Layout, existing: dict[str, Any], repo_id: str) -> str:
+    """The index's README.md: ``configs:`` (the data files), the tag, the ``fisherhub_index:`` block, a summary."""
+    import yaml
+
+    metadata = dict(existing)
+    metadata["configs"] = [{"config_name": "default", "data_files": [{"split": SPLIT, "path": f"{DATA_DIR}/{SPLIT}-*"}]}]
+    metadata["tags"] = sorted(set(metadata.get("tags") or []) | {INDEX_TAG, "fisherhub"})
+    metadata["fisherhub_index"] = {"format": INDEX_FORMAT, "base_model": summary.base_model, "rows": summary.rows,
+                                   "layout": layout.as_dict(), "sketch_ids": sorted(summary.sketch_ids)}
+    front = yaml.safe_dump(metadata, sort_keys=False, allow_unicode=True)
+    name = summary.base_model
+    sketches = ", ".join(layout.sketches)
+    body = "\n".join([
+        f"# Fisher signature index of {name}", "",
+        (f"Every published fisherhub signature of the adapters of `{name}`, one row per signature (repo, commit, "
+         "file, sketch id and spec, provenance, counts, split norms, and the sketches as unit vectors in "
+         f"{layout.dtype}: {sketches})."), "",
+        "```", *summary.lines(), "```", "",
+        *summary.neighbour_table(), "",
+        "Rank every adapter for your data in one download:", "",
+        "```bash", f"fisherhub select my-target.safetensors --index {repo_id}", "```", "",
+    ])
+    return f"---\n{front}---\n\n{body}"
+
+
+def push_index(
+    table, repo: SignatureRef, base_model: str, layout: Layout, work: WorkFolder, *, token: str | None = None,
+    private: bool = False,
+) -> str:
+    """Push ``table`` as the index ``repo``: the Parquet shards through ``datasets`` (``push_to_hub``), then the
+    card and state file in one commit; returns that commit (the index's)."""
+    import datasets
+    from huggingface_hub import CommitOperationAdd, DatasetCard, HfApi, hf_hub_download
+
+    api = HfApi(token=token)
+    where = f"datasets/{repo.repo_id}"
+    with hub_errors(where):
+        dataset = datasets.Dataset(table.cast(row_schema()))
+        dataset.push_to_hub(repo.repo_id, split=SPLIT, data_dir=DATA_DIR, token=token, private=private,
+                            max_shard_size="100MB", commit_message="signature index: rows")
+        card_file = hf_hub_download(repo.repo_id, "README.md", repo_type="dataset", token=token)
+        existing = DatasetCard.load(card_file).data.to_dict()
+        summary = IndexSummary.of(table, base_model, work.entries())
+        state = render_state(base_model, layout, work, sorted(summary.sketch_ids))
+        info = api.create_commit(
+            repo.repo_id, repo_type="dataset", commit_message=f"signature index of {base_model}: {table.num_rows} rows",
+            operations=[CommitOperationAdd("README.md", render_card(summary, layout, existing, repo.repo_id).encode()),
+                        CommitOperationAdd(STATE_PATH, state)],
+        )
+    return info.oid
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedIndex:
+    """An index read at one commit: its state file, the Arrow table of its rows, the commit."""
+
+    ref: SignatureRef
+    commit: str
+    state: dict[str, Any]
+    table: Any
+
+    @property
+    def base_model(self) -> str:
+        return self.state["base_model"]
+
+    @property
+    def layout(self) -> Layout:
+        layout = self.state.get("layout") or {}
+        return Layout(layout.get("dtype", DEFAULT_DTYPE), tuple(layout.get("sketches", DEFAULT_SKETCHES)))
+
+
+def load_index(name: str | SignatureRef, token: str | None = None, columns: list[str] | None = None) -> LoadedIndex:
+    """The index ``name`` (``datasets/org/name[@rev]``) pinned to the commit its revision is now: one
+    ``repo_info``, then the state file and the shards at that commit through the cache (a warm cache makes
+    no more requests). ``InputError`` for a repo that is not an index of this format, or a truncated shard."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from huggingface_hub import HfApi, hf_hub_download
+
+    ref = name if isinstance(name, SignatureRef) else index_ref(name)
+    where = f"datasets/{ref.repo_id}"
+    with hub_errors(where):
+        info = HfApi(token=token).repo_info(ref.repo_id, repo_type="dataset", revision=ref.revision)
+    files = sorted(s.rfilename for s in info.siblings or [])
+    if STATE_PATH not in files:
+        raise InputError(f"{where}: not a fisherhub signature index (no {STATE_PATH}); build one with `fisherhub index build`")
+    shards = [f for f in files if f.startswith(f"{DATA_DIR}/") and f.endswith(".parquet")]
+
+    def fetch(path: str) -> str:
+        with hub_errors(where, path):
+            return hf_hub_download(ref.repo_id, path, repo_type="dataset", revision=info.sha, token=token)
+
+    outcomes = bounded_map(fetch, [STATE_PATH, *shards], catch=())
+    state = parse_state(Path(outcomes[0].value).read_bytes(), where)
+    tables = []
+    for outcome in outcomes[1:]:
+        try:
+            tables.append(pq.read_table(outcome.value, columns=columns))
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError(f"{where}@{info.sha[:12]}: the shard {outcome.item} is not readable Parquet ({exc}); "
+                             "the index is damaged: rebuild it with `fisherhub index build`") from exc
+    table = pa.concat_tables(tables) if tables else row_schema().empty_table()
+    return LoadedIndex(ref, info.sha, state, table)
+
+
+# ----- build and update -----------------------------------------------------------------------------------
+def default_work(repo: SignatureRef) -> Path:
+    """Where the rows read for the index ``repo`` are kept (``FISHERHUB_INDEX_WORK``, else the user's cache)."""
+    return Path(os.environ.get("FISHERHUB_INDEX_WORK", Path.home() / ".cache" / "fisherhub" / "index")) / repo.repo_id.replace("/", "--")
+
+
+def listed_adapters(base_model: str, token: str | None = None) -> list[RepoSnapshot]:
+    """Every adapter of ``base_model`` the Hub lists, as the listing describes it (commit, files, card): one
+    listing call (paginated by the client). Unsigned ones are kept, so the state file records them and
+    ``update`` does not read them again while their commit stays."""
+    from huggingface_hub import HfApi
+
+    from fisherhub.hub.discovery import LISTING_FIELDS, adapter_tag
+
+    with hub_errors(f"the adapters of {base_model}"):
+        infos = HfApi(token=token).list_models(filter=adapter_tag(base_model), expand=list(LISTING_FIELDS))
+        return [RepoSnapshot.from_info(info, "model", listed=True) for info in infos]
+
+
+def build_index(
+    base_model: str, push: str, *, work: str | os.PathLike | None = None, layout: Layout | None = None,
+    token: str | None = None, workers: int = DEFAULT_WORKERS, private: bool = False, progress: bool = False,
+    stop_after: int | None = None,
+) -> tuple[str, IndexSummary]:
+    """Gather every published signature of ``base_model``'s adapters (``find_adapters``) into the index
+    ``push`` (a dataset repo) and push it; returns (the index commit, its summary). Repos are read
+    ``workers`` at once; what was read is kept in ``work`` (default ``~/.cache/fisherhub/index/<org--name>``),
+    so a build that was killed resumes where it stopped (repos whose commit moved since are read again)."""
+    base_model, layout = canonical_model_id(base_model), layout or Layout()
+    repo = index_ref(push)
+    folder = WorkFolder(work or default_work(repo), base_model, layout)
+    snapshots = listed_adapters(base_model, token)
+    if not snapshots:
+        raise InputError(f"the Hub lists no adapters of {base_model!r} (tag base_model:adapter:{base_model}): nothing to index")
+    read_repos(snapshots, base_model, layout, folder, token=token, workers=workers, progress=progress, stop_after=stop_after)
+    if stop_after is not None:
+        raise InterruptedBuild(f"stopped after {stop_after} repos; run again to resume")
+    listed = {(s.ref.repo_type, s.ref.repo_id) for s in snapshots}
+    folder.done = {key: entry for key, entry in folder.done.items() if key in listed}  # repos gone since are dropped
+    table = folder.table()
+    commit = push_index(table, repo, base_model, layout, folder, token=token, private=private)
+    return commit, IndexSummary.of(table, base_model, folder.entries())
+
+
+class InterruptedBuild(FisherHubError):
+    """A build stopped before pushing (``stop_after``); running it again resumes."""
+
+
+def changed_repos(loaded: LoadedIndex, token: str | None = None) -> tuple[dict[str, str], set[str]]:
+    """(adapters listed now whose commit differs from the one the index read, or new: id -> commit; adapters
+    the index read that the Hub no longer lists), from one listing with ``expand=sha``."""
+    from huggingface_hub import HfApi
+
+    from fisherhub.hub.discovery import adapter_tag
+
+    with hub_errors(f"the adapters of {loaded.base_model}"):
+        listed = {info.id: info.sha for info in HfApi(token=token).list_models(filter=adapter_tag(loaded.base_model), expand=["sha"])}
+    seen = {entry["repo_id"]: entry["commit"] for entry in loaded.state["repos"] if entry["repo_type"] == "model"}
+    changed = {repo_id: sha for repo_id, sha in listed.items() if seen.get(repo_id) != sha}
+    return changed, set(seen) - set(listed)
+
+
+def replace_repos(loaded: LoadedIndex, folder: WorkFolder, replaced: set[tuple[str, str]]):
+    """The rows of ``loaded`` but those of the ``replaced`` (repo type, repo id), plus the rows ``folder``
+    journaled; ``folder`` takes the state entries of the repos kept, so its state file describes the result."""
+    import pyarrow as pa
+
+    for entry in loaded.state["repos"]:
+        key = (entry["repo_type"], entry["repo_id"])
+        if key not in replaced and key not in folder.done:
+            folder.done[key] = {**entry, "chunk": None}
+    keys = zip(loaded.table.column("repo_type").to_pylist(), loaded.table.column("repo_id").to_pylist())
+    keep = pa.array([key not in replaced for key in keys], type=pa.bool_())
+    return pa.concat_tables([loaded.table.filter(keep).cast(row_schema()), folder.table()])
+
+
+def update_index(
+    name: str, *, work: str | os.PathLike | None = None, token: str | None = None, workers: int = DEFAULT_WORKERS,
+    progress: bool = False,
+) -> tuple[str | None, IndexSummary, int]:
+    """Bring the index ``name`` up to date: one listing (``expand=sha``) says which adapters changed commit,
+    appeared or went; only those are read again (a ``repo_info`` each, then their signature files). Pushes
+    when anything changed; returns (the new commit, None when nothing changed; the summary; repos read)."""
+    loaded = load_index(name, token)
+    layout, base_model = loaded.layout, loaded.base_model
+    changed, gone = changed_repos(loaded, token)
+    folder = WorkFolder(work or default_work(loaded.ref) / f"update-{loaded.commit[:12]}", base_model, layout)
+    if not changed and not gone:
+        return None, IndexSummary.of(loaded.table, base_model, loaded.state["repos"]), 0
+    from fisherhub.hub.snapshot import repo_snapshot
+
+    todo = [repo_id for repo_id, sha in changed.items() if folder.done.get(("model", repo_id), {}).get("commit") != sha]
+    outcomes = bounded_map(lambda repo_id: repo_snapshot(SignatureRef(repo_id, "model", changed[repo_id]), token),
+                           todo, workers, catch=(HubError,))
+    snapshots = [outcome.value for outcome in outcomes if outcome.error is None]
+    read = read_repos(snapshots, base_model, layout, folder, token=token, workers=workers, progress=progress)
+    table = replace_repos(loaded, folder, {("model", repo_id) for repo_id in (*changed, *gone)})
+    commit = push_index(table, loaded.ref, base_model, layout, folder, token=token)
+    return commit, IndexSummary.of(table, base_model, folder.entries()), read

@@ -1,0 +1,186 @@
+"""Signatures for the adapters nobody signed (``fisherhub index sign``): adapters of a base model that carry
+no signature but whose card names public training datasets (``datasets:``) get rows in the index, sketched
+by the indexer from those datasets under the base model, each dataset@revision once.
+
+The sketched files go into the index's own dataset repo (``.fisher_signatures/sketched/``), never into the
+adapters' or datasets' repos; their rows name the adapter (its commit) as the candidate and the index repo
+(at the commit the files were pushed in) as where the file is. Finished datasets are kept in a work folder,
+so a run that was killed resumes without sketching them again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from fisherhub.core.errors import FisherHubError
+from fisherhub.core.signature import Signature
+from fisherhub.hub.errors import HubError, hub_errors
+from fisherhub.hub.index import INDEX_PATH
+from fisherhub.hub.refs import SIGNATURE_FOLDER
+from fisherhub.hub.signature_index import (
+    InterruptedBuild,
+    RepoResult,
+    WorkFolder,
+    default_work,
+    listed_adapters,
+    load_index,
+    push_index,
+    read_rows,
+    replace_repos,
+    signature_row,
+)
+from fisherhub.options import DataArgs
+
+SKETCHED_FOLDER = f"{SIGNATURE_FOLDER}/sketched"
+#: errors reading a third party's dataset that skip it (with the message) instead of stopping the run
+DATA_ERRORS = (FisherHubError, OSError, ValueError, KeyError)
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetOutcome:
+    """One dataset named by unsigned adapters' cards: its revision, what came of it, which adapters name it."""
+
+    dataset: str
+    revision: str | None
+    status: str
+    reason: str | None
+    adapters: tuple[str, ...]
+    file: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SignReport:
+    """What ``sign_unsigned`` did: the unsigned adapters seen, those naming datasets, each dataset's
+    outcome, the rows added, and the index commit pushed (None when nothing was added)."""
+
+    unsigned: int
+    naming_datasets: int
+    datasets: list[DatasetOutcome]
+    rows_added: int
+    commit: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def lines(self) -> list[str]:
+        sketched = [d for d in self.datasets if d.status == "sketched"]
+        out = [(f"{self.unsigned} unsigned adapters, {self.naming_datasets} naming datasets in their card; "
+               f"{len(sketched)} of {len(self.datasets)} datasets sketched, {self.rows_added} rows added")]
+        out += [f"  skipped {d.dataset}: {d.reason}" for d in self.datasets if d.status == "skipped"]
+        return out
+
+
+def _card_datasets(card: dict[str, Any] | None) -> list[str]:
+    value = (card or {}).get("datasets")
+    names = [value] if isinstance(value, str) else list(value or []) if isinstance(value, list) else []
+    return [str(name) for name in names if isinstance(name, str) and re.fullmatch(r"[\w.-]+/[\w.-]+|[\w.-]+", name)]
+
+
+def _file_name(dataset: str, revision: str) -> str:
+    return f"{SKETCHED_FOLDER}/{dataset.replace('/', '--')}@{revision[:12]}.safetensors"
+
+
+class SignJournal:
+    """``sketched.jsonl`` in the work folder: one line per dataset sketched (name, revision, file); the file
+    is saved before its line is written."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / "sketched.jsonl"
+        self.done: dict[tuple[str, str], str] = {}
+        if self.path.is_file():
+            for line in self.path.read_text().splitlines():
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if (folder / entry["file"]).is_file():
+                    self.done[(entry["dataset"], entry["revision"])] = entry["file"]
+
+    def add(self, dataset: str, revision: str, signature: Signature) -> str:
+        name = f"{len(self.done):05d}.safetensors"
+        signature.save(self.folder / name)
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"dataset": dataset, "revision": revision, "file": name}) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        self.done[(dataset, revision)] = name
+        return name
+
+
+def sign_unsigned(
+    base_model: str, index: str, *, model, tokenizer, max_documents: int | None = None, text_column: str = "text",
+    work: str | os.PathLike | None = None, token: str | None = None, stop_after: int | None = None,
+) -> SignReport:
+    """Sketch the datasets that unsigned adapters of ``base_model`` name in their card, under ``model`` /
+    ``tokenizer`` (the base model) with the spec of the index's rows (so the rows compare), at most
+    ``max_documents`` per dataset, and add one row per (adapter, sketched dataset) to the index ``index``
+    (built before). ``stop_after``: stop after sketching that many datasets (a stand-in for a kill)."""
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    from fisherhub.pipeline.loop import sketch_dataset
+
+    options = DataArgs("", max_documents=max_documents, text_column=text_column)  # refused here, not per dataset
+    loaded = load_index(index, token)
+    rows = read_rows(loaded.table, base_model, f"datasets/{loaded.ref.repo_id}", loaded.commit)
+    spec = None
+    if len(rows):
+        counts: dict[str, int] = {}
+        for row in rows.rows:
+            counts[row["sketch_id"]] = counts.get(row["sketch_id"], 0) + 1
+        common = max(counts, key=counts.get)
+        spec = next(s for s, row in zip(rows.specs, rows.rows) if row["sketch_id"] == common)
+    unsigned = [s for s in listed_adapters(base_model, token) if not s.signature_files and INDEX_PATH not in s.files]
+    naming = {s.ref.repo_id: (s, _card_datasets(s.card_data)) for s in unsigned if _card_datasets(s.card_data)}
+    by_dataset: dict[str, list[str]] = {}
+    for repo_id, (_, names) in naming.items():
+        for name in names:
+            by_dataset.setdefault(name, []).append(repo_id)
+    journal = SignJournal(Path(work or default_work(loaded.ref)) / "sign")
+    api, outcomes, sketched_now = HfApi(token=token), [], 0
+    for dataset, adapters in by_dataset.items():
+        try:
+            with hub_errors(f"datasets/{dataset}"):
+                revision = api.dataset_info(dataset).sha
+        except HubError as exc:
+            outcomes.append(DatasetOutcome(dataset, None, "skipped", str(exc), tuple(adapters)))
+            continue
+        if (dataset, revision) not in journal.done:
+            if stop_after is not None and sketched_now >= stop_after:
+                raise InterruptedBuild(f"stopped after sketching {stop_after} datasets; run again to resume")
+            try:
+                data = dataclasses.replace(options, dataset=dataset, revision=revision)
+                signature = sketch_dataset(dataset, model, tokenizer, spec, data=data, metadata={
+                    "base_model": base_model, "signed_by": "fisherhub index sign"})
+            except DATA_ERRORS as exc:
+                outcomes.append(DatasetOutcome(dataset, revision, "skipped", f"{type(exc).__name__}: {exc}", tuple(adapters)))
+                continue
+            journal.add(dataset, revision, signature)
+            sketched_now += 1
+        outcomes.append(DatasetOutcome(dataset, revision, "sketched", None, tuple(adapters), _file_name(dataset, revision)))
+    sketched = [o for o in outcomes if o.status == "sketched"]
+    if not sketched:
+        return SignReport(len(unsigned), len(naming), outcomes, 0, None)
+    files = {o.file: journal.folder / journal.done[(o.dataset, o.revision)] for o in sketched}
+    with hub_errors(f"datasets/{loaded.ref.repo_id}"):
+        info = api.create_commit(loaded.ref.repo_id, repo_type="dataset", commit_message="signatures sketched by the indexer",
+                                 operations=[CommitOperationAdd(path, local) for path, local in files.items()])
+    results: dict[str, list[dict[str, Any]]] = {}
+    for outcome in sketched:
+        signature = Signature.load(files[outcome.file])
+        for adapter in outcome.adapters:
+            snapshot = naming[adapter][0]
+            row = signature_row(signature, snapshot.ref.with_path(outcome.file), "sketched", loaded.layout)
+            results.setdefault(adapter, []).append({**row, "file_repo": loaded.ref.repo_id, "file_commit": info.oid})
+    folder = WorkFolder(journal.folder / f"push-{info.oid[:12]}", loaded.base_model, loaded.layout)
+    keys = {("model", adapter) for adapter in results}
+    folder.add([RepoResult(adapter, "model", str(naming[adapter][0].ref.revision), rows, []) for adapter, rows in results.items()])
+    table = replace_repos(loaded, folder, keys)
+    commit = push_index(table, loaded.ref, loaded.base_model, loaded.layout, folder, token=token)
+    return SignReport(len(unsigned), len(naming), outcomes, sum(map(len, results.values())), commit)

@@ -1,0 +1,117 @@
+"""``sign_unsigned`` (pipeline/index_signing.py): adapters without signatures whose card names datasets get
+rows sketched by the indexer (tiny model, local Hub server); gated, missing and unreadable datasets are
+skipped with their reason; a run stopped midway resumes without sketching again; nothing is written to the
+repos read; the rows rank like the others."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from huggingface_hub import HfApi
+from tiny_models import tiny_causal_lm, tiny_tokenizer
+
+import fisherhub
+from fisherhub.cli import main
+from fisherhub.hub import push_signature
+from fisherhub.hub.signature_index import InterruptedBuild, build_index, load_index
+from fisherhub.pipeline import index_signing, loop
+from fisherhub.selection import select_adapter
+from fisherhub.selection.index_ranking import rank_index
+from fisherhub.selection.target import Target
+from fisherhub.testing.hub_repos import create_adapter, create_jsonl_dataset
+
+BASE = "org/base"
+INDEX = "datasets/tester/base-index"
+WORDS = ["apple pie recipe", "stock market news", "football match report", "quantum physics lecture"]
+
+
+def texts(topic: int, n: int = 12) -> list[str]:
+    return [f"{WORDS[topic]} number {i} {WORDS[topic]} again" for i in range(n)]
+
+
+def adapter(api: HfApi, name: str, datasets: list[str] | None = None) -> str:
+    return create_adapter(api, f"org/{name}", BASE, datasets)
+
+
+def dataset(api: HfApi, name: str, rows: list[dict]) -> str:
+    return create_jsonl_dataset(api, f"org/{name}", rows)
+
+
+@pytest.fixture
+def world(hub, hf_api, hf_hub_cache):
+    model, tokenizer = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64), tiny_tokenizer(64)
+    signed = []
+    for topic in (0, 1):
+        repo_id = adapter(hf_api, f"signed-{topic}")
+        push_signature(fisherhub.sketch_texts(texts(topic), model, tokenizer, m=64, metadata={"base_model": BASE}), repo_id)
+        signed.append(repo_id)
+    dataset(hf_api, "ds-sport", [{"text": t} for t in texts(2)])
+    dataset(hf_api, "ds-physics", [{"text": t} for t in texts(3)])
+    dataset(hf_api, "ds-gated", [{"text": t} for t in texts(3)])
+    hub.repo("org/ds-gated", "dataset").gated = "manual"
+    dataset(hf_api, "ds-no-text", [{"body": t} for t in texts(2)])
+    unsigned = {
+        "org/sport-a": adapter(hf_api, "sport-a", ["org/ds-sport"]),
+        "org/sport-b": adapter(hf_api, "sport-b", ["org/ds-sport", "org/ds-missing"]),
+        "org/physics": adapter(hf_api, "physics", ["org/ds-physics", "org/ds-gated"]),
+        "org/broken": adapter(hf_api, "broken", ["org/ds-no-text"]),
+        "org/silent": adapter(hf_api, "silent"),
+    }
+    build_index(BASE, INDEX, work=hf_hub_cache + "/work")
+    return model, tokenizer, signed, unsigned
+
+
+def test_sign_sketches_each_dataset_once_skips_with_reasons_and_resumes(world, hub, hf_hub_cache, monkeypatch):
+    model, tokenizer, signed, unsigned = world
+    commits = {repo: hub.commit_count(repo) for repo in [*signed, *unsigned]}
+    commits |= {f"datasets/{d}": hub.commit_count(d, "dataset") for d in ("org/ds-sport", "org/ds-physics")}
+    calls = []
+    sketch = loop.sketch_dataset
+    monkeypatch.setattr(loop, "sketch_dataset", lambda name, *a, **k: calls.append(name) or sketch(name, *a, **k))
+    work = hf_hub_cache + "/work"
+    with pytest.raises(InterruptedBuild):
+        index_signing.sign_unsigned(BASE, INDEX, model=model, tokenizer=tokenizer, max_documents=8, work=work, stop_after=1)
+    assert calls == ["org/ds-sport"]
+    report = index_signing.sign_unsigned(BASE, INDEX, model=model, tokenizer=tokenizer, max_documents=8, work=work)
+    assert calls == ["org/ds-sport", "org/ds-physics", "org/ds-gated", "org/ds-no-text"]  # ds-sport not again
+    outcomes = {o.dataset: o for o in report.datasets}
+    assert {d for d, o in outcomes.items() if o.status == "sketched"} == {"org/ds-sport", "org/ds-physics"}
+    assert "not found" in outcomes["org/ds-missing"].reason.lower() or "404" in outcomes["org/ds-missing"].reason
+    assert "gated" in outcomes["org/ds-gated"].reason.lower() or "restricted" in outcomes["org/ds-gated"].reason.lower()
+    assert "text" in outcomes["org/ds-no-text"].reason
+    assert report.unsigned == 5 and report.naming_datasets == 4 and report.rows_added == 3
+    assert {repo: hub.commit_count(repo) for repo in [*signed, *unsigned]} | {
+        f"datasets/{d}": hub.commit_count(d, "dataset") for d in ("org/ds-sport", "org/ds-physics")} == commits
+
+    import datasets
+
+    rows = datasets.load_dataset("tester/base-index", split="train")
+    obtained = dict(zip(rows["repo_id"], rows["obtained"]))
+    assert obtained == {**{r: "published" for r in signed}, "org/sport-a": "sketched", "org/sport-b": "sketched",
+                        "org/physics": "sketched"}
+
+    target = fisherhub.sketch_texts(texts(2, 20)[8:], model, tokenizer, m=64, metadata={"base_model": BASE})
+    selection = select_adapter(target, index=INDEX)
+    assert selection.best.candidate.split("@")[0] in ("org/sport-a", "org/sport-b")
+    assert selection.best.signature_source.startswith("datasets/tester/base-index@")
+    shortlisted = rank_index(load_index(INDEX), Target([target]), BASE).candidates()
+    assert select_adapter(target, shortlisted).table() == selection.table()
+    sketched = select_adapter(texts(2, 20)[8:], index=INDEX, model=model, tokenizer=tokenizer)  # texts: sketched like a row
+    assert sketched.table() == selection.table()
+
+
+def test_cli_sign_writes_its_report(world, hub, tmp_path, capsys):
+    model, tokenizer, _, _ = world
+    folder = tmp_path / "base"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    report = tmp_path / "report.json"
+    argv = ["index", "sign", BASE, "--index", "tester/base-index", "--model", str(folder), "--max-documents", "6",
+            "--report", str(report), "--work", str(tmp_path / "work")]
+    assert main(argv) == 0
+    written = json.loads(report.read_text())
+    assert written["rows_added"] == 3 and {d["dataset"]: d["status"] for d in written["datasets"]}["org/ds-gated"] == "skipped"
+    assert "3 rows added" in capsys.readouterr().out
+    assert main([*argv[:-2], "--max-documents", "0"]) == 1
+    assert "--max-documents must be a positive integer" in capsys.readouterr().err
