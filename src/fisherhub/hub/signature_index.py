@@ -475,7 +475,7 @@ def read_repos(
         todo = todo[:stop_after]
     bar = None
     if progress:
-        from tqdm import tqdm
+        from huggingface_hub.utils import tqdm  # off under HF_HUB_DISABLE_PROGRESS_BARS=1 or disable_progress_bars()
 
         bar = tqdm(total=len(todo), desc="reading repos", unit="repo")
     batch = workers * 4  # repos journaled together: a kill loses at most this many repos' reading
