@@ -26,8 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("candidates", metavar="CANDIDATES", nargs="*", help="adapter repos or folders, dataset repos, signature files")
     parser.add_argument("--base-model", default=None, help="base model id (discovery, filtering, and to sketch TARGET)")
     parser.add_argument("--score", default="fisher", choices=SCORES,
-                        help="rank by A (fisher), S_a or S_e only, or auto: the geometry that carries the signal among "
-                             "the candidates (the verdict under the table says how far to trust the pick)")
+                        help="rank by A (fisher), S_a or S_e only; auto ranks by whichever of them tells these "
+                             "candidates apart, and the line under the table says which and why (the verdict: how far "
+                             "to trust the pick)")
     parser.add_argument("--index", default=None, metavar="ORG/NAME",
                         help="rank every row of this signature index (`fisherhub index build`) instead of CANDIDATES: one "
                              "download, then the --shortlist best ranked from their own files")

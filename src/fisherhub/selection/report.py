@@ -69,6 +69,29 @@ def _table_rows(selection: Shown, limit: int | None) -> tuple[list[str], list[li
     return header, rows
 
 
+#: ``score="auto"`` in plain words, by the regime of the head (answer first; the evidence follows it)
+_AUTO_WHY = {
+    "coupled": "the candidates differ both in their inputs (S_a) and in the words they teach (S_e), and not as "
+    "the two factors alone would say, so the full alignment A decides",
+    "separable": "the candidates differ both in their inputs (S_a) and in the words they teach (S_e); A combines the two",
+    "activation-dark": "the candidates' inputs look alike to the model; the words they teach differ, so S_e decides",
+    "error-flat": "the words the candidates teach look alike; their inputs differ, so S_a decides",
+}
+
+
+def auto_explanation(selection: Shown) -> str:
+    """What ``score="auto"`` ranked by and why, in plain words, then the statistics behind it."""
+    choice = selection.choice
+    separation = choice.separations.get(choice.geometry)
+    if choice.geometry == choice.regime.geometry:
+        why = _AUTO_WHY[choice.regime.name]
+    elif separation is not None and separation.separates:
+        why = f"the head's own scores do not tell the candidates apart; the {label(choice.geometry)} does"
+    else:
+        why = "no score tells the candidates apart beyond their error bars, so this ranking is close to a guess"
+    return f"auto: ranked by {label(selection.score)}, because {why}. (Evidence: {choice.reason}.)"
+
+
 def _caption(selection: Shown, limit: int | None) -> str:
     """The legend lines that apply to the shown rows (scores above 1, blank ρ), then the skipped candidates
     with their reasons."""
@@ -81,7 +104,7 @@ def _caption(selection: Shown, limit: int | None) -> str:
     ]
     trust = []
     if selection.choice is not None:
-        trust.append(f"auto: scored by {label(selection.score)}: {selection.choice.reason}")
+        trust.append(auto_explanation(selection))
     if selection.rerank is not None:
         second = selection.rerank
         trust.append(f"two-stage: first {len(second.measured)} adapters of the S_a and S_e rankings measured on the "
