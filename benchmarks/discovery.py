@@ -1,6 +1,6 @@
 """Discovery and ranking of many adapters of one base model on the local Hub server: requests and time.
 
-For each size N (default 100, 300, 1,000) a fresh in-process Hub server (tests/hub_server.py, the real
+For each size N (default 100, 300, 1,000) a fresh in-process Hub server (fisherhub.testing.hub_server, the real
 ``huggingface_hub`` client talking to it over HTTP) holds N signed LoRA adapter repos of one base model,
 laid out as ``fisherhub push`` writes them (adapter_config.json, card, ``.fisher_signatures/`` file and
 index; the files are produced by ``push_signature`` into a local folder and copied into the server's state,

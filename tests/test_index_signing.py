@@ -9,7 +9,7 @@ import json
 
 import pytest
 from huggingface_hub import HfApi
-from tiny_models import tiny_causal_lm, tiny_tokenizer
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 import fisherhub
 from fisherhub.cli import main

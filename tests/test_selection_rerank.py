@@ -21,7 +21,7 @@ from test_selection import (
     domain_texts,
     train_lora,
 )
-from tiny_models import tiny_causal_lm, tiny_tokenizer
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub.core.errors import InputError
 from fisherhub.pipeline.loop import sketch_texts

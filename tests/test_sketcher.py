@@ -189,7 +189,7 @@ def test_bad_inputs_raise_clear_errors(tiny):
 
 
 PROGRESS_BAR_RUN = """
-from tiny_models import tiny_causal_lm, tiny_tokenizer
+from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 from fisherhub.pipeline import sketch_texts
 sketch_texts(["a b c", "d e f"], tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64), tiny_tokenizer(64), m=64,
              progress=True)

@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from core_helpers import sketch, synthetic_task
+from fisherhub.testing.oracles import sketch, synthetic_task
 from test_signature_fuzz import forged
 
 from fisherhub import Signature, SignatureFileError, SketchSpec, alignment

@@ -67,8 +67,8 @@ def test_private_data_is_unverifiable(tmp_path):
 
 
 def _any_signature(tmp_path):
-    from core_helpers import sketch as core_sketch
-    from core_helpers import synthetic_task
+    from fisherhub.testing.oracles import sketch as core_sketch
+    from fisherhub.testing.oracles import synthetic_task
 
     from fisherhub import SketchSpec
 
