@@ -29,7 +29,7 @@ def quick_runs(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("quick")
     result = _run("--all", "--quick", "--out", str(out))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    print(result.stdout.splitlines()[-15:])  # the per-suite seconds (pytest -s shows them)
+    print(result.stdout.splitlines()[-20:])  # the per-suite seconds (pytest -s shows them)
     return out
 
 
