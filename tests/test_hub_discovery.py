@@ -82,13 +82,15 @@ def test_discovery_with_stripped_tags_and_requests_per_candidate(hub, hf_api, hf
         assert [read for read in reads if read[1] == "adapter_config.json"] == [("HEAD", "adapter_config.json"),
                                                                                ("GET", "adapter_config.json")]
         per_repo[repo_id] = [read for read in reads if read[1] != "adapter_config.json"]
-    for repo_id in tagged:  # the listing's card block names the file: only its download (HEAD + GET)
-        [(head, file), (get, again)] = per_repo[repo_id]
-        assert (head, get) == ("HEAD", "GET") and file == again and file.startswith(".fisher_signatures/") and file != INDEX_PATH
+    # the signature file: its size (HEAD, so that an oversized one is never downloaded), then its download (HEAD + GET)
+    for repo_id in tagged:  # the listing's card block names the file: only the file's requests
+        [(size, file), (head, same), (get, again)] = per_repo[repo_id]
+        assert (size, head, get) == ("HEAD", "HEAD", "GET") and file == same == again
+        assert file.startswith(".fisher_signatures/") and file != INDEX_PATH
     for repo_id in stripped:  # the listed card has no block: the index first, then the file
-        [index_head, index_get, (head, file), (get, again)] = per_repo[repo_id]
+        [index_head, index_get, (size, file), (head, same), (get, again)] = per_repo[repo_id]
         assert (index_head, index_get) == (("HEAD", INDEX_PATH), ("GET", INDEX_PATH))
-        assert (head, get) == ("HEAD", "GET") and file == again and file != INDEX_PATH
+        assert (size, head, get) == ("HEAD", "HEAD", "GET") and file == same == again and file != INDEX_PATH
 
 
 def test_offline_listing_and_ranking_after_one_online_run(hub, hf_api, dataset_repo, hf_hub_cache, tmp_path):

@@ -224,3 +224,82 @@ def test_gguf_file(folders, tmp_path):
     assert signature.num_documents == len(TEXTS) and signature.metadata["base_model"] == str(tmp_path)
     with pytest.raises(InputError, match="the default model has neither"):
         load_model_and_tokenizer(None, gguf_file="tiny-f32.gguf")
+
+
+def _gguf_folder(root: Path, metadata: dict[str, str] | None = None) -> Path:
+    """A folder with the tiny Llama as ``tiny-f32.gguf``, its ``general.*`` metadata extended by ``metadata``."""
+    root.mkdir()
+    model = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64)
+    write_tiny_gguf(model, tiny_tokenizer(63), root / "tiny-f32.gguf", metadata)
+    return root
+
+
+def test_gguf_names_reads_the_source_model_id(tmp_path):
+    """The source keys name the model (a repo id or a Hugging Face URL); general.base_model.N (the model it was
+    fine-tuned from) and a URL elsewhere name none; general.name is what the file calls itself."""
+    from fisherhub.lm.loading import default_gguf_path, gguf_names
+
+    cases = {
+        "repository": ({"general.source.huggingface.repository": "org/tiny-llama"}, "org/tiny-llama"),
+        "url": ({"general.source.url": "https://huggingface.co/org/tiny-llama"}, "org/tiny-llama"),
+        "repo-url": ({"general.source.repo_url": "https://huggingface.co/org/tiny-llama/"}, "org/tiny-llama"),
+        "parent": ({"general.base_model.0.repo_url": "https://huggingface.co/org/parent"}, None),
+        "github": ({"general.source.url": "https://github.com/org/tiny-llama"}, None),
+    }
+    for name, (metadata, expected) in cases.items():
+        folder = _gguf_folder(tmp_path / name, metadata)
+        assert gguf_names(folder / "tiny-f32.gguf") == (expected, "tiny-llama"), name
+    (tmp_path / "broken.gguf").write_bytes(b"not a gguf file")
+    assert gguf_names(tmp_path / "broken.gguf") == (None, None)
+    # the embedded default's file names no source; given as --model its folder --gguf-file it, it is the default
+    embedded = default_gguf_path()
+    assert gguf_names(embedded)[0] is None
+    assert model_provenance(str(embedded.parent), gguf_file=embedded.name) == model_provenance(None)
+    assert model_provenance(None).model_id == "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+def test_a_gguf_run_records_the_model_id_adapters_name(folders, tmp_path, caplog):
+    """Issue 23: a --gguf-file signature named its base model by the local folder, so select refused it for every
+    adapter of that model. It records the id its file names, or the one given (--base-model-id), else the folder
+    with a one-line warning; select ranks it for an adapter of that id, and says why it skips one that is not."""
+    from fisherhub.hub import push_signature
+    from fisherhub.selection import NoCompatibleCandidatesError, select_adapter
+
+    named = _gguf_folder(tmp_path / "named", {"general.source.url": "https://huggingface.co/org/tiny-llama"})
+    unnamed = _gguf_folder(tmp_path / "unnamed")
+    caplog.set_level("WARNING")
+    from_file = sketch(sketch_args(folders, named, gguf_file="tiny-f32.gguf"))
+    assert (from_file.metadata["base_model"], from_file.metadata["base_model_revision"]) == ("org/tiny-llama", "")
+    assert not [record for record in caplog.records if "names no Hub model id" in record.getMessage()]
+    given = sketch(sketch_args(folders, unnamed, gguf_file="tiny-f32.gguf", base_model_id="org/tiny-llama"))
+    assert given.metadata["base_model"] == "org/tiny-llama"
+    assert given.joint.equal(from_file.joint)  # the same tiny model in both files
+    unnamed_run = sketch(sketch_args(folders, unnamed, gguf_file="tiny-f32.gguf"))
+    assert unnamed_run.metadata["base_model"] == str(unnamed)
+    [warning] = [record.getMessage() for record in caplog.records if "names no Hub model id" in record.getMessage()]
+    assert "\n" not in warning and "'tiny-llama'" in warning and str(unnamed) in warning and "--base-model-id" in warning
+
+    adapters = {}
+    for name, signature in (("named", from_file), ("unnamed", unnamed_run)):
+        adapters[name] = tmp_path / f"adapter-{name}"
+        adapters[name].mkdir()
+        (adapters[name] / "adapter_config.json").write_text(
+            json.dumps({"base_model_name_or_path": "org/tiny-llama", "peft_type": "LORA"}))
+        push_signature(signature, adapters[name])
+    selection = select_adapter(given, [str(adapters["named"]), str(adapters["unnamed"])])
+    assert [row.candidate for row in selection.ranking] == [str(adapters["named"])]
+    [skipped] = selection.skipped
+    assert skipped.candidate == str(adapters["unnamed"])
+    # the index a push writes names a local base model by its folder's name
+    assert (f"other base model: its signatures are for '{unnamed.name}', not 'org/tiny-llama'" in skipped.reason
+            and "--base-model-id ORG/NAME" in skipped.reason)
+    with pytest.raises(NoCompatibleCandidatesError, match=r"the adapter is for 'org/tiny-llama', not '.*unnamed'.*--base-model-id"):
+        select_adapter(unnamed_run, [str(adapters["named"])])
+
+
+def test_base_model_id_option():
+    args = cli_sketch_args(build_parser().parse_args(["sketch", "--dataset", "d", "--base-model-id", "org/name"]))
+    assert args.base_model_id == "org/name"
+    assert SketchArgs(data=DataArgs("d")).base_model_id is None
+    with pytest.raises(InputError, match=r"--base-model-id must be a Hub model id \(org/name\), got '/tmp/folder'"):
+        cli_sketch_args(build_parser().parse_args(["sketch", "--dataset", "d", "--base-model-id", "/tmp/folder"]))

@@ -28,8 +28,6 @@ TESTING = SOURCE / "testing"
 #: the optional parts of fisherhub.extras, each an extra of its own, and all of them
 OPTIONAL = {"gguf": "gguf", "plot": "matplotlib", "rich": "rich"}
 EXTRAS = {extra: Requirement(line) for extra in OPTIONAL for line in PYPROJECT["project"]["optional-dependencies"][extra]}
-#: declared but never imported by src/: why they are needed
-USED_INDIRECTLY = {"gguf": "transformers reads GGUF files (the default model, gguf_file=) with it"}
 
 
 def third_party_imports(testing: bool = False) -> dict[str, list[str]]:
@@ -77,7 +75,7 @@ def test_the_testing_package_imports_only_dependencies_and_the_test_extra():
 def test_every_dependency_is_used():
     used = {distribution_of(module) for module in third_party_imports()}
     declared = {*DEPENDENCIES, *(canonicalize_name(requirement.name) for requirement in EXTRAS.values())}
-    assert declared - used == set(USED_INDIRECTLY)
+    assert declared - used == set()
 
 
 def test_the_optional_packages_are_extras_imported_only_through_require():

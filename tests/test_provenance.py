@@ -78,3 +78,31 @@ def test_a_relative_local_path_is_published_as_plain_text(tmp_path, monkeypatch)
     assert index["signatures"][0]["dataset"] == "train.jsonl"
     assert "/datasets/data/train.jsonl" not in card and "](/datasets/" not in card
     assert str(tmp_path) not in card + json.dumps(index)
+
+
+def test_a_streamed_hub_dataset_records_its_commit(hub, hf_api, hf_hub_cache, tmp_path):
+    """Issue 23 leftover: --streaming read a Hub dataset without pinning it. The commit is the one the id (and
+    revision) resolve to, as for the map-style path; a later commit on the branch is not the one recorded."""
+    import datasets
+
+    from fisherhub.options import DataArgs
+
+    hf_api.create_repo("org/stream", repo_type="dataset")
+    first = hf_api.upload_file(path_or_fileobj=_jsonl(TEXTS), path_in_repo="train.jsonl", repo_id="org/stream",
+                               repo_type="dataset").oid
+    model, tokenizer = load_model_and_tokenizer(saved_tiny_model(tmp_path / "m", "llama", False, 64))
+    common = {"m": 64, "metadata": {"base_model": "org/base"}}
+    streamed = sketch_dataset("org/stream", model, tokenizer, data=DataArgs("org/stream", streaming=True), **common)
+    assert streamed.metadata["dataset"] == "org/stream" and streamed.metadata["dataset_revision"] == first
+    mapped = sketch_dataset("org/stream", model, tokenizer, **common)
+    assert mapped.metadata["dataset_revision"] == first and mapped.joint.equal(streamed.joint)
+    second = hf_api.upload_file(path_or_fileobj=_jsonl(TEXTS[::-1]), path_in_repo="train.jsonl", repo_id="org/stream",
+                                repo_type="dataset").oid
+    at_first = sketch_dataset("org/stream", model, tokenizer, data=DataArgs("org/stream", streaming=True, revision=first),
+                              **common)
+    at_main = sketch_dataset("org/stream", model, tokenizer, data=DataArgs("org/stream", streaming=True), **common)
+    assert (at_first.metadata["dataset_revision"], at_main.metadata["dataset_revision"]) == (first, second)
+    # a map-style Dataset from the Hub streamed with to_iterable_dataset: the commit of its own cache files
+    loaded = datasets.load_dataset("org/stream", split="train", revision=first)
+    by_object = sketch_dataset(loaded, model, tokenizer, data=DataArgs(loaded, streaming=True), **common)
+    assert (by_object.metadata["dataset"], by_object.metadata["dataset_revision"]) == ("org/stream", first)

@@ -41,7 +41,7 @@ def test_options_for_base_model():
     candidate = Candidate("a", None, [option("x", "org/base"), option("y", None), option("z", "org/other")])
     assert [o.sketch_id for o in candidate.options_for("org/base")] == ["x", "y"]
     assert len(candidate.options_for(None)) == 3
-    with pytest.raises(Skip, match="other base model: its signatures are for org/other, not 'org/else'"):
+    with pytest.raises(Skip, match="other base model: its signatures are for 'org/other', not 'org/else'"):
         Candidate("b", None, [option("z", "org/other")]).options_for("org/else")
     with pytest.raises(Skip, match="no signature"):
         Candidate("c", None, []).options_for("org/base")

@@ -193,3 +193,38 @@ def test_non_regular_and_oversized_signature_files_are_skipped(world, tmp_path, 
     reasons = {skip.candidate: skip.reason for skip in selection.skipped}
     assert "not a regular file" in reasons[str(fifo)] or "no signature" in reasons[str(fifo)]
     assert "more than a signature has" in reasons[str(large)]
+
+
+def test_an_oversized_remote_signature_is_skipped_without_being_downloaded(world, hub, hf_api, hf_hub_cache, tmp_path,
+                                                                            monkeypatch):
+    """Issue 23 leftover: a Hub signature file was size-checked only once downloaded. Its size is asked for
+    first (HEAD) and a file over the limit is refused unread; a listing that gives sizes marks it unread."""
+    import fisherhub.core.signature as signature_module
+    from fisherhub.hub import list_signatures, load_signature
+
+    good = _adapter(tmp_path / "good", world["good"])
+    large = _adapter(tmp_path / "large", world["weak"])
+    [file] = (large / ".fisher_signatures").glob("*.safetensors")
+    file.write_bytes(file.read_bytes() + b"\0" * 100)
+    hf_api.create_repo("org/large")
+    hf_api.upload_folder(folder_path=str(large), repo_id="org/large")
+    monkeypatch.setattr(signature_module, "MAX_SIGNATURE_BYTES", len(world["good"].to_bytes()))
+
+    def file_reads() -> list[str]:
+        return [method for method, path, _ in hub.requests if path.endswith(f"/.fisher_signatures/{file.name}")]
+
+    hub.requests.clear()
+    selection = select_adapter(world["target"], ["org/large", str(good)])
+    assert [row.candidate for row in selection.ranking] == [str(good)]
+    [skipped] = selection.skipped
+    assert skipped.candidate == "org/large"
+    assert f"{file.stat().st_size:,} bytes, more than a signature has" in skipped.reason and "not downloaded" in skipped.reason
+    assert file_reads() == ["HEAD"]  # its size, asked for once; never a GET
+    hub.requests.clear()
+    with pytest.raises(SignatureFileError, match="more than a signature has .*: not downloaded"):
+        load_signature(f"org/large:.fisher_signatures/{file.name}")
+    [info] = list_signatures("org/large")  # repo_info with file sizes: the file is not even opened
+    limit = len(world["good"].to_bytes())
+    assert info.problem.endswith(f"more than a signature has ({limit:,}): not read")
+    assert info.base_model == "org/base"  # described by its index entry
+    assert file_reads() == ["HEAD"]  # the load's; the listing read nothing of the file

@@ -24,10 +24,13 @@ def _rope_permute(weight: torch.Tensor, heads: int) -> np.ndarray:
     return weight.reshape(heads, 2, rows // heads // 2, -1).transpose(1, 2).reshape(weight.shape).numpy()
 
 
-def write_tiny_gguf(model, tokenizer, path: str | Path) -> Path:
+def write_tiny_gguf(model, tokenizer, path: str | Path, metadata: dict[str, str] | None = None) -> Path:
+    """``metadata``: more ``general.*`` strings, e.g. ``{"general.source.url": "https://huggingface.co/org/name"}``."""
     config = model.config
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_name("tiny-llama")
+    for key, value in (metadata or {}).items():
+        writer.add_string(key, value)
     writer.add_context_length(config.max_position_embeddings)
     writer.add_embedding_length(config.hidden_size)
     writer.add_block_count(config.num_hidden_layers)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,10 @@ REPO_TYPES = ("model", "dataset", "space")
 PUSH_REPO_TYPES = REPO_TYPES[:2]
 #: the type of a bare ``org/name``: a model (adapter) repo, as in ``hf://`` URIs and ``huggingface_hub``
 DEFAULT_REPO_TYPE = "model"
+#: a Hub repo id: ``org/name``
+HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
+#: a full commit id: 40 hex digits
+COMMIT_ID = re.compile(r"[0-9a-f]{40}")
 
 
 def option(default: Any, help: str, **argument_options: Any) -> Any:
@@ -189,10 +194,16 @@ class ModelOptions:
     )
     gguf_file: str | None = option(None, "load this GGUF file of the --model folder or Hub repo (de-quantized by "
                                    "transformers)", metavar="NAME")
+    base_model_id: str | None = option(
+        None, "the Hub id the signature records as its base model, which adapters name (default: --model, or for "
+        "--gguf-file the source model id the file's metadata names)", metavar="ORG/NAME",
+    )
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise InputError(f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.base_model_id is not None and not HUB_ID.fullmatch(str(self.base_model_id)):
+            raise InputError(f"--base-model-id must be a Hub model id (org/name), got {self.base_model_id!r}")
         if isinstance(self.quantization_config, str):
             self.quantization_config = json_object(self.quantization_config, "--quantization-config")
 

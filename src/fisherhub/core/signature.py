@@ -63,6 +63,13 @@ _SKETCH_NAMES = ("joint", "activation", "error")
 MAX_SIGNATURE_BYTES = 64 * 2**20
 
 
+def oversized(size: int | None) -> str | None:
+    """Why a file of ``size`` bytes is not read as a signature (None: it may be one, or its size is unknown)."""
+    if size is None or size <= MAX_SIGNATURE_BYTES:
+        return None
+    return f"{size:,} bytes, more than a signature has ({MAX_SIGNATURE_BYTES:,})"
+
+
 def max_self_dominance(m: int) -> float:
     """The largest self-dominance R̂ = ‖μ̂‖²/D a sketch of m features can show with a resolved split norm:
     1 + √m/2. A resolved D is at least ``SPLIT_NORM_Z`` = 2 feature-level standard errors σ, and for random
@@ -319,9 +326,8 @@ class Signature:
         try:
             if os.path.exists(path) and not os.path.isfile(path):
                 raise SignatureFileError(f"cannot read signature file {path}: not a regular file")
-            if os.path.getsize(path) > MAX_SIGNATURE_BYTES:
-                raise SignatureFileError(f"{path}: {os.path.getsize(path):,} bytes, more than a signature has "
-                                         f"({MAX_SIGNATURE_BYTES:,})")
+            if (problem := oversized(os.path.getsize(path))) is not None:
+                raise SignatureFileError(f"{path}: {problem}")
             with open(path, "rb") as handle:
                 data = handle.read()
         except OSError as exc:

@@ -9,12 +9,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import HfApi, hf_hub_download
+from huggingface_hub import HfApi, constants, get_hf_file_metadata, hf_hub_download, hf_hub_url, try_to_load_from_cache
 from huggingface_hub.errors import SafetensorsParsingError
 from safetensors import SafetensorError, safe_open
 
 from fisherhub.core.errors import InputError, SignatureFileError
-from fisherhub.core.signature import Signature
+from fisherhub.core.signature import Signature, oversized
 from fisherhub.core.spec import FORMAT_VERSION
 from fisherhub.hub.cards import CARD_NAME, download_card, read_card
 from fisherhub.hub.errors import AmbiguousSignatureError, CardError, SignatureNotFoundError, hub_errors
@@ -22,6 +22,7 @@ from fisherhub.hub.folder import folder_entries, folder_signature_files
 from fisherhub.hub.index import entry_matches, printable
 from fisherhub.hub.refs import SignatureRef, check_path, is_local_folder, is_local_path_only, repo_ref
 from fisherhub.hub.snapshot import RepoSnapshot, repo_snapshot
+from fisherhub.options import COMMIT_ID
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +125,11 @@ def _infos(
     for path in sorted(files.keys() | listed.keys()):
         if path not in files and complete:
             infos.append(SignatureInfo(path, True, {}, None, "listed in the index but the file is missing", **locate(path)))
+            continue
+        too_big = oversized(files.get(path))  # a size the listing gives: the file is not read at all
+        if too_big is not None:
+            infos.append(SignatureInfo(path, path in listed, _entry_metadata(listed.get(path, {})), files[path],
+                                       f"{too_big}: not read", **locate(path)))
             continue
         metadata, problem = header(path) if path in files and (read_listed or path not in listed) else (None, None)
         if metadata is None and problem is None:
@@ -254,10 +260,27 @@ def _fetch(
         target = choose_signature(target, base_model, sketch_id, token)
     elif choosing:
         raise InputError(f"{text} names a file: base_model / sketch_id choose one only when the reference has no path")
-    with hub_errors(str(target), target.path):
-        local = hf_hub_download(target.repo_id, target.path, repo_type=target.repo_type, revision=target.revision, token=token)
+    local = _download(target, token)
+    if (problem := oversized(os.path.getsize(local))) is not None:
+        raise SignatureFileError(f"{target}: {problem}")
     with open(local, "rb") as handle:
         return local, Signature.from_bytes(handle.read(), source=str(target))
+
+
+def _download(target: SignatureRef, token: str | None) -> str:
+    """The local copy of the Hub file ``target`` through the cache. Its size is asked for first (a HEAD request,
+    ``get_hf_file_metadata``) and a file larger than a signature is refused without being downloaded; a copy the
+    cache holds at that commit is taken as it is (no request), and offline the cache answers."""
+    where = str(target)
+    cached = try_to_load_from_cache(target.repo_id, target.path, revision=target.revision, repo_type=target.repo_type)
+    if isinstance(cached, str) and COMMIT_ID.fullmatch(target.revision or ""):
+        return cached
+    with hub_errors(where, target.path):
+        if not constants.HF_HUB_OFFLINE:
+            url = hf_hub_url(target.repo_id, target.path, repo_type=target.repo_type, revision=target.revision)
+            if (problem := oversized(get_hf_file_metadata(url, token=token).size)) is not None:
+                raise SignatureFileError(f"{where}: {problem}: not downloaded")
+        return hf_hub_download(target.repo_id, target.path, repo_type=target.repo_type, revision=target.revision, token=token)
 
 
 def load_signature(

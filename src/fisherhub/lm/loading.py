@@ -21,7 +21,7 @@ import torch
 
 from fisherhub.core.errors import InputError
 from fisherhub.extras import require
-from fisherhub.options import ModelOptions
+from fisherhub.options import COMMIT_ID, HUB_ID, ModelOptions
 
 #: what signatures record as the default's base model; the head checksum tells it from the fp16 Hub weights
 DEFAULT_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -31,15 +31,16 @@ DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_REVISION = f"gguf:{DEFAULT_MODEL_PACKAGE_PIN}:{DEFAULT_GGUF_FILE}"
 _CACHE_FOLDER_NAME = "SmolLM2-135M-Instruct-Q4_1-float32"
 _log = logging.getLogger(__name__)
-_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelProvenance:
-    """Base model id and revision as recorded in signature metadata."""
+    """Base model id and revision as recorded in signature metadata; ``warning``: why adapters will not match
+    ``model_id`` (a GGUF file that names no Hub model id), None when they can."""
 
     model_id: str
     revision: str
+    warning: str | None = None
 
     def as_metadata(self) -> dict[str, str]:
         return {"base_model": self.model_id, "base_model_revision": self.revision}
@@ -236,28 +237,115 @@ def resolved_commit(model_id_or_path: str | os.PathLike, revision: str | None = 
     ``from_pretrained`` fetched (``config.json``, or the GGUF file). None for a plain local folder."""
     from huggingface_hub import try_to_load_from_cache
 
-    if revision and _COMMIT.fullmatch(revision):
+    if revision and COMMIT_ID.fullmatch(revision):
         return revision
     path = Path(model_id_or_path)
     if path.is_dir():
         resolved = path.resolve()
-        return resolved.name if resolved.parent.name == "snapshots" and _COMMIT.fullmatch(resolved.name) else None
+        return resolved.name if resolved.parent.name == "snapshots" and COMMIT_ID.fullmatch(resolved.name) else None
     for filename in filter(None, ("config.json", gguf_file)):
         try:
             cached = try_to_load_from_cache(os.fspath(model_id_or_path), filename, revision=revision)
         except ValueError:  # not a repo id
             return None
-        if isinstance(cached, str) and _COMMIT.fullmatch(Path(cached).parent.name):
+        if isinstance(cached, str) and COMMIT_ID.fullmatch(Path(cached).parent.name):
             return Path(cached).parent.name
     return None
 
 
+#: GGUF metadata keys (llama.cpp's ``general.*``) naming the Hub repo a GGUF file was converted from, in the
+#: order they are trusted: a repo id, then Hugging Face URLs of the source model. ``general.base_model.N.*``
+#: is not among them: it names the model this one was fine-tuned from, whose adapters do not fit this one.
+GGUF_SOURCE_KEYS = ("general.source.huggingface.repository", "general.source.repo_url", "general.source.url")
+#: GGUF metadata keys that name the model for a person (not a Hub id), shown in the warning when no key above does
+GGUF_NAME_KEYS = ("general.name", "general.basename")
+_HUB_MODEL_URL = re.compile(r"https?://(?:www\.)?(?:huggingface\.co|hf\.co)/([\w.-]+/[\w.-]+?)/?")
+
+
+def gguf_file_path(model_id_or_path: str | os.PathLike, gguf_file: str, revision: str | None = None) -> Path | None:
+    """The GGUF file ``from_pretrained(model_id_or_path, gguf_file=...)`` read: in the local folder, else the copy
+    the Hub cache holds (None when neither has it)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    local = Path(model_id_or_path) / gguf_file
+    if local.is_file():
+        return local
+    try:
+        cached = try_to_load_from_cache(os.fspath(model_id_or_path), gguf_file, revision=revision)
+    except ValueError:  # not a repo id
+        return None
+    return Path(cached) if isinstance(cached, str) else None
+
+
+def gguf_names(path: str | os.PathLike) -> tuple[str | None, str | None]:
+    """(the Hub model id a GGUF file names as its source, ``GGUF_SOURCE_KEYS``; the name it gives itself,
+    ``GGUF_NAME_KEYS``), each None when the file carries none; both None for a file the ``gguf`` reader cannot
+    parse (only its header is read: the tensors are memory-mapped, not loaded)."""
+    require("gguf")
+    import gguf
+
+    try:
+        fields = gguf.GGUFReader(os.fspath(path)).fields
+    except (ValueError, OSError, IndexError, KeyError) as exc:
+        _log.warning("cannot read the metadata of the GGUF file %s (%s)", path, exc)
+        return None, None
+
+    def text(key: str) -> str | None:
+        field = fields.get(key)
+        value = field.contents() if field is not None else None
+        return value.strip() if isinstance(value, str) and value.strip() else None
+
+    model_id = next(filter(None, (_hub_model_id(text(key)) for key in GGUF_SOURCE_KEYS)), None)
+    return model_id, next(filter(None, map(text, GGUF_NAME_KEYS)), None)
+
+
+def _hub_model_id(value: str | None) -> str | None:
+    """``org/name`` from a Hub model id or a Hugging Face URL of a model repo; None for anything else."""
+    if value is None:
+        return None
+    if HUB_ID.fullmatch(value):
+        return value
+    url = _HUB_MODEL_URL.fullmatch(value)
+    return url.group(1) if url else None
+
+
+def _is_embedded_gguf(path: Path | None) -> bool:
+    """Whether ``path`` is the embedded default's GGUF file (``--model`` its package folder, ``--gguf-file`` it)."""
+    if path is None or importlib.util.find_spec(DEFAULT_MODEL_PACKAGE) is None:
+        return False
+    try:
+        return path.samefile(default_gguf_path())
+    except (InputError, OSError):
+        return False
+
+
 def model_provenance(
-    model_id_or_path: str | os.PathLike | None, model=None, revision: str | None = None, gguf_file: str | None = None
+    model_id_or_path: str | os.PathLike | None, model=None, revision: str | None = None, gguf_file: str | None = None,
+    base_model_id: str | None = None,
 ) -> ModelProvenance:
-    """What signatures record about the base model: its id and the revision, the commit id where it can be
-    resolved (``resolved_commit``), else the revision asked for."""
-    if model_id_or_path is None or is_embedded_model(model_id_or_path, revision):
-        return ModelProvenance(DEFAULT_MODEL_ID, DEFAULT_MODEL_REVISION)
+    """What signatures record about the base model: ``base_model_id`` when given, else for a GGUF run the Hub
+    id the file names as its source (``gguf_names``; the embedded default's own file: the default's id and
+    revision), else the model id or path itself; and the commit id where
+    it can be resolved (``resolved_commit``), else the revision asked for, recorded only when it is a revision of
+    the recorded id (not of a GGUF repo or folder the id was read from). A GGUF run whose file names no id
+    records the folder (its absolute path; a push publishes its name) or Hub repo, with a ``warning``: adapters,
+    which name the Hub ids of models, will not match it."""
+    path = gguf_file_path(model_id_or_path, gguf_file, revision) if model_id_or_path and gguf_file else None
+    if model_id_or_path is None or is_embedded_model(model_id_or_path, revision) or _is_embedded_gguf(path):
+        embedded = ModelProvenance(DEFAULT_MODEL_ID, DEFAULT_MODEL_REVISION)
+        return embedded if base_model_id in (None, DEFAULT_MODEL_ID) else ModelProvenance(base_model_id, "")
+    reference = os.fspath(model_id_or_path)
+    named, warning = base_model_id, None
+    if named is None and gguf_file is not None:
+        named, own_name = gguf_names(path) if path is not None else (None, None)
+        if named is None:
+            reference = os.path.abspath(reference) if Path(reference).is_dir() else reference  # "." names no folder
+            called = f" (it calls itself {own_name!r})" if own_name else ""
+            warning = (
+                f"the GGUF file {gguf_file} names no Hub model id{called}: the signature records its base model as "
+                f"{reference!r}, which adapters will not match unless --base-model-id ORG/NAME (base_model_id=) is given"
+            )
+    if named is not None and named != reference:
+        return ModelProvenance(named, "", warning)
     commit = resolved_commit(model_id_or_path, revision, gguf_file) or getattr(getattr(model, "config", None), "_commit_hash", None)
-    return ModelProvenance(os.fspath(model_id_or_path), commit or revision or "")
+    return ModelProvenance(reference, commit or revision or "", warning)

@@ -21,6 +21,7 @@ in-process versions for an already loaded model.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import signal
 import time
@@ -43,6 +44,8 @@ from fisherhub.lm.positions import within_model_context
 from fisherhub.lm.specs import check_spec_head, spec_for_model
 from fisherhub.options import DataArgs, RunOptions, SketchArgs
 from fisherhub.pipeline.checkpoints import Checkpointer, Progress
+
+logger = logging.getLogger(__name__)
 
 #: test hook: a process kills itself (SIGKILL) after this many batches, to exercise ``resume``
 CRASH_AFTER_BATCHES_ENV = "FISHERHUB_CRASH_AFTER_BATCHES"
@@ -104,6 +107,8 @@ def _run_batches(
 
 
 def _metadata(data: DataArgs, source, model_metadata: dict[str, str] | None) -> dict[str, str]:
+    """What the signature records about its data and model, taken before the run (the commit a stream reads is
+    the one its id resolves to at the start)."""
     from fisherhub.data.provenance import dataset_provenance
 
     return {**dataset_provenance(data, source), **(model_metadata or {})}
@@ -132,6 +137,7 @@ def _sketch_in_process(
     source = load_source(data)
     head = HeadModel.of(model, tokenizer)
     data = within_model_context(data, head.base)
+    recorded = _metadata(data, source, metadata)
     stream = DocumentStream(data, tokenizer, source=source)
     sketch_spec = resolve_spec(head, tokenizer, spec, **spec_options)
     specs = [sketch_spec] if kernels is None else [dataclasses.replace(sketch_spec, kernel=k) for k in dict.fromkeys(kernels)]
@@ -141,7 +147,7 @@ def _sketch_in_process(
         batch_size=batch_size, show_progress=progress, description=description,
     )
     check_has_documents(state_progress.counts.seen, state_progress.counts.too_short, data, states[0].document_counts.tolist())
-    return [state.finalize(_metadata(data, source, metadata)) for state in states]
+    return [state.finalize(recorded) for state in states]
 
 
 def sketch_dataset(
@@ -319,8 +325,12 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
         )
     if args.device_map is None:
         model.to(accelerator.device)
+    provenance = model_provenance(model_ref, model, revision, args.gguf_file, args.base_model_id)
+    if provenance.warning and accelerator.is_main_process:  # before the run: it may be stopped and given the id
+        logger.warning(provenance.warning)
     head = HeadModel.of(model, tokenizer)
     data = within_model_context(args.data, model)
+    metadata = _metadata(data, source, provenance.as_metadata())
     stream = DocumentStream(data, tokenizer, accelerator.process_index, accelerator.num_processes, source=source)
     spec = _main_process_reflection(accelerator, spec_for_model(head, tokenizer, args.spec_options(), like=like))
     checkpointer = None
@@ -345,5 +355,4 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
         checkpointer.save(state, progress)
     totals = _reduce_totals(accelerator, state, progress.counts)
     check_has_documents(totals.seen, totals.too_short, data, state.document_counts.tolist())
-    metadata = _metadata(data, source, model_provenance(model_ref, model, revision, args.gguf_file).as_metadata())
     return state.finalize(metadata)

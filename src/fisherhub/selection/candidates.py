@@ -25,6 +25,18 @@ def same_base_model(name: str | None, other: str | None) -> bool:
     return canonical_model_id(name) == canonical_model_id(other)
 
 
+def other_base_model(whose: str, named: list[str], base_model: str | None) -> Skip:
+    """The skip of a candidate whose ``whose`` (its signatures, the adapter) are for the ``named`` base models,
+    not for the target's ``base_model``; a name on either side that is no Hub id (the path a GGUF or local-folder
+    run recorded) gets the way out."""
+    from fisherhub.options import HUB_ID
+
+    paths = [name for name in dict.fromkeys([*named, base_model]) if name and not HUB_ID.fullmatch(name)]
+    hint = (f" ({', '.join(map(repr, paths))}: a local path, not the Hub id adapters name; sketch that signature "
+            "again with --base-model-id ORG/NAME)") if paths else ""
+    return Skip(f"other base model: {whose} for {', '.join(map(repr, named))}, not {base_model!r}{hint}")
+
+
 @dataclasses.dataclass(frozen=True)
 class SignatureOption:
     """A signature a candidate could be compared with; ``load`` fetches it (Hub signatures lazily)."""
@@ -51,8 +63,7 @@ class Candidate:
             raise Skip("no signature: neither the adapter nor the dataset repos its card names carry one")
         matching = [option for option in self.options if option.is_for(base_model)]
         if not matching:
-            others = sorted({str(option.base_model) for option in self.options})
-            raise Skip(f"other base model: its signatures are for {', '.join(others)}, not {base_model!r}")
+            raise other_base_model("its signatures are", sorted({str(option.base_model) for option in self.options}), base_model)
         return matching
 
 
@@ -126,7 +137,7 @@ def _check_adapter_base(adapter_base: str | list[str] | None, base_model: str | 
     """``adapter_base``: what the adapter config or card names (a card may list several)."""
     bases = [adapter_base] if isinstance(adapter_base, str) else list(adapter_base or [])
     if base_model and bases and not any(same_base_model(base, base_model) for base in bases):
-        raise Skip(f"other base model: the adapter is for {', '.join(map(repr, bases))}, not {base_model!r}")
+        raise other_base_model("the adapter is", bases, base_model)
 
 
 def _local_candidate(folder: Path, base_model: str | None) -> Candidate:

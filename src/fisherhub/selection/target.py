@@ -41,7 +41,9 @@ def _referenced_signatures(reference: str, base_model: str | None, token: str | 
     matching = [option.load() for option in options if option.is_for(base_model)]
     if not matching:
         wanted = f" for {base_model}" if base_model else ""
-        raise InputError(f"{reference}: the repo has no signature{wanted} to use as the target (`fisherhub list` it)")
+        named = sorted({repr(option.base_model) for option in options})
+        has = f"; its signatures are for {', '.join(named)}" if named else ""
+        raise InputError(f"{reference}: the repo has no signature{wanted} to use as the target{has} (`fisherhub list` it)")
     return matching
 
 
@@ -99,7 +101,9 @@ class TargetSketcher:
         try:
             spec: SketchSpec = spec_for_model(model, tokenizer, like=like)
         except InputError as exc:
-            raise Skip(f"other base model: {exc}") from exc
+            theirs = like.metadata.get("base_model") or "an unnamed base model"
+            raise Skip(f"other base model: its signature is for {theirs!r}, the target is sketched under "
+                       f"{self.base_model or 'the given model'!r}: {exc}") from exc
         options = self.options
         common = {
             "batch_size": options.batch_size,
