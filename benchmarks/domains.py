@@ -16,6 +16,7 @@ import contextlib
 import csv
 import functools
 import gzip
+import html
 import os
 import random
 import re
@@ -472,13 +473,50 @@ def _smiles_builders() -> dict[str, Callable[[], list[str]]]:
     }
 
 
+#: surface forms of the held-out suite: the same kind of text as its plain fortune domains, written differently
+SURFACE_FORMS: dict[str, Callable[[str], str]] = {
+    "upper": str.upper,
+    "lower": str.lower,
+    "html": lambda item: "<p>" + html.escape(item).replace("\n", "<br>\n") + "</p>",
+    "markdown": lambda item: "\n".join(f"> {line}" if line else ">" for line in item.splitlines()) + "\n\n---",
+    "spaced": lambda item: "\n".join("\t" + "  ".join(line.split()) for line in item.splitlines()),
+}
+
+
+def _heldout_builders() -> dict[str, Callable[[], list[str]]]:
+    """The held-out suite (``benchmarks/paper/exp6_heldout_domains.py``): fortune categories and NYT editorial
+    snippets that no other suite uses, five of them in another surface form (casing, markup, whitespace)."""
+    lo, hi = MIN_CHARS, MAX_CHARS
+
+    def plain(category: str) -> Callable[[], list[str]]:
+        return lambda: pack(fortunes(category), lo, hi, sep="\n\n")
+
+    def surface(category: str, form: str) -> Callable[[], list[str]]:
+        return lambda: pack(map(SURFACE_FORMS[form], fortunes(category)), lo, hi, sep="\n\n")
+
+    return {
+        "computers": plain("computers"), "definitions": plain("definitions"), "people": plain("people"),
+        "politics": plain("politics"), "law": plain("law"), "startrek": plain("startrek"),
+        "news_editorials": lambda: pack((t for t, _ in vader_snippets("news_editorials")), lo, hi),
+        "cookie_upper": surface("cookie", "upper"), "men_women_lower": surface("men-women", "lower"),
+        "art_html": surface("art", "html"), "humorists_markdown": surface("humorists", "markdown"),
+        "wisdom_spaced": surface("wisdom", "spaced"),
+    }
+
+
 NATURAL_DOMAINS = tuple(_natural_builders())
+HELDOUT_DOMAINS = tuple(_heldout_builders())
 SMILES_DOMAINS = tuple(_smiles_builders())
 
 
 def natural_domains(num_docs: int = DEFAULT_NUM_DOCS, seed: int = 0) -> dict[str, Dataset]:
     """Fourteen natural domains (prose, drama, poetry, code, legal, SMILES, protein, DNA, ...)."""
     return _build_all(_natural_builders(), num_docs, seed)
+
+
+def heldout_domains(num_docs: int = DEFAULT_NUM_DOCS, seed: int = 0) -> dict[str, Dataset]:
+    """Twelve natural domains no other suite uses, five differing mainly in surface form (``_heldout_builders``)."""
+    return _build_all(_heldout_builders(), num_docs, seed)
 
 
 def smiles_domains(num_docs: int = DEFAULT_NUM_DOCS, seed: int = 0) -> dict[str, Dataset]:
@@ -538,6 +576,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     start = time.perf_counter()
     tables = {"natural": natural_domains(args.num_docs, args.seed),
+              "held-out": heldout_domains(args.num_docs, args.seed),
               "smiles": smiles_domains(args.num_docs, args.seed),
               "sentiment": {"sentiment_snippets": sentiment_snippets(3 * args.num_docs, args.seed)}}
     print(f"{'group':<10} {'domain':<22} {'docs':>6} {'mean chars':>11}")

@@ -7,7 +7,7 @@ A selection method is one function and one decorator, in ``benchmarks/paper/sele
     def my_method(inputs: SelectionInputs) -> torch.Tensor:
         return ...  # [source, target] similarity of the suite's tasks (higher = pick that source)
 
-Every selection suite (exp3, exp4, exp5) then computes it, ranks sources by it, and puts it in its tables,
+Every selection suite (exp3 to exp6) then computes it, ranks sources by it, and puts it in its tables,
 heatmaps and JSON; ``suites=`` limits it to some of them. ``check_methods`` runs at a suite's start, so an
 unknown name, or a method whose score misses a task, fails before any model is trained.
 """
@@ -20,7 +20,11 @@ from collections.abc import Callable, Iterable, Mapping
 import torch
 
 #: the suites that select sources (their tasks are ``SelectionInputs``)
-SELECTION_SUITES = ("exp3", "exp4", "exp5")
+SELECTION_SUITES = ("exp3", "exp4", "exp5", "exp6")
+#: the suites of LM domains, whose ground truth also measures each target's own sample under the first stage's
+#: candidates: they have the two-stage selection (computed after the ground truth: ``benchmarks.paper.recall``)
+TWO_STAGE_SUITES = ("exp4", "exp5", "exp6")
+TWO_STAGE_LABEL = "two-stage: S_a + S_e top 3, re-ranked by the target sample's loss"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +83,8 @@ def check_references(suite: str, references: Iterable[str]) -> None:
 
 def labels(suite: str) -> dict[str, str]:
     """Method key → its label (tables, heatmaps), with the random baseline every selection table has."""
-    return {name: m.label for name, m in METHODS[suite].items()} | {"random": "random"}
+    two_stage = {"two_stage": TWO_STAGE_LABEL} if suite in TWO_STAGE_SUITES else {}
+    return two_stage | {name: m.label for name, m in METHODS[suite].items()} | {"random": "random"}
 
 
 def check_scores(scores: Mapping[str, torch.Tensor], count: int) -> None:
@@ -132,4 +137,6 @@ SUITES = {suite.name: suite for suite in (
     Suite("exp4", "benchmarks.paper.exp4_domains", "paper exp. 4: LoRA source selection over natural domains",
           ("paper_exp4_domains.json", "paper_exp4_domains.png")),
     Suite("exp5", "benchmarks.paper.exp5_smiles", "paper exp. 5: SMILES subdomains", ("paper_exp5_smiles.json", "paper_exp5_smiles.png")),
+    Suite("exp6", "benchmarks.paper.exp6_heldout_domains", "exp. 6: held-out natural domains, fixed in advance (issue 27)",
+          ("paper_exp6_heldout.json", "paper_exp6_heldout.png")),
 )}

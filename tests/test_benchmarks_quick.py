@@ -104,9 +104,18 @@ CHECKS = {
     "exp1": lambda r: _correlations([c["spearman"] for norm in r["comparisons"].values() for c in norm.values()]),
     "exp2": lambda r: len(r["tasks"]) == 4 and len(r["exact"]["fisher"]) == 4,
     "exp3": lambda r: _selection_values(r, r["tasks"]) is None,
-    "exp4": lambda r: _selection_values(r, r["domains"]) is None,
-    "exp5": lambda r: _selection_values(r, r["domains"]) is None,
+    "exp4": lambda r: _selection_values(r, r["domains"]) is None and _two_stage(r),
+    "exp5": lambda r: _selection_values(r, r["domains"]) is None and _two_stage(r),
+    "exp6": lambda r: _selection_values(r, r["domains"]) is None and _two_stage(r),
 }
+
+
+def _two_stage(result: dict) -> bool:
+    """An LM-domain suite's second stage: the target-sample losses of the first stage's 3 candidates of each
+    target (never the target itself), and the two-stage method among the scored ones."""
+    measured = result["sample_measured"]
+    return ("two_stage" in result["scores"]
+            and all(sum(row[t] for row in measured) == 3 and not measured[t][t] for t in range(len(measured))))
 
 
 def test_every_suite_has_a_check():

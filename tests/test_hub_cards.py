@@ -145,9 +145,13 @@ def test_push_to_and_list_a_local_folder(hub, tmp_path, capsys):
     signature.save(tmp_path / "sig.safetensors")
     assert cli("push", str(tmp_path / "sig.safetensors"), str(folder)) == 0
     assert capsys.readouterr().out.startswith("wrote ")
-    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
+
+    everything = [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()]
+    files = sorted(filter_repo_objects(everything, ignore_patterns=DEFAULT_IGNORE_PATTERNS))  # what an upload carries
     [path] = [p for p in files if p.endswith(".safetensors")]
     assert files == sorted(["README.md", "adapter_config.json", INDEX_PATH, path])
+    assert sorted(set(everything) - set(files)) == [".cache/huggingface/fisher_signatures.lock"]  # the push lock
     assert path == f".fisher_signatures/org--base__train.jsonl__{signature.sketch_id}.safetensors"
     entries = parse_index((folder / INDEX_PATH).read_bytes(), "test")
     card = RepoCard.load(folder / "README.md")

@@ -4,7 +4,7 @@ Model loading, documents → examples (Hugging Face ``labels`` convention), per-
 labels y captured with ``fisherhub.lm.capture`` (the errors e = softmax(W a) − onehot(y) are recomputed
 from them in float32 when needed, so the cache holds N×d floats instead of N×K), signatures, LoRA
 training with PEFT and scored-token losses. Everything expensive is cached under
-``benchmarks/.cache/paper/`` (git-ignored) and every experiment resumes from what is there.
+``benchmarks/.cache/paper/`` (git-ignored; ``FISHERHUB_BENCHMARK_CACHE`` moves it) and every experiment resumes from what is there.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
+from benchmarks import domains
+
 from fisherhub.core.batch import HeadBatch
 from fisherhub import Signature, SketchSpec, SketchState
 from fisherhub.core.batch import IGNORE_INDEX
@@ -32,7 +34,7 @@ from fisherhub.lm.loading import load_model_and_tokenizer
 from fisherhub.core.errors import InputError
 
 BENCHMARKS_DIR = Path(__file__).resolve().parents[1]
-CACHE_DIR = BENCHMARKS_DIR / ".cache" / "paper"
+CACHE_DIR = domains.CACHE_DIR / "paper"  # FISHERHUB_BENCHMARK_CACHE moves it, with the domains
 RESULTS_DIR = BENCHMARKS_DIR / "results"
 #: the sketch is fixed before any transfer number is looked at: m = 4096, default estimator, seed 0.
 SKETCH_M, SKETCH_SEED = 4096, 0
@@ -481,9 +483,13 @@ class LoraBench:
         return [float(part.sum()) for part in self.nll(examples).split([e.num_scored for e in examples])]
 
     # -- adapters ---------------------------------------------------------------------------------
+    def adapter_path(self, name: str, examples: Sequence[Example], seed: int = 0) -> Path:
+        """Where the adapter trained on ``examples`` with ``seed`` is cached."""
+        return self.cache / f"lora-{config_key(self.settings)}" / f"{name}.{examples_key(examples)}.seed{seed}.safetensors"
+
     def adapter(self, name: str, examples: Sequence[Example], seed: int = 0) -> dict[str, torch.Tensor]:
         """The adapter trained on ``examples`` with ``seed`` (loaded when cached)."""
-        path = self.cache / f"lora-{config_key(self.settings)}" / f"{name}.{examples_key(examples)}.seed{seed}.safetensors"
+        path = self.adapter_path(name, examples, seed)
         if path.exists():
             return load_file(path)
         weights = self._train(examples, seed, desc=f"LoRA {name} s{seed}")

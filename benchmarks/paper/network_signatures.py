@@ -21,6 +21,10 @@ def suite_tasks(suite: str, tokenizer) -> dict[str, list[common.Example]]:
         from benchmarks.domains import natural_domains
 
         domains, names = natural_domains(), common.NATURAL_DOMAINS
+    elif suite == "exp6":
+        from benchmarks.domains import HELDOUT_DOMAINS, heldout_domains
+
+        domains, names = heldout_domains(), HELDOUT_DOMAINS
     else:
         from benchmarks.domains import smiles_domains
         from benchmarks.paper.exp5_smiles import SMILES_SUBDOMAINS

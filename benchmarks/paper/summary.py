@@ -12,6 +12,10 @@ from benchmarks.paper import selection_methods  # noqa: F401  (registers the met
 from benchmarks.paper.common import RESULTS_DIR
 from benchmarks.registry import labels
 
+#: the methods every other is compared with: head A, the text embedding and the paper author's package
+REFERENCES = {"fishersketch": "head A", "embedding": "text embedding", "official_auto": "official auto"}
+
+
 def _cell(entry, digits: int = 3) -> str:
     low, high = entry["ci95"]
     return f"{entry['value']:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
@@ -21,12 +25,14 @@ def table(name: str) -> str:
     result = json.loads((RESULTS_DIR / f"{name}.json").read_text())
     names = labels(name.split("_")[1])
     boot = result["bootstrap"]
-    lines = ["| method | top-1 [95% CI] | mean regret | max regret | Δtop-1 vs head A | Δmean regret vs head A | "
-             "Δtop-1 vs text embedding | Δmean regret vs text embedding |", "|---|---|---|---|---|---|---|---|"]
+    references = [r for r in REFERENCES if r in boot["methods"]]
+    lines = ["| method | top-1 [95% CI] | mean regret | max regret | "
+             + " | ".join(f"Δtop-1 vs {REFERENCES[r]} | Δmean regret vs {REFERENCES[r]}" for r in references) + " |",
+             "|---|---|---|---|" + "---|---|" * len(references)]
     for key in [k for k in names if k in boot["methods"]]:
         metrics = boot["methods"][key]
         cells = [names[key], _cell(metrics["top1"]), _cell(metrics["mean_regret"]), _cell(metrics["max_regret"])]
-        for reference in ("fishersketch", "embedding"):
+        for reference in references:
             difference = boot["differences"].get(f"{key} - {reference}")
             cells += ["–", "–"] if difference is None else [_cell(difference["top1"]), _cell(difference["mean_regret"])]
         lines.append("| " + " | ".join(cells) + " |")

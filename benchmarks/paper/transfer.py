@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from benchmarks.paper import common
+from benchmarks.paper import common, recall
 from benchmarks.paper.selection_methods import SelectionInputs, available_needs, score_matrices
 from benchmarks.paper.methods import trust_table
 from benchmarks.paper.report import heatmaps, matrix_rows, print_bootstrap, print_table, regime_counts, write_json
@@ -46,6 +46,8 @@ class TransferStudy:
     tokens: list[int]
     selections: dict[str, list[dict]]
     official: dict
+    sample_losses: HeldOutLosses | None = None  # adapters' losses on each target's own sample (task data)
+    sample_measured: np.ndarray | None = None  # [source, target]: where sample_losses were measured
 
     @property
     def transfer(self) -> torch.Tensor:
@@ -67,6 +69,9 @@ class TransferStudy:
             "held_out": self.ground_truth.as_dict(),
             "transfer": matrix_rows(self.transfer),
             "transfer_per_seed": [matrix_rows(torch.from_numpy(t)) for t in self.ground_truth.transfer()],
+            **({} if self.sample_losses is None else {
+                "sample_losses": self.sample_losses.as_dict(), "sample_measured": self.sample_measured.tolist(),
+                "sample_transfer_per_seed": [matrix_rows(torch.from_numpy(t)) for t in self.sample_losses.transfer()]}),
             "scores": {key: matrix_rows(score) for key, score in self.scores.items()},
             "selection": {key: s.as_dict() for key, s in self.selection().items()},
             "pooled_spearman": {key: {"rho": r, "p": p} for key, (r, p) in self.pooled().items()},
@@ -122,29 +127,44 @@ def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: com
     keys = {name: f"{name}:{common.examples_key(task_examples[name])}" for name in names}
     eval_keys = {name: f"{name}:{common.examples_key(eval_examples[name])}" for name in names}
 
-    def held_out_nll(source: str | None, seed: int, weights, target: str) -> list[float]:
+    def nll_of(source: str | None, seed: int, weights, target: str, examples, examples_keys) -> list[float]:
         with bench.using(weights) as adapted:
-            return nll_ledger.get(f"{f'{keys[source]}|seed{seed}' if source else 'base'}|{eval_keys[target]}",
-                                  lambda: adapted.document_nll(eval_examples[target]))
+            return nll_ledger.get(f"{f'{keys[source]}|seed{seed}' if source else 'base'}|{examples_keys[target]}",
+                                  lambda: adapted.document_nll(examples[target]))
 
-    units = max(len(eval_examples[t]) for t in names)
-    counts = np.zeros((len(names), units))
-    for t, target in enumerate(names):
-        counts[t, : len(eval_examples[target])] = [e.num_scored for e in eval_examples[target]]
-    base = _padded([held_out_nll(None, 0, None, t) for t in names], units)
-    adapted = np.zeros((len(seeds), len(names), len(names), units))
-    for r, seed in enumerate(seeds):
-        for s, source in enumerate(tqdm(names, desc=f"adapters, seed {seed}")):
-            done = [f"{keys[source]}|seed{seed}|{eval_keys[t]}" for t in names]
-            if all(key in nll_ledger.entries for key in done):
-                adapted[r, s] = _padded([nll_ledger.entries[key] for key in done], units)
-                continue
-            weights = bench.adapter(source, task_examples[source], seed)
-            adapted[r, s] = _padded([held_out_nll(source, seed, weights, t) for t in names], units)
-    ground_truth = HeldOutLosses(base, adapted, counts, relative_perplexity=True)
+    def losses(examples, examples_keys, measured: np.ndarray | None = None) -> HeldOutLosses:
+        """Per-document NLL sums of every target's ``examples`` under the base model and each adapter (with
+        ``measured`` [source, target], only where it is true: elsewhere the base model's)."""
+        measured = np.ones((len(names), len(names)), dtype=bool) if measured is None else measured
+        units = max(len(examples[t]) for t in names)
+        counts = np.zeros((len(names), units))
+        for t, target in enumerate(names):
+            counts[t, : len(examples[target])] = [e.num_scored for e in examples[target]]
+        base = _padded([nll_of(None, 0, None, t, examples, examples_keys) for t in names], units)
+        adapted = np.zeros((len(seeds), len(names), len(names), units))
+        for r, seed in enumerate(seeds):
+            for s, source in enumerate(tqdm(names, desc=f"adapters, seed {seed}")):
+                adapted[r, s] = base
+                targets = [t for u, t in enumerate(names) if measured[s, u]]
+                done = [f"{keys[source]}|seed{seed}|{examples_keys[t]}" for t in targets]
+                if all(key in nll_ledger.entries for key in done):
+                    rows = [nll_ledger.entries[key] for key in done]
+                else:
+                    weights = bench.adapter(source, task_examples[source], seed)
+                    rows = [nll_of(source, seed, weights, t, examples, examples_keys) for t in targets]
+                if rows:
+                    adapted[r, s, measured[s]] = _padded(rows, units)
+        return HeldOutLosses(base, adapted, counts, relative_perplexity=True)
+
+    ground_truth = losses(eval_examples, eval_keys)
+    # the second stage of a two-stage selection: the loss of the target's own sample (its task data) under the
+    # default first stage's candidates
+    sample_measured = recall.measured_pairs({"activation": sketch.activation, "error": sketch.error})
+    sample_losses = losses(task_examples, keys, sample_measured)
+    scores |= recall.two_stage_scores(scores, sample_losses.transfer().mean(axis=0))
     _, selections, official_recommendations = inputs.added
     return TransferStudy(names, ground_truth, scores, spec.sketch_id, settings, split, [len(t) for t in tasks],
-                         selections, official_recommendations)
+                         selections, official_recommendations, sample_losses, sample_measured)
 
 
 def _padded(rows: Sequence[Sequence[float]], width: int) -> np.ndarray:
@@ -152,7 +172,7 @@ def _padded(rows: Sequence[Sequence[float]], width: int) -> np.ndarray:
 
 
 #: the methods every selection table compares the others with (paired bootstrap differences), where they ran
-REFERENCES = ("fishersketch", "embedding")
+REFERENCES = ("fishersketch", "embedding", "official_auto")
 
 
 def report(study: TransferStudy, suite: str, title: str, figure: str) -> list[list]:

@@ -1,8 +1,17 @@
 """fisherhub: head Fisher alignment at vocabulary scale (FisherSketch).
 
 Stream a dataset once through a causal LM, keep a 16 KiB random-feature signature of its per-token head
-gradients, and compare signatures: their cosine estimates the Fisher alignment of the tasks. Names are
-imported on first use, so ``import fisherhub`` (and ``fisherhub --help``) does not load torch.
+gradients, and compare signatures: their cosine estimates the Fisher alignment of the tasks.
+
+    import fisherhub as fh
+    model, tokenizer = fh.load_model_and_tokenizer(None)    # None: the embedded SmolLM2; or any id / folder
+    source = fh.sketch_texts(source_texts, model, tokenizer)              # a list of texts -> fh.Signature
+    target = fh.sketch_texts(target_texts, model, tokenizer, source.spec) # the same spec: comparable
+    r = fh.alignment(source, target)
+    print(r.fisher, "+-", r.stderr)                          # also r.activation, r.error, r.coupling
+
+Every name is in ``fisherhub.__all__``; ``help(fisherhub.NAME)`` documents it. Names are imported on first
+use, so ``import fisherhub`` (and ``fisherhub --help``) does not load torch. The command line: ``fisherhub --help``.
 """
 
 from fisherhub.core import lazy_attributes
@@ -44,4 +53,5 @@ _EXPORTS = {
     "metric_path": "fisherhub.metric",
 }
 __all__ = sorted([*_EXPORTS, "__version__"])
-__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
+# neither cached nor listed by dir(): help(fisherhub) stays the page above, however many names are in use
+__getattr__, _ = lazy_attributes(__name__, _EXPORTS, cache=False)

@@ -272,3 +272,5 @@ class DemoOptions:
     domains: list[str] | None = option(None, "a subset of the demo domains (default: all five)", nargs="+")
     max_documents: int | None = option(None, "documents per domain (default: all 100)")
     max_length: int = option(128, "tokens per document")
+    overwrite: bool = option(False, "replace the signatures and heatmap of an earlier demo in --output-dir (default: "
+                             "they are kept, and the demo refused before the model loads)")

@@ -7,8 +7,10 @@ Each module in ``COMMAND_MODULES`` defines ``register(subparsers)`` which adds i
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
+import warnings
 
 from fisherhub.core.errors import FisherHubError
 
@@ -16,27 +18,64 @@ COMMAND_MODULES = ("sketch", "demo", "compare", "push", "list", "pull", "verify"
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from fisherhub.core.version import library_version
+
     parser = argparse.ArgumentParser(
         prog="fisherhub",
         description="Head Fisher alignment signatures for causal LMs (sketch, compare, share, select).",
+        epilog="An output file that exists is never replaced unless the command is given --overwrite.",
     )
+    parser.add_argument("--version", action="version", version=f"fisherhub {library_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"fisherhub.cli.{name}").register(subparsers)
     return parser
 
 
+def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    return [option for action in parser._actions for option in action.option_strings]
+
+
+def _check_flags(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Name a mistyped ``--flag`` (and the closest real one) before argparse reports a missing required one.
+
+    The flags after a (sub-)command word are checked against that command's own, so ``index build --x`` against
+    ``build``'s. A word is a flag of the command when it is one, or a prefix of one (argparse's abbreviations)."""
+    commands = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+    position = next((i for i, word in enumerate(argv) if word in commands), None)
+    if position is not None:
+        _check_flags(parser, argv[:position])  # the words before the command: this parser's own
+        return _check_flags(commands[argv[position]], argv[position + 1 :])
+    known = _option_strings(parser)
+    for word in argv:
+        if word == "--":
+            return
+        name = word.split("=", 1)[0]
+        if name.startswith("--") and not any(option.startswith(name) for option in known):
+            close = difflib.get_close_matches(name, known, n=1)
+            parser.error(f"unrecognized argument {name}" + (f" (did you mean {close[0]}?)" if close else ""))
+
+
 def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen command; a library error is one line on stderr (exit 1), not a traceback."""
+    argv = sys.argv[1:] if argv is None else [*argv]  # (`list` here is the submodule fisherhub.cli.list)
+    _check_flags(parser, argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    try:
-        return int(args.func(args) or 0)
-    except FisherHubError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    with warnings.catch_warnings():
+        warnings.showwarning = _one_line_warning
+        try:
+            return int(args.func(args) or 0)
+        except FisherHubError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as the CLI's other messages: ``warning: ...`` on stderr, without the source line."""
+    print(f"warning: {message}", file=file or sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

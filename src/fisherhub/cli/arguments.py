@@ -11,8 +11,12 @@ from fisherhub.options import flag
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Module docstrings as written, and each option's default after its help (unless the help already says it;
-    on/off flags say theirs through ``--x`` / ``--no-x``)."""
+    """Module docstrings as written but without their reST literal markup (````x```` shows as ``x``), and each
+    option's default after its help (unless the help already says it; on/off flags say theirs through ``--x`` /
+    ``--no-x``)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return super()._fill_text(text.replace("``", ""), width, indent)
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fisherhub.cli.arguments import HelpFormatter
 from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES
 from fisherhub.extras import require
 
@@ -27,8 +28,12 @@ def _cell(value: float, error: float) -> str:
     return "—" if math.isnan(value) else f"{value:.3f}±{error:.3f}"
 
 
-def alignment_table(matrix: AlignmentMatrix):
-    """A rich table of A ± stderr (rows and columns: the tasks)."""
+#: how a pair of sketches of the same data (``core.alignment.same_data``) is shown instead of its A = 1
+SAME_DATA = "same data"
+
+
+def alignment_table(matrix: AlignmentMatrix, same: frozenset[tuple[int, int]] = frozenset()):
+    """A rich table of A ± stderr (rows and columns: the tasks); ``same``: the pairs (i, j) shown as the same data."""
     require("rich")
     from rich.table import Table
 
@@ -37,12 +42,21 @@ def alignment_table(matrix: AlignmentMatrix):
     for name in matrix.names:
         table.add_column(name, justify="right", no_wrap=True)
     for i, name in enumerate(matrix.names):
-        cells = [_cell(float(matrix.fisher[i, j]), float(matrix.stderr[i, j])) for j in range(len(matrix.names))]
+        cells = [SAME_DATA if (i, j) in same else _cell(float(matrix.fisher[i, j]), float(matrix.stderr[i, j]))
+                 for j in range(len(matrix.names))]
         table.add_row(name, *cells)
     return table
 
 
-def decomposition_table(matrix: AlignmentMatrix):
+def same_data_pairs(signatures: Sequence[Signature]) -> frozenset[tuple[int, int]]:
+    """The pairs i ≠ j of sketches of the same data."""
+    from fisherhub.core.alignment import same_data
+
+    n = len(signatures)
+    return frozenset((i, j) for i in range(n) for j in range(n) if i != j and same_data(signatures[i], signatures[j]))
+
+
+def decomposition_table(matrix: AlignmentMatrix, same: frozenset[tuple[int, int]] = frozenset()):
     """A rich table with one row per pair: A, S_a, S_e and ρ with standard errors (* = ρ ≠ 1 significantly)."""
     require("rich")
     from rich.table import Table
@@ -59,6 +73,7 @@ def decomposition_table(matrix: AlignmentMatrix):
         for j in range(i + 1, n):
             pair = matrix.pair(i, j)
             cells = ["—" if g.value(pair) is None else _cell(g.value(pair), g.stderr(pair)) for g in geometries]
+            cells[0] = SAME_DATA if (i, j) in same else cells[0]
             cells[-1] += " *" if pair.coupling_significant else ""
             table.add_row(matrix.names[i], matrix.names[j], *cells)
     return table
@@ -78,8 +93,12 @@ def report(
 
     console = console or Console(width=None if sys.stdout.isatty() else 200)
     matrix = alignment_matrix(signatures, names=names)
-    console.print(alignment_table(matrix))
-    console.print(decomposition_table(matrix))
+    same = same_data_pairs(signatures)
+    console.print(alignment_table(matrix, same))
+    console.print(decomposition_table(matrix, same))
+    for i, j in sorted(pair for pair in same if pair[0] < pair[1]):
+        console.print(f"note: {names[i]} and {names[j]} are sketches of the same data (equal up to float rounding, "
+                      "as N processes give): A = 1 exactly", highlight=False)
     for line in matrix_legend(matrix):
         console.print(f"note: {line}", highlight=False)
     if heatmap:
@@ -99,34 +118,39 @@ def _name(ref: str) -> str:
 
 
 def run(namespace: argparse.Namespace) -> int:
+    from fisherhub.cli.outputs import output_problem
+    from fisherhub.core.atomic import atomic_path
     from fisherhub.core.errors import InputError
     from fisherhub.hub import load_signature
 
     refs = namespace.refs
     if len(refs) < 2:
         raise InputError("compare needs at least two signatures")
-    for flag, path in (("--heatmap", namespace.heatmap), ("--json", namespace.json)):
-        if path and os.path.exists(path) and not namespace.overwrite:
-            raise InputError(f"{path} exists (from an earlier compare?): pass --overwrite to replace it, or {flag} NEW_PATH")
     names = namespace.names or [_name(ref) for ref in refs]
     if len(names) != len(refs):
         raise InputError(f"--names has {len(names)} names for {len(refs)} signatures")
+    outputs = {"--heatmap": namespace.heatmap, "--json": namespace.json}
+    problems = {flag: output_problem(path, flag, namespace.overwrite) for flag, path in outputs.items() if path}
+    writable = {flag: path for flag, path in outputs.items() if path and problems[flag] is None}
     signatures = [load_signature(ref) for ref in refs]
-    matrix = report(signatures, names, namespace.heatmap)
-    if namespace.json:
-        Path(namespace.json).write_text(json.dumps(matrix_as_json(matrix), indent=1))
+    matrix = report(signatures, names, writable.get("--heatmap"))  # the tables are printed whatever the files
+    if "--json" in writable:
+        with atomic_path(writable["--json"]) as temporary:
+            Path(temporary).write_text(json.dumps(matrix_as_json(matrix), indent=1))
+    if refused := [problem for problem in problems.values() if problem]:
+        raise InputError("; ".join(refused) + " (nothing was written there)")
     return 0
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "compare", help="alignment matrix of signatures with error bars and decomposition",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__, formatter_class=HelpFormatter,
     )
     parser.add_argument("refs", nargs="+", metavar="REF", help="signature file or Hub reference")
     parser.add_argument("--names", nargs="+", default=None, help="labels for the signatures (default: file stems)")
-    parser.add_argument("--heatmap", default="alignment.png",
-                        help="PNG path for the heatmaps ('' to skip; an existing file is kept unless --overwrite)")
+    parser.add_argument("--heatmap", default="alignment.png", help="PNG path for the heatmaps ('' to skip)")
     parser.add_argument("--json", default=None, help="also write the matrices as JSON to this path")
-    parser.add_argument("--overwrite", action="store_true", help="replace the --heatmap / --json files if they exist")
+    parser.add_argument("--overwrite", action="store_true", help="replace the --heatmap / --json files if they exist (default: an existing "
+                        "file is kept, the tables are printed, and the command exits with an error naming the file)")
     parser.set_defaults(func=run)

@@ -24,6 +24,7 @@ def run(namespace: argparse.Namespace) -> int:
     from fisherhub.lm.specs import spec_for_model
     from fisherhub.cli.allocator import keep_freed_memory
     from fisherhub.cli.compare import report
+    from fisherhub.cli.outputs import check_outputs
     from fisherhub.options import DataArgs
     from fisherhub.lm.loading import load_model_and_tokenizer, model_provenance
     from fisherhub.data.demo import DEMO_DOMAINS, load_demo_domain
@@ -33,8 +34,10 @@ def run(namespace: argparse.Namespace) -> int:
     console = Console(width=None if sys.stdout.isatty() else 200)
     started = time.perf_counter()
     output = Path(namespace.output_dir)
-    output.mkdir(parents=True, exist_ok=True)
     domains = namespace.domains or list(DEMO_DOMAINS)
+    files = [*(output / f"{name}.safetensors" for name in domains), output / "alignment.png"]
+    check_outputs([("--output-dir", file) for file in files], namespace.overwrite)
+    output.mkdir(parents=True, exist_ok=True)
     console.print(f"output: {output.resolve()}/ (a signature per domain and alignment.png; --output-dir to change)")
     console.print(f"loading the base model ({namespace.model or 'embedded SmolLM2-135M-Instruct'})...")
     model, tokenizer = load_model_and_tokenizer(namespace.model)

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import argparse
 
+from fisherhub.cli.arguments import HelpFormatter
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "install-metric",
         help="copy the evaluate metric into a folder, for evaluate.load(\"DIR/fisher_alignment\")",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument(
         "folder",

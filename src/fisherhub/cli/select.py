@@ -26,13 +26,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("candidates", metavar="CANDIDATES", nargs="*", help="adapter repos or folders, dataset repos, signature files")
     parser.add_argument("--base-model", default=None, help="base model id (discovery, filtering, and to sketch TARGET)")
     parser.add_argument("--score", default="fisher", choices=SCORES,
-                        help="rank by A (fisher), S_a or S_e only, or auto: the geometry that carries the signal among "
-                             "the candidates (the verdict under the table says how far to trust the pick)")
+                        help="rank by A (fisher), S_a or S_e only; auto ranks by whichever of them tells these "
+                             "candidates apart, and the line under the table says which and why (the verdict: how far "
+                             "to trust the pick)")
     parser.add_argument("--index", default=None, metavar="ORG/NAME",
                         help="rank every row of this signature index (`fisherhub index build`) instead of CANDIDATES: one "
                              "download, then the --shortlist best ranked from their own files")
     parser.add_argument("--shortlist", type=int, default=None, help="rows of --index ranked again from their files (default 20)")
     parser.add_argument("--top-k", type=int, default=None, help="show the k best candidates only")
+    parser.add_argument("--rerank", type=int, default=0, metavar="K",
+                        help="second stage for a dataset TARGET: load the first K adapters of the S_a and S_e rankings "
+                             "one at a time and re-rank them by the target's measured loss (3 is a good choice; "
+                             "0: signatures only)")
     parser.add_argument("--plot", default=None, metavar="PNG", help="write a bar chart of the scores with error bars")
     parser.add_argument("--verify", type=int, default=0, metavar="K",
                         help="re-sketch the K best candidates' data (fisherhub verify) before showing the ranking: a "
@@ -49,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     data = DataArgs(args.target, split=args.split, text_column=args.text_column, max_documents=args.max_documents)
     selection = select_adapter(
         args.target, args.candidates or None, base_model=args.base_model, score=args.score,
-        sketch=SketchOptions(data=data), token=args.token, index=args.index,
+        sketch=SketchOptions(data=data), token=args.token, index=args.index, rerank=args.rerank,
         **({"shortlist": args.shortlist} if args.shortlist is not None else {}),
     )
     if args.verify:
@@ -62,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(selection.table(limit=args.top_k))
     best = selection.best
-    print(f"best: {best.candidate} ({selection.score} {best.score:.3f} ± {best.stderr:.3f}), from {best.signature_source}")
+    measured = [] if selection.rerank is None else [m for m in selection.rerank.measured if m.candidate == best.candidate]
+    loss = "".join(f"target loss {m.loss:.4f} ± {m.stderr:.4f}, " for m in measured)
+    print(f"best: {best.candidate} ({loss}{selection.score} {best.score:.3f} ± {best.stderr:.3f}), from {best.signature_source}")
     if args.plot:
         print(f"wrote {selection.plot(args.plot, limit=args.top_k)}")
     return 0

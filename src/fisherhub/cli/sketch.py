@@ -17,6 +17,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from fisherhub.cli.outputs import OVERWRITE_HELP, check_outputs
 from fisherhub.core.errors import InputError
 from fisherhub.cli.arguments import HelpFormatter, add_arguments, from_namespace
 from fisherhub.options import DataArgs, ModelOptions, RunOptions, SketchArgs, SpecOptions
@@ -32,16 +33,20 @@ def add_sketch_arguments(parser: argparse.ArgumentParser) -> None:
     for title, options in GROUPS:
         add_arguments(parser.add_argument_group(title), options)
     inherited = tuple(field.name for _, options in GROUPS for field in dataclasses.fields(options))
-    add_arguments(parser.add_argument_group("output"), SketchArgs, exclude=inherited)
+    output = parser.add_argument_group("output")
+    add_arguments(output, SketchArgs, exclude=inherited)
+    output.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
 
 
 def sketch_args(namespace: argparse.Namespace) -> SketchArgs:
-    """The run the flags describe; bad values and a missing data file are refused here, before anything heavy."""
+    """The run the flags describe; bad values, a missing data file and an output that cannot be written are
+    refused here, before anything heavy (``pipeline.loop.sketch`` then checks the checkpoint folder)."""
     from fisherhub.data.files import missing_data_file
 
     args = from_namespace(SketchArgs, namespace, data=from_namespace(DataArgs, namespace))
     if (missing := missing_data_file(args.data.dataset)) is not None:
         raise InputError(f"--dataset {missing!r}: no such data file (from {os.getcwd()}); check the path")
+    check_outputs([("--output", args.output)], namespace.overwrite)
     return args
 
 
@@ -85,8 +90,7 @@ def _sketch_and_write(args: SketchArgs, namespace: argparse.Namespace) -> int:
     state = PartialState()
     if state.is_main_process:
         if args.output:
-            Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-            signature.save(args.output)
+            _save(signature, args)
             print(
                 f"wrote {args.output}: sketch id {signature.sketch_id}, {signature.num_documents} documents, "
                 f"{signature.num_tokens} scored tokens"
@@ -103,6 +107,18 @@ def _sketch_and_write(args: SketchArgs, namespace: argparse.Namespace) -> int:
         if state.is_main_process:
             remove_if_empty(args.checkpoint)
     return 0
+
+
+def _save(signature, args: SketchArgs) -> None:
+    """Write the output; when it cannot be written (a full disk), say so in one line and what was kept."""
+    try:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        signature.save(args.output)
+    except (OSError, InputError) as exc:
+        kept = (f"the checkpoint in {args.checkpoint} is kept: free some space, then rerun with --resume to write it"
+                if args.checkpoint else "rerun with --checkpoint DIR to keep the work of a run whose output fails")
+        reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise InputError(f"the signature was sketched but not written ({reason}); {kept}") from exc
 
 
 def _command_line(namespace: argparse.Namespace) -> list[str]:
@@ -128,12 +144,16 @@ def _command_line(namespace: argparse.Namespace) -> list[str]:
 
 def _how_to_resume(namespace: argparse.Namespace) -> str:
     """One line: the command that continues from the last checkpoint, or how to make the next run resumable."""
+    from fisherhub.pipeline.checkpoints import has_checkpoint
+
     words = [word for word in _command_line(namespace) if word != "--resume"]
     launcher = "accelerate launch [your launch options] -m fisherhub sketch" if _num_processes() > 1 else "fisherhub sketch"
+    if namespace.checkpoint and has_checkpoint(namespace.checkpoint):
+        return f"continue from the last checkpoint in {namespace.checkpoint} with: {launcher} {shlex.join(words)} --resume"
     if namespace.checkpoint:
         return (
-            f"continue from the last checkpoint in {namespace.checkpoint} (the start, if none was written yet) with: "
-            f"{launcher} {shlex.join(words)} --resume"
+            f"no checkpoint was written to {namespace.checkpoint} yet (one every --checkpoint-every batches); start "
+            f"again with: {launcher} {shlex.join(words)}"
         )
     return (
         f"no --checkpoint was given, so nothing was kept; to make a run resumable: {launcher} {shlex.join(words)} "

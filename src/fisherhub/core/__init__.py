@@ -5,16 +5,17 @@ import importlib
 from collections.abc import Callable
 
 
-def lazy_attributes(package: str, exports: dict[str, str]) -> tuple[Callable, Callable]:
+def lazy_attributes(package: str, exports: dict[str, str], *, cache: bool = True) -> tuple[Callable, Callable]:
     """``__getattr__`` and ``__dir__`` (PEP 562) for a package whose names (name -> module) are imported on
-    first use."""
+    first use; ``cache``: keep each in the package's namespace once imported."""
     namespace = importlib.import_module(package).__dict__
 
     def __getattr__(name: str):
         if name not in exports:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(exports[name]), name)
-        namespace[name] = value
+        if cache:
+            namespace[name] = value
         return value
 
     def __dir__() -> list[str]:

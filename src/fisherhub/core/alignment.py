@@ -174,10 +174,22 @@ def check_compatible(signatures: Sequence[Signature]) -> None:
         signatures[0].spec.require_compatible(other.spec)
 
 
-def _same_data(a: Signature, b: Signature) -> bool:
-    return a is b or (
-        torch.equal(a.joint, b.joint) and torch.equal(a.split_norms, b.split_norms) and a.num_tokens == b.num_tokens
-    )
+#: two signatures with the same counts whose sketches and split norms agree within this relative distance are
+#: of the same data: the same sums added in another order (N processes, another batch size) differ by a few
+#: float32 roundings (≤ 1e-7), the same data in another precision by ~1e-2, other data by far more
+SAME_DATA_TOLERANCE = 1e-6
+
+
+def same_data(a: Signature, b: Signature) -> bool:
+    """Whether ``a`` and ``b`` are sketches of the same documents (``SAME_DATA_TOLERANCE``): their alignment is
+    then 1 exactly, not the ≈ R̂ ≥ 1 of two sketches of independent data."""
+    if a is b:
+        return True
+    if (a.num_tokens, a.num_documents) != (b.num_tokens, b.num_documents):
+        return False
+    pairs = [(x.double(), y.double()) for x, y in zip(
+        (a.joint, a.activation, a.error, a.split_norms), (b.joint, b.activation, b.error, b.split_norms))]
+    return all(float((x - y).norm()) <= SAME_DATA_TOLERANCE * float(x.norm()) for x, y in pairs)
 
 
 def shrink_toward_separable(coupling: torch.Tensor, stderr: torch.Tensor) -> torch.Tensor:
@@ -198,7 +210,7 @@ def alignment_matrix(
 ) -> AlignmentMatrix:
     """Pairwise alignments of compatible signatures.
 
-    A pair of identical signatures uses the unbiased self inner product ⟨μ̂^A, μ̂^B⟩, so it is 1 with
+    A pair of sketches of the same data (``same_data``: identical, or equal within float rounding) is 1 with
     stderr 0. ρ is NaN where S_a or S_e is within ``SIGNIFICANCE_Z`` standard errors of 0. ``constants``
     replaces the calibrated c of the signatures' estimator (all ones: the stderr fields are
     max(√(R̂_i R̂_j / m), ``feature_stderr``)). ``shrink_coupling`` shrinks ρ toward 1
@@ -209,7 +221,7 @@ def alignment_matrix(
     means, norms = sketch_means(signatures)
     gram = means @ means.transpose(1, 2)  # (3, n, n)
     scale = torch.sqrt(norms[:, :, None] * norms[:, None, :])
-    same = torch.tensor([[_same_data(a, b) for b in signatures] for a in signatures])
+    same = torch.tensor([[same_data(a, b) for b in signatures] for a in signatures])
     cosine = torch.where(same, torch.ones_like(gram), gram / scale)
     dominance = torch.diagonal(gram, dim1=1, dim2=2) / norms  # R̂, (3, n)
     spec = signatures[0].spec

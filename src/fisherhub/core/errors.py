@@ -30,3 +30,8 @@ class SignatureFileError(FisherHubError):
 
 class TooFewDocumentsError(FisherHubError):
     """The split-sample norm is not positive: the task has too few documents for an unbiased norm."""
+
+
+class TooFewDocumentsWarning(UserWarning):
+    """A signature finalized from fewer documents than make it trustworthy (``core.state.MIN_DOCUMENTS``), or
+    whose split-sample norm is not resolved; the message says how many documents to sketch."""

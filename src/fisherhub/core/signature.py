@@ -20,6 +20,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load
 
+from fisherhub.core.atomic import atomic_path
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
 from fisherhub.core.version import library_version
 from fisherhub.core.errors import FisherHubError, SignatureFileError
@@ -260,12 +261,10 @@ class Signature:
         return _serialize(tensors, header)
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the safetensors file atomically."""
+        """Write the safetensors file atomically (``core.atomic``: a failure is an ``InputError``, the old file kept)."""
         data = self.to_bytes()
-        tmp = f"{os.fspath(path)}.tmp"
-        with open(tmp, "wb") as handle:
+        with atomic_path(path) as temporary, open(temporary, "wb") as handle:
             handle.write(data)
-        os.replace(tmp, path)
 
     @classmethod
     def from_bytes(cls, data: bytes, source: str = "<bytes>") -> Signature:

@@ -158,10 +158,10 @@ class SketchSpec:
 
     def differences(self, other: SketchSpec) -> dict[str, tuple[Any, Any]]:
         """Identity fields that differ between two specs (empty when comparable), and the reflection
-        when both have one and their pilot directions are more than ``REFLECTION_TOLERANCE`` apart."""
+        when both have one of the same size d and their pilot directions are more than ``REFLECTION_TOLERANCE`` apart."""
         mine, theirs = self.identity_fields(), other.identity_fields()
         differing = {k: (mine[k], theirs[k]) for k in mine if mine[k] != theirs[k]}
-        if self.reflection is not None and other.reflection is not None and "reflection" not in differing:
+        if self.reflection is not None and other.reflection is not None and not {"reflection", "d"} & set(differing):
             angle = self.reflection_angle(other)
             if angle > REFLECTION_TOLERANCE:
                 differing["reflection"] = (

@@ -10,14 +10,16 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from typing import NamedTuple, cast
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from fisherhub.core.atomic import atomic_path
 from fisherhub.core.batch import HeadBatch
-from fisherhub.core.errors import InputError, SignatureFileError, TooFewDocumentsError
+from fisherhub.core.errors import InputError, SignatureFileError, TooFewDocumentsError, TooFewDocumentsWarning
 from fisherhub.core.features import SKETCHES, feature_map
 from fisherhub.core.network import NetworkBatch
 from fisherhub.core.parallel import map_row_ranges
@@ -240,9 +242,8 @@ class SketchState:
             tensors["reflection"] = reflection
         metadata = {"format_version": str(FORMAT_VERSION), "kind": "fishersketch-state"}
         metadata["spec"] = json.dumps(self.spec.to_dict(), sort_keys=True)
-        tmp = f"{os.fspath(path)}.tmp"
-        save_file(tensors, tmp, metadata=metadata)
-        os.replace(tmp, path)
+        with atomic_path(path) as temporary:
+            save_file(tensors, temporary, metadata=metadata)
 
     @classmethod
     def load(cls, path: str | os.PathLike, device: torch.device | str = "cpu") -> SketchState:
@@ -308,8 +309,8 @@ class SketchState:
         if unresolved.any():
             names = [name for name, flag in zip(SKETCHES, unresolved.tolist()) if flag]
             undefined = norms <= 0
+            z = norms[unresolved] / stderrs[unresolved].clamp_min(1e-300)
             if undefined.any() and (self.num_documents < MIN_DOCUMENTS or not (floors[undefined] > 0).all()):
-                z = norms[unresolved] / stderrs[unresolved].clamp_min(1e-300)
                 raise TooFewDocumentsError(
                     f"split-sample norm of {names} not resolved (within {SPLIT_NORM_Z:g} standard errors of zero: "
                     f"z = {', '.join(f'{v:.2f}' for v in z.tolist())}) with {self.num_documents} documents and "
@@ -318,6 +319,18 @@ class SketchState:
                 )
             norms = torch.where(undefined, floors, norms)
             metadata[CLAMPED_NORMS_KEY] = ",".join(names)
+            warnings.warn(
+                f"this signature is not to be trusted yet: with {self.num_documents} documents ({self.num_tokens} "
+                f"scored tokens) its split-sample norm of {names} is within {SPLIT_NORM_Z:g} standard errors of zero, "
+                "so its alignments are mostly noise (values above 1, wide error bars); sketch at least "
+                f"{documents_needed(self.num_documents, z)} documents", TooFewDocumentsWarning, stacklevel=2,
+            )
+        elif self.num_documents < MIN_DOCUMENTS:
+            warnings.warn(
+                f"this signature has {self.num_documents} documents ({self.num_tokens} scored tokens): below "
+                f"{MIN_DOCUMENTS} the split-half estimate of its norm has noise its error bars do not show; sketch at "
+                f"least {MIN_DOCUMENTS} documents to trust its alignments", TooFewDocumentsWarning, stacklevel=2,
+            )
         joint_total = self.token_counts.sum() if self.spec.granularity == "token" else self.document_counts.sum()
         totals = torch.stack([joint_total, self.token_counts.sum(), self.token_counts.sum()]).double()
         means = (self.sums.sum(dim=1) / totals[:, None]).float().cpu()

@@ -5,16 +5,20 @@ uploads a fresh ``save_pretrained`` instead and carries none: push the signature
 
 from __future__ import annotations
 
+import contextlib
 import os
-import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
 
+from fisherhub.core.atomic import atomic_path
+from fisherhub.core.errors import InputError
 from fisherhub.hub.cards import CARD_CLASSES, CARD_NAME, signature_entries
 from fisherhub.hub.errors import CardError
 from fisherhub.hub.index import INDEX_FOLDERS, merge_entries, parse_index
-from fisherhub.hub.refs import ADAPTER_CONFIG, SIGNATURE_FOLDERS
+from fisherhub.hub.refs import ADAPTER_CONFIG, SIGNATURE_FOLDER, SIGNATURE_FOLDERS
 
 
 def folder_signature_files(folder: Path) -> dict[str, int]:
@@ -53,14 +57,47 @@ def folder_repo_type(folder: Path) -> str:
     return "model" if (folder / ADAPTER_CONFIG).is_file() else "dataset"
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """``path`` holds ``data`` or what it held before, never a partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+#: the lock that makes pushes into one folder take turns; under ``.cache/huggingface/``, which uploads of the
+#: folder (``upload_folder``, the Trainer's ``push_to_hub``) always leave out
+LOCK_PATH = ".cache/huggingface/fisher_signatures.lock"
+
+
+@contextlib.contextmanager
+def locked_folder(folder: Path) -> Iterator[None]:
+    """Hold ``folder``'s push lock, so that processes pushing into one folder read and rewrite its index one
+    after the other (each keeps the entries of the others). ``SIGNATURE_FOLDER`` must be a folder of its own:
+    a symbolic link (which would write elsewhere) or a file in its place is refused."""
+    signatures = folder / SIGNATURE_FOLDER
+    if signatures.is_symlink():
+        raise InputError(
+            f"{signatures} is a symbolic link (to {os.readlink(signatures)}): push writes only inside {folder}; "
+            "replace the link with a folder (copy what it points to)"
+        )
+    if signatures.exists() and not signatures.is_dir():
+        raise InputError(f"{signatures} is a file, not a folder: move it away, then push again")
+    lock = folder / LOCK_PATH
     try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        held = FileLock(lock)
+        held.acquire()
+    except OSError as exc:
+        raise _unwritable(folder, exc) from exc
+    try:
+        yield
+    finally:
+        held.release()
+
+
+def _unwritable(path: Path, exc: OSError) -> InputError:
+    return InputError(f"cannot write {path} ({exc.strerror or exc}): make it writable, or push into another folder")
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """``path`` holds ``data`` or what it held before, never a partial file; ``InputError`` when it cannot be
+    written (a read-only folder, a full disk)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _unwritable(path.parent, exc) from exc
+    with atomic_path(path) as temporary:
+        Path(temporary).write_bytes(data)

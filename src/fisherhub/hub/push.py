@@ -18,7 +18,7 @@ from fisherhub.core.errors import InputError
 from fisherhub.core.signature import Signature
 from fisherhub.hub.cards import CARD_NAME, download_card, read_card, set_entries
 from fisherhub.hub.errors import CardError, ConcurrentPushError, hub_errors
-from fisherhub.hub.folder import folder_card, folder_entries, folder_repo_type, write_atomically
+from fisherhub.hub.folder import folder_card, folder_entries, folder_repo_type, locked_folder, write_atomically
 from fisherhub.hub.index import INDEX_PATH, entry_for, published, render_index, with_entry, written_entries
 from fisherhub.hub.refs import (
     ADAPTER_CONFIG,
@@ -143,7 +143,7 @@ def push_signature(
     adapter = target.repo_type == "model" and (created or ADAPTER_CONFIG in files)
     update = _update(
         signature, _entries(lambda: snapshot.entries(token), repair_card), old_card, str(target), target.repo_type, target.repo,
-        signature.metadata["base_model"] if adapter else None, repair_card,
+        signature.metadata.get("base_model") if adapter else None, repair_card,
     )
     head = snapshot.ref.with_path(update.path)
     if update.card == old_card and _holds(files.get(INDEX_PATH), update.index) and _holds(files.get(update.path), update.data):
@@ -181,13 +181,18 @@ def push_signature(
 
 def _push_to_folder(signature: Signature, folder: Path, repair_card: bool, repo_type: str | None = None) -> PushResult:
     """The folder's signature file, index and card (each written atomically; the card last, so a folder
-    interrupted in between still lists the signature through its index). ``repo_type``: what the folder will
-    be on the Hub (default: ``model`` when it holds an adapter, else ``dataset``)."""
+    interrupted in between still lists the signature through its index), under the folder's lock. ``repo_type``:
+    what the folder will be on the Hub (default: ``model`` when it holds an adapter, else ``dataset``)."""
+    with locked_folder(folder):
+        return _write_to_folder(signature, folder, repair_card, repo_type)
+
+
+def _write_to_folder(signature: Signature, folder: Path, repair_card: bool, repo_type: str | None) -> PushResult:
     old_card = folder_card(folder)
     repo_type = repo_type or folder_repo_type(folder)
     update = _update(
         signature, _entries(lambda: folder_entries(folder), repair_card), old_card, str(folder), repo_type, folder.resolve().name,
-        signature.metadata["base_model"] if repo_type == "model" else None, repair_card,
+        signature.metadata.get("base_model") if repo_type == "model" else None, repair_card,
     )
     file = folder / update.path
     outputs = [

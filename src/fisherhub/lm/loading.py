@@ -192,6 +192,7 @@ def load_model_and_tokenizer(
                 "is read as it is: drop the revision, or check the revision out into the folder"
             )
         _check_model_reference(source)
+        _check_hub_model_exists(source, revision, token)
     common = {"revision": revision, "trust_remote_code": trust_remote_code, **({"token": token} if token else {})}
     if gguf_file is not None:
         require("gguf")  # transformers reads GGUF files with it
@@ -212,6 +213,31 @@ def load_model_and_tokenizer(
     if embedded:
         model.config.name_or_path = model.name_or_path = tokenizer.name_or_path = DEFAULT_MODEL_ID
     return model.eval(), tokenizer
+
+
+def _check_hub_model_exists(source: str | os.PathLike, revision: str | None, token: str | None) -> None:
+    """One ``model_info`` request for a Hub id: a repo or revision the Hub does not have is refused at once, not
+    after transformers has looked for each of its files in turn. Offline, unreachable or anything else: left to
+    ``from_pretrained`` (which reads the cache)."""
+    from huggingface_hub import HfApi, constants
+    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
+
+    if Path(source).exists() or constants.HF_HUB_OFFLINE:
+        return
+    try:
+        HfApi(token=token).model_info(os.fspath(source), revision=revision)
+    except RevisionNotFoundError:
+        raise InputError(
+            f"cannot load model {os.fspath(source)!r} (revision {revision!r}): the Hub has no such revision of it; "
+            "check the revision"
+        ) from None
+    except RepositoryNotFoundError:
+        raise InputError(
+            f"model {os.fspath(source)!r}: no such folder (from {os.getcwd()}), and the Hub has no model repo of that "
+            "id (or it is private: log in with `hf auth login` or set HF_TOKEN); check the spelling"
+        ) from None
+    except Exception:  # noqa: BLE001 (unreachable, rate-limited, any other answer: from_pretrained decides)
+        return
 
 
 def _check_model_reference(source: str | os.PathLike) -> None:
@@ -349,3 +375,10 @@ def model_provenance(
         return ModelProvenance(named, "", warning)
     commit = resolved_commit(model_id_or_path, revision, gguf_file) or getattr(getattr(model, "config", None), "_commit_hash", None)
     return ModelProvenance(reference, commit or revision or "", warning)
+
+
+def loaded_model_provenance(model) -> ModelProvenance | None:
+    """Where a loaded ``model`` came from, as signatures record it: ``config.name_or_path`` (the Hub id or folder
+    ``from_pretrained`` read); None for a model built from a config, whose origin is unknown."""
+    name = getattr(getattr(model, "config", None), "name_or_path", None)
+    return model_provenance(name, model) if name else None

@@ -182,6 +182,8 @@ class FisherAlignment(evaluate.Metric):
             )
         if predictions is not None and len(predictions) == 0:
             raise InputError("no pairs given: pass at least one source in `predictions` and one target in `references`")
+        for side, values in (("predictions", predictions), ("references", references)):
+            _check_tasks(side, values)
         return super().compute(predictions=predictions, references=references, **kwargs)
 
     def _compute(self, predictions, references, model_id=None, m=SpecOptions.m, seed=SpecOptions.seed,
@@ -201,6 +203,16 @@ class FisherAlignment(evaluate.Metric):
             tasks = list(zip(predictions, references)) if nested else [(predictions, references)]
             pairs = _sketch_text_pairs(tasks, options)
         return _align_pairs(pairs)
+
+
+def _check_tasks(side, values):
+    """Each entry a signature reference (a string) or a list of texts; anything else raises ``InputError``."""
+    for index, value in enumerate(values or ()):
+        if not (isinstance(value, str) or isinstance(value, (list, tuple)) and all(isinstance(t, str) for t in value)):
+            raise InputError(
+                f"`{side}`[{index}] is {type(value).__name__} {value!r:.60}: each entry is a signature reference "
+                "(a string) or a list of texts"
+            )
 
 
 def _load_signature_pairs(predictions, references):

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from fisherhub.core.atomic import atomic_path
 from fisherhub.core.errors import InputError
 from fisherhub.core.spec import SketchSpec
 from fisherhub.core.state import SketchState
@@ -51,7 +52,10 @@ class Checkpointer:
         return self.folder / f"{self.prefix}.json"
 
     def save(self, state: SketchState, progress: Progress) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot create the --checkpoint folder {self.folder} ({exc.strerror})") from exc
         previous = self._read_index()
         state_file = f"{self.prefix}-batch{progress.batches}.safetensors"
         state.save(self.folder / state_file)
@@ -64,9 +68,8 @@ class Checkpointer:
             "reading_state": progress.reading_state,
             "own_shard_sizes": progress.own_shard_sizes,
         }
-        tmp = self._index_file.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(record, sort_keys=True))
-        os.replace(tmp, self._index_file)
+        with atomic_path(self._index_file) as temporary:
+            Path(temporary).write_text(json.dumps(record, sort_keys=True))
         if previous and previous["state_file"] != state_file:
             (self.folder / previous["state_file"]).unlink(missing_ok=True)
 
@@ -122,6 +125,26 @@ class Checkpointer:
             record.get("own_shard_sizes"),
         )
         return state, progress
+
+
+def has_checkpoint(folder: str | os.PathLike) -> bool:
+    """Whether ``folder`` holds a checkpoint record of any process."""
+    path = Path(folder)
+    return path.is_dir() and any(path.glob("rank*-of*.json"))
+
+
+def check_checkpoint_folder(folder: str | os.PathLike, *, resume: bool) -> None:
+    """Refuse, before the model loads, a ``--checkpoint`` that is a file, and a ``--resume`` from a folder with no
+    checkpoint in it (a mistyped path would otherwise start again from the first document without a word)."""
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"--checkpoint {path} is a file, not a folder: give a folder (it is created if missing)")
+    if resume and not has_checkpoint(path):
+        found = "no such folder" if not path.exists() else "no rank*-of*.json checkpoint record in it"
+        raise InputError(
+            f"--resume: {path} holds no checkpoint ({found}, from {os.getcwd()}): check the --checkpoint path, or "
+            "drop --resume to start from the first document"
+        )
 
 
 def remove_checkpoints(folder: str | os.PathLike, rank: int, world: int) -> None:

@@ -39,11 +39,12 @@ from fisherhub.data.sources import load_source
 from fisherhub.data.stream import DocumentCounts, DocumentStream, check_has_documents
 from fisherhub.lm.capture import sketch_batch
 from fisherhub.lm.head import HeadModel
+from fisherhub.lm.loading import loaded_model_provenance
 from fisherhub.lm.network import sketch_network_batch
 from fisherhub.lm.positions import within_model_context
 from fisherhub.lm.specs import check_spec_head, spec_for_model
 from fisherhub.options import DataArgs, RunOptions, SketchArgs
-from fisherhub.pipeline.checkpoints import Checkpointer, Progress
+from fisherhub.pipeline.checkpoints import Checkpointer, Progress, check_checkpoint_folder
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +138,8 @@ def _sketch_in_process(
     source = load_source(data)
     head = HeadModel.of(model, tokenizer)
     data = within_model_context(data, head.base)
+    if not (metadata or {}).get("base_model") and (provenance := loaded_model_provenance(head.base)) is not None:
+        metadata = {**provenance.as_metadata(), **(metadata or {})}
     recorded = _metadata(data, source, metadata)
     stream = DocumentStream(data, tokenizer, source=source)
     sketch_spec = resolve_spec(head, tokenizer, spec, **spec_options)
@@ -170,6 +173,8 @@ def sketch_dataset(
     of ``SpecOptions``: m, seed, estimator, granularity, fisher, reflection, error_space; ``modules=`` or
     ``adapters=`` (and ``kernel``) make a network signature, SPEC §2b). ``data``: column and limit options
     (``DataArgs``; its ``dataset`` is replaced by ``dataset``). The dataset is checked before the model runs.
+    Without a ``base_model`` in ``metadata``, the signature records the model's ``config.name_or_path`` (its Hub
+    id or folder), which ``push_signature`` needs; a model built from a config records none.
     """
     return _sketch_in_process(
         dataset, model, tokenizer, spec, None, data=data, batch_size=batch_size, token_chunk_size=token_chunk_size,
@@ -215,6 +220,11 @@ def sketch_texts(
     or ``adapters=``: a network signature)."""
     import datasets
 
+    if isinstance(texts, str):
+        raise InputError(
+            f"sketch_texts takes a list of texts (one document each), got one string of {len(texts)} characters, "
+            "which would be sketched as that many one-character documents: pass [text], or split it into documents"
+        )
     texts = list(texts)
     if not texts or not all(isinstance(text, str) for text in texts):
         raise InputError("sketch_texts takes a non-empty iterable of strings (one document each)")
@@ -294,7 +304,7 @@ def _run_key(args: SketchArgs, spec: SketchSpec, world: int, dataset_fingerprint
 def sketch(args: SketchArgs, accelerator=None) -> Signature:
     """Sketch ``args.data`` under ``args.model`` with every process of ``accelerator``; see the module doc.
 
-    The data source and a ``like`` signature are checked before the model is loaded. Returns the signature
+    The checkpoint folder, the data source and a ``like`` signature are checked before the model is loaded. Returns the signature
     on every process and writes nothing but checkpoints.
     """
     from fisherhub.hub import load_signature
@@ -304,6 +314,8 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
         model_provenance,
     )
 
+    if args.checkpoint:
+        check_checkpoint_folder(args.checkpoint, resume=args.resume)
     source = load_source(args.data)
     like = load_signature(args.like) if args.like else None
     accelerator = accelerator or make_accelerator(args.cpu)

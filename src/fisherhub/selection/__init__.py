@@ -9,9 +9,12 @@ only, for comparison (S_a cannot tell tasks apart whose activations are alike: S
     print(selection.table())
     model = selection.load(base_model)          # a PeftModel with the best adapter active
 
+With ``rerank=k`` a second stage loads the first k adapters onto the base model one at a time and re-ranks them by
+the target's measured loss (``rerank``).
+
 ``candidates`` (where signatures come from), ``target`` (the target's signatures), ``ranking`` (pure: options,
 comparability, order), ``rows`` (a ranked or skipped candidate), ``errors``, ``results`` (``Selection``),
-``report`` (tables, bar chart), ``peft_loading``, ``nearest`` (the Hub's signatures nearest to a target);
+``report`` (tables, bar chart), ``peft_loading``, ``rerank``, ``nearest`` (the Hub's signatures nearest to a target);
 ``select`` puts them together. The scoring, verdict and mixing weights are ``fisherhub.analysis``.
 """
 

@@ -149,7 +149,7 @@ def _local_candidate(folder: Path, base_model: str | None) -> Candidate:
     if not config.is_file():
         raise Skip(f"not an adapter: the folder has no {ADAPTER_CONFIG} (save it with PeftModel.save_pretrained)")
     _check_adapter_base(_peft_config(folder, ADAPTER_CONFIG).base_model_name_or_path, base_model)
-    options = [_local_option(folder / path) for path in folder_signature_files(folder)]
+    options = [_local_option(folder / path) for path in folder_signature_files(folder)]  # regular files only
     card = folder / "README.md"
     try:
         datasets = RepoCard.load(card).data.get("datasets") if card.is_file() else None

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from fisherhub.analysis.auto import AutoChoice
     from fisherhub.analysis.verdict import Verdict
+    from fisherhub.selection.rerank import Rerank
     from fisherhub.selection.rows import RankedCandidate, Skipped
 
 
@@ -26,6 +27,7 @@ class Shown(Protocol):
     score: str
     verdict: Verdict | None
     choice: AutoChoice | None
+    rerank: Rerank | None
 
     @property
     def best(self) -> RankedCandidate: ...
@@ -40,12 +42,20 @@ def _format(value: float | None, stderr: float | None = None) -> str:
 
 
 def _table_rows(selection: Shown, limit: int | None) -> tuple[list[str], list[list[str]]]:
+    """One row per candidate: rank, name, first stage (score ± se, A, S_a, S_e, ρ) and, after a second stage, the
+    measured loss on the target ± se and its drop from the base model's (— for the candidates not measured)."""
+    measured = {} if selection.rerank is None else {m.candidate: m for m in selection.rerank.measured}
+    second = ["target loss", "gain vs base"] if measured else []
     symbols = [GEOMETRIES[name].symbol for name in DECOMPOSITION]
-    header = ["#", "candidate", f"score: {label(selection.score)}", *symbols, "signature source", "provenance"]
+    header = ["#", "candidate", *second, f"score: {label(selection.score)}", *symbols, "signature source", "provenance"]
     rows = [
         [
             f"{rank} !" if row.doubt else str(rank),
             row.candidate,
+            *([] if not measured else [
+                _format(m.loss, m.stderr) if (m := measured.get(row.candidate)) else "—",
+                _format(m.gain, m.gain_stderr) if m else "—",
+            ]),
             _format(row.score, row.stderr),
             _format(row.fisher),
             _format(row.activation),
@@ -57,6 +67,29 @@ def _table_rows(selection: Shown, limit: int | None) -> tuple[list[str], list[li
         for rank, row in enumerate(selection.ranking[:limit], start=1)
     ]
     return header, rows
+
+
+#: ``score="auto"`` in plain words, by the regime of the head (answer first; the evidence follows it)
+_AUTO_WHY = {
+    "coupled": "the candidates differ both in their inputs (S_a) and in the words they teach (S_e), and not as "
+    "the two factors alone would say, so the full alignment A decides",
+    "separable": "the candidates differ both in their inputs (S_a) and in the words they teach (S_e); A combines the two",
+    "activation-dark": "the candidates' inputs look alike to the model; the words they teach differ, so S_e decides",
+    "error-flat": "the words the candidates teach look alike; their inputs differ, so S_a decides",
+}
+
+
+def auto_explanation(selection: Shown) -> str:
+    """What ``score="auto"`` ranked by and why, in plain words, then the statistics behind it."""
+    choice = selection.choice
+    separation = choice.separations.get(choice.geometry)
+    if choice.geometry == choice.regime.geometry:
+        why = _AUTO_WHY[choice.regime.name]
+    elif separation is not None and separation.separates:
+        why = f"the head's own scores do not tell the candidates apart; the {label(choice.geometry)} does"
+    else:
+        why = "no score tells the candidates apart beyond their error bars, so this ranking is close to a guess"
+    return f"auto: ranked by {label(selection.score)}, because {why}. (Evidence: {choice.reason}.)"
 
 
 def _caption(selection: Shown, limit: int | None) -> str:
@@ -71,7 +104,14 @@ def _caption(selection: Shown, limit: int | None) -> str:
     ]
     trust = []
     if selection.choice is not None:
-        trust.append(f"auto: scored by {label(selection.score)}: {selection.choice.reason}")
+        trust.append(auto_explanation(selection))
+    if selection.rerank is not None:
+        second = selection.rerank
+        trust.append(f"two-stage: first {len(second.measured)} adapters of the S_a and S_e rankings measured on the "
+                     f"target's {second.tokens} scored tokens ({second.documents} documents; base model loss "
+                     f"{second.base_loss:.4f}) in {second.seconds:.1f} s")
+        if second.first_stage_verdict is not None:
+            trust.append(f"first stage: {second.first_stage_verdict.message}")
     if selection.verdict is not None:
         trust.append(f"verdict: {selection.verdict.message}")
     doubted = [row for row in rows if row.doubt]

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from rich.table import Table
 
+    from fisherhub.selection.rerank import Rerank
+
 
 @dataclasses.dataclass
 class Selection:
@@ -36,6 +38,14 @@ class Selection:
     verdict: Verdict | None = None  # how far to trust the pick (``analysis.verdict.verdict``)
     choice: AutoChoice | None = None  # with score="auto": the geometry scored by, the regime, and why
     token: str | None = dataclasses.field(default=None, repr=False)  # select_adapter's token, used again to load
+    rerank: Rerank | None = None  # the second stage (``select_adapter(rerank=k)``): measured losses on the target
+
+    def reranked(self, second: Rerank) -> Selection:
+        """This selection after its second stage: the measured candidates first, lowest target loss first, then
+        the others in first-stage order; the verdict is the measured one (the first stage's is in ``second``)."""
+        measured = {m.candidate: rank for rank, m in enumerate(second.lowest_first())}
+        ranking = sorted(self.ranking, key=lambda row: measured.get(row.candidate, len(measured)))
+        return dataclasses.replace(self, ranking=ranking, verdict=second.verdict, rerank=second)
 
     @property
     def best(self) -> RankedCandidate:

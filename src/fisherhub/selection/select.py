@@ -17,6 +17,8 @@ from fisherhub.selection.index_ranking import SHORTLIST, check_shortlist, rank_i
 from fisherhub.selection.ranking import (
     best_first, check_score, choose_options, common_base_model, implausible_scores,
 )
+from fisherhub.selection.rerank import check_rerank, second_stage_candidates
+from fisherhub.selection.rerank import rerank as measure
 from fisherhub.selection.results import Selection
 from fisherhub.selection.rows import RankedCandidate, Skipped
 from fisherhub.selection.target import SketchOptions, Target, TargetSketcher, data_to_sketch, given_signatures
@@ -50,6 +52,7 @@ def select_adapter(
     index: str | None = None,
     shortlist: int = SHORTLIST,
     workers: int = DEFAULT_WORKERS,
+    rerank: int = 0,
 ) -> Selection:
     """Rank ``candidates`` by the alignment of their training data's signature with ``target``'s.
 
@@ -71,7 +74,11 @@ def select_adapter(
     best ``top_k`` (default 1) adapters are loaded onto ``model`` (or the loaded base model) into
     ``selection.model``. ``token`` (default: the logged-in one, ``HF_TOKEN``) goes to every Hub call:
     discovery, repo infos, signature and config downloads, and ``Selection.load`` / ``mix``; a private repo
-    it cannot read is skipped, saying so.
+    it cannot read is skipped, saying so. ``rerank=k`` (a target given as data; 0: signatures only) adds a second
+    stage: the first k adapters of the S_a and S_e rankings merged are loaded onto the base model one at a time
+    and the target's sketched tokens measured under each (``selection.rerank``: loss ± bootstrap se over the
+    target's documents, and the seconds of its k + 1 forward passes); the ranking puts them first, lowest loss
+    first, and the verdict is then the measured one (``fisherhub.selection.rerank``).
     ``index`` (``datasets/org/name[@rev]``, built by ``fisherhub index build``) instead of ``candidates``: every
     row of the index is scored in one download and one matrix product, pinned to the index commit
     (``selection.index_ranking``); the ``shortlist`` best are then ranked from their own files at the commit
@@ -79,8 +86,12 @@ def select_adapter(
     read ``workers`` at once (``hub.pool``).
     """
     score = check_score(score)
+    rerank = check_rerank(rerank)
     given = given_signatures(target, base_model, token)
     data = data_to_sketch(target) if given is None else None
+    if rerank and data is None:
+        raise InputError("rerank needs the target's data (texts or a dataset) to measure the adapters' loss on; "
+                         "a target given as a signature can be ranked by signatures only (rerank=0)")
     if base_model is None and given is not None:
         base_model = common_base_model((s.metadata.get("base_model") for s in given), "the target's signatures")
     skipped: list[Skipped] = []
@@ -150,6 +161,10 @@ def select_adapter(
         best_first(rows), skipped, geometry, dict(targets.signatures), base_model, verdict=scored.verdict,
         choice=scored.choice, token=token,
     )
+    if rerank:
+        second = measure(sketcher.model, sketcher.batches(), second_stage_candidates(selection.ranking, rerank),
+                         selection.verdict, token)
+        selection = selection.reranked(second)
     if load:
         base = model if model is not None or sketcher is None else sketcher.model
         selection.model = selection.load(base, top_k)

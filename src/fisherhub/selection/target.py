@@ -18,7 +18,6 @@ from fisherhub.selection.peft_loading import load_base_model
 from fisherhub.selection.ranking import incompatibility
 
 
-
 @dataclasses.dataclass(frozen=True)
 class SketchOptions:
     """How a target given as texts or a dataset is sketched (with each candidate's spec, ``like=``)."""
@@ -93,9 +92,29 @@ class TargetSketcher:
             self.tokenizer = self.tokenizer if self.tokenizer is not None else loaded_tokenizer
         return self.model, self.tokenizer
 
+    def _data_args(self) -> DataArgs:
+        """What the sketch reads: the texts as one-column dataset, or the dataset with ``options.data``."""
+        import datasets
+
+        if isinstance(self.data, list):
+            return DataArgs(datasets.Dataset.from_dict({"text": self.data}), max_length=self.options.max_length)
+        return dataclasses.replace(self.options.data or DataArgs(self.data, max_length=self.options.max_length),
+                                   dataset=self.data)
+
+    def batches(self) -> list:
+        """The target's documents exactly as the sketch read them (columns, limits, ``max_length`` within the
+        model's positions, scored labels), in batches of ``options.batch_size`` (``data.batches.Batch``)."""
+        from fisherhub.data.stream import DocumentStream
+        from fisherhub.lm.positions import within_model_context
+
+        if self.model is None:
+            raise InputError("the target has not been sketched yet: there is no base model to read it with")
+        data = within_model_context(self._data_args(), self.model)
+        return list(DocumentStream(data, self.tokenizer).batches(self.options.batch_size))
+
     def __call__(self, like: Signature) -> Signature:
         from fisherhub.lm.specs import spec_for_model
-        from fisherhub.pipeline.loop import sketch_dataset, sketch_texts
+        from fisherhub.pipeline.loop import sketch_dataset
 
         model, tokenizer = self._model(like)
         try:
@@ -111,10 +130,8 @@ class TargetSketcher:
             "metadata": _base_model_metadata(self.base_model or like.metadata.get("base_model"), model, like),
         }
         try:
-            if isinstance(self.data, list):
-                return sketch_texts(self.data, model, tokenizer, spec, max_length=options.max_length, **common)
-            data = options.data or DataArgs(self.data, max_length=options.max_length)
-            return sketch_dataset(self.data, model, tokenizer, spec, data=data, **common)
+            data = self._data_args()
+            return sketch_dataset(data.dataset, model, tokenizer, spec, data=data, **common)
         except TooFewDocumentsError as exc:
             raise TooFewDocumentsError(
                 f"the target has too few tokens to sketch: {exc} Give the target more text (a few dozen documents "

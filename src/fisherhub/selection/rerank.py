@@ -1,0 +1,199 @@
+"""The second stage of a two-stage selection: measure the target's loss under each of the first stage's top k
+adapters, one adapter on the base model at a time, and re-rank them by it.
+
+The first stage ranks every candidate by its signature (cheap for thousands). Its candidates for the second
+stage are the first ``k`` distinct ones of the round-robin merge of the S_a and S_e rankings (``FIRST_STAGE``):
+on the paper suites that pool held the true best source in its top 3 in 22 of 24 natural-domain selections and
+18 of 18 SMILES ones (``benchmarks/paper/recall.py``; a selection is a target under one LoRA seed). Each is loaded onto the base model with ``peft``,
+the target's documents go through it once, and it is unloaded (``PeftModel.unload``) before the next one.
+
+The tokens measured are the ones the target's signature was sketched from: the same documents, truncated to the
+same ``max_length``, every token whose label is scored (all next tokens of a text; the assistant turns of chat
+data). Neither stage was fitted to them (an adapter learnt its source's data; a signature is an average), so they
+measure how well each adapter predicts the target without holding back a part of the user's sample, which would
+leave both stages fewer tokens. The loss of candidate c is L_c = Σ_d NLL_c(d) / Σ_d n_d over documents d (n_d
+scored tokens); its error bars come from a bootstrap over the target's documents, the same draws for every
+candidate and the base model, so differences are paired.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import torch
+
+from fisherhub.analysis.verdict import Verdict
+from fisherhub.core.batch import IGNORE_INDEX
+from fisherhub.core.errors import InputError
+from fisherhub.core.geometry import CLEAR_GAP_Z
+from fisherhub.selection.ranking import best_first
+
+if TYPE_CHECKING:
+    from fisherhub.selection.rows import RankedCandidate
+
+#: the geometries whose rankings are merged into the second stage's candidates
+FIRST_STAGE = ("activation", "error")
+#: bootstrap resamples of the target's documents (seeded)
+BOOTSTRAP_DRAWS, BOOTSTRAP_SEED = 2000, 0
+
+
+def check_rerank(rerank: int) -> int:
+    """``rerank`` (0: no second stage), refused unless a non-negative int."""
+    if not isinstance(rerank, int) or isinstance(rerank, bool) or rerank < 0:
+        raise InputError(f"rerank must be a non-negative int (0: rank by signatures only), got {rerank!r}")
+    return rerank
+
+
+def second_stage_candidates(ranking: Sequence[RankedCandidate], k: int) -> list[RankedCandidate]:
+    """The first ``k`` distinct adapters (rows that have one, and no doubt about their signature when some have
+    none) of the round-robin merge of the rankings by each geometry of ``FIRST_STAGE``, highest score first."""
+    adapters = [row for row in ranking if row.adapter is not None]
+    adapters = [row for row in adapters if row.doubt is None] or adapters
+    rankings = [best_first(row.ranked_by(score) for row in adapters) for score in FIRST_STAGE]
+    chosen: list[str] = []
+    for position in range(len(adapters)):
+        for ordered in rankings:
+            if ordered[position].candidate not in chosen:
+                chosen.append(ordered[position].candidate)
+    by_name = {row.candidate: row for row in ranking}
+    return [by_name[name] for name in chosen[:k]]
+
+
+@dataclasses.dataclass(frozen=True)
+class DocumentLosses:
+    """Σ −log p over the scored tokens of each target document (``nll``) and their number (``tokens``)."""
+
+    nll: torch.Tensor  # (D,) float64
+    tokens: torch.Tensor  # (D,) float64
+
+    @property
+    def loss(self) -> float:
+        """The mean loss per scored token, Σ nll / Σ tokens."""
+        return float(self.nll.sum() / self.tokens.sum())
+
+
+def document_losses(model, batches, device=None) -> DocumentLosses:
+    """Per-document NLL sums under ``model`` of every scored token of ``batches`` (``data.batches.Batch``:
+    label t is predicted from positions < t; −100 is unscored), documents in the order they come."""
+    device = device if device is not None else next(model.parameters()).device
+    nll, tokens = [], []
+    with torch.no_grad():
+        for batch in batches:
+            logits = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device)).logits
+            labels = batch.labels[:, 1:].to(device)
+            scored = labels != IGNORE_INDEX
+            per_token = torch.nn.functional.cross_entropy(
+                logits[:, :-1].float().flatten(0, 1), labels.clamp_min(0).flatten(), reduction="none"
+            ).view_as(labels)
+            nll.append((per_token * scored).sum(dim=1).double().cpu())
+            tokens.append(scored.sum(dim=1).double().cpu())
+    if not nll:
+        raise InputError("the target has no documents to measure the adapters' loss on")
+    return DocumentLosses(torch.cat(nll), torch.cat(tokens))
+
+
+def each_adapter(model, rows: Sequence[RankedCandidate], token: str | None = None) -> Iterator[tuple[RankedCandidate, object]]:
+    """``(row, peft_model)`` for each row's adapter in turn, loaded onto ``model`` alone: the previous one is
+    unloaded (``PeftModel.unload``: its LoRA modules removed, nothing merged) before the next is loaded, so one
+    adapter is in memory at a time, and ``model`` is the plain base model again at the end."""
+    from peft import PeftModel
+
+    for row in rows:
+        peft_model = PeftModel.from_pretrained(model, row.adapter.path, adapter_name="rerank", **row.adapter.hub_kwargs(token))
+        peft_model.eval()
+        try:
+            yield row, peft_model
+        finally:
+            model = peft_model.unload()
+            del peft_model
+
+
+@dataclasses.dataclass(frozen=True)
+class MeasuredCandidate:
+    """A candidate's mean loss on the target's tokens with its bootstrap standard error, and the drop from the
+    base model's loss (positive: the adapter helps) with the paired bootstrap standard error of that drop."""
+
+    candidate: str
+    loss: float
+    stderr: float
+    gain: float
+    gain_stderr: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Rerank:
+    """The second stage: the measured candidates (in first-stage order; ``verdict.best`` indexes them), the base
+    model's loss, the verdict from the measured losses, the first stage's verdict, the target's documents and
+    scored tokens, and the seconds spent (the forward passes over the target, k + 1 of them with the base model's)."""
+
+    measured: list[MeasuredCandidate]
+    base_loss: float
+    verdict: Verdict
+    first_stage_verdict: Verdict | None
+    documents: int
+    tokens: int
+    seconds: float
+
+    def lowest_first(self) -> list[MeasuredCandidate]:
+        return sorted(self.measured, key=lambda m: m.loss)
+
+
+def paired_bootstrap(base: DocumentLosses, adapted: Sequence[DocumentLosses], draws: int = BOOTSTRAP_DRAWS,
+                     seed: int = BOOTSTRAP_SEED) -> tuple[torch.Tensor, torch.Tensor]:
+    """Resampled mean losses (draws, k) of the adapters and (draws,) of the base model, every draw one
+    resample of the target's documents with replacement, shared by all."""
+    generator = torch.Generator().manual_seed(seed)
+    counts = torch.zeros(draws, len(base.nll), dtype=torch.float64)
+    picks = torch.randint(len(base.nll), (draws, len(base.nll)), generator=generator)
+    counts.scatter_add_(1, picks, torch.ones_like(picks, dtype=torch.float64))
+    tokens = counts @ base.tokens
+    losses = torch.stack([counts @ a.nll for a in adapted], dim=1) / tokens[:, None]
+    return losses, (counts @ base.nll) / tokens
+
+
+def measured_verdict(names: Sequence[str], losses: Sequence[float], draws: torch.Tensor) -> Verdict:
+    """The verdict on the lowest measured loss: its lead over the runner-up in bootstrap standard errors of the
+    paired difference, and P(best) = the share of resamples in which it has the lowest loss."""
+    order = sorted(range(len(losses)), key=lambda i: losses[i])
+    best = order[0]
+    runner_up = order[1] if len(order) > 1 else None
+    p_best = float((draws.argmin(dim=1) == best).double().mean())
+    random_top1 = 1.0 / len(losses)
+    geometry = "measured loss"
+    if runner_up is None:
+        return Verdict(geometry, best, None, None, p_best, random_top1, (geometry,), (geometry,), True,
+                       f"{names[best]} is the only adapter measured")
+    difference = draws[:, runner_up] - draws[:, best]
+    spread = float(difference.std())
+    gap = losses[runner_up] - losses[best]
+    gap_z = gap / spread if spread > 0 else (float("inf") if gap > 0 else 0.0)
+    clear = gap_z >= CLEAR_GAP_Z
+    lead = (f"{names[best]} has the lowest loss on the target, {gap:.4f} nats/token below {names[runner_up]} "
+            f"({gap_z:.1f} se)")
+    message = (f"{lead}: clearly better" if clear else f"no adapter is clearly better: {lead}") + (
+        f"; P(best) {p_best:.0%} vs {random_top1:.0%} at random over the target's documents")
+    return Verdict(geometry, best, runner_up, gap_z, p_best, random_top1, (geometry,), (geometry,), clear, message)
+
+
+def rerank(model, batches: Sequence, rows: Sequence[RankedCandidate], first_stage_verdict: Verdict | None = None,
+           token: str | None = None) -> Rerank:
+    """Measure the target's loss (``batches``: its documents, as sketched) under the base ``model`` and under each
+    of ``rows``' adapters (one at a time, ``each_adapter``), with paired bootstrap error bars."""
+    if not rows:
+        raise InputError("no adapter among the candidates to re-rank: the first stage ranked only dataset repos")
+    started = time.perf_counter()
+    model.eval()
+    base = document_losses(model, batches)
+    adapted = [document_losses(peft_model, batches) for _, peft_model in each_adapter(model, rows, token)]
+    seconds = time.perf_counter() - started
+    draws, base_draws = paired_bootstrap(base, adapted)
+    names = [row.candidate for row in rows]
+    measured = [
+        MeasuredCandidate(name, a.loss, float(draws[:, i].std()), base.loss - a.loss, float((base_draws - draws[:, i]).std()))
+        for i, (name, a) in enumerate(zip(names, adapted))
+    ]
+    verdict = measured_verdict(names, [m.loss for m in measured], draws)
+    return Rerank(measured, base.loss, verdict, first_stage_verdict, len(base.nll), int(base.tokens.sum()), seconds)
