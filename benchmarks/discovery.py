@@ -1,7 +1,7 @@
 """Discovery and ranking of many adapters of one base model on the local Hub server: requests and time.
 
-For each size N (default 100, 300, 1,000) a fresh in-process Hub server (fisherhub.testing.hub_server, the real
-``huggingface_hub`` client talking to it over HTTP) holds N signed LoRA adapter repos of one base model,
+For each size N (default 100, 300, 1,000) the in-process Hub server (``benchmarks.local_hub``, emptied for
+each size; the real ``huggingface_hub`` client talking to it over HTTP) holds N signed LoRA adapter repos of one base model,
 laid out as ``fisherhub push`` writes them (adapter_config.json, card, ``.fisher_signatures/`` file and
 index; the files are produced by ``push_signature`` into a local folder and copied into the server's state,
 so that building 1,000 repos does not dominate the run). A share of them (``--stripped``) then had their
@@ -23,25 +23,15 @@ from __future__ import annotations
 import argparse
 import collections
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-if "huggingface_hub" in sys.modules:
-    raise RuntimeError("huggingface_hub was imported before benchmarks.discovery could point it at its local Hub server")
-HF_HOME = tempfile.mkdtemp(prefix="fisherhub-discovery-")
-from fisherhub.testing.hub_server import HubServer, Repo  # noqa: E402  (standard library + yaml only)
-
-SERVER = HubServer().start()
-os.environ.update(  # read by huggingface_hub when it is imported: before any import of it
-    HF_ENDPOINT=SERVER.endpoint, HF_HOME=HF_HOME, HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_PROGRESS_BARS="1",
-    HF_HUB_DISABLE_XET="1", HF_TOKEN="hf_fisherhub_benchmark_token",
-)
+from benchmarks.local_hub import SERVER, fresh_cache  # noqa: E402  (before anything imports huggingface_hub)
+from fisherhub.testing.hub_server import HubServer, Repo  # noqa: E402
 
 import torch  # noqa: E402
-from huggingface_hub import constants  # noqa: E402
 from benchmarks.synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
@@ -122,12 +112,6 @@ def request_kind(method: str, path: str) -> str:
     return f"{method} {path}"
 
 
-def fresh_cache(root: Path) -> None:
-    cache = root / "hub"
-    cache.mkdir(parents=True)
-    constants.HF_HUB_CACHE = str(cache)  # read by the client on every download
-
-
 def run_size(tasks: Tasks, adapters: int, stripped: float, unsigned: float, target, work: Path) -> dict:
     kinds = build_world(SERVER, tasks, adapters, stripped, unsigned, work / "folders")
     fresh_cache(work / "cache-discovery")
@@ -204,12 +188,9 @@ def main(argv: list[str] | None = None) -> None:
     tasks = Tasks()
     target = tasks.state(TARGET_DOMAIN, TOKENS, seed=10**6, first_document=0).finalize({"base_model": BASE})
     runs = []
-    try:
-        for size in sizes:
-            with tempfile.TemporaryDirectory(prefix="fisherhub-discovery-run-") as work:
-                runs.append(run_size(tasks, size, args.stripped, args.unsigned, target, Path(work)))
-    finally:
-        SERVER.stop()
+    for size in sizes:
+        with tempfile.TemporaryDirectory(prefix="fisherhub-discovery-run-") as work:
+            runs.append(run_size(tasks, size, args.stripped, args.unsigned, target, Path(work)))
     header = ("adapters", "tagged", "stripped", "unsigned", "ranked", "listings", "req/tagged", "req/stripped",
               "requests", "discover s", "select s", "top-decile right")
     print("  ".join(f"{h:>12}" for h in header))

@@ -1,8 +1,9 @@
-"""The signature index against per-repo discovery on the local Hub server with 50 ms injected per request.
+"""The signature index against per-repo discovery on the local Hub server with 50 ms injected per request
+(``--latency``).
 
-A fresh in-process Hub server (fisherhub.testing.hub_server; the real ``huggingface_hub`` and ``datasets`` clients
-talk to it over HTTP) holds N signed LoRA adapters of one base model, laid out as ``fisherhub push`` writes
-them. Signatures are synthetic (m = 4,096, d = 576 with a reflection, as a SmolLM-sized model gives): 10
+The in-process Hub server of ``benchmarks.local_hub`` (fisherhub.testing.hub_server, emptied at the start; the
+real ``huggingface_hub`` and ``datasets`` clients talk to it over HTTP) holds N signed LoRA adapters of one base
+model, laid out as ``fisherhub push`` writes them. Signatures are synthetic (m = 4,096, d = 576 with a reflection, as a SmolLM-sized model gives): 10
 domains, each adapter its domain's centre plus its own noise of varied size; the target is from domain 3.
 
 Measured:
@@ -19,7 +20,7 @@ Measured:
   and the top-1 / top-10 of the index ranking against the exact one.
 
     nice -n 19 python -m benchmarks.index            # ≈ 15 min on 2 shared cores
-    python -m benchmarks.index --quick               # N = 100, 200, 400 (writes to the temp dir)
+    python -m benchmarks.index --quick               # N = 40, 80, 160 at 10 ms per request (writes to the temp dir)
 """
 
 from __future__ import annotations
@@ -28,22 +29,13 @@ import argparse
 import collections
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-HF_HOME = tempfile.mkdtemp(prefix="fisherhub-index-bench-")
-if "huggingface_hub" in sys.modules:
-    raise RuntimeError("huggingface_hub was imported before benchmarks.index could point it at its local Hub server")
+from benchmarks.local_hub import HF_HOME, SERVER, fresh_cache, fresh_hub  # noqa: E402  (before huggingface_hub)
 from fisherhub.testing.hub_server import HubServer, Repo  # noqa: E402
-
-SERVER = HubServer().start()
-os.environ.update(  # read by huggingface_hub when it is imported: before any import of it
-    HF_ENDPOINT=SERVER.endpoint, HF_HOME=HF_HOME, HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_PROGRESS_BARS="1",
-    HF_HUB_DISABLE_XET="1", HF_TOKEN="hf_fisherhub_benchmark_token", HF_DATASETS_DISABLE_PROGRESS_BARS="1",
-)
 
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
@@ -136,13 +128,6 @@ def build_world(server: HubServer, signatures: list[Signature], work: Path, push
     return repo_ids
 
 
-def fresh_cache(root: Path) -> Path:
-    cache = root / f"hub-{time.perf_counter_ns()}"
-    cache.mkdir(parents=True)
-    constants.HF_HUB_CACHE = str(cache)  # read by the client on every download
-    return cache
-
-
 def cache_bytes(cache: Path) -> int:
     return sum(p.stat().st_size for p in (cache).rglob("*") if p.is_file() and "blobs" in p.parts)
 
@@ -193,10 +178,10 @@ def write_index(signatures, repo_ids, name: str, work: Path) -> None:
     push_index(folder.table(), SignatureRef(name, "dataset"), BASE, Layout(), folder)
 
 
-def rank_run(n: int, signatures, repo_ids, target, index: str, work: Path) -> dict:
+def rank_run(n: int, signatures, repo_ids, target, index: str, work: Path, latency: float) -> dict:
     exact = exact_order(signatures, target)
     exact_names = [repo_ids[i] for i in exact]
-    SERVER.latency = LATENCY
+    SERVER.latency = latency
     out = {"adapters": n}
     for phase in ("cold", "warm"):
         cache = fresh_cache(work) if phase == "cold" else Path(constants.HF_HUB_CACHE)
@@ -249,16 +234,16 @@ def exact_order_scores(signatures, target) -> np.ndarray:
     return (joint @ target.joint.double() / torch.sqrt(norms * float(target.split_norms[0]))).numpy()
 
 
-def per_repo_run(n: int, target, workers: int) -> dict:
-    SERVER.latency = LATENCY
-    fresh_cache(Path(HF_HOME))
+def per_repo_run(n: int, target, workers: int, latency: float) -> dict:
+    SERVER.latency = latency
+    fresh_cache(HF_HOME)
     _, seconds, requests = timed(lambda: select_adapter(target, base_model=BASE, workers=workers))
     SERVER.latency = 0.0
     return {"adapters": n, "workers": workers, "seconds": seconds, "requests": requests, "requests_by_kind": request_kinds()}
 
 
-def build_run(n: int, workers: int, work: Path) -> dict:
-    SERVER.latency = LATENCY
+def build_run(n: int, workers: int, work: Path, latency: float) -> dict:
+    SERVER.latency = latency
     fresh_cache(work)
     index = f"datasets/bench/index-{n}-w{workers}"
     (_, summary), seconds, requests = timed(lambda: build_index(BASE, index, work=work / f"build-{n}-{workers}", workers=workers))
@@ -285,7 +270,7 @@ def plot(result: dict, path: Path) -> None:
     middle.plot([p["adapters"] for p in per_repo], [p["seconds"] for p in per_repo], "^--",
                 label=f"per-repo, sequential (beyond {min(p['adapters'] for p in per_repo if p['measured']):,}: extrapolated)")
     middle.set(xscale="log", yscale="log", xlabel="adapters of the base model", ylabel="seconds",
-               title=f"Ranking at {LATENCY * 1000:.0f} ms per request")
+               title=f"Ranking at {result['latency_s'] * 1000:.0f} ms per request")
     middle.legend(fontsize=8)
     layouts = result["layouts"]
     right.barh([row["layout"] for row in layouts], [row["bytes_per_row"] / 1024 for row in layouts], color="tab:blue")
@@ -301,43 +286,42 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--build-sizes", type=int, nargs="+", default=[1000, 2000])
     parser.add_argument("--rank-sizes", type=int, nargs="+", default=[1000, 2000, 10000])
     parser.add_argument("--sequential-size", type=int, default=1000, help="N of the sequential build and per-repo run")
+    parser.add_argument("--latency", type=float, default=LATENCY, help="seconds the server sleeps before every answer")
     add_output_arguments(parser)
     args = parser.parse_args(argv)
     if args.quick:
-        args.build_sizes, args.rank_sizes, args.sequential_size = [100, 200], [100, 200, 400], 100
+        args.build_sizes, args.rank_sizes, args.sequential_size, args.latency = [40, 80], [40, 80, 160], 40, 0.01
     torch.set_num_threads(1)
     maker = Signatures()
     largest = max(args.rank_sizes + args.build_sizes)
     signatures = [maker.make(i % DOMAINS, f"bench/domain-{i % DOMAINS}-part-{i}") for i in range(largest)]
     target = maker.make(TARGET_DOMAIN, "bench/target")
-    result = {"machine": machine_info(), "latency_s": LATENCY, "workers": WORKERS, "m": M, "d": D,
+    result = {"machine": machine_info(), "latency_s": args.latency, "workers": WORKERS, "m": M, "d": D,
               "shortlist": SHORTLIST, "build": [], "rank": [], "per_repo": [], "layouts": []}
-    try:
-        with tempfile.TemporaryDirectory(prefix="fisherhub-index-run-") as tmp:
-            work = Path(tmp)
-            for n in sorted(set(args.rank_sizes) | set(args.build_sizes)):
-                print(f"N = {n}: building the world", flush=True)
-                repo_ids = build_world(SERVER, signatures[:n], work / f"folders-{n}", max(args.build_sizes))
-                if n in args.build_sizes:
-                    for workers in ([1] if n == args.sequential_size else []) + [WORKERS]:
-                        result["build"].append(build_run(n, workers, work))
-                        print(f"  build, {workers} workers: {result['build'][-1]['seconds']:.1f} s", flush=True)
-                    index = result["build"][-1]["index"]
-                else:
-                    index = f"datasets/bench/index-{n}"
-                    write_index(signatures[:n], repo_ids, index.removeprefix("datasets/"), work)
-                if n in args.rank_sizes:
-                    result["rank"].append(rank_run(n, signatures[:n], repo_ids, target, index, work))
-                    print(f"  rank: cold {result['rank'][-1]['cold']['seconds']:.2f} s, warm "
-                          f"{result['rank'][-1]['warm']['seconds']:.2f} s", flush=True)
-                if n == args.sequential_size:
-                    for workers in (1, WORKERS):
-                        result["per_repo"].append(per_repo_run(n, target, workers))
-                        print(f"  per-repo, {workers} workers: {result['per_repo'][-1]['seconds']:.1f} s", flush=True)
-                if n == max(args.rank_sizes):
-                    result["layouts"] = layouts_run(signatures[:n], repo_ids, target, work)
-    finally:
-        SERVER.stop()
+    fresh_hub()
+    with tempfile.TemporaryDirectory(prefix="fisherhub-index-run-") as tmp:
+        work = Path(tmp)
+        for n in sorted(set(args.rank_sizes) | set(args.build_sizes)):
+            print(f"N = {n}: building the world", flush=True)
+            repo_ids = build_world(SERVER, signatures[:n], work / f"folders-{n}", max(args.build_sizes))
+            if n in args.build_sizes:
+                for workers in ([1] if n == args.sequential_size else []) + [WORKERS]:
+                    result["build"].append(build_run(n, workers, work, args.latency))
+                    print(f"  build, {workers} workers: {result['build'][-1]['seconds']:.1f} s", flush=True)
+                index = result["build"][-1]["index"]
+            else:
+                index = f"datasets/bench/index-{n}"
+                write_index(signatures[:n], repo_ids, index.removeprefix("datasets/"), work)
+            if n in args.rank_sizes:
+                result["rank"].append(rank_run(n, signatures[:n], repo_ids, target, index, work, args.latency))
+                print(f"  rank: cold {result['rank'][-1]['cold']['seconds']:.2f} s, warm "
+                      f"{result['rank'][-1]['warm']['seconds']:.2f} s", flush=True)
+            if n == args.sequential_size:
+                for workers in (1, WORKERS):
+                    result["per_repo"].append(per_repo_run(n, target, workers, args.latency))
+                    print(f"  per-repo, {workers} workers: {result['per_repo'][-1]['seconds']:.1f} s", flush=True)
+            if n == max(args.rank_sizes):
+                result["layouts"] = layouts_run(signatures[:n], repo_ids, target, work)
     result["per_repo_requests"] = per_repo_extrapolation(result, args.rank_sizes)
     print_tables(result)
     write_results("index", result, lambda path: plot(result, path), args)

@@ -8,6 +8,7 @@ skipped. Then a target from one dataset's topic is ranked from the index. Writes
 benchmarks/results/index_sign.{json,png} and the command's report as index_sign_report.json.
 
     nice -n 19 python -m benchmarks.index_sign
+    python -m benchmarks.index_sign --quick      # 40 unsigned adapters (writes to the temp dir)
 """
 
 from __future__ import annotations
@@ -15,28 +16,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-HF_HOME = tempfile.mkdtemp(prefix="fisherhub-index-sign-")
-if "huggingface_hub" in sys.modules:
-    raise RuntimeError("huggingface_hub was imported before benchmarks.index_sign could point it at its local Hub server")
-from fisherhub.testing.hub_server import HubServer  # noqa: E402
-
-SERVER = HubServer().start()
-os.environ.update(
-    HF_ENDPOINT=SERVER.endpoint, HF_HOME=HF_HOME, HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_PROGRESS_BARS="1",
-    HF_HUB_DISABLE_XET="1", HF_TOKEN="hf_fisherhub_benchmark_token", HF_DATASETS_DISABLE_PROGRESS_BARS="1",
-)
+from benchmarks.local_hub import SERVER, fresh_hub  # noqa: E402  (before anything imports huggingface_hub)
 
 import torch  # noqa: E402
 from huggingface_hub import HfApi  # noqa: E402
 
 import fisherhub  # noqa: E402
-from benchmarks.synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
+from benchmarks.synthetic import add_output_arguments, machine_info, output_dir, write_results  # noqa: E402
 from fisherhub.cli import main as cli  # noqa: E402
 from fisherhub.hub import push_signature  # noqa: E402
 from fisherhub.selection import select_adapter  # noqa: E402
@@ -45,7 +36,7 @@ from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer  # noqa
 
 BASE = "bench/base"
 INDEX = "bench/base-index"
-ADAPTERS, DATASETS, SIGNED = 200, 20, 10
+ADAPTERS, QUICK_ADAPTERS, DATASETS, SIGNED = 200, 40, 20, 10
 GATED, MISSING, NO_TEXT = (16, 17), 18, 19  # dataset numbers that cannot be read
 TOPICS = ["apple pie", "stock market", "football", "quantum physics", "violin", "volcano", "chess", "sailing",
           "tax law", "gardening", "poetry", "robots", "coffee", "desert", "opera", "surgery", "jazz", "glacier",
@@ -56,7 +47,7 @@ def texts(topic: int, n: int = 24) -> list[str]:
     return [f"{TOPICS[topic]} note {i}: more about {TOPICS[topic]} here" for i in range(n)]
 
 
-def build_world(api: HfApi, model, tokenizer) -> None:
+def build_world(api: HfApi, model, tokenizer, adapters: int) -> None:
     for k in range(DATASETS):
         if k == MISSING:
             continue
@@ -67,7 +58,7 @@ def build_world(api: HfApi, model, tokenizer) -> None:
         repo_id = create_adapter(api, f"bench/signed-{i:02d}", BASE)
         signature = fisherhub.sketch_texts(texts(i % DATASETS)[:12], model, tokenizer, m=256, metadata={"base_model": BASE})
         push_signature(signature, repo_id)
-    for i in range(ADAPTERS):  # adapter i names dataset i mod 20, every third one a second dataset too
+    for i in range(adapters):  # adapter i names dataset i mod 20, every third one a second dataset too
         names = [f"bench/data-{i % DATASETS:02d}"] + ([f"bench/data-{(i * 7) % DATASETS:02d}"] if i % 3 == 0 else [])
         create_adapter(api, f"bench/unsigned-{i:03d}", BASE, list(dict.fromkeys(names)))
 
@@ -90,30 +81,28 @@ def plot(result: dict, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--adapters", type=int, default=ADAPTERS, help=f"unsigned adapters (--quick: {QUICK_ADAPTERS})")
     add_output_arguments(parser)
     args = parser.parse_args(argv)
+    adapters = QUICK_ADAPTERS if args.quick else args.adapters
     torch.set_num_threads(1)
+    fresh_hub()
     api = HfApi()
     model, tokenizer = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64), tiny_tokenizer(64)
-    output = args.output_dir or Path(tempfile.gettempdir() if args.quick else Path(__file__).parent / "results")
-    try:
-        with tempfile.TemporaryDirectory(prefix="fisherhub-index-sign-run-") as tmp:
-            folder = Path(tmp) / "base"
-            model.save_pretrained(folder)
-            tokenizer.save_pretrained(folder)
-            build_world(api, model, tokenizer)
-            assert cli(["index", "build", BASE, "--push", f"datasets/{INDEX}", "--work", f"{tmp}/work"]) == 0
-            report_path = output / "index_sign_report.json"
-            output.mkdir(parents=True, exist_ok=True)
-            started = time.perf_counter()
-            assert cli(["index", "sign", BASE, "--index", INDEX, "--model", str(folder), "--max-documents", "16",
-                        "--report", str(report_path), "--work", f"{tmp}/work"]) == 0
-            sign_seconds = time.perf_counter() - started
-            report = json.loads(report_path.read_text())
-            target = fisherhub.sketch_texts(texts(5, 40)[24:], model, tokenizer, m=256, metadata={"base_model": BASE})
-            selection = select_adapter(target, index=INDEX)
-    finally:
-        SERVER.stop()
+    report_path = output_dir(args) / "index_sign_report.json"
+    with tempfile.TemporaryDirectory(prefix="fisherhub-index-sign-run-") as tmp:
+        folder = Path(tmp) / "base"
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        build_world(api, model, tokenizer, adapters)
+        assert cli(["index", "build", BASE, "--push", f"datasets/{INDEX}", "--work", f"{tmp}/work"]) == 0
+        started = time.perf_counter()
+        assert cli(["index", "sign", BASE, "--index", INDEX, "--model", str(folder), "--max-documents", "16",
+                    "--report", str(report_path), "--work", f"{tmp}/work"]) == 0
+        sign_seconds = time.perf_counter() - started
+        report = json.loads(report_path.read_text())
+        target = fisherhub.sketch_texts(texts(5, 40)[24:], model, tokenizer, m=256, metadata={"base_model": BASE})
+        selection = select_adapter(target, index=INDEX)
     sketched = [d for d in report["datasets"] if d["status"] == "sketched"]
     print(f"{'dataset':>16} {'status':>9} {'adapters':>9}  reason")
     for d in report["datasets"]:
@@ -121,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{report['unsigned']} unsigned adapters, {report['naming_datasets']} naming datasets; {len(sketched)} of "
           f"{len(report['datasets'])} datasets sketched in {sign_seconds:.1f} s; {report['rows_added']} rows added")
     print(f"best for a 'volcano' target: {selection.best.candidate} from {selection.best.signature_source}")
-    result = {"machine": machine_info(), "adapters": ADAPTERS, "signed": SIGNED, "datasets": DATASETS,
+    result = {"machine": machine_info(), "adapters": adapters, "signed": SIGNED, "datasets": DATASETS,
               "sign_seconds": sign_seconds, "report": report,
               "best_for_volcano_target": selection.best.candidate, "ranking": [row.candidate for row in selection.ranking]}
     write_results("index_sign", result, lambda path: plot(result, path), args)

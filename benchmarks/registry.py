@@ -108,10 +108,15 @@ class Suite:
     quick: tuple[str, ...] = ("--quick",)
 
 
-#: every suite, in the order ``benchmarks.run --all`` runs them: discovery first, since it points
-#: ``huggingface_hub`` at its local server when it is imported, before anything else imports that
+#: every suite, in the order ``benchmarks.run --all`` runs them: the suites on the local Hub first, since
+#: importing the first of them (``benchmarks.local_hub``) points ``huggingface_hub`` at the one local server,
+#: which must happen before anything else imports ``huggingface_hub``
 SUITES = {suite.name: suite for suite in (
     Suite("discovery", "benchmarks.discovery", "adapter discovery on a local Hub of N repos", ("discovery.json", "discovery.png")),
+    Suite("index", "benchmarks.index", "the signature index vs per-repo discovery on a local Hub with latency",
+          ("index.json", "index.png")),
+    Suite("index_sign", "benchmarks.index_sign", "fisherhub index sign: unsigned adapters signed from the datasets they name",
+          ("index_sign.json", "index_sign.png", "index_sign_report.json")),
     Suite("estimator_accuracy", "benchmarks.estimator_accuracy", "sketch vs exact A, S_a, S_e, rho on synthetic tasks",
           ("estimator_accuracy.json", "estimator_accuracy.png")),
     Suite("estimator_accuracy_structured", "benchmarks.estimator_accuracy",

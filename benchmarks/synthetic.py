@@ -219,13 +219,20 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-dir", type=Path, help=f"default {RESULTS_DIR}")
 
 
+def output_dir(args: argparse.Namespace) -> Path:
+    """Where the results of ``args`` go (``--output-dir``, else the temp dir for ``--quick``, else
+    benchmarks/results/), created."""
+    folder = args.output_dir or (QUICK_OUTPUT_DIR if args.quick else RESULTS_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def write_results(name: str, result: dict, plot: Callable[[Path], None], args: argparse.Namespace) -> None:
     """``<name>.json`` and ``<name>.png`` (drawn by ``plot(path)``) in the output dir of ``args``."""
-    output_dir = args.output_dir or (QUICK_OUTPUT_DIR if args.quick else RESULTS_DIR)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / f"{name}.json").write_text(json.dumps(result, indent=1))
-    plot(output_dir / f"{name}.png")
-    print(f"wrote {output_dir}/{name}.{{json,png}}")
+    folder = output_dir(args)
+    (folder / f"{name}.json").write_text(json.dumps(result, indent=1))
+    plot(folder / f"{name}.png")
+    print(f"wrote {folder}/{name}.{{json,png}}")
 
 
 def machine_info() -> dict[str, str | int | None]:

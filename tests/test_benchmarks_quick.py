@@ -29,7 +29,7 @@ def quick_runs(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("quick")
     result = _run("--all", "--quick", "--out", str(out))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    print(result.stdout.splitlines()[-15:])  # the per-suite seconds (pytest -s shows them)
+    print(result.stdout.splitlines()[-20:])  # the per-suite seconds (pytest -s shows them)
     return out
 
 
@@ -58,9 +58,41 @@ def _selection_values(result: dict, names: list[str]) -> None:
     assert set(result["bootstrap"]["methods"]) == set(result["selection"])
 
 
+def _index_values(result: dict) -> None:
+    """The index suite's JSON: ranking from the index agrees with the exact ranking at every N, the warm cache
+    needs fewer requests than the cold one, the builds have one row per adapter, the layouts rank alike."""
+    assert [run["adapters"] for run in result["rank"]] == [40, 80, 160]
+    for run in result["rank"]:
+        assert run["top1_equal"] and run["top10_equal"] and run["table_equals_direct"], run["adapters"]
+        assert 0 < run["warm"]["requests"] < run["cold"]["requests"] and run["cold"]["downloaded_bytes"] > 0
+    assert [(run["adapters"], run["workers"]) for run in result["build"]] == [(40, 1), (40, 16), (80, 16)]
+    assert all(run["rows"] == run["adapters"] and run["requests"] > run["adapters"] for run in result["build"])
+    sequential, pooled = result["per_repo"]
+    assert sequential["requests"] == pooled["requests"] > 40 and sequential["seconds"] > 0
+    assert len(result["layouts"]) == 4
+    assert all(layout["top1_equal"] and layout["top20_contains_top10"] and layout["bytes_per_row"] > 0 for layout in result["layouts"])
+
+
+def _index_sign_values(result: dict) -> None:
+    """The index_sign suite's JSON: every adapter unsigned and naming a dataset, the 16 readable datasets
+    sketched, the 4 others skipped with a reason, one row per (adapter, sketched dataset), the volcano target's
+    best the signed adapter of that topic."""
+    report = result["report"]
+    assert report["unsigned"] == report["naming_datasets"] == result["adapters"] == 40
+    sketched = [d for d in report["datasets"] if d["status"] == "sketched"]
+    skipped = [d for d in report["datasets"] if d["status"] == "skipped"]
+    assert len(sketched) == 16 and all(d["file"] for d in sketched)
+    assert [d["dataset"] for d in skipped] == ["bench/data-16", "bench/data-17", "bench/data-18", "bench/data-19"]
+    assert all(d["reason"] for d in skipped)
+    assert report["rows_added"] == sum(len(d["adapters"]) for d in sketched) > 0
+    assert result["best_for_volcano_target"].startswith("bench/signed-05@")
+
+
 CHECKS = {
     "discovery": lambda r: [run["adapters"] for run in r["runs"]] == [10, 20]
     and all(0.0 <= run["top_share_of_target_domain"] <= 1.0 for run in r["runs"]),
+    "index": lambda r: _index_values(r) is None,
+    "index_sign": lambda r: _index_sign_values(r) is None,
     "estimator_accuracy": lambda r: len(r["configs"]) == 3
     and _correlations([v["summary"]["spearman_A"] for c in r["configs"] for v in c["variants"]]),
     "estimator_accuracy_structured": lambda r: r["seeds"] == [0] and len(r["rows"]) >= 2,
