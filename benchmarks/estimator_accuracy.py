@@ -118,7 +118,9 @@ FULL_CONFIGS = (
     ),
     BenchmarkConfig(
         name="spread-K8192-d256",
-        synthetic=SyntheticConfig(vocab_size=8192, d=256, num_tasks=14, tokens_per_task=1000, seed=3, **SPREAD_ACTIVATIONS),
+        synthetic=SyntheticConfig(
+            vocab_size=8192, d=256, num_tasks=14, tokens_per_task=1000, seed=3, **SPREAD_ACTIVATIONS
+        ),
         sketch_sizes=(1024, 4096, 8192),
         seeds=tuple(range(4)),
     ),
@@ -126,7 +128,12 @@ FULL_CONFIGS = (
 #: the knobs of the configurations of issue 14 (each its own configuration, on the K8192-d256 sizes)
 HEAVY_TAILS = {"norm_sigma": 0.75}
 SHORT_DOCUMENTS = {"document_length": 10}
-STRONG_COUPLING = {"separate_context_directions": True, "context_offset_norm": 3.0, "shared_mean_norm": 1.0, "label_boost": 12.0}
+STRONG_COUPLING = {
+    "separate_context_directions": True,
+    "context_offset_norm": 3.0,
+    "shared_mean_norm": 1.0,
+    "label_boost": 12.0,
+}
 FULL_CONFIGS += tuple(
     BenchmarkConfig(
         name=f"{name}-K8192-d256",
@@ -134,8 +141,11 @@ FULL_CONFIGS += tuple(
         sketch_sizes=(1024, 4096, 8192),
         seeds=tuple(range(4)),
     )
-    for name, seed, knobs in (("heavy-tails", 4, HEAVY_TAILS), ("short-docs", 5, SHORT_DOCUMENTS),
-                              ("strong-coupling", 6, STRONG_COUPLING))
+    for name, seed, knobs in (
+        ("heavy-tails", 4, HEAVY_TAILS),
+        ("short-docs", 5, SHORT_DOCUMENTS),
+        ("strong-coupling", 6, STRONG_COUPLING),
+    )
 )
 #: ``--reduced``: every full configuration at m = 4096 with at most 3 seeds (when the full run does not fit)
 REDUCED_CONFIGS = tuple(dataclasses.replace(c, sketch_sizes=(4096,), seeds=c.seeds[:3]) for c in FULL_CONFIGS)
@@ -148,13 +158,17 @@ QUICK_CONFIGS = (  # seconds: a smoke run of every code path, not a measurement
     ),
     BenchmarkConfig(
         name="quick-spread-K1024-d32",
-        synthetic=SyntheticConfig(vocab_size=1024, d=32, num_tasks=5, tokens_per_task=160, seed=1, **SPREAD_ACTIVATIONS),
+        synthetic=SyntheticConfig(
+            vocab_size=1024, d=32, num_tasks=5, tokens_per_task=160, seed=1, **SPREAD_ACTIVATIONS
+        ),
         sketch_sizes=(256,),
         seeds=(0,),
     ),
     BenchmarkConfig(
         name="quick-short-docs-heavy-tails-K1026-d32",  # K not a multiple of the permutation chunk
-        synthetic=SyntheticConfig(vocab_size=1026, d=32, num_tasks=5, tokens_per_task=160, seed=2, **SHORT_DOCUMENTS, **HEAVY_TAILS),
+        synthetic=SyntheticConfig(
+            vocab_size=1026, d=32, num_tasks=5, tokens_per_task=160, seed=2, **SHORT_DOCUMENTS, **HEAVY_TAILS
+        ),
         sketch_sizes=(256,),
         seeds=(0, 1),
     ),
@@ -190,7 +204,10 @@ def exact_matrices(tasks: list[SyntheticTask]) -> dict[str, torch.Tensor]:
         cosine[:, i, j] = cosine[:, j, i] = cross / torch.sqrt(norms[i] * norms[j])
     fisher, activation, error = cosine
     return {
-        "fisher": fisher, "activation": activation, "error": error, "coupling": fisher / (activation * error),
+        "fisher": fisher,
+        "activation": activation,
+        "error": error,
+        "coupling": fisher / (activation * error),
         "self_dominance": torch.stack(dominance),
     }
 
@@ -258,7 +275,9 @@ def significant(records: PairRecords, quantity: str, constants: StderrConstants)
     return [value > SIGNIFICANCE_Z * stderr for value, stderr in zip(records.sketch[quantity], stderrs)]
 
 
-def seed_mean_scores(records: PairRecords, exact: torch.Tensor, quantity: str, keeps: list[torch.Tensor]) -> tuple[float, float]:
+def seed_mean_scores(
+    records: PairRecords, exact: torch.Tensor, quantity: str, keeps: list[torch.Tensor]
+) -> tuple[float, float]:
     """Spearman and MAE of one quantity against the exact value on the kept pairs, each averaged over seeds."""
     sketches = records.sketch[quantity]
     ranks = [spearman(sketch[keep], exact[keep]) for sketch, keep in zip(sketches, keeps)]
@@ -269,21 +288,28 @@ def seed_mean_scores(records: PairRecords, exact: torch.Tensor, quantity: str, k
 def standardized_errors(records: PairRecords, exact_pairs: dict[str, torch.Tensor], quantity: str) -> torch.Tensor:
     """(sketch − exact) / √(R̂_i R̂_j / m) for every pair and seed."""
     runs = len(records.sketch[quantity])
-    return (torch.cat(records.sketch[quantity]) - exact_pairs[quantity].repeat(runs)) / torch.cat(records.unit[quantity])
+    return (torch.cat(records.sketch[quantity]) - exact_pairs[quantity].repeat(runs)) / torch.cat(
+        records.unit[quantity]
+    )
 
 
-def library_z(records: PairRecords, exact_pairs: dict[str, torch.Tensor], quantity: str,
-              constants: StderrConstants) -> torch.Tensor:
+def library_z(
+    records: PairRecords, exact_pairs: dict[str, torch.Tensor], quantity: str, constants: StderrConstants
+) -> torch.Tensor:
     """(sketch − exact) / the library's stderr, max(c u, feature-level floor), for every pair and seed."""
     stderr = torch.cat(library_stderrs(records, quantity, constants))
     runs = len(records.sketch[quantity])
     return (torch.cat(records.sketch[quantity]) - exact_pairs[quantity].repeat(runs)) / stderr
 
 
-def coupling_summary(records: PairRecords, exact_pairs: dict[str, torch.Tensor], constants: StderrConstants) -> dict[str, float]:
+def coupling_summary(
+    records: PairRecords, exact_pairs: dict[str, torch.Tensor], constants: StderrConstants
+) -> dict[str, float]:
     """ρ where ``alignment_matrix`` reports it with these constants (S_a and S_e significant), and where Â
     is significant too: Spearman, MAE and the fraction of pairs."""
-    reported = [a & e for a, e in zip(significant(records, "activation", constants), significant(records, "error", constants))]
+    reported = [
+        a & e for a, e in zip(significant(records, "activation", constants), significant(records, "error", constants))
+    ]
     confident = [r & f for r, f in zip(reported, significant(records, "fisher", constants))]
     spearman_rho, mae_rho = seed_mean_scores(records, exact_pairs["coupling"], "coupling", reported)
     return {
@@ -295,7 +321,9 @@ def coupling_summary(records: PairRecords, exact_pairs: dict[str, torch.Tensor],
     }
 
 
-def summarize(records: PairRecords, exact_pairs: dict[str, torch.Tensor], shipped: StderrConstants | None) -> dict[str, float]:
+def summarize(
+    records: PairRecords, exact_pairs: dict[str, torch.Tensor], shipped: StderrConstants | None
+) -> dict[str, float]:
     """Spearman / MAE of A, S_a, S_e (mean over seeds); per sketch the fitted c and the ±2 stderr coverage
     with it and with the ``shipped`` c; ρ's scores with the shipped c (NaN without) and with the fitted c."""
     summary: dict[str, float] = {}
@@ -303,8 +331,12 @@ def summarize(records: PairRecords, exact_pairs: dict[str, torch.Tensor], shippe
     for quantity, sketch_name in SKETCH_OF.items():
         symbol = SYMBOLS[quantity]
         all_pairs = [torch.ones_like(sketch, dtype=torch.bool) for sketch in records.sketch[quantity]]
-        summary[f"spearman_{symbol}"], summary[f"mae_{symbol}"] = seed_mean_scores(records, exact_pairs[quantity], quantity, all_pairs)
-        summary[f"spearman_{symbol}_per_seed"] = [spearman(sketch, exact_pairs[quantity]) for sketch in records.sketch[quantity]]
+        summary[f"spearman_{symbol}"], summary[f"mae_{symbol}"] = seed_mean_scores(
+            records, exact_pairs[quantity], quantity, all_pairs
+        )
+        summary[f"spearman_{symbol}_per_seed"] = [
+            spearman(sketch, exact_pairs[quantity]) for sketch in records.sketch[quantity]
+        ]
         ratio = standardized_errors(records, exact_pairs, quantity)
         fitted[sketch_name] = summary[f"c_{symbol}"] = float(ratio.pow(2).mean().sqrt())
         summary[f"coverage2_{symbol}"] = float((ratio.abs() <= 2 * summary[f"c_{symbol}"]).double().mean())
@@ -312,11 +344,15 @@ def summarize(records: PairRecords, exact_pairs: dict[str, torch.Tensor], shippe
             math.nan if shipped is None else float((ratio.abs() <= 2 * getattr(shipped, sketch_name)).double().mean())
         )
         summary[f"coverage2_{symbol}_library"] = (
-            math.nan if shipped is None else float((library_z(records, exact_pairs, quantity, shipped).abs() <= 2).double().mean())
+            math.nan
+            if shipped is None
+            else float((library_z(records, exact_pairs, quantity, shipped).abs() <= 2).double().mean())
         )
         summary[f"mean_unit_{symbol}"] = float(torch.cat(records.unit[quantity]).mean())
     strong = exact_pairs["fisher"] >= A_THRESHOLD
-    summary["spearman_A_strong"] = seed_mean_scores(records, exact_pairs["fisher"], "fisher", [strong] * len(records.sketch["fisher"]))[0]
+    summary["spearman_A_strong"] = seed_mean_scores(
+        records, exact_pairs["fisher"], "fisher", [strong] * len(records.sketch["fisher"])
+    )[0]
     summary["num_pairs"] = len(exact_pairs["fisher"])
     summary["num_strong_pairs"] = int(strong.sum())
     with_fitted = coupling_summary(records, exact_pairs, StderrConstants(**fitted))
@@ -342,7 +378,11 @@ def run_config(config: BenchmarkConfig) -> dict:
         records = PairRecords()
         for seed in config.seeds:
             spec = SketchSpec(
-                d=config.synthetic.d, vocab_size=config.synthetic.vocab_size, m=variant.m, seed=seed, estimator=variant.estimator
+                d=config.synthetic.d,
+                vocab_size=config.synthetic.vocab_size,
+                m=variant.m,
+                seed=seed,
+                estimator=variant.estimator,
             )
             spec = spec.with_reflection(pilot_mean if variant.reflection else None)
             started = time.perf_counter()
@@ -371,7 +411,9 @@ def run_config(config: BenchmarkConfig) -> dict:
         "pilot_tokens": config.pilot_tokens_per_task * config.synthetic.num_tasks,
         "exact_pairs": {SYMBOLS[q]: v.tolist() for q, v in exact_pairs.items()},
         "exact_self_dominance": exact["self_dominance"].tolist(),
-        "random_projection_reference": {str(m): random_projection_reference(exact, m, threshold=A_THRESHOLD) for m in config.sketch_sizes},
+        "random_projection_reference": {
+            str(m): random_projection_reference(exact, m, threshold=A_THRESHOLD) for m in config.sketch_sizes
+        },
         "generate_seconds": generate_seconds,
         "exact_seconds": exact_seconds,
         "variants": results,
@@ -395,10 +437,14 @@ def config_constants(config: dict) -> dict[tuple[str, bool], StderrConstants]:
         total = sum(v["seeds_succeeded"] for v in variants)
         return math.sqrt(sum(v["summary"][key] ** 2 * v["seeds_succeeded"] for v in variants) / total)
 
-    return {key: StderrConstants(**{SKETCH_OF[q]: pooled(variants, q) for q in SKETCH_OF}) for key, variants in runs.items()}
+    return {
+        key: StderrConstants(**{SKETCH_OF[q]: pooled(variants, q) for q in SKETCH_OF}) for key, variants in runs.items()
+    }
 
 
-def pooled_constants(per_config: list[dict[tuple[str, bool], StderrConstants]]) -> dict[tuple[str, bool], StderrConstants]:
+def pooled_constants(
+    per_config: list[dict[tuple[str, bool], StderrConstants]],
+) -> dict[tuple[str, bool], StderrConstants]:
     """The c to ship: for each sketch the largest per-configuration c, since c differs between regimes (S_a's
     most: small where S_a ≈ 1)."""
     keys = {key for constants in per_config for key in constants}
@@ -424,7 +470,11 @@ def calibration_entries(per_config: dict[str, dict[tuple[str, bool], StderrConst
         entry: dict = {"estimator": estimator, "reflection": reflection}
         sources = []
         for quantity, name in SKETCH_OF.items():
-            fits = {config: getattr(c[(estimator, reflection)], name) for config, c in per_config.items() if (estimator, reflection) in c}
+            fits = {
+                config: getattr(c[(estimator, reflection)], name)
+                for config, c in per_config.items()
+                if (estimator, reflection) in c
+            }
             largest = max(fits, key=fits.get)
             entry[name] = up(fits[largest])
             sources.append(f"{SYMBOLS[quantity]} {fits[largest]:.2f} on {largest}")
@@ -446,41 +496,68 @@ def bound_comparison(configs: list[dict], estimator: str = DEFAULT_ESTIMATOR) ->
             reference = config["random_projection_reference"][str(variant["m"])]
             summary = variant["summary"]
             per_seed = summary["spearman_A_per_seed"]
-            rows.append({
-                "config": config["name"], "m": variant["m"], "reflection": variant["reflection"],
-                "seeds": variant["seeds_succeeded"], "spearman_A": summary["spearman_A"],
-                "spearman_A_seed_min": min(per_seed), "spearman_A_seed_max": max(per_seed),
-                "bound": reference["spearman_A"], "bound_p10": reference["spearman_A_p10"], "bound_p90": reference["spearman_A_p90"],
-                "gap": reference["spearman_A"] - summary["spearman_A"], "c_A": summary["c_A"],
-                "mean_self_dominance": summary["mean_self_dominance_joint"],
-            })
+            rows.append(
+                {
+                    "config": config["name"],
+                    "m": variant["m"],
+                    "reflection": variant["reflection"],
+                    "seeds": variant["seeds_succeeded"],
+                    "spearman_A": summary["spearman_A"],
+                    "spearman_A_seed_min": min(per_seed),
+                    "spearman_A_seed_max": max(per_seed),
+                    "bound": reference["spearman_A"],
+                    "bound_p10": reference["spearman_A_p10"],
+                    "bound_p90": reference["spearman_A_p90"],
+                    "gap": reference["spearman_A"] - summary["spearman_A"],
+                    "c_A": summary["c_A"],
+                    "mean_self_dominance": summary["mean_self_dominance_joint"],
+                }
+            )
     return rows
 
 
 def print_bound_comparison(rows: list[dict]) -> None:
     print(f"\n{DEFAULT_ESTIMATOR} vs the Gaussian-projection bound (Spearman A, all pairs):")
-    print("| configuration | m | reflection | default mean [seed min–max] | bound mean [p10–p90] | gap | within 0.01 | ĉ_A | mean R̂ |")
+    print(
+        "| configuration | m | reflection | default mean [seed min–max] | bound mean [p10–p90] | gap | within 0.01 | ĉ_A | mean R̂ |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
-        print(f"| {row['config']} | {row['m']} | {'on' if row['reflection'] else 'off'} | {row['spearman_A']:.3f} "
-              f"[{row['spearman_A_seed_min']:.3f}–{row['spearman_A_seed_max']:.3f}] | {row['bound']:.3f} "
-              f"[{row['bound_p10']:.3f}–{row['bound_p90']:.3f}] | {row['gap']:+.3f} | {'yes' if row['gap'] <= 0.01 else 'no'} | "
-              f"{row['c_A']:.2f} | {row['mean_self_dominance']:.2f} |")
+        print(
+            f"| {row['config']} | {row['m']} | {'on' if row['reflection'] else 'off'} | {row['spearman_A']:.3f} "
+            f"[{row['spearman_A_seed_min']:.3f}–{row['spearman_A_seed_max']:.3f}] | {row['bound']:.3f} "
+            f"[{row['bound_p10']:.3f}–{row['bound_p90']:.3f}] | {row['gap']:+.3f} | {'yes' if row['gap'] <= 0.01 else 'no'} | "
+            f"{row['c_A']:.2f} | {row['mean_self_dominance']:.2f} |"
+        )
 
 
 #: the two tables printed per configuration: (summary key, header) columns
 ACCURACY_COLUMNS = (
-    ("spearman_A", "ρs A"), ("spearman_A_strong", "ρs A≥.02"), ("mae_A", "MAE A"), ("spearman_S_a", "ρs S_a"),
-    ("mae_S_a", "MAE S_a"), ("spearman_S_e", "ρs S_e"), ("mae_S_e", "MAE S_e"), ("spearman_rho", "ρs ρ"),
-    ("spearman_rho_A_significant", "ρs ρ|A"), ("mae_rho", "MAE ρ"), ("rho_defined_fraction", "ρ rep"),
-    ("spearman_rho_fitted_c", "ρs ρ@ĉ"), ("spearman_rho_A_significant_fitted_c", "ρs ρ|A@ĉ"),
-    ("rho_defined_fraction_fitted_c", "ρ rep@ĉ"), ("sketch_seconds_per_seed", "sec"),
+    ("spearman_A", "ρs A"),
+    ("spearman_A_strong", "ρs A≥.02"),
+    ("mae_A", "MAE A"),
+    ("spearman_S_a", "ρs S_a"),
+    ("mae_S_a", "MAE S_a"),
+    ("spearman_S_e", "ρs S_e"),
+    ("mae_S_e", "MAE S_e"),
+    ("spearman_rho", "ρs ρ"),
+    ("spearman_rho_A_significant", "ρs ρ|A"),
+    ("mae_rho", "MAE ρ"),
+    ("rho_defined_fraction", "ρ rep"),
+    ("spearman_rho_fitted_c", "ρs ρ@ĉ"),
+    ("spearman_rho_A_significant_fitted_c", "ρs ρ|A@ĉ"),
+    ("rho_defined_fraction_fitted_c", "ρ rep@ĉ"),
+    ("sketch_seconds_per_seed", "sec"),
 )
 ERROR_BAR_COLUMNS = tuple(
     (f"{key}_{symbol}{suffix}", f"{header} {symbol}")
     for symbol in ("A", "S_a", "S_e")
-    for key, suffix, header in (("c", "", "ĉ"), ("coverage2", "", "cov@ĉ"), ("coverage2", "_shipped_c", "cov@c"),
-                                ("coverage2", "_library", "cov lib"))
+    for key, suffix, header in (
+        ("c", "", "ĉ"),
+        ("coverage2", "", "cov@ĉ"),
+        ("coverage2", "_shipped_c", "cov@c"),
+        ("coverage2", "_library", "cov lib"),
+    )
 )
 
 
@@ -500,14 +577,21 @@ def print_table(configs: list[dict]) -> None:
             for variant in config["variants"]:
                 label = Variant(variant["estimator"], variant["m"], variant["reflection"]).label
                 row = " ".join(f"{variant['summary'][key]:9.3f}" for key, _ in columns) if succeeded(variant) else ""
-                failed = f"  ({len(variant['failures'])} of {len(config['seeds'])} seeds failed)" if variant["failures"] else ""
+                failed = (
+                    f"  ({len(variant['failures'])} of {len(config['seeds'])} seeds failed)"
+                    if variant["failures"]
+                    else ""
+                )
                 print(f"{label:28s} {variant['m']:5d} {row}{failed}")
         print("Gaussian random projection of the exact F̂ (exact norms), mean [10th–90th percentile]:")
         for m, reference in config["random_projection_reference"].items():
-            print(f"  m={m:>5s}  " + "  ".join(
-                f"{header} {reference[key]:.3f} [{reference[key + '_p10']:.3f}–{reference[key + '_p90']:.3f}]"
-                for key, header in (("spearman_A", "ρs A"), ("spearman_A_strong", "ρs A≥.02"), ("mae_A", "MAE A"))
-            ))
+            print(
+                f"  m={m:>5s}  "
+                + "  ".join(
+                    f"{header} {reference[key]:.3f} [{reference[key + '_p10']:.3f}–{reference[key + '_p90']:.3f}]"
+                    for key, header in (("spearman_A", "ρs A"), ("spearman_A_strong", "ρs A≥.02"), ("mae_A", "MAE A"))
+                )
+            )
 
 
 def plot(configs: list[dict], constants: dict[tuple[str, bool], StderrConstants], path: Path) -> None:
@@ -524,10 +608,17 @@ def plot(configs: list[dict], constants: dict[tuple[str, bool], StderrConstants]
     exact_a = scatter_config["exact_pairs"]["A"]
     for label in labels:
         for variant in filter(succeeded, scatter_config["variants"]):
-            if variant["m"] == 4096 and Variant(variant["estimator"], variant["m"], variant["reflection"]).label == label:
-                axes[0, 0].scatter(exact_a, variant["sketch_A_first_seed"], s=10, alpha=0.7, color=colors[label], label=label)
+            if (
+                variant["m"] == 4096
+                and Variant(variant["estimator"], variant["m"], variant["reflection"]).label == label
+            ):
+                axes[0, 0].scatter(
+                    exact_a, variant["sketch_A_first_seed"], s=10, alpha=0.7, color=colors[label], label=label
+                )
     axes[0, 0].plot([0, 1], [0, 1], color="gray", lw=0.8)
-    axes[0, 0].set(xlabel="exact A", ylabel="sketch A (m=4096, seed 0)", title=f"{scatter_config['name']}: sketch vs exact")
+    axes[0, 0].set(
+        xlabel="exact A", ylabel="sketch A (m=4096, seed 0)", title=f"{scatter_config['name']}: sketch vs exact"
+    )
     axes[0, 0].legend(fontsize=8)
     for axis, metric, title in (
         (axes[0, 1], "spearman_A", "Spearman A, all pairs"),
@@ -540,10 +631,18 @@ def plot(configs: list[dict], constants: dict[tuple[str, bool], StderrConstants]
                     for v in filter(succeeded, config["variants"])
                     if Variant(v["estimator"], v["m"], v["reflection"]).label == label
                 ]
-                axis.plot(*zip(*points), linestyle=style, marker="o", color=colors[label], label=f"{label} [{config['name']}]")
+                axis.plot(
+                    *zip(*points), linestyle=style, marker="o", color=colors[label], label=f"{label} [{config['name']}]"
+                )
             reference = config["random_projection_reference"]
-            axis.plot([int(m) for m in reference], [r[metric] for r in reference.values()], linestyle=style, color="black", lw=2,
-                      label=f"Gaussian projection of exact F̂ [{config['name']}]")
+            axis.plot(
+                [int(m) for m in reference],
+                [r[metric] for r in reference.values()],
+                linestyle=style,
+                color="black",
+                lw=2,
+                label=f"Gaussian projection of exact F̂ [{config['name']}]",
+            )
         axis.set(xscale="log", xlabel="m", ylabel="Spearman vs exact", title=title)
         axis.minorticks_off()
         axis.set_xticks([1024, 4096, 8192], ["1024", "4096", "8192"])
@@ -555,7 +654,9 @@ def plot(configs: list[dict], constants: dict[tuple[str, bool], StderrConstants]
         positions = [k + (index - (len(labels) - 1) / 2) * width for k in range(len(SKETCH_OF))]
         axes[1, 1].bar(positions, heights, width, color=colors[label], label=label)
     axes[1, 1].set_xticks(range(len(SKETCH_OF)), [SYMBOLS[q] for q in SKETCH_OF])
-    axes[1, 1].set(yscale="log", ylabel="c (largest over configurations)", title="fitted c in sd ≈ c √(R̂_i R̂_j / m), per sketch")
+    axes[1, 1].set(
+        yscale="log", ylabel="c (largest over configurations)", title="fitted c in sd ≈ c √(R̂_i R̂_j / m), per sketch"
+    )
     axes[1, 1].legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
@@ -579,8 +680,9 @@ class StructuredDesign:
 
 STRUCTURED = StructuredDesign()
 #: ``--structured --quick``: the same design at an eighth of the sizes, 6 tasks
-QUICK_STRUCTURED = StructuredDesign(vocab_size=1024, d=32, m=512, block=128, offsets=(0, 0, 32, 128, 512, 896),
-                                    tokens_per_task=200)
+QUICK_STRUCTURED = StructuredDesign(
+    vocab_size=1024, d=32, m=512, block=128, offsets=(0, 0, 32, 128, 512, 896), tokens_per_task=200
+)
 
 
 def structured_tasks(design: StructuredDesign) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
@@ -620,11 +722,17 @@ def structured_exact(tasks) -> dict[str, torch.Tensor]:
 def structured_scores(fisher: torch.Tensor, error: torch.Tensor, exact: dict[str, torch.Tensor]) -> dict[str, float]:
     exact_a, exact_e = upper_pairs(exact["fisher"]), upper_pairs(exact["error"])
     sketch_a, sketch_e = upper_pairs(fisher), upper_pairs(error)
-    return {"spearman_A": spearman(sketch_a, exact_a), "spearman_S_e": spearman(sketch_e, exact_e),
-            "mae_S_e": float((sketch_e - exact_e).abs().mean()), "max_error_S_e": float((sketch_e - exact_e).abs().max())}
+    return {
+        "spearman_A": spearman(sketch_a, exact_a),
+        "spearman_S_e": spearman(sketch_e, exact_e),
+        "mae_S_e": float((sketch_e - exact_e).abs().mean()),
+        "max_error_S_e": float((sketch_e - exact_e).abs().max()),
+    }
 
 
-def run_structured_variant(tasks, exact, estimator: str, reflection: bool, seeds: list[int], design: StructuredDesign) -> dict:
+def run_structured_variant(
+    tasks, exact, estimator: str, reflection: bool, seeds: list[int], design: StructuredDesign
+) -> dict:
     pilot = torch.cat([a[:64] for a, _, _ in tasks]).mean(dim=0)
     per_seed = []
     for seed in seeds:
@@ -644,9 +752,14 @@ def run_structured_variant(tasks, exact, estimator: str, reflection: bool, seeds
         shrunk = alignment_matrix(signatures, shrink_coupling=True)
         scores = structured_scores(matrix.fisher, matrix.error, exact)
         z = (upper_pairs(matrix.error) - upper_pairs(exact["error"])) / upper_pairs(matrix.error_stderr)
-        scores.update(seed=seed, refusals=0, clamped=int(upper_pairs(matrix.norm_clamped.double()).sum()),
-                      max_abs_z_S_e=float(z.abs().max()),
-                      **coupling_errors(matrix, exact, "rho"), **coupling_errors(shrunk, exact, "rho_shrunk"))
+        scores.update(
+            seed=seed,
+            refusals=0,
+            clamped=int(upper_pairs(matrix.norm_clamped.double()).sum()),
+            max_abs_z_S_e=float(z.abs().max()),
+            **coupling_errors(matrix, exact, "rho"),
+            **coupling_errors(shrunk, exact, "rho_shrunk"),
+        )
         per_seed.append(scores)
     return {"estimator": estimator, "reflection": reflection, "per_seed": per_seed}
 
@@ -658,8 +771,11 @@ def coupling_errors(matrix: AlignmentMatrix, exact: dict[str, torch.Tensor], nam
     if not keep.any():
         return {f"mae_{name}": math.nan, f"coverage2_{name}": math.nan, f"reported_{name}": 0}
     errors = (rho - truth)[keep]
-    return {f"mae_{name}": float(errors.abs().mean()), f"coverage2_{name}": float((errors.abs() <= 2 * se[keep]).double().mean()),
-            f"reported_{name}": int(keep.sum())}
+    return {
+        f"mae_{name}": float(errors.abs().mean()),
+        f"coverage2_{name}": float((errors.abs() <= 2 * se[keep]).double().mean()),
+        f"reported_{name}": int(keep.sum()),
+    }
 
 
 def run_official(tasks, exact, seeds: list[int], design: StructuredDesign, workdir: Path) -> dict | None:
@@ -685,15 +801,26 @@ def run_official(tasks, exact, seeds: list[int], design: StructuredDesign, workd
     for seed in seeds:
         values = {k: torch.tensor(v, dtype=torch.float64) for k, v in results[str(seed)].items()}
         scores = structured_scores(values["fisher"], values["error"], exact)
-        scores.update(seed=seed, refusals=0, spearman_A_unshrunk=structured_scores(values["fisher_unshrunk"], values["error"], exact)["spearman_A"])
+        scores.update(
+            seed=seed,
+            refusals=0,
+            spearman_A_unshrunk=structured_scores(values["fisher_unshrunk"], values["error"], exact)["spearman_A"],
+        )
         per_seed.append(scores)
-    return {"estimator": "fishersketch 0.2.1 (paper author's; SRHT, shrunk ρ)", "reflection": False, "per_seed": per_seed}
+    return {
+        "estimator": "fishersketch 0.2.1 (paper author's; SRHT, shrunk ρ)",
+        "reflection": False,
+        "per_seed": per_seed,
+    }
 
 
 def summarize_structured(variant: dict) -> dict[str, float | str]:
     done = [s for s in variant["per_seed"] if not s["refusals"]]
-    row = {"variant": variant["estimator"] + (" + reflection" if variant["reflection"] else ""),
-           "refusals": sum(s["refusals"] for s in variant["per_seed"]), "seeds": len(variant["per_seed"])}
+    row = {
+        "variant": variant["estimator"] + (" + reflection" if variant["reflection"] else ""),
+        "refusals": sum(s["refusals"] for s in variant["per_seed"]),
+        "seeds": len(variant["per_seed"]),
+    }
     for key in done[0] if done else ():
         if key in ("seed", "refusals"):
             continue
@@ -704,10 +831,14 @@ def summarize_structured(variant: dict) -> dict[str, float | str]:
 
 
 def print_structured(rows: list[dict], reference: dict[str, float]) -> None:
-    print(f"\nstructured design (K = {STRUCTURED.vocab_size}, blocks of {STRUCTURED.block}, m = {STRUCTURED.m}); "
-          f"Gaussian projection of exact F: Spearman A {reference['spearman_A']:.3f} "
-          f"[{reference['spearman_A_p10']:.3f}-{reference['spearman_A_p90']:.3f}]")
-    print("| estimator | Spearman A (all) | Spearman S_e (per seed) | MAE S_e | max |z| S_e | refusals | clamped pairs | MAE ρ / shrunk | ±2se cov ρ / shrunk |")
+    print(
+        f"\nstructured design (K = {STRUCTURED.vocab_size}, blocks of {STRUCTURED.block}, m = {STRUCTURED.m}); "
+        f"Gaussian projection of exact F: Spearman A {reference['spearman_A']:.3f} "
+        f"[{reference['spearman_A_p10']:.3f}-{reference['spearman_A_p90']:.3f}]"
+    )
+    print(
+        "| estimator | Spearman A (all) | Spearman S_e (per seed) | MAE S_e | max |z| S_e | refusals | clamped pairs | MAE ρ / shrunk | ±2se cov ρ / shrunk |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         if "spearman_A" not in row:
@@ -716,8 +847,10 @@ def print_structured(rows: list[dict], reference: dict[str, float]) -> None:
         per_seed = ", ".join(f"{v:.3f}" for v in row["spearman_S_e_per_seed"])
         rho = f"{row.get('mae_rho', math.nan):.3f} / {row.get('mae_rho_shrunk', math.nan):.3f}"
         cov = f"{row.get('coverage2_rho', math.nan):.2f} / {row.get('coverage2_rho_shrunk', math.nan):.2f}"
-        print(f"| {row['variant']} | {row['spearman_A']:.3f} | {row['spearman_S_e']:.3f} ({per_seed}) | {row['mae_S_e']:.3f} | "
-              f"{row.get('max_abs_z_S_e', math.nan):.1f} | {row['refusals']} | {row.get('clamped', 0):.0f} | {rho} | {cov} |")
+        print(
+            f"| {row['variant']} | {row['spearman_A']:.3f} | {row['spearman_S_e']:.3f} ({per_seed}) | {row['mae_S_e']:.3f} | "
+            f"{row.get('max_abs_z_S_e', math.nan):.1f} | {row['refusals']} | {row.get('clamped', 0):.0f} | {rho} | {cov} |"
+        )
 
 
 def plot_structured(rows: list[dict], path: Path) -> None:
@@ -726,7 +859,10 @@ def plot_structured(rows: list[dict], path: Path) -> None:
     figure = Figure(figsize=(9, 4), constrained_layout=True)
     axes = figure.subplots(1, 2)
     scored = [r for r in rows if "spearman_S_e" in r]
-    for axis, key, title in ((axes[0], "spearman_S_e_per_seed", "Spearman S_e per seed"), (axes[1], "mae_S_e_per_seed", "MAE S_e per seed")):
+    for axis, key, title in (
+        (axes[0], "spearman_S_e_per_seed", "Spearman S_e per seed"),
+        (axes[1], "mae_S_e_per_seed", "MAE S_e per seed"),
+    ):
         for x, row in enumerate(scored):
             axis.plot([x] * len(row[key]), row[key], "o")
         axis.set_xticks(range(len(scored)), [r["variant"] for r in scored], rotation=25, ha="right", fontsize=7)
@@ -740,8 +876,14 @@ def run_structured(args) -> None:
     started = time.perf_counter()
     tasks = structured_tasks(design)
     exact = structured_exact(tasks)
-    variants = [run_structured_variant(tasks, exact, estimator, True, seeds, design) for estimator in tqdm(ESTIMATORS, desc="estimators")]
-    variants += [run_structured_variant(tasks, exact, e, False, seeds, design) for e in (PREVIOUS_DEFAULT_ESTIMATOR, DEFAULT_ESTIMATOR)]
+    variants = [
+        run_structured_variant(tasks, exact, estimator, True, seeds, design)
+        for estimator in tqdm(ESTIMATORS, desc="estimators")
+    ]
+    variants += [
+        run_structured_variant(tasks, exact, e, False, seeds, design)
+        for e in (PREVIOUS_DEFAULT_ESTIMATOR, DEFAULT_ESTIMATOR)
+    ]
     import tempfile
 
     with tempfile.TemporaryDirectory() as workdir:
@@ -751,10 +893,17 @@ def run_structured(args) -> None:
     rows = [summarize_structured(v) for v in variants]
     reference = random_projection_reference(exact, design.m)
     print_structured(rows, reference)
-    result = {"benchmark": "estimator_accuracy --structured", "design": dataclasses.asdict(design), "seeds": seeds,
-              "machine": machine_info(), "total_seconds": time.perf_counter() - started,
-              "exact_S_e_pairs": upper_pairs(exact["error"]).tolist(), "gaussian_projection_reference": reference,
-              "rows": rows, "variants": variants}
+    result = {
+        "benchmark": "estimator_accuracy --structured",
+        "design": dataclasses.asdict(design),
+        "seeds": seeds,
+        "machine": machine_info(),
+        "total_seconds": time.perf_counter() - started,
+        "exact_S_e_pairs": upper_pairs(exact["error"]).tolist(),
+        "gaussian_projection_reference": reference,
+        "rows": rows,
+        "variants": variants,
+    }
     write_results("estimator_accuracy_structured", result, lambda path: plot_structured(rows, path), args)
 
 
@@ -764,8 +913,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     parser.add_argument("--structured", action="store_true", help="run the structured-vocabulary design instead")
     parser.add_argument("--seeds", type=int, default=3, help="sketch seeds of --structured (default 3)")
-    parser.add_argument("--reduced", action="store_true",
-                        help="every configuration at m = 4096 with at most 3 seeds (when the full run does not fit)")
+    parser.add_argument(
+        "--reduced",
+        action="store_true",
+        help="every configuration at m = 4096 with at most 3 seeds (when the full run does not fit)",
+    )
     add_output_arguments(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -775,8 +927,12 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     available = QUICK_CONFIGS if args.quick else REDUCED_CONFIGS if args.reduced else FULL_CONFIGS
     selected = [c for c in available if args.only in (None, c.name)]
-    command = "python -m benchmarks.estimator_accuracy" + " --quick" * args.quick + " --reduced" * args.reduced + (
-        f" --only {args.only}" if args.only else "")
+    command = (
+        "python -m benchmarks.estimator_accuracy"
+        + " --quick" * args.quick
+        + " --reduced" * args.reduced
+        + (f" --only {args.only}" if args.only else "")
+    )
     configs = [run_config(config) for config in selected]
     per_config = [config_constants(config) for config in configs]
     constants = pooled_constants(per_config)

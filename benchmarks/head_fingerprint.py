@@ -31,13 +31,27 @@ from benchmarks.synthetic import add_output_arguments, write_results
 from benchmarks.throughput import peak_extra_memory
 
 GEMMA3_270M = {
-    "vocab_size": 262_144, "hidden_size": 640, "intermediate_size": 2048, "num_hidden_layers": 18,
-    "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "max_position_embeddings": 32_768,
-    "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0,
+    "vocab_size": 262_144,
+    "hidden_size": 640,
+    "intermediate_size": 2048,
+    "num_hidden_layers": 18,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 256,
+    "max_position_embeddings": 32_768,
+    "bos_token_id": 2,
+    "eos_token_id": 1,
+    "pad_token_id": 0,
 }
 #: ``--quick``: the same family at K = 4,096, d = 64, 2 layers (seconds; the code path, not the cost)
-QUICK_SHAPE = GEMMA3_270M | {"vocab_size": 4096, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-                             "head_dim": 16, "max_position_embeddings": 512}
+QUICK_SHAPE = GEMMA3_270M | {
+    "vocab_size": 4096,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "head_dim": 16,
+    "max_position_embeddings": 512,
+}
 
 
 def measured(call):
@@ -71,14 +85,20 @@ def main(argv: list[str] | None = None) -> None:
     _, seconds, extra = measured(lambda: sketch_texts(texts, model, tokenizer, spec))
     rows.append(("sketch_texts, 8 documents (second call)", seconds, extra))
     head_bytes = head.weight.numel() * head.weight.element_size()
-    print(f"Gemma-3-270M shape, random weights: K = {head.vocab_size:,}, d = {head.d}, parameters "
-          f"{parameter_bytes / 1e9:.2f} GB, head {head_bytes / 1e9:.2f} GB, {torch.get_num_threads()} threads")
+    print(
+        f"Gemma-3-270M shape, random weights: K = {head.vocab_size:,}, d = {head.d}, parameters "
+        f"{parameter_bytes / 1e9:.2f} GB, head {head_bytes / 1e9:.2f} GB, {torch.get_num_threads()} threads"
+    )
     print(f"{'step':46s} {'seconds':>8s} {'peak extra MB':>14s}")
     for name, seconds, extra in rows:
         print(f"{name:46s} {seconds:8.2f} {extra / 1e6:14.1f}")
     record = {
-        "model": "Gemma-3-270M shape, random weights", "vocab_size": head.vocab_size, "d": head.d,
-        "parameter_bytes": parameter_bytes, "head_bytes": head_bytes, "threads": torch.get_num_threads(),
+        "model": "Gemma-3-270M shape, random weights",
+        "vocab_size": head.vocab_size,
+        "d": head.d,
+        "parameter_bytes": parameter_bytes,
+        "head_bytes": head_bytes,
+        "threads": torch.get_num_threads(),
         "steps": [{"step": name, "seconds": seconds, "peak_extra_bytes": extra} for name, seconds, extra in rows],
     }
     write_results("head_fingerprint", record, lambda path: plot(rows, head, head_bytes, path), options)

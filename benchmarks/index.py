@@ -69,8 +69,12 @@ LATENCY = 0.05
 WORKERS = 16
 ADAPTER_CONFIG = b'{"base_model_name_or_path": "bench/base-model", "peft_type": "LORA", "r": 8}'
 PLAIN_CARD = f"---\nbase_model: {BASE}\nlibrary_name: peft\ntags: [fisher-signatures]\n---\n".encode()
-LAYOUTS = {"float32, all three": Layout("float32", SKETCHES), "float16, all three": Layout("float16", SKETCHES),
-           "float32, joint only": Layout("float32", ("joint",)), "float16, joint only": Layout("float16", ("joint",))}
+LAYOUTS = {
+    "float32, all three": Layout("float32", SKETCHES),
+    "float16, all three": Layout("float16", SKETCHES),
+    "float32, joint only": Layout("float32", ("joint",)),
+    "float16, joint only": Layout("float16", ("joint",)),
+}
 
 
 class Signatures:
@@ -83,7 +87,9 @@ class Signatures:
         self.shared = torch.randn(3, M, generator=g)
         self.centres = torch.randn(DOMAINS, 3, M, generator=g)
         pilot = torch.randn(D, generator=g)
-        self.spec = SketchSpec(d=D, vocab_size=VOCAB, m=M, seed=0).with_fingerprint("benchmark-head").with_reflection(pilot)
+        self.spec = (
+            SketchSpec(d=D, vocab_size=VOCAB, m=M, seed=0).with_fingerprint("benchmark-head").with_reflection(pilot)
+        )
 
     def make(self, domain: int, dataset: str) -> Signature:
         g = self.generator
@@ -91,9 +97,16 @@ class Signatures:
         means = (self.shared + self.centres[domain] + noise * torch.randn(3, M, generator=g)) / M**0.5
         shrink = 1 - (0.01 + 0.09 * torch.rand(3, generator=g, dtype=torch.float64))
         documents = int(torch.randint(50, 5000, (1,), generator=g))
-        return Signature(self.spec, means[0].clone(), means[1].clone(), means[2].clone(),
-                         means.double().square().sum(1) * shrink, documents * 100, documents,
-                         {"base_model": BASE, "dataset": dataset})
+        return Signature(
+            self.spec,
+            means[0].clone(),
+            means[1].clone(),
+            means[2].clone(),
+            means.double().square().sum(1) * shrink,
+            documents * 100,
+            documents,
+            {"base_model": BASE, "dataset": dataset},
+        )
 
 
 def pushed_files(signature: Signature, folder: Path) -> dict[str, bytes]:
@@ -110,8 +123,12 @@ def plain_files(signature: Signature) -> dict[str, bytes]:
     """The same signature file and ``fisher_signatures/index.json``, with a card that has no signature block
     (rendering 10,000 cards costs minutes of CPU; ranking from the index never reads a card)."""
     path = signature_path(signature)
-    return {"adapter_config.json": ADAPTER_CONFIG, "README.md": PLAIN_CARD, path: signature.to_bytes(),
-            INDEX_PATH: render_index([entry_for(signature, path)])}
+    return {
+        "adapter_config.json": ADAPTER_CONFIG,
+        "README.md": PLAIN_CARD,
+        path: signature.to_bytes(),
+        INDEX_PATH: render_index([entry_for(signature, path)]),
+    }
 
 
 def build_world(server: HubServer, signatures: list[Signature], work: Path, pushed: int) -> list[str]:
@@ -145,7 +162,13 @@ def request_kinds() -> dict[str, int]:
             return "listing"
         if "/resolve/" in path:
             file = path.split("/resolve/", 1)[1].split("/", 1)[1]
-            return f"{method} " + ("signature file" if file.endswith(".safetensors") else "index shard" if file.endswith(".parquet") else file)
+            return f"{method} " + (
+                "signature file"
+                if file.endswith(".safetensors")
+                else "index shard"
+                if file.endswith(".parquet")
+                else file
+            )
         return f"{method} {'/'.join(path.split('/')[:3])}"
 
     return dict(collections.Counter(kind(m, p) for m, p, _ in SERVER.requests))
@@ -220,11 +243,18 @@ def layouts_run(signatures, repo_ids, target, work: Path) -> list[dict]:
         seconds = time.perf_counter() - started
         order = np.argsort(-scores, kind="stable").tolist()
         exact_scores = exact_order_scores(signatures, target)
-        out.append({"layout": name, "bytes_per_row": size / len(signatures), "bytes": size,
-                    "top1_equal": order[0] == exact[0], "top10_equal": set(order[:10]) == set(exact[:10]),
-                    "top20_contains_top10": set(exact[:10]) <= set(order[:20]),
-                    "max_abs_score_error": float(np.max(np.abs(scores - exact_scores))),
-                    "read_and_rank_seconds": seconds})
+        out.append(
+            {
+                "layout": name,
+                "bytes_per_row": size / len(signatures),
+                "bytes": size,
+                "top1_equal": order[0] == exact[0],
+                "top10_equal": set(order[:10]) == set(exact[:10]),
+                "top20_contains_top10": set(exact[:10]) <= set(order[:20]),
+                "max_abs_score_error": float(np.max(np.abs(scores - exact_scores))),
+                "read_and_rank_seconds": seconds,
+            }
+        )
     return out
 
 
@@ -239,17 +269,32 @@ def per_repo_run(n: int, target, workers: int, latency: float) -> dict:
     fresh_cache(HF_HOME)
     _, seconds, requests = timed(lambda: select_adapter(target, base_model=BASE, workers=workers))
     SERVER.latency = 0.0
-    return {"adapters": n, "workers": workers, "seconds": seconds, "requests": requests, "requests_by_kind": request_kinds()}
+    return {
+        "adapters": n,
+        "workers": workers,
+        "seconds": seconds,
+        "requests": requests,
+        "requests_by_kind": request_kinds(),
+    }
 
 
 def build_run(n: int, workers: int, work: Path, latency: float) -> dict:
     SERVER.latency = latency
     fresh_cache(work)
     index = f"datasets/bench/index-{n}-w{workers}"
-    (_, summary), seconds, requests = timed(lambda: build_index(BASE, index, work=work / f"build-{n}-{workers}", workers=workers))
+    (_, summary), seconds, requests = timed(
+        lambda: build_index(BASE, index, work=work / f"build-{n}-{workers}", workers=workers)
+    )
     SERVER.latency = 0.0
-    return {"adapters": n, "workers": workers, "seconds": seconds, "requests": requests, "rows": summary.rows,
-            "requests_by_kind": request_kinds(), "index": index}
+    return {
+        "adapters": n,
+        "workers": workers,
+        "seconds": seconds,
+        "requests": requests,
+        "rows": summary.rows,
+        "requests_by_kind": request_kinds(),
+        "index": index,
+    }
 
 
 def plot(result: dict, path: Path) -> None:
@@ -267,15 +312,30 @@ def plot(result: dict, path: Path) -> None:
     left.legend(fontsize=8)
     middle.plot(sizes, [r["cold"]["seconds"] for r in ranks], "o-", label="index, cold cache")
     middle.plot(sizes, [r["warm"]["seconds"] for r in ranks], "s-", label="index, warm cache")
-    middle.plot([p["adapters"] for p in per_repo], [p["seconds"] for p in per_repo], "^--",
-                label=f"per-repo, sequential (beyond {min(p['adapters'] for p in per_repo if p['measured']):,}: extrapolated)")
-    middle.set(xscale="log", yscale="log", xlabel="adapters of the base model", ylabel="seconds",
-               title=f"Ranking at {result['latency_s'] * 1000:.0f} ms per request")
+    middle.plot(
+        [p["adapters"] for p in per_repo],
+        [p["seconds"] for p in per_repo],
+        "^--",
+        label=f"per-repo, sequential (beyond {min(p['adapters'] for p in per_repo if p['measured']):,}: extrapolated)",
+    )
+    middle.set(
+        xscale="log",
+        yscale="log",
+        xlabel="adapters of the base model",
+        ylabel="seconds",
+        title=f"Ranking at {result['latency_s'] * 1000:.0f} ms per request",
+    )
     middle.legend(fontsize=8)
     layouts = result["layouts"]
     right.barh([row["layout"] for row in layouts], [row["bytes_per_row"] / 1024 for row in layouts], color="tab:blue")
     for y, layout in enumerate(layouts):
-        right.text(layout["bytes_per_row"] / 1024, y, f"  top-10 {'=' if layout['top10_equal'] else '≠'}", va="center", fontsize=8)
+        right.text(
+            layout["bytes_per_row"] / 1024,
+            y,
+            f"  top-10 {'=' if layout['top10_equal'] else '≠'}",
+            va="center",
+            fontsize=8,
+        )
     right.set(xlabel="KiB per row (Parquet)", title=f"Row layouts, m = {M}")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
@@ -296,8 +356,18 @@ def main(argv: list[str] | None = None) -> None:
     largest = max(args.rank_sizes + args.build_sizes)
     signatures = [maker.make(i % DOMAINS, f"bench/domain-{i % DOMAINS}-part-{i}") for i in range(largest)]
     target = maker.make(TARGET_DOMAIN, "bench/target")
-    result = {"machine": machine_info(), "latency_s": args.latency, "workers": WORKERS, "m": M, "d": D,
-              "shortlist": SHORTLIST, "build": [], "rank": [], "per_repo": [], "layouts": []}
+    result = {
+        "machine": machine_info(),
+        "latency_s": args.latency,
+        "workers": WORKERS,
+        "m": M,
+        "d": D,
+        "shortlist": SHORTLIST,
+        "build": [],
+        "rank": [],
+        "per_repo": [],
+        "layouts": [],
+    }
     fresh_hub()
     with tempfile.TemporaryDirectory(prefix="fisherhub-index-run-") as tmp:
         work = Path(tmp)
@@ -314,8 +384,11 @@ def main(argv: list[str] | None = None) -> None:
                 write_index(signatures[:n], repo_ids, index.removeprefix("datasets/"), work)
             if n in args.rank_sizes:
                 result["rank"].append(rank_run(n, signatures[:n], repo_ids, target, index, work, args.latency))
-                print(f"  rank: cold {result['rank'][-1]['cold']['seconds']:.2f} s, warm "
-                      f"{result['rank'][-1]['warm']['seconds']:.2f} s", flush=True)
+                print(
+                    f"  rank: cold {result['rank'][-1]['cold']['seconds']:.2f} s, warm "
+                    f"{result['rank'][-1]['warm']['seconds']:.2f} s",
+                    flush=True,
+                )
             if n == args.sequential_size:
                 for workers in (1, WORKERS):
                     result["per_repo"].append(per_repo_run(n, target, workers, args.latency))
@@ -341,29 +414,57 @@ def per_repo_extrapolation(result: dict, sizes: list[int]) -> list[dict]:
 
 
 def print_tables(result: dict) -> None:
-    print(f"\nranking at {result['latency_s'] * 1000:.0f} ms per request (shortlist {result['shortlist']}, m = {result['m']})")
-    header = ("adapters", "cold s", "cold req", "cold MB", "warm s", "warm req", "top-1", "top-10", "= direct",
-              "per-repo req", "per-repo s")
+    print(
+        f"\nranking at {result['latency_s'] * 1000:.0f} ms per request (shortlist {result['shortlist']}, m = {result['m']})"
+    )
+    header = (
+        "adapters",
+        "cold s",
+        "cold req",
+        "cold MB",
+        "warm s",
+        "warm req",
+        "top-1",
+        "top-10",
+        "= direct",
+        "per-repo req",
+        "per-repo s",
+    )
     print("  ".join(f"{h:>12}" for h in header))
     per_repo = {p["adapters"]: p for p in result["per_repo_requests"]}
     for run in result["rank"]:
         p = per_repo[run["adapters"]]
-        cells = (run["adapters"], f"{run['cold']['seconds']:.2f}", run["cold"]["requests"],
-                 f"{run['cold']['downloaded_bytes'] / 1e6:.1f}", f"{run['warm']['seconds']:.2f}", run["warm"]["requests"],
-                 run["top1_equal"], run["top10_equal"], run["table_equals_direct"], p["requests"],
-                 f"{p['seconds']:.0f}{'' if p['measured'] else ' (extrap.)'}")
+        cells = (
+            run["adapters"],
+            f"{run['cold']['seconds']:.2f}",
+            run["cold"]["requests"],
+            f"{run['cold']['downloaded_bytes'] / 1e6:.1f}",
+            f"{run['warm']['seconds']:.2f}",
+            run["warm"]["requests"],
+            run["top1_equal"],
+            run["top10_equal"],
+            run["table_equals_direct"],
+            p["requests"],
+            f"{p['seconds']:.0f}{'' if p['measured'] else ' (extrap.)'}",
+        )
         print("  ".join(f"{c!s:>12}" for c in cells))
     print("\nbuilding the index and ranking named candidates per repo: sequential vs the pool")
     for run in result["build"]:
-        print(f"  build N = {run['adapters']:>6}, {run['workers']:>2} workers: {run['seconds']:8.1f} s, {run['requests']} requests")
+        print(
+            f"  build N = {run['adapters']:>6}, {run['workers']:>2} workers: {run['seconds']:8.1f} s, {run['requests']} requests"
+        )
     for run in result["per_repo"]:
-        print(f"  per-repo select N = {run['adapters']:>6}, {run['workers']:>2} workers: {run['seconds']:8.1f} s, "
-              f"{run['requests']} requests")
+        print(
+            f"  per-repo select N = {run['adapters']:>6}, {run['workers']:>2} workers: {run['seconds']:8.1f} s, "
+            f"{run['requests']} requests"
+        )
     print("\nrow layouts (N = largest rank size)")
     for layout in result["layouts"]:
-        print(f"  {layout['layout']:>22}: {layout['bytes_per_row'] / 1024:6.1f} KiB/row, top-1 {layout['top1_equal']}, "
-              f"top-10 {layout['top10_equal']}, exact top-10 in top-20 {layout['top20_contains_top10']}, "
-              f"max |ΔA| {layout['max_abs_score_error']:.1e}, read + rank {layout['read_and_rank_seconds']:.2f} s")
+        print(
+            f"  {layout['layout']:>22}: {layout['bytes_per_row'] / 1024:6.1f} KiB/row, top-1 {layout['top1_equal']}, "
+            f"top-10 {layout['top10_equal']}, exact top-10 in top-20 {layout['top20_contains_top10']}, "
+            f"max |ΔA| {layout['max_abs_score_error']:.1e}, read + rank {layout['read_and_rank_seconds']:.2f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -38,9 +38,28 @@ BASE = "bench/base"
 INDEX = "bench/base-index"
 ADAPTERS, QUICK_ADAPTERS, DATASETS, SIGNED = 200, 40, 20, 10
 GATED, MISSING, NO_TEXT = (16, 17), 18, 19  # dataset numbers that cannot be read
-TOPICS = ["apple pie", "stock market", "football", "quantum physics", "violin", "volcano", "chess", "sailing",
-          "tax law", "gardening", "poetry", "robots", "coffee", "desert", "opera", "surgery", "jazz", "glacier",
-          "bicycle", "comet"]
+TOPICS = [
+    "apple pie",
+    "stock market",
+    "football",
+    "quantum physics",
+    "violin",
+    "volcano",
+    "chess",
+    "sailing",
+    "tax law",
+    "gardening",
+    "poetry",
+    "robots",
+    "coffee",
+    "desert",
+    "opera",
+    "surgery",
+    "jazz",
+    "glacier",
+    "bicycle",
+    "comet",
+]
 
 
 def texts(topic: int, n: int = 24) -> list[str]:
@@ -51,12 +70,16 @@ def build_world(api: HfApi, model, tokenizer, adapters: int) -> None:
     for k in range(DATASETS):
         if k == MISSING:
             continue
-        repo_id = create_jsonl_dataset(api, f"bench/data-{k:02d}", [{"body" if k == NO_TEXT else "text": t} for t in texts(k)])
+        repo_id = create_jsonl_dataset(
+            api, f"bench/data-{k:02d}", [{"body" if k == NO_TEXT else "text": t} for t in texts(k)]
+        )
         if k in GATED:
             SERVER.repo(repo_id, "dataset").gated = "manual"
     for i in range(SIGNED):
         repo_id = create_adapter(api, f"bench/signed-{i:02d}", BASE)
-        signature = fisherhub.sketch_texts(texts(i % DATASETS)[:12], model, tokenizer, m=256, metadata={"base_model": BASE})
+        signature = fisherhub.sketch_texts(
+            texts(i % DATASETS)[:12], model, tokenizer, m=256, metadata={"base_model": BASE}
+        )
         push_signature(signature, repo_id)
     for i in range(adapters):  # adapter i names dataset i mod 20, every third one a second dataset too
         names = [f"bench/data-{i % DATASETS:02d}"] + ([f"bench/data-{(i * 7) % DATASETS:02d}"] if i % 3 == 0 else [])
@@ -72,8 +95,11 @@ def plot(result: dict, path: Path) -> None:
     labels = [d["dataset"].split("/")[1] for d in datasets]
     colours = ["tab:green" if d["status"] == "sketched" else "tab:red" for d in datasets]
     axis.bar(labels, [len(d["adapters"]) for d in datasets], color=colours)
-    axis.set(ylabel="adapters naming it", title=f"index sign: {result['report']['rows_added']} rows added "
-             f"(green sketched, red skipped), {result['sign_seconds']:.0f} s")
+    axis.set(
+        ylabel="adapters naming it",
+        title=f"index sign: {result['report']['rows_added']} rows added "
+        f"(green sketched, red skipped), {result['sign_seconds']:.0f} s",
+    )
     axis.tick_params(axis="x", rotation=90, labelsize=7)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
@@ -97,8 +123,26 @@ def main(argv: list[str] | None = None) -> None:
         build_world(api, model, tokenizer, adapters)
         assert cli(["index", "build", BASE, "--push", f"datasets/{INDEX}", "--work", f"{tmp}/work"]) == 0
         started = time.perf_counter()
-        assert cli(["index", "sign", BASE, "--index", INDEX, "--model", str(folder), "--max-documents", "16",
-                    "--report", str(report_path), "--work", f"{tmp}/work"]) == 0
+        assert (
+            cli(
+                [
+                    "index",
+                    "sign",
+                    BASE,
+                    "--index",
+                    INDEX,
+                    "--model",
+                    str(folder),
+                    "--max-documents",
+                    "16",
+                    "--report",
+                    str(report_path),
+                    "--work",
+                    f"{tmp}/work",
+                ]
+            )
+            == 0
+        )
         sign_seconds = time.perf_counter() - started
         report = json.loads(report_path.read_text())
         target = fisherhub.sketch_texts(texts(5, 40)[24:], model, tokenizer, m=256, metadata={"base_model": BASE})
@@ -107,12 +151,21 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'dataset':>16} {'status':>9} {'adapters':>9}  reason")
     for d in report["datasets"]:
         print(f"{d['dataset']:>16} {d['status']:>9} {len(d['adapters']):>9}  {(d['reason'] or '')[:90]}")
-    print(f"{report['unsigned']} unsigned adapters, {report['naming_datasets']} naming datasets; {len(sketched)} of "
-          f"{len(report['datasets'])} datasets sketched in {sign_seconds:.1f} s; {report['rows_added']} rows added")
+    print(
+        f"{report['unsigned']} unsigned adapters, {report['naming_datasets']} naming datasets; {len(sketched)} of "
+        f"{len(report['datasets'])} datasets sketched in {sign_seconds:.1f} s; {report['rows_added']} rows added"
+    )
     print(f"best for a 'volcano' target: {selection.best.candidate} from {selection.best.signature_source}")
-    result = {"machine": machine_info(), "adapters": adapters, "signed": SIGNED, "datasets": DATASETS,
-              "sign_seconds": sign_seconds, "report": report,
-              "best_for_volcano_target": selection.best.candidate, "ranking": [row.candidate for row in selection.ranking]}
+    result = {
+        "machine": machine_info(),
+        "adapters": adapters,
+        "signed": SIGNED,
+        "datasets": DATASETS,
+        "sign_seconds": sign_seconds,
+        "report": report,
+        "best_for_volcano_target": selection.best.candidate,
+        "ranking": [row.candidate for row in selection.ranking],
+    }
     write_results("index_sign", result, lambda path: plot(result, path), args)
 
 

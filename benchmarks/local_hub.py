@@ -19,14 +19,21 @@ import time
 from pathlib import Path
 
 if "huggingface_hub" in sys.modules:
-    raise RuntimeError("huggingface_hub was imported before benchmarks.local_hub could point it at the local Hub server")
+    raise RuntimeError(
+        "huggingface_hub was imported before benchmarks.local_hub could point it at the local Hub server"
+    )
 from fisherhub.testing.hub_server import HubServer  # noqa: E402  (standard library + yaml only)
 
 HF_HOME = Path(tempfile.mkdtemp(prefix="fisherhub-bench-hub-"))
 SERVER = HubServer().start()
 os.environ.update(
-    HF_ENDPOINT=SERVER.endpoint, HF_HOME=str(HF_HOME), HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_PROGRESS_BARS="1",
-    HF_HUB_DISABLE_XET="1", HF_TOKEN="hf_fisherhub_benchmark_token", HF_DATASETS_DISABLE_PROGRESS_BARS="1",
+    HF_ENDPOINT=SERVER.endpoint,
+    HF_HOME=str(HF_HOME),
+    HF_HUB_DISABLE_TELEMETRY="1",
+    HF_HUB_DISABLE_PROGRESS_BARS="1",
+    HF_HUB_DISABLE_XET="1",
+    HF_TOKEN="hf_fisherhub_benchmark_token",
+    HF_DATASETS_DISABLE_PROGRESS_BARS="1",
 )
 atexit.register(shutil.rmtree, HF_HOME, ignore_errors=True)
 atexit.register(SERVER.stop)

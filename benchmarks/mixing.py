@@ -48,8 +48,11 @@ MAX_LENGTH, BATCH = 128, 4
 def split(domain: str, quick: bool) -> dict[str, list[str]]:
     texts = load_demo_domain(domain)["text"]
     scale = 2 if quick else 1
-    return {"train": texts[:TRAIN // scale], "signed": texts[TRAIN:TRAIN + SIGNED // scale],
-            "held_out": texts[TRAIN + SIGNED:TRAIN + SIGNED + HELD_OUT // scale]}
+    return {
+        "train": texts[: TRAIN // scale],
+        "signed": texts[TRAIN : TRAIN + SIGNED // scale],
+        "held_out": texts[TRAIN + SIGNED : TRAIN + SIGNED + HELD_OUT // scale],
+    }
 
 
 def batch_of(tokenizer, texts: list[str]) -> dict[str, torch.Tensor]:
@@ -69,7 +72,7 @@ def train_adapter(base, tokenizer, texts: list[str], steps: int, folder: Path) -
     model.train()
     for step in range(steps):
         start = step * BATCH % len(texts)
-        model(**batch_of(tokenizer, texts[start:start + BATCH])).loss.backward()
+        model(**batch_of(tokenizer, texts[start : start + BATCH])).loss.backward()
         optimizer.step()
         optimizer.zero_grad()
     model.save_pretrained(folder, save_embedding_layers=False)
@@ -80,7 +83,7 @@ def held_out_loss(model, tokenizer, texts: list[str]) -> float:
     total, count = 0.0, 0
     with torch.no_grad():
         for start in range(0, len(texts), BATCH):
-            batch = batch_of(tokenizer, texts[start:start + BATCH])
+            batch = batch_of(tokenizer, texts[start : start + BATCH])
             tokens = int((batch["labels"][:, 1:] != -100).sum())
             total += float(model(**batch).loss) * tokens
             count += tokens
@@ -88,7 +91,11 @@ def held_out_loss(model, tokenizer, texts: list[str]) -> float:
 
 
 def blend(parts: dict[str, list[str]], shares: dict[str, float], split_name: str) -> list[str]:
-    return [text for domain, share in shares.items() for text in parts[domain][split_name][: round(share * len(parts[domain][split_name]))]]
+    return [
+        text
+        for domain, share in shares.items()
+        for text in parts[domain][split_name][: round(share * len(parts[domain][split_name]))]
+    ]
 
 
 def base_model(quick: bool):
@@ -111,8 +118,15 @@ def run(args: argparse.Namespace) -> dict:
     for domain in tqdm(DOMAINS, desc="train + sign adapters"):
         adapter = folder / domain
         train_adapter(base, tokenizer, parts[domain]["train"], args.steps, adapter)
-        signature = sketch_texts(parts[domain]["train"], base, tokenizer, like, max_length=MAX_LENGTH,
-                                 metadata={**metadata, "dataset": domain}, progress=False)
+        signature = sketch_texts(
+            parts[domain]["train"],
+            base,
+            tokenizer,
+            like,
+            max_length=MAX_LENGTH,
+            metadata={**metadata, "dataset": domain},
+            progress=False,
+        )
         like = like or signature
         (adapter / ".fisher_signatures").mkdir()
         signature.save(adapter / ".fisher_signatures" / "training-data.safetensors")
@@ -120,12 +134,21 @@ def run(args: argparse.Namespace) -> dict:
     names = dict(zip(DOMAINS, adapter_names([str(folder / domain) for domain in DOMAINS])))
     results = {}
     for target, shares in TARGETS.items():
-        target_signature = sketch_texts(blend(parts, shares, "signed"), base, tokenizer, like, max_length=MAX_LENGTH,
-                                        metadata=metadata, progress=False)
+        target_signature = sketch_texts(
+            blend(parts, shares, "signed"),
+            base,
+            tokenizer,
+            like,
+            max_length=MAX_LENGTH,
+            metadata=metadata,
+            progress=False,
+        )
         selection = select_adapter(target_signature, [folder / domain for domain in DOMAINS])
         weights = selection.weights()
         model = selection.mix(copy.deepcopy(base), top_k=len(DOMAINS), combination_type="cat")
-        model.add_weighted_adapter(list(names.values()), [1 / len(DOMAINS)] * len(DOMAINS), "uniform", combination_type="cat")
+        model.add_weighted_adapter(
+            list(names.values()), [1 / len(DOMAINS)] * len(DOMAINS), "uniform", combination_type="cat"
+        )
         held_out = blend(parts, shares, "held_out")
         with model.disable_adapter():
             losses = {"base model": held_out_loss(model, tokenizer, held_out)}
@@ -138,21 +161,38 @@ def run(args: argparse.Namespace) -> dict:
             model.set_adapter(mix)
             losses[{"mix": "weighted mix", "uniform": "uniform mix"}[mix]] = held_out_loss(model, tokenizer, held_out)
         results[target] = {
-            "ranking": [{"adapter": Path(row.candidate).name, "fisher": row.score, "stderr": row.stderr} for row in selection.ranking],
+            "ranking": [
+                {"adapter": Path(row.candidate).name, "fisher": row.score, "stderr": row.stderr}
+                for row in selection.ranking
+            ],
             "weights": {Path(name).name: weight for name, weight in weights.items()},
             "held_out_loss": losses,
             "mix_minus_selected": losses["weighted mix"] - losses["selected (best-ranked)"],
         }
-    return {"config": {"domains": DOMAINS, "targets": TARGETS, "train_documents": len(parts[DOMAINS[0]]["train"]),
-                       "steps": args.steps, "batch": BATCH, "max_length": MAX_LENGTH, "lora": "r=8 q_proj,v_proj lr 2e-3",
-                       "mix": "Selection.mix(top_k=3, combination_type='cat'), Selection.weights(temperature=1)",
-                       "quick": args.quick},
-            "train_and_sign_seconds": train_seconds, "targets": results, "machine": machine_info()}
+    return {
+        "config": {
+            "domains": DOMAINS,
+            "targets": TARGETS,
+            "train_documents": len(parts[DOMAINS[0]]["train"]),
+            "steps": args.steps,
+            "batch": BATCH,
+            "max_length": MAX_LENGTH,
+            "lora": "r=8 q_proj,v_proj lr 2e-3",
+            "mix": "Selection.mix(top_k=3, combination_type='cat'), Selection.weights(temperature=1)",
+            "quick": args.quick,
+        },
+        "train_and_sign_seconds": train_seconds,
+        "targets": results,
+        "machine": machine_info(),
+    }
 
 
 def print_table(result: dict) -> None:
     for target, row in result["targets"].items():
-        print(f"\ntarget {target}: ranking " + ", ".join(f"{r['adapter']} {r['fisher']:.3f}±{r['stderr']:.3f}" for r in row["ranking"]))
+        print(
+            f"\ntarget {target}: ranking "
+            + ", ".join(f"{r['adapter']} {r['fisher']:.3f}±{r['stderr']:.3f}" for r in row["ranking"])
+        )
         print("  weights " + ", ".join(f"{name} {weight:.3f}" for name, weight in row["weights"].items()))
         print(f"  {'model':<26}{'held-out loss':>14}")
         for name, loss in row["held_out_loss"].items():
@@ -168,8 +208,16 @@ def plot(result: dict, path: Path) -> None:
     figure = Figure(figsize=(10, 4))
     for axes, (target, row) in zip(figure.subplots(1, len(result["targets"])), result["targets"].items()):
         names, losses = zip(*row["held_out_loss"].items())
-        colors = ["tab:gray" if n == "base model" else "tab:red" if n == "weighted mix" else
-                  "tab:green" if n.startswith("selected") else "tab:blue" for n in names]
+        colors = [
+            "tab:gray"
+            if n == "base model"
+            else "tab:red"
+            if n == "weighted mix"
+            else "tab:green"
+            if n.startswith("selected")
+            else "tab:blue"
+            for n in names
+        ]
         axes.barh(names, losses, color=colors)
         axes.set_xlim(min(losses) * 0.95, max(losses) * 1.02)
         axes.invert_yaxis()

@@ -55,7 +55,9 @@ def load(random_weights: bool, layers: int = 30, vocab_size: int = SMOLLM2_VOCAB
         from fisherhub.lm.loading import load_model_and_tokenizer
 
         return load_model_and_tokenizer(None), "SmolLM2-135M-Instruct"
-    name = "SmolLM2-135M architecture, random weights" + ("" if layers == 30 else f", {layers} layers, K = {vocab_size:,}")
+    name = "SmolLM2-135M architecture, random weights" + (
+        "" if layers == 30 else f", {layers} layers, K = {vocab_size:,}"
+    )
     return (random_smollm2(vocab_size, layers), None), name
 
 
@@ -70,7 +72,9 @@ def forward_backward(model, batch) -> None:
     embeddings = model.get_input_embeddings()(batch["input_ids"]).detach().requires_grad_(True)
     with torch.enable_grad():
         logits = model(inputs_embeds=embeddings, attention_mask=batch["attention_mask"], use_cache=False).logits
-        loss = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1).float(), batch["input_ids"][:, 1:].flatten(), reduction="sum")
+        loss = torch.nn.functional.cross_entropy(
+            logits[:, :-1].flatten(0, 1).float(), batch["input_ids"][:, 1:].flatten(), reduction="sum"
+        )
         del logits
         torch.autograd.grad(loss, [embeddings])
 
@@ -91,7 +95,9 @@ def passes(model, tokenizer, batch, m: int) -> dict[str, Callable[[], object]]:
         "head sketch": lambda: sketch_batch(SketchState(head), model, batch),
         "head-input sketch": lambda: sketch_batch(SketchState(head_input), model, batch),
         "forward + backward": lambda: forward_backward(model, batch),
-        f"network sketch ({'+'.join(LORA_MODULES)})": lambda: sketch_network_batch([NetworkSketchState(lora)], model, batch),
+        f"network sketch ({'+'.join(LORA_MODULES)})": lambda: sketch_network_batch(
+            [NetworkSketchState(lora)], model, batch
+        ),
         "network sketch (all-linear)": lambda: sketch_network_batch([NetworkSketchState(every)], model, batch),
         "network sketch (all-linear, full + block)": lambda: sketch_network_batch(
             [NetworkSketchState(every), NetworkSketchState(every_block)], model, batch
@@ -144,19 +150,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--m", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--random-weights", action="store_true")
-    parser.add_argument("--quick", action="store_true",
-                        help="random weights, 2 layers, K = 2,048, 2×32 tokens, m = 512, 1 round, temp dir")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="random weights, 2 layers, K = 2,048, 2×32 tokens, m = 512, 1 round, temp dir",
+    )
     parser.add_argument("--output-dir", type=Path, default=None)
     options = parser.parse_args(argv)
     if options.quick:
         options.random_weights, options.batch_size, options.length, options.m, options.repeats = True, 2, 32, 512, 1
-    output_dir = options.output_dir or (Path(tempfile.gettempdir()) / "fisherhub-benchmarks" if options.quick else RESULTS_DIR)
+    output_dir = options.output_dir or (
+        Path(tempfile.gettempdir()) / "fisherhub-benchmarks" if options.quick else RESULTS_DIR
+    )
     output_dir.mkdir(parents=True, exist_ok=True)
     (model, tokenizer), model_name = load(options.random_weights, *((2, 2048) if options.quick else ()))
     batch = make_batch(options.batch_size, options.length, model.get_output_embeddings().weight.shape[0])
     results = {
-        "model": model_name, "batch_size": options.batch_size, "length": options.length, "m": options.m,
-        "repeats": options.repeats, "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
+        "model": model_name,
+        "batch_size": options.batch_size,
+        "length": options.length,
+        "m": options.m,
+        "repeats": options.repeats,
+        "torch": torch.__version__,
+        "machine": platform.processor() or platform.machine(),
         "runs": [],
     }
     for threads in THREAD_COUNTS:
@@ -167,7 +183,11 @@ def main(argv: list[str] | None = None) -> int:
             "threads": threads,
             "best_seconds": {name: min(times) for name, times in rounds.items()},
             "rounds": rounds,
-            "ratios": {name: paired_ratio(rounds, name, baseline_of(name)) for name in calls if name not in ("forward", "forward + backward")},
+            "ratios": {
+                name: paired_ratio(rounds, name, baseline_of(name))
+                for name in calls
+                if name not in ("forward", "forward + backward")
+            },
             "forward_backward_over_forward": paired_ratio(rounds, "forward + backward", "forward"),
             **counts,
         }

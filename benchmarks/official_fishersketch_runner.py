@@ -28,13 +28,18 @@ def main(streams_path: str, out_path: str, *seeds: str) -> None:
     d, vocab_size, m = streams["a_0"].shape[1], streams["e_0"].shape[1], int(streams["m"])
     results = {}
     for seed in map(int, seeds):
-        sketcher = FisherSketchGPU(dim_a=d, dim_e=vocab_size, sketch_dim=m, device="cpu", seed=seed, sketch_method="srht")
+        sketcher = FisherSketchGPU(
+            dim_a=d, dim_e=vocab_size, sketch_dim=m, device="cpu", seed=seed, sketch_method="srht"
+        )
         for k in tasks:
             splits = np.where(streams[f"half_{k}"] == 0, "A", "B")
             sketcher.update_batch(k, torch.from_numpy(streams[f"a_{k}"]), torch.from_numpy(streams[f"e_{k}"]), splits)
         out = sketcher.compute_all_with_shrinkage()
-        results[seed] = {"fisher": out["fisher_shrunk"].tolist(), "error": normalized(out["S_e"]).tolist(),
-                         "fisher_unshrunk": normalized(out["S_ae"]).tolist()}
+        results[seed] = {
+            "fisher": out["fisher_shrunk"].tolist(),
+            "error": normalized(out["S_e"]).tolist(),
+            "fisher_unshrunk": normalized(out["S_ae"]).tolist(),
+        }
     with open(out_path, "w") as handle:
         json.dump(results, handle)
 

@@ -44,8 +44,9 @@ class Method:
 METHODS: dict[str, dict[str, Method]] = {suite: {} for suite in SELECTION_SUITES}
 
 
-def method(name: str, label: str, *, suites: Iterable[str] = SELECTION_SUITES, needs: Iterable[str] = (),
-           cached: bool = False):
+def method(
+    name: str, label: str, *, suites: Iterable[str] = SELECTION_SUITES, needs: Iterable[str] = (), cached: bool = False
+):
     """Register the decorated ``score(inputs) -> Tensor [source, target]`` as selection method ``name`` of
     ``suites`` (see ``Method`` for ``needs`` and ``cached``)."""
     suites = tuple(suites)
@@ -111,32 +112,106 @@ class Suite:
 #: every suite, in the order ``benchmarks.run --all`` runs them: the suites on the local Hub first, since
 #: importing the first of them (``benchmarks.local_hub``) points ``huggingface_hub`` at the one local server,
 #: which must happen before anything else imports ``huggingface_hub``
-SUITES = {suite.name: suite for suite in (
-    Suite("discovery", "benchmarks.discovery", "adapter discovery on a local Hub of N repos", ("discovery.json", "discovery.png")),
-    Suite("index", "benchmarks.index", "the signature index vs per-repo discovery on a local Hub with latency",
-          ("index.json", "index.png")),
-    Suite("index_sign", "benchmarks.index_sign", "fisherhub index sign: unsigned adapters signed from the datasets they name",
-          ("index_sign.json", "index_sign.png", "index_sign_report.json")),
-    Suite("estimator_accuracy", "benchmarks.estimator_accuracy", "sketch vs exact A, S_a, S_e, rho on synthetic tasks",
-          ("estimator_accuracy.json", "estimator_accuracy.png")),
-    Suite("estimator_accuracy_structured", "benchmarks.estimator_accuracy",
-          "the structured-vocabulary design, beside the official package where installed",
-          ("estimator_accuracy_structured.json", "estimator_accuracy_structured.png"), ("--quick", "--structured")),
-    Suite("speed_vs_exact", "benchmarks.speed_vs_exact", "all-pairs exact vs sketch time", ("speed_vs_exact.json", "speed_vs_exact.png")),
-    Suite("throughput", "benchmarks.throughput", "forward alone vs forward + sketch, memory vs K", ("throughput.json", "throughput.png"),
-          ("--quick", "--random-weights")),
-    Suite("head_fingerprint", "benchmarks.head_fingerprint", "one-time cost of a big head", ("head_fingerprint.json", "head_fingerprint.png")),
-    Suite("network_cost", "benchmarks.network_cost", "cost of network-level and head-input signatures",
-          ("network_cost.json", "network_cost.png")),
-    Suite("mixing", "benchmarks.mixing", "LoRA adapters selected and mixed by signature", ("mixing.json", "mixing.png")),
-    Suite("exp1", "benchmarks.paper.exp1_estimator", "paper exp. 1: sketch vs exact on natural domains",
-          ("paper_exp1_estimator.json", "paper_exp1_heatmaps.png", "paper_exp1_scatter.png")),
-    Suite("exp2", "benchmarks.paper.exp2_witness", "paper exp. 2: witness of shared structure", ("paper_exp2_witness.json", "paper_exp2_witness.png")),
-    Suite("exp3", "benchmarks.paper.exp3_verbalizer", "paper exp. 3: verbalizer-shift source selection",
-          ("paper_exp3_verbalizer.json", "paper_exp3_verbalizer.png")),
-    Suite("exp4", "benchmarks.paper.exp4_domains", "paper exp. 4: LoRA source selection over natural domains",
-          ("paper_exp4_domains.json", "paper_exp4_domains.png")),
-    Suite("exp5", "benchmarks.paper.exp5_smiles", "paper exp. 5: SMILES subdomains", ("paper_exp5_smiles.json", "paper_exp5_smiles.png")),
-    Suite("exp6", "benchmarks.paper.exp6_heldout_domains", "exp. 6: held-out natural domains, fixed in advance (issue 27)",
-          ("paper_exp6_heldout.json", "paper_exp6_heldout.png")),
-)}
+SUITES = {
+    suite.name: suite
+    for suite in (
+        Suite(
+            "discovery",
+            "benchmarks.discovery",
+            "adapter discovery on a local Hub of N repos",
+            ("discovery.json", "discovery.png"),
+        ),
+        Suite(
+            "index",
+            "benchmarks.index",
+            "the signature index vs per-repo discovery on a local Hub with latency",
+            ("index.json", "index.png"),
+        ),
+        Suite(
+            "index_sign",
+            "benchmarks.index_sign",
+            "fisherhub index sign: unsigned adapters signed from the datasets they name",
+            ("index_sign.json", "index_sign.png", "index_sign_report.json"),
+        ),
+        Suite(
+            "estimator_accuracy",
+            "benchmarks.estimator_accuracy",
+            "sketch vs exact A, S_a, S_e, rho on synthetic tasks",
+            ("estimator_accuracy.json", "estimator_accuracy.png"),
+        ),
+        Suite(
+            "estimator_accuracy_structured",
+            "benchmarks.estimator_accuracy",
+            "the structured-vocabulary design, beside the official package where installed",
+            ("estimator_accuracy_structured.json", "estimator_accuracy_structured.png"),
+            ("--quick", "--structured"),
+        ),
+        Suite(
+            "speed_vs_exact",
+            "benchmarks.speed_vs_exact",
+            "all-pairs exact vs sketch time",
+            ("speed_vs_exact.json", "speed_vs_exact.png"),
+        ),
+        Suite(
+            "throughput",
+            "benchmarks.throughput",
+            "forward alone vs forward + sketch, memory vs K",
+            ("throughput.json", "throughput.png"),
+            ("--quick", "--random-weights"),
+        ),
+        Suite(
+            "head_fingerprint",
+            "benchmarks.head_fingerprint",
+            "one-time cost of a big head",
+            ("head_fingerprint.json", "head_fingerprint.png"),
+        ),
+        Suite(
+            "network_cost",
+            "benchmarks.network_cost",
+            "cost of network-level and head-input signatures",
+            ("network_cost.json", "network_cost.png"),
+        ),
+        Suite(
+            "mixing",
+            "benchmarks.mixing",
+            "LoRA adapters selected and mixed by signature",
+            ("mixing.json", "mixing.png"),
+        ),
+        Suite(
+            "exp1",
+            "benchmarks.paper.exp1_estimator",
+            "paper exp. 1: sketch vs exact on natural domains",
+            ("paper_exp1_estimator.json", "paper_exp1_heatmaps.png", "paper_exp1_scatter.png"),
+        ),
+        Suite(
+            "exp2",
+            "benchmarks.paper.exp2_witness",
+            "paper exp. 2: witness of shared structure",
+            ("paper_exp2_witness.json", "paper_exp2_witness.png"),
+        ),
+        Suite(
+            "exp3",
+            "benchmarks.paper.exp3_verbalizer",
+            "paper exp. 3: verbalizer-shift source selection",
+            ("paper_exp3_verbalizer.json", "paper_exp3_verbalizer.png"),
+        ),
+        Suite(
+            "exp4",
+            "benchmarks.paper.exp4_domains",
+            "paper exp. 4: LoRA source selection over natural domains",
+            ("paper_exp4_domains.json", "paper_exp4_domains.png"),
+        ),
+        Suite(
+            "exp5",
+            "benchmarks.paper.exp5_smiles",
+            "paper exp. 5: SMILES subdomains",
+            ("paper_exp5_smiles.json", "paper_exp5_smiles.png"),
+        ),
+        Suite(
+            "exp6",
+            "benchmarks.paper.exp6_heldout_domains",
+            "exp. 6: held-out natural domains, fixed in advance (issue 27)",
+            ("paper_exp6_heldout.json", "paper_exp6_heldout.png"),
+        ),
+    )
+}

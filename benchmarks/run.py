@@ -45,28 +45,39 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("suite", nargs="?", choices=sorted(SUITES), metavar="SUITE", help="see --list")
     parser.add_argument("--list", action="store_true", help="list the suites and what each writes")
-    parser.add_argument("--all", action="store_true", help="every suite, in this process (with --quick: one folder each under --out)")
+    parser.add_argument(
+        "--all", action="store_true", help="every suite, in this process (with --quick: one folder each under --out)"
+    )
     parser.add_argument("--quick", action="store_true", help="seconds, tiny random models, results in a temp folder")
-    parser.add_argument("--out", type=Path, help="where the JSON and PNG go (default: the suite's own, or a temp folder)")
+    parser.add_argument(
+        "--out", type=Path, help="where the JSON and PNG go (default: the suite's own, or a temp folder)"
+    )
     parser.epilog = "options after -- go to the suite's own command line"
     argv = sys.argv[1:] if argv is None else list(argv)
     own, extra = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
     args = parser.parse_args(own)
     if args.all:
         if not args.quick:
-            raise SystemExit("--all runs every suite's quick run: add --quick (full runs take hours; run them one by one)")
+            raise SystemExit(
+                "--all runs every suite's quick run: add --quick (full runs take hours; run them one by one)"
+            )
         out = args.out or Path(tempfile.mkdtemp(prefix="fisherhub-quick-"))
         seconds = {}
         for suite in SUITES.values():
             started = time.perf_counter()
             run(suite, True, out / suite.name, extra)
             seconds[suite.name] = time.perf_counter() - started
-        print("\n".join(f"{name:<30} {s:6.1f} s" for name, s in seconds.items()) + f"\n{'all':<30} {sum(seconds.values()):6.1f} s")
+        print(
+            "\n".join(f"{name:<30} {s:6.1f} s" for name, s in seconds.items())
+            + f"\n{'all':<30} {sum(seconds.values()):6.1f} s"
+        )
         return
     if args.list or args.suite is None:
         width = max(map(len, SUITES))
         for suite in SUITES.values():
-            print(f"{suite.name:<{width}}  python -m {suite.module:<34} {suite.description}; writes {', '.join(suite.outputs)}")
+            print(
+                f"{suite.name:<{width}}  python -m {suite.module:<34} {suite.description}; writes {', '.join(suite.outputs)}"
+            )
         return
     run(SUITES[args.suite], args.quick, args.out, extra)
 

@@ -61,7 +61,9 @@ class SpeedConfig:
 
 
 FULL = SpeedConfig(
-    synthetic=SyntheticConfig(vocab_size=49152, d=576, num_tasks=20, tokens_per_task=2000, seed=3), m=4096, exact_tasks=3
+    synthetic=SyntheticConfig(vocab_size=49152, d=576, num_tasks=20, tokens_per_task=2000, seed=3),
+    m=4096,
+    exact_tasks=3,
 )
 QUICK = SpeedConfig(
     synthetic=SyntheticConfig(vocab_size=2048, d=64, num_tasks=4, tokens_per_task=200, seed=3), m=512, exact_tasks=3
@@ -103,7 +105,9 @@ def time_sketches(config: SpeedConfig, head: SyntheticHead) -> tuple[dict, list[
             "total_seconds": sum(entry["task_seconds"]) + matrix_seconds,
             "tokens_per_second": synthetic.num_tasks * synthetic.tokens_per_task / sum(entry["task_seconds"]),
             "fisher_measured_pairs": {
-                f"{i},{j}": float(matrix.fisher[i, j]) for i in range(config.exact_tasks) for j in range(i + 1, config.exact_tasks)
+                f"{i},{j}": float(matrix.fisher[i, j])
+                for i in range(config.exact_tasks)
+                for j in range(i + 1, config.exact_tasks)
             },
         }
     return results, kept
@@ -118,13 +122,20 @@ def time_exact(config: SpeedConfig, tasks: list[SyntheticTask]) -> dict:
         norm_seconds, pair_seconds, norms, fisher = [], [], [], {}
         for task in tqdm(tasks, desc=f"exact norms ({threads} thr)", leave=False):
             norm, seconds = timed(
-                gram_inner_products, task.activations, task.errors, task.activations, task.errors, exclude_self_pairs=True
+                gram_inner_products,
+                task.activations,
+                task.errors,
+                task.activations,
+                task.errors,
+                exclude_self_pairs=True,
             )
             norm_seconds.append(seconds)
             norms.append(norm)
         pairs = [(i, j) for i in range(len(tasks)) for j in range(i + 1, len(tasks))]
         for i, j in tqdm(pairs, desc=f"exact pairs ({threads} thr)", leave=False):
-            cross, seconds = timed(gram_inner_products, tasks[i].activations, tasks[i].errors, tasks[j].activations, tasks[j].errors)
+            cross, seconds = timed(
+                gram_inner_products, tasks[i].activations, tasks[i].errors, tasks[j].activations, tasks[j].errors
+            )
             pair_seconds.append(seconds)
             fisher[f"{i},{j}"] = float(cross[0] / (norms[i][0] * norms[j][0]).sqrt())
         mean_norm = sum(norm_seconds) / len(norm_seconds)
@@ -158,7 +169,13 @@ def plot(result: dict, path: Path) -> None:
     for bar, label, value in zip(bars, labels, seconds):
         threads = label.rsplit("\n", 1)[1].split()[0]
         ratio = result["exact"][threads]["extrapolated_total_seconds"] / value
-        axis.annotate(f"{value:.0f} s\n{ratio:.0f}×", (bar.get_x() + bar.get_width() / 2, value), ha="center", va="bottom", fontsize=8)
+        axis.annotate(
+            f"{value:.0f} s\n{ratio:.0f}×",
+            (bar.get_x() + bar.get_width() / 2, value),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     synthetic = result["config"]["synthetic"]
     axis.set_xticks(range(len(labels)), labels, fontsize=7)
     axis.set(
@@ -193,7 +210,10 @@ def main(argv: list[str] | None = None) -> None:
         "sketch": sketch,
         "exact": exact,
         "ratios": {
-            threads: {e: exact[threads]["extrapolated_total_seconds"] / sketch[threads][e]["total_seconds"] for e in ESTIMATORS}
+            threads: {
+                e: exact[threads]["extrapolated_total_seconds"] / sketch[threads][e]["total_seconds"]
+                for e in ESTIMATORS
+            }
             for threads in exact
         },
         "default_estimator": DEFAULT_ESTIMATOR,
@@ -202,7 +222,9 @@ def main(argv: list[str] | None = None) -> None:
     print(result["exact_note"])
     print(f"{'threads':>7s} {'exact s':>9s} " + " ".join(f"{e + ' s':>20s} {'ratio':>6s}" for e in ESTIMATORS))
     for threads in exact:
-        cells = " ".join(f"{sketch[threads][e]['total_seconds']:20.1f} {result['ratios'][threads][e]:5.0f}×" for e in ESTIMATORS)
+        cells = " ".join(
+            f"{sketch[threads][e]['total_seconds']:20.1f} {result['ratios'][threads][e]:5.0f}×" for e in ESTIMATORS
+        )
         print(f"{threads:>7s} {exact[threads]['extrapolated_total_seconds']:9.0f} {cells}")
     threads = str(THREAD_COUNTS[-1])
     print("A on the measured pairs, exact vs sketch:")

@@ -205,7 +205,13 @@ def sketch_task(task: SyntheticTask, spec: SketchSpec, batch_size: int = 256) ->
     state = SketchState(spec)
     for start in range(0, len(task.doc_index), batch_size):
         stop = start + batch_size
-        state.update(HeadBatch(activations=task.activations[start:stop], doc_index=task.doc_index[start:stop], errors=task.errors[start:stop]))
+        state.update(
+            HeadBatch(
+                activations=task.activations[start:stop],
+                doc_index=task.doc_index[start:stop],
+                errors=task.errors[start:stop],
+            )
+        )
     return state.finalize({"dataset": task.name})
 
 
@@ -215,7 +221,9 @@ QUICK_OUTPUT_DIR = Path(tempfile.gettempdir()) / "fisherhub-benchmarks"
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     """``--quick`` (a small smoke configuration, written to the temp dir) and ``--output-dir``."""
-    parser.add_argument("--quick", action="store_true", help=f"small smoke configuration (writes to {QUICK_OUTPUT_DIR})")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"small smoke configuration (writes to {QUICK_OUTPUT_DIR})"
+    )
     parser.add_argument("--output-dir", type=Path, help=f"default {RESULTS_DIR}")
 
 
@@ -284,7 +292,9 @@ def _describe() -> None:
 
     config = SyntheticConfig(vocab_size=8192, d=256, num_tasks=14, tokens_per_task=400)
     _, tasks = make_tasks(config)
-    norms = [gram_inner_products(t.activations, t.errors, t.activations, t.errors, exclude_self_pairs=True) for t in tasks]
+    norms = [
+        gram_inner_products(t.activations, t.errors, t.activations, t.errors, exclude_self_pairs=True) for t in tasks
+    ]
     rows = []
     for i in range(len(tasks)):
         for j in range(i + 1, len(tasks)):

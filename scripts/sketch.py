@@ -1,7 +1,7 @@
 """Sketch a dataset into a FisherSketch signature; same options as ``fisherhub sketch``.
 
-    python scripts/sketch.py --dataset DATA --output sig.safetensors
-    accelerate launch --num_processes N scripts/sketch.py --dataset DATA --output sig.safetensors
+python scripts/sketch.py --dataset DATA --output sig.safetensors
+accelerate launch --num_processes N scripts/sketch.py --dataset DATA --output sig.safetensors
 """
 
 import sys

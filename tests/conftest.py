@@ -27,8 +27,18 @@ from fisherhub.testing.hub_server import HubServer  # noqa: E402  (standard libr
 
 _SERVER = HubServer().start()
 _HF_HOME = tempfile.mkdtemp(prefix="fisherhub-hf-home-")
-for _var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_ASSETS_CACHE", "HF_XET_CACHE", "HF_DATASETS_CACHE",
-             "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_TOKEN_PATH", "HUGGING_FACE_HUB_TOKEN"):
+for _var in (
+    "HF_HUB_CACHE",
+    "HUGGINGFACE_HUB_CACHE",
+    "HF_ASSETS_CACHE",
+    "HF_XET_CACHE",
+    "HF_DATASETS_CACHE",
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "HF_DATASETS_OFFLINE",
+    "HF_TOKEN_PATH",
+    "HUGGING_FACE_HUB_TOKEN",
+):
     os.environ.pop(_var, None)
 os.environ.update(
     HF_ENDPOINT=_SERVER.endpoint,

@@ -16,8 +16,19 @@ from fisherhub.pipeline.loop import sketch as sketch_run
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH_TWO_CPU_PROCESSES = [
-    "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-    "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
+    "-m",
+    "accelerate.commands.launch",
+    "--multi_gpu",
+    "--num_processes",
+    "2",
+    "--num_machines",
+    "1",
+    "--mixed_precision",
+    "no",
+    "--dynamo_backend",
+    "no",
+    "--main_process_port",
+    "0",
 ]
 
 
@@ -35,9 +46,16 @@ def single_thread():
 def run_args(folder: Path, name: str, **overrides) -> SketchArgs:
     """``folder/docs.jsonl`` under ``folder/model``, m = 256, one document a batch, a checkpoint every 2."""
     options = {
-        "data": DataArgs(str(folder / "docs.jsonl")), "model": str(folder / "model"), "m": 256, "batch_size": 1,
-        "output": str(folder / f"{name}.safetensors"), "checkpoint": str(folder / f"{name}-checkpoint"),
-        "checkpoint_every": 2, "keep_checkpoint": True, "progress": False, "cpu": True,  # tests read the checkpoints
+        "data": DataArgs(str(folder / "docs.jsonl")),
+        "model": str(folder / "model"),
+        "m": 256,
+        "batch_size": 1,
+        "output": str(folder / f"{name}.safetensors"),
+        "checkpoint": str(folder / f"{name}-checkpoint"),
+        "checkpoint_every": 2,
+        "keep_checkpoint": True,
+        "progress": False,
+        "cpu": True,  # tests read the checkpoints
     }
     return SketchArgs(**{**options, **overrides})
 
@@ -54,9 +72,24 @@ def cli_options(args: SketchArgs) -> list[str]:
     modules = args.modules if args.modules is None or isinstance(args.modules, str) else ",".join(args.modules)
     return [
         *(["--modules", modules, "--granularity", args.granularity] if modules else []),
-        "--dataset", args.data.dataset, *(["--streaming"] if args.data.streaming else []), "--model", args.model,
-        "-m", str(args.m), "--batch-size", str(args.batch_size), "--output", args.output, "--checkpoint",
-        args.checkpoint, "--checkpoint-every", str(args.checkpoint_every), "--keep-checkpoint", "--no-progress", "--cpu",
+        "--dataset",
+        args.data.dataset,
+        *(["--streaming"] if args.data.streaming else []),
+        "--model",
+        args.model,
+        "-m",
+        str(args.m),
+        "--batch-size",
+        str(args.batch_size),
+        "--output",
+        args.output,
+        "--checkpoint",
+        args.checkpoint,
+        "--checkpoint-every",
+        str(args.checkpoint_every),
+        "--keep-checkpoint",
+        "--no-progress",
+        "--cpu",
     ]
 
 

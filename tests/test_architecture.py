@@ -80,7 +80,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for target in sorted(graph.get(node, ())):
             if state.get(target) == 1:
-                return stack[stack.index(target):] + [target]
+                return stack[stack.index(target) :] + [target]
             if target not in state and (cycle := walk(target)):
                 return cycle
         stack.pop()
@@ -168,8 +168,11 @@ def imported_module(name: str, modules: set[str], exports: dict[str, str]) -> st
 def layer_violations(graph: dict[str, set[str]]) -> tuple[list[str], set[tuple[str, str]]]:
     """Of an import graph of package modules: the modules no layer names, and the (importer, imported) pairs in
     which the imported module lies in a higher layer than the importer."""
-    unplaced = sorted(name for name in {*graph, *(t for targets in graph.values() for t in targets)}
-                      if name != "fisherhub" and layer_of(name) is None)
+    unplaced = sorted(
+        name
+        for name in {*graph, *(t for targets in graph.values() for t in targets)}
+        if name != "fisherhub" and layer_of(name) is None
+    )
     upward = {
         (name, target)
         for name, targets in graph.items()

@@ -16,8 +16,13 @@ VOCAB_SIZE, HIDDEN = 64, 32
 TOKENIZER = tiny_tokenizer(VOCAB_SIZE)
 IDS = {"bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0}
 LLAMA_LIKE = {
-    "vocab_size": VOCAB_SIZE, "hidden_size": HIDDEN, "num_hidden_layers": 2, "num_attention_heads": 4,
-    "intermediate_size": 64, "max_position_embeddings": 128, **IDS,
+    "vocab_size": VOCAB_SIZE,
+    "hidden_size": HIDDEN,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 64,
+    "max_position_embeddings": 128,
+    **IDS,
 }
 GROUPED = {**LLAMA_LIKE, "num_key_value_heads": 2}
 
@@ -29,17 +34,43 @@ CONFIGS = {
     "phi": ("PhiConfig", LLAMA_LIKE),
     "phi3": ("Phi3Config", GROUPED),
     "gpt_neox": ("GPTNeoXConfig", LLAMA_LIKE),
-    "gptj": ("GPTJConfig", {"vocab_size": VOCAB_SIZE, "n_embd": HIDDEN, "n_layer": 2, "n_head": 4, "rotary_dim": 4,
-                            "n_positions": 128, **IDS}),
-    "opt": ("OPTConfig", {"vocab_size": VOCAB_SIZE, "hidden_size": HIDDEN, "num_hidden_layers": 2, "num_attention_heads": 4,
-                          "ffn_dim": 64, "max_position_embeddings": 128, "word_embed_proj_dim": HIDDEN, **IDS}),
-    "falcon": ("FalconConfig", {"vocab_size": VOCAB_SIZE, "hidden_size": HIDDEN, "num_hidden_layers": 2,
-                                "num_attention_heads": 4, **IDS}),
+    "gptj": (
+        "GPTJConfig",
+        {
+            "vocab_size": VOCAB_SIZE,
+            "n_embd": HIDDEN,
+            "n_layer": 2,
+            "n_head": 4,
+            "rotary_dim": 4,
+            "n_positions": 128,
+            **IDS,
+        },
+    ),
+    "opt": (
+        "OPTConfig",
+        {
+            "vocab_size": VOCAB_SIZE,
+            "hidden_size": HIDDEN,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "ffn_dim": 64,
+            "max_position_embeddings": 128,
+            "word_embed_proj_dim": HIDDEN,
+            **IDS,
+        },
+    ),
+    "falcon": (
+        "FalconConfig",
+        {"vocab_size": VOCAB_SIZE, "hidden_size": HIDDEN, "num_hidden_layers": 2, "num_attention_heads": 4, **IDS},
+    ),
     "bloom": ("BloomConfig", {"vocab_size": VOCAB_SIZE, "hidden_size": HIDDEN, "n_layer": 2, "n_head": 4, **IDS}),
     "stablelm": ("StableLmConfig", GROUPED),
     "starcoder2": ("Starcoder2Config", GROUPED),
     "olmo2": ("Olmo2Config", LLAMA_LIKE),
-    "gemma3_text": ("Gemma3TextConfig", {**GROUPED, "head_dim": 8, "final_logit_softcapping": 2.0, "query_pre_attn_scalar": 8}),
+    "gemma3_text": (
+        "Gemma3TextConfig",
+        {**GROUPED, "head_dim": 8, "final_logit_softcapping": 2.0, "query_pre_attn_scalar": 8},
+    ),
     "cohere": ("CohereConfig", {**GROUPED, "logit_scale": 0.5}),
     "granite": ("GraniteConfig", {**GROUPED, "logits_scaling": 4.0}),
     "smollm3": ("SmolLM3Config", GROUPED),

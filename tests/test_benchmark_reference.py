@@ -22,7 +22,9 @@ def test_simulated_projections_match_real_gaussian_projections():
     vectors, u_statistics, exact = _tasks()
     m, draws = 8, 20_000
     simulated = simulated_projection_alignments(exact, m, draws)
-    projection = torch.randn(draws, m, vectors.shape[1], generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    projection = torch.randn(
+        draws, m, vectors.shape[1], generator=torch.Generator().manual_seed(1), dtype=torch.float64
+    )
     sketched = projection @ vectors.T  # (draws, m, tasks)
     products = sketched.transpose(1, 2) @ sketched / m / torch.sqrt(u_statistics[:, None] * u_statistics[None, :])
     rows, cols = torch.triu_indices(len(vectors), len(vectors), offset=1)

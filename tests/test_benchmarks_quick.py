@@ -20,8 +20,15 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def _run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     """``python -m benchmarks.run ARGS`` at 1 thread, the worktree's code first."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
-    return subprocess.run([sys.executable, "-m", "benchmarks.run", *args], check=False, cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=1800)
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", *args],
+        check=False,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +77,10 @@ def _index_values(result: dict) -> None:
     sequential, pooled = result["per_repo"]
     assert sequential["requests"] == pooled["requests"] > 40 and sequential["seconds"] > 0
     assert len(result["layouts"]) == 4
-    assert all(layout["top1_equal"] and layout["top20_contains_top10"] and layout["bytes_per_row"] > 0 for layout in result["layouts"])
+    assert all(
+        layout["top1_equal"] and layout["top20_contains_top10"] and layout["bytes_per_row"] > 0
+        for layout in result["layouts"]
+    )
 
 
 def _index_sign_values(result: dict) -> None:
@@ -89,18 +99,28 @@ def _index_sign_values(result: dict) -> None:
 
 
 CHECKS = {
-    "discovery": lambda r: [run["adapters"] for run in r["runs"]] == [10, 20]
-    and all(0.0 <= run["top_share_of_target_domain"] <= 1.0 for run in r["runs"]),
+    "discovery": lambda r: (
+        [run["adapters"] for run in r["runs"]] == [10, 20]
+        and all(0.0 <= run["top_share_of_target_domain"] <= 1.0 for run in r["runs"])
+    ),
     "index": lambda r: _index_values(r) is None,
     "index_sign": lambda r: _index_sign_values(r) is None,
-    "estimator_accuracy": lambda r: len(r["configs"]) == 3
-    and _correlations([v["summary"]["spearman_A"] for c in r["configs"] for v in c["variants"]]),
+    "estimator_accuracy": lambda r: (
+        len(r["configs"]) == 3
+        and _correlations([v["summary"]["spearman_A"] for c in r["configs"] for v in c["variants"]])
+    ),
     "estimator_accuracy_structured": lambda r: r["seeds"] == [0] and len(r["rows"]) >= 2,
-    "speed_vs_exact": lambda r: all(ratio > 0 for by_estimator in r["ratios"].values() for ratio in by_estimator.values()),
-    "throughput": lambda r: all(_finite(t["seconds"]) and t["seconds"] > 0 for row in r["smollm2"] for t in row["timings"].values()),
+    "speed_vs_exact": lambda r: all(
+        ratio > 0 for by_estimator in r["ratios"].values() for ratio in by_estimator.values()
+    ),
+    "throughput": lambda r: all(
+        _finite(t["seconds"]) and t["seconds"] > 0 for row in r["smollm2"] for t in row["timings"].values()
+    ),
     "head_fingerprint": lambda r: r["vocab_size"] == 4096 and all(step["seconds"] >= 0 for step in r["steps"]),
     "network_cost": lambda r: all(s > 0 for run in r["runs"] for s in run["best_seconds"].values()),
-    "mixing": lambda r: all(_finite(loss) and loss > 0 for t in r["targets"].values() for loss in t["held_out_loss"].values()),
+    "mixing": lambda r: all(
+        _finite(loss) and loss > 0 for t in r["targets"].values() for loss in t["held_out_loss"].values()
+    ),
     "exp1": lambda r: _correlations([c["spearman"] for norm in r["comparisons"].values() for c in norm.values()]),
     "exp2": lambda r: len(r["tasks"]) == 4 and len(r["exact"]["fisher"]) == 4,
     "exp3": lambda r: _selection_values(r, r["tasks"]) is None,
@@ -114,8 +134,9 @@ def _two_stage(result: dict) -> bool:
     """An LM-domain suite's second stage: the target-sample losses of the first stage's 3 candidates of each
     target (never the target itself), and the two-stage method among the scored ones."""
     measured = result["sample_measured"]
-    return ("two_stage" in result["scores"]
-            and all(sum(row[t] for row in measured) == 3 and not measured[t][t] for t in range(len(measured))))
+    return "two_stage" in result["scores"] and all(
+        sum(row[t] for row in measured) == 3 and not measured[t][t] for t in range(len(measured))
+    )
 
 
 def test_every_suite_has_a_check():
@@ -176,6 +197,7 @@ def test_a_new_method_is_one_function_and_one_decorator():
     from benchmarks.registry import METHODS, labels, method, methods_of
 
     try:
+
         @method("test_mean_activation", "test: mean activation cosine", suites=("exp4",))
         def mean_activation(inputs):
             return inputs.sketch.activation

@@ -32,7 +32,22 @@ from fisherhub.lm.probe_text import PROBE_DOCUMENTS
 
 VOCAB_SIZE = 64
 TOKENIZER = tiny_tokenizer(VOCAB_SIZE)
-WORDS = ["the", "a", "river", "stone", "bridge", "old", "city", "light", "water", "market", "bread", "green", "slow", "rain"]
+WORDS = [
+    "the",
+    "a",
+    "river",
+    "stone",
+    "bridge",
+    "old",
+    "city",
+    "light",
+    "water",
+    "market",
+    "bread",
+    "green",
+    "slow",
+    "rain",
+]
 
 
 def prose_documents(count: int, seed: int) -> list[str]:
@@ -42,8 +57,10 @@ def prose_documents(count: int, seed: int) -> list[str]:
 
 def code_documents(count: int, seed: int) -> list[str]:
     rng = random.Random(seed)
-    return [f"x{rng.randint(0, 9)} = {rng.randint(0, 99)} * (y{rng.randint(0, 9)} + {rng.randint(0, 9)});"
-            for _ in range(count)]
+    return [
+        f"x{rng.randint(0, 9)} = {rng.randint(0, 99)} * (y{rng.randint(0, 9)} + {rng.randint(0, 9)});"
+        for _ in range(count)
+    ]
 
 
 def encode(texts: list[str], first_document: int = 0, padding_side: str = "right") -> dict[str, torch.Tensor]:
@@ -70,7 +87,10 @@ def assert_same_sums(state: SketchState, expected: SketchState) -> None:
 def captured(model, batch, **options) -> dict[str, torch.Tensor]:
     """The concatenated chunks of ``head_batches`` with e materialized."""
     chunks = list(head_batches(model, batch, materialize_errors=True, **options))
-    return {name: torch.cat([getattr(c, name) for c in chunks]) for name in ("activations", "errors", "doc_index", "targets")}
+    return {
+        name: torch.cat([getattr(c, name) for c in chunks])
+        for name in ("activations", "errors", "doc_index", "targets")
+    }
 
 
 def autograd_reference(model, batch, per_token_head_gradients: bool = False) -> dict[str, torch.Tensor]:
@@ -128,8 +148,9 @@ def test_captured_e_is_the_logit_gradient_and_a_the_head_input(arch, tied):
     assert torch.equal(capture["targets"], reference["targets"])
     assert torch.equal(capture["doc_index"], reference["doc_index"])
     if not tied:  # the whole head gradient is then Σ_t e_t a_tᵀ
-        torch.testing.assert_close(capture["errors"].T @ capture["activations"], reference["head_weight_gradient"],
-                                   rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(
+            capture["errors"].T @ capture["activations"], reference["head_weight_gradient"], rtol=1e-4, atol=1e-5
+        )
 
 
 @pytest.mark.parametrize("arch,scale", [("cohere", 0.5), ("granite", 1 / 4.0)])
@@ -139,10 +160,13 @@ def test_a_logit_scale_is_chained_into_e(arch, scale):
     batch = encode(["the old bridge.", "x1 = 2 * y;"])
     reference = autograd_reference(model, batch)
     capture = captured(model, batch)
-    p_minus_onehot = torch.softmax(reference["logits"], -1) - torch.nn.functional.one_hot(reference["targets"], VOCAB_SIZE)
+    p_minus_onehot = torch.softmax(reference["logits"], -1) - torch.nn.functional.one_hot(
+        reference["targets"], VOCAB_SIZE
+    )
     torch.testing.assert_close(capture["errors"], scale * p_minus_onehot, rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(capture["errors"].T @ capture["activations"], reference["head_weight_gradient"],
-                               rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(
+        capture["errors"].T @ capture["activations"], reference["head_weight_gradient"], rtol=1e-4, atol=1e-5
+    )
 
 
 def test_softcapping_is_chained_into_e():
@@ -151,18 +175,29 @@ def test_softcapping_is_chained_into_e():
     batch = encode(["the old bridge.", "x1 = 2 * y;"])
     reference = autograd_reference(model, batch)
     capture = captured(model, batch)
-    p_minus_onehot = torch.softmax(reference["logits"], -1) - torch.nn.functional.one_hot(reference["targets"], VOCAB_SIZE)
+    p_minus_onehot = torch.softmax(reference["logits"], -1) - torch.nn.functional.one_hot(
+        reference["targets"], VOCAB_SIZE
+    )
     assert (capture["errors"] - p_minus_onehot).abs().max() > 1e-2  # the cap changes e visibly ...
-    torch.testing.assert_close(capture["errors"].T @ capture["activations"], reference["head_weight_gradient"],
-                               rtol=1e-4, atol=1e-5)  # ... and keeps Σ e aᵀ the head gradient
+    torch.testing.assert_close(
+        capture["errors"].T @ capture["activations"], reference["head_weight_gradient"], rtol=1e-4, atol=1e-5
+    )  # ... and keeps Σ e aᵀ the head gradient
 
 
 def test_documents_longer_than_the_models_positions_are_truncated_to_them():
     """GPT-2's learned position embeddings have n_positions rows: a longer document would index past them."""
     from fisherhub.pipeline.loop import sketch_texts
 
-    config = transformers.GPT2Config(vocab_size=VOCAB_SIZE, n_embd=32, n_layer=1, n_head=4, n_positions=16,
-                                     bos_token_id=2, eos_token_id=1, pad_token_id=0)
+    config = transformers.GPT2Config(
+        vocab_size=VOCAB_SIZE,
+        n_embd=32,
+        n_layer=1,
+        n_head=4,
+        n_positions=16,
+        bos_token_id=2,
+        eos_token_id=1,
+        pad_token_id=0,
+    )
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
     texts = ["the quick brown fox jumps over the lazy dog " * 2, "short one", "rain falls on the old bridge again"]
     with pytest.warns(UserWarning, match="max_length 512 exceeds the model's 16 positions"):
@@ -193,7 +228,10 @@ def split_half_cosine(x_i: torch.Tensor, halves_i: torch.Tensor, x_j: torch.Tens
 def tiny_exact_tasks(count: int, seed: int = 0) -> dict[str, list[str]]:
     """Two partly aligned tasks of ``count`` documents: prose, and half prose half code (A ≈ 0.5)."""
     half = count // 2
-    return {"prose": prose_documents(count, seed), "mixed": prose_documents(half, seed + 1) + code_documents(half, seed + 1)}
+    return {
+        "prose": prose_documents(count, seed),
+        "mixed": prose_documents(half, seed + 1) + code_documents(half, seed + 1),
+    }
 
 
 def test_token_alignment_matches_materialized_fisher_from_autograd():
@@ -204,16 +242,22 @@ def test_token_alignment_matches_materialized_fisher_from_autograd():
     for name, texts in tasks.items():
         signatures[name] = sketch_documents(model, spec, texts).finalize({"dataset": name})
         reference = autograd_reference(model, encode(texts), per_token_head_gradients=True)
-        materialized = reference["head_gradients"].double().T @ reference["head_gradients"].double() / len(reference["a"])
-        torch.testing.assert_close(materialized, materialized_fisher(reference["a"], reference["e"]), rtol=1e-4, atol=1e-9)
+        materialized = (
+            reference["head_gradients"].double().T @ reference["head_gradients"].double() / len(reference["a"])
+        )
+        torch.testing.assert_close(
+            materialized, materialized_fisher(reference["a"], reference["e"]), rtol=1e-4, atol=1e-9
+        )
         assert signatures[name].num_tokens == len(reference["a"])
         exact[name] = reference
     result = alignment(signatures["prose"], signatures["mixed"])
     prose, mixed = exact["prose"], exact["mixed"]
     halves = prose["doc_index"] % 2, mixed["doc_index"] % 2
-    for sketched, stderr, key in ((result.fisher, result.stderr, "head_gradients"),
-                                  (result.activation, result.activation_stderr, "a"),
-                                  (result.error, result.error_stderr, "e")):
+    for sketched, stderr, key in (
+        (result.fisher, result.stderr, "head_gradients"),
+        (result.activation, result.activation_stderr, "a"),
+        (result.error, result.error_stderr, "e"),
+    ):
         target = split_half_cosine(prose[key], halves[0], mixed[key], halves[1])
         assert abs(sketched - target) < 4 * stderr + 1e-3, (key, sketched, target, stderr)
     assert result.stderr < 0.05
@@ -258,7 +302,13 @@ def test_true_fisher_samples_labels_from_p_with_the_counter_based_uniforms():
     spec = spec_for_model(model, TOKENIZER, m=512, fisher="true", seed=11)
     state, direct = SketchState(spec), SketchState(spec)
     sketch_batch(state, model, batch)
-    direct.update(HeadBatch(activations=reference["a"], doc_index=reference["doc_index"], errors=torch.from_numpy(expected_errors).float())).flush()
+    direct.update(
+        HeadBatch(
+            activations=reference["a"],
+            doc_index=reference["doc_index"],
+            errors=torch.from_numpy(expected_errors).float(),
+        )
+    ).flush()
     assert_same_sums(state, direct)
 
 
@@ -337,7 +387,10 @@ def test_spec_for_model_sets_dimensions_fingerprint_and_pilot_mean():
     assert HeadModel.of(model).head_checksum != spec.model_fingerprint.head_checksum
     padded_tokenizer = tiny_tokenizer(VOCAB_SIZE)
     padded_tokenizer.pad_token = padded_tokenizer.eos_token  # padding never matters
-    assert HeadModel.of(model).fingerprint(padded_tokenizer).tokenizer_checksum == spec.model_fingerprint.tokenizer_checksum
+    assert (
+        HeadModel.of(model).fingerprint(padded_tokenizer).tokenizer_checksum
+        == spec.model_fingerprint.tokenizer_checksum
+    )
 
 
 def test_peft_wrapped_models_sketch_through_the_base_head():
@@ -358,8 +411,16 @@ def test_peft_wrapped_models_sketch_through_the_base_head():
 
 # -- bad input --------------------------------------------------------------------------------------
 def test_model_without_output_embeddings_is_refused():
-    config = transformers.LlamaConfig(vocab_size=VOCAB_SIZE, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                      num_attention_heads=2, num_key_value_heads=1, head_dim=8, eos_token_id=1)
+    config = transformers.LlamaConfig(
+        vocab_size=VOCAB_SIZE,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=8,
+        eos_token_id=1,
+    )
     model = transformers.AutoModel.from_config(config)
     with pytest.raises(InputError, match="no output embeddings.*AutoModelForCausalLM"):
         output_head(model)
@@ -384,11 +445,15 @@ def test_tokenizer_that_does_not_match_the_head_is_refused():
 def test_like_a_signature_of_another_base_model_is_refused():
     model = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=VOCAB_SIZE)
     texts = prose_documents(8, seed=7)
-    signature = sketch_documents(model, spec_for_model(model, TOKENIZER, m=256), texts).finalize({"base_model": "tiny-a"})
+    signature = sketch_documents(model, spec_for_model(model, TOKENIZER, m=256), texts).finalize(
+        {"base_model": "tiny-a"}
+    )
     assert spec_for_model(model, TOKENIZER, m=8, like=signature) == signature.spec
     assert spec_for_model(model, like=signature) == signature.spec  # tokenizer unknown: head checksum only
     other = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=VOCAB_SIZE, seed=1)
-    with pytest.raises(FisherHubError, match=r"another base model \(head checksum [0-9a-f]{16} vs [0-9a-f]{16}.*tiny-a"):
+    with pytest.raises(
+        FisherHubError, match=r"another base model \(head checksum [0-9a-f]{16} vs [0-9a-f]{16}.*tiny-a"
+    ):
         spec_for_model(other, TOKENIZER, like=signature)
     with pytest.raises(FisherHubError, match="another tokenizer"):
         spec_for_model(model, tiny_tokenizer(60), like=signature)
@@ -403,11 +468,23 @@ def test_bad_batches_and_unknown_logit_transforms_are_refused():
     with pytest.raises(InputError, match="doc_index"):
         sketch_batch(SketchState(spec), model, {k: v for k, v in batch.items() if k != "doc_index"})
     with pytest.raises(InputError, match="head of K=64, d=16"):
-        sketch_batch(SketchState(spec_for_model(tiny_causal_lm("llama", True, hidden_size=16), m=64, reflection=False)),
-                     model, batch)
-    config = transformers.CohereConfig(vocab_size=VOCAB_SIZE, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                       num_attention_heads=2, num_key_value_heads=1, logit_scale=0.5,
-                                       bos_token_id=2, eos_token_id=1, pad_token_id=0)
+        sketch_batch(
+            SketchState(spec_for_model(tiny_causal_lm("llama", True, hidden_size=16), m=64, reflection=False)),
+            model,
+            batch,
+        )
+    config = transformers.CohereConfig(
+        vocab_size=VOCAB_SIZE,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        logit_scale=0.5,
+        bos_token_id=2,
+        eos_token_id=1,
+        pad_token_id=0,
+    )
     scaled = transformers.AutoModelForCausalLM.from_config(config)
     scaled.logit_scale = 0.7  # the forward scales by 0.7, its config says 0.5: a transform fisherhub does not know
     with pytest.raises(InputError, match="changes its logits after the output head"):

@@ -30,10 +30,23 @@ def test_sketch_then_compare(model_folder, tmp_path, capsys):
     prose = write_jsonl(tmp_path / "prose.jsonl", [f"the story {i} goes on and on, slowly." for i in range(30)])
     digits = write_jsonl(tmp_path / "digits.jsonl", [" ".join(str(i * j) for j in range(12)) for i in range(30)])
     for data in (prose, digits):
-        code = main([
-            "sketch", "--dataset", str(data), "--text-column", "content", "--model", str(model_folder), "-m", "512",
-            "--output", str(tmp_path / f"{data.stem}.safetensors"), "--no-progress", "--cpu",
-        ])
+        code = main(
+            [
+                "sketch",
+                "--dataset",
+                str(data),
+                "--text-column",
+                "content",
+                "--model",
+                str(model_folder),
+                "-m",
+                "512",
+                "--output",
+                str(tmp_path / f"{data.stem}.safetensors"),
+                "--no-progress",
+                "--cpu",
+            ]
+        )
         assert code == 0
     assert "wrote" in capsys.readouterr().out
     refs = [str(tmp_path / "prose.safetensors"), str(tmp_path / "digits.safetensors")]
@@ -56,17 +69,41 @@ def test_sketch_hands_back_its_process_group(model_folder, tmp_path, monkeypatch
     destroyed = []
     monkeypatch.setattr(PartialState, "destroy_process_group", lambda self, group=None: destroyed.append(group))
     data = write_jsonl(tmp_path / "prose.jsonl", [f"the story {i} goes on and on, slowly." for i in range(6)])
-    code = main([
-        "sketch", "--dataset", str(data), "--text-column", "content", "--model", str(model_folder), "-m", "64",
-        "--output", str(tmp_path / "prose.safetensors"), "--no-progress", "--cpu",
-    ])
+    code = main(
+        [
+            "sketch",
+            "--dataset",
+            str(data),
+            "--text-column",
+            "content",
+            "--model",
+            str(model_folder),
+            "-m",
+            "64",
+            "--output",
+            str(tmp_path / "prose.safetensors"),
+            "--no-progress",
+            "--cpu",
+        ]
+    )
     assert code == 0 and destroyed == [None]
 
 
 def test_reflection_is_on_by_default_and_can_be_turned_off(model_folder, tmp_path):
     data = write_jsonl(tmp_path / "prose.jsonl", [f"the story {i} goes on and on, slowly." for i in range(12)])
-    common = ["sketch", "--dataset", str(data), "--text-column", "content", "--model", str(model_folder), "-m", "256",
-              "--no-progress", "--cpu"]
+    common = [
+        "sketch",
+        "--dataset",
+        str(data),
+        "--text-column",
+        "content",
+        "--model",
+        str(model_folder),
+        "-m",
+        "256",
+        "--no-progress",
+        "--cpu",
+    ]
     assert main([*common, "--output", str(tmp_path / "on.safetensors")]) == 0
     assert main([*common, "--no-reflection", "--output", str(tmp_path / "off.safetensors")]) == 0
     on, off = Signature.load(tmp_path / "on.safetensors"), Signature.load(tmp_path / "off.safetensors")
@@ -81,15 +118,28 @@ def test_compare_needs_two_signatures(tmp_path, capsys):
 
 def test_demo_with_a_tiny_model(model_folder, tmp_path, capsys):
     output = tmp_path / "demo"
-    code = main([
-        "demo", "--model", str(model_folder), "--max-documents", "12", "--max-length", "48", "-m", "256",
-        "--output-dir", str(output),
-    ])
+    code = main(
+        [
+            "demo",
+            "--model",
+            str(model_folder),
+            "--max-documents",
+            "12",
+            "--max-length",
+            "48",
+            "-m",
+            "256",
+            "--output-dir",
+            str(output),
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     signatures = [Signature.load(output / f"{name}.safetensors") for name in DEMO_DOMAINS]
-    assert all(s.num_documents == 12 and s.metadata["dataset"] == f"fisherhub-demo/{name}"
-               for s, name in zip(signatures, DEMO_DOMAINS))
+    assert all(
+        s.num_documents == 12 and s.metadata["dataset"] == f"fisherhub-demo/{name}"
+        for s, name in zip(signatures, DEMO_DOMAINS)
+    )
     assert len({s.sketch_id for s in signatures}) == 1
     assert (output / "alignment.png").read_bytes()[:8] == PNG_MAGIC
     assert all(name in printed for name in DEMO_DOMAINS)

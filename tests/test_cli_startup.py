@@ -94,13 +94,24 @@ def test_the_resume_command_of_a_network_sketch_repeats_its_modules_and_adapters
     checkpoint = tmp_path / "c"
     checkpoint.mkdir()
     (checkpoint / "rank0-of1.json").write_text("{}")  # a checkpoint was written: the command resumes from it
-    namespace = build_parser().parse_args([
-        "sketch", "--dataset", "d", "--adapter", "a", "--adapter", "b", "--kernel", "block", "--checkpoint",
-        str(checkpoint),
-    ])
+    namespace = build_parser().parse_args(
+        [
+            "sketch",
+            "--dataset",
+            "d",
+            "--adapter",
+            "a",
+            "--adapter",
+            "b",
+            "--kernel",
+            "block",
+            "--checkpoint",
+            str(checkpoint),
+        ]
+    )
     assert sketch_args(namespace).adapters == ["a", "b"]
     words = shlex.split(_how_to_resume(namespace).split(" with: ")[1])
-    assert words[words.index("--adapter"):][:4] == ["--adapter", "a", "--adapter", "b"]
+    assert words[words.index("--adapter") :][:4] == ["--adapter", "a", "--adapter", "b"]
     assert "--kernel" in words and words[-1] == "--resume"
     again = sketch_args(build_parser().parse_args(words[1:]))
     assert (again.adapters, again.kernel, again.checkpoint) == (["a", "b"], "block", str(checkpoint))

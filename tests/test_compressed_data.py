@@ -55,8 +55,16 @@ def test_compressed_glob(tmp_path):
 
 @pytest.mark.parametrize(
     ("name", "builder"),
-    [("a.jsonl", "json"), ("a.jsonl.gz", "json"), ("a.b.csv.xz", "csv"), ("a.parquet", "parquet"),
-     ("a.txt.bz2", "text"), ("a.gz", None), ("org/name", None), ("a.tar", None)],
+    [
+        ("a.jsonl", "json"),
+        ("a.jsonl.gz", "json"),
+        ("a.b.csv.xz", "csv"),
+        ("a.parquet", "parquet"),
+        ("a.txt.bz2", "text"),
+        ("a.gz", None),
+        ("org/name", None),
+        ("a.tar", None),
+    ],
 )
 def test_file_builder(name, builder):
     from pathlib import Path

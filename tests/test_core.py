@@ -111,7 +111,11 @@ def test_streaming_in_pieces_and_merge_equal_one_pass():
     one_pass = SketchState(spec).update(HeadBatch(activations=a, doc_index=docs, errors=e))
     pieces = SketchState(spec)
     for start in range(0, 120, 30):  # document boundaries align with pieces (3 tokens each)
-        pieces.update(HeadBatch(activations=a[start : start + 30], doc_index=docs[start : start + 30], errors=e[start : start + 30])).flush()
+        pieces.update(
+            HeadBatch(
+                activations=a[start : start + 30], doc_index=docs[start : start + 30], errors=e[start : start + 30]
+            )
+        ).flush()
     left = SketchState(spec).update(HeadBatch(activations=a[:60], doc_index=docs[:60], errors=e[:60]))
     right = SketchState(spec).update(HeadBatch(activations=a[60:], doc_index=docs[60:], errors=e[60:]))
     merged = left + right
@@ -125,7 +129,9 @@ def test_streaming_in_pieces_and_merge_equal_one_pass():
 def test_document_split_across_updates_counted_once():
     spec = SketchSpec(d=4, vocab_size=16, m=32)
     a, e = synthetic_task(10, 4, 16, seed=0)
-    state = SketchState(spec).update(HeadBatch(activations=a[:5], doc_index=torch.zeros(5, dtype=torch.long), errors=e[:5]))
+    state = SketchState(spec).update(
+        HeadBatch(activations=a[:5], doc_index=torch.zeros(5, dtype=torch.long), errors=e[:5])
+    )
     state.update(HeadBatch(activations=a[5:], doc_index=torch.tensor([0, 0, 1, 1, 1]), errors=e[5:])).flush()
     assert state.num_documents == 2 and torch.equal(state.document_counts, torch.tensor([1, 1]))
 
@@ -213,11 +219,17 @@ def test_reflections_compare_within_the_tolerance_and_refuse_beyond_it():
     a, e = synthetic_task(400, 8, 64, seed=0)
     pilot = a.mean(0)
     nearby = pilot + 1e-6 * torch.randn(8, generator=torch.Generator().manual_seed(0))
-    spec, near_spec = SketchSpec(d=8, vocab_size=64, m=256).with_reflection(pilot), SketchSpec(d=8, vocab_size=64, m=256).with_reflection(nearby)
+    spec, near_spec = (
+        SketchSpec(d=8, vocab_size=64, m=256).with_reflection(pilot),
+        SketchSpec(d=8, vocab_size=64, m=256).with_reflection(nearby),
+    )
     assert spec.sketch_id == near_spec.sketch_id and spec.reflection != near_spec.reflection
     assert 0 < spec.reflection_angle(near_spec) < REFLECTION_TOLERANCE and not spec.differences(near_spec)
     b, f = synthetic_task(400, 8, 64, seed=1)
-    same_pilot, near_pilot = alignment(sketch(spec, a, e), sketch(spec, b, f)), alignment(sketch(spec, a, e), sketch(near_spec, b, f))
+    same_pilot, near_pilot = (
+        alignment(sketch(spec, a, e), sketch(spec, b, f)),
+        alignment(sketch(spec, a, e), sketch(near_spec, b, f)),
+    )
     assert abs(near_pilot.fisher - same_pilot.fisher) < 1e-4 * same_pilot.fisher
     far_spec = SketchSpec(d=8, vocab_size=64, m=256).with_reflection(pilot + 0.1 * pilot.norm() * torch.eye(8)[3])
     assert far_spec.sketch_id == spec.sketch_id
@@ -252,7 +264,9 @@ def test_state_and_joint_signature_sizes():
 )
 def test_bad_batches_raise_clear_errors(activations, errors, doc_index, match):
     with pytest.raises(InputError, match=match):
-        SketchState(SketchSpec(d=8, vocab_size=16, m=32)).update(HeadBatch(activations=activations, doc_index=doc_index, errors=errors))
+        SketchState(SketchSpec(d=8, vocab_size=16, m=32)).update(
+            HeadBatch(activations=activations, doc_index=doc_index, errors=errors)
+        )
 
 
 def test_bad_specs_raise_clear_errors():
@@ -267,7 +281,9 @@ def test_bad_specs_raise_clear_errors():
 def test_too_few_documents_is_an_error_not_a_nan():
     spec = SketchSpec(d=4, vocab_size=16, m=32)
     a, e = synthetic_task(6, 4, 16, seed=0)
-    one_document = SketchState(spec).update(HeadBatch(activations=a, doc_index=torch.zeros(6, dtype=torch.long), errors=e))
+    one_document = SketchState(spec).update(
+        HeadBatch(activations=a, doc_index=torch.zeros(6, dtype=torch.long), errors=e)
+    )
     with pytest.raises(TooFewDocumentsError, match="1 document"):
         one_document.finalize()
 
@@ -291,7 +307,9 @@ def orthogonal_error_task(documents: int, seed: int) -> SketchState:
     errors = torch.eye(256)[torch.randperm(256, generator=generator)[:documents]]
     errors *= torch.where(torch.rand(documents, 1, generator=generator) < 0.5, -1.0, 1.0)
     activations = torch.randn(documents, 4, generator=generator)
-    return SketchState(spec).update(HeadBatch(activations=activations, doc_index=torch.arange(documents), errors=errors))
+    return SketchState(spec).update(
+        HeadBatch(activations=activations, doc_index=torch.arange(documents), errors=errors)
+    )
 
 
 def test_split_norm_z_is_standard_normal_where_the_exact_norm_is_zero():

@@ -48,7 +48,9 @@ def test_streaming_equals_map_style_and_resume_position(tokenizer):
         mapped = documents(DataArgs(dataset), tokenizer, rank, 2)
         streamed = documents(DataArgs(dataset, streaming=True), tokenizer, rank, 2)
         assert streamed == mapped
-        assert documents(DataArgs(dataset, streaming=True), tokenizer, rank, 2, start=5) == [d for d in mapped if d.index >= 5]
+        assert documents(DataArgs(dataset, streaming=True), tokenizer, rank, 2, start=5) == [
+            d for d in mapped if d.index >= 5
+        ]
 
 
 def test_text_tokens_truncation_and_labels(tokenizer):

@@ -15,8 +15,12 @@ SCRIPT = REPO / "scripts" / "device_check.py"
 
 
 def run(*args: str, out: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "CUDA_VISIBLE_DEVICES": "",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
+    }
     env.pop("OUT", None)
     if out is not None:
         env["OUT"] = str(out)
@@ -36,7 +40,9 @@ def test_small_run_on_the_cpu(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads((tmp_path / "device_check.json").read_text())
     checks = ["core", "capture", "throughput_K512", "throughput_K1024", "cpu_update_vs_floor"]
-    assert [name for name in report if not name.endswith("_seconds") and isinstance(report[name], (dict, list))] == checks
+    assert [
+        name for name in report if not name.endswith("_seconds") and isinstance(report[name], (dict, list))
+    ] == checks
     assert not any("error" in report[name] for name in checks)
     assert all(figures["cpu_2_threads_bits_equal_1_thread"] for figures in report["core"].values())
     assert [row["threads"]["1"]["floor_ratio_cpu"] > 0 for row in report["cpu_update_vs_floor"]] == [True, True]

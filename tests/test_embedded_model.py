@@ -29,7 +29,11 @@ VOCAB_SIZE = 96
 M = 512
 README = Path(__file__).resolve().parents[1] / "README.md"
 DOMAINS = {
-    "prose": [f"the {w} walked along the river for {n} hours, thinking of home." for n in range(20) for w in ("cat", "old man")],
+    "prose": [
+        f"the {w} walked along the river for {n} hours, thinking of home."
+        for n in range(20)
+        for w in ("cat", "old man")
+    ],
     "code": [f"def f{n}(x):\n    return [x * {n} for x in range({n})]\n" for n in range(40)],
     "digits": [" ".join(str(n * k % 97) for k in range(14)) for n in range(40)],
 }
@@ -89,7 +93,11 @@ def test_the_loaded_default_is_named_by_its_id_and_peft_records_it(embedded_mode
     config = save_adapter(tmp_path / "adapter", seed=0)
     assert config["base_model_name_or_path"] == DEFAULT_MODEL_ID
     # every name of the embedded model loads it (no Hub lookup: the local Hub does not hold the id)
-    for name, revision in ((str(embedded_model), None), (OTHER_MACHINES_FOLDER, None), (DEFAULT_MODEL_ID, DEFAULT_MODEL_REVISION)):
+    for name, revision in (
+        (str(embedded_model), None),
+        (OTHER_MACHINES_FOLDER, None),
+        (DEFAULT_MODEL_ID, DEFAULT_MODEL_REVISION),
+    ):
         loaded, _ = load_model_and_tokenizer(name, revision=revision)
         assert loaded.name_or_path == DEFAULT_MODEL_ID, name
 
@@ -167,8 +175,9 @@ def test_metric_texts_mode_names_the_embedded_model_default(embedded_model):
     from fisherhub.pipeline.loop import sketch_texts
 
     metric = evaluate.load(metric_path(), keep_in_memory=True)
-    result = metric.compute(predictions=DOMAINS["prose"], references=DOMAINS["code"], model_id="default", m=M,
-                            max_length=64, device="cpu")
+    result = metric.compute(
+        predictions=DOMAINS["prose"], references=DOMAINS["code"], model_id="default", m=M, max_length=64, device="cpu"
+    )
     model, tokenizer = load_model_and_tokenizer(None)
     spec = spec_for_model(model, tokenizer, m=M)
     prose, code = (sketch_texts(DOMAINS[name], model, tokenizer, spec, max_length=64) for name in ("prose", "code"))

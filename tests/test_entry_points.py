@@ -35,8 +35,10 @@ def installed(tmp_path_factory) -> Path:
     assert created.returncode == 0, created.stderr
     python = venv / "bin" / "python"
     # --ignore-installed: the system may have fisherhub (e.g. an editable checkout) of the same version
-    pip = _run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed", str(wheel)],
-               cwd=root)
+    pip = _run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed", str(wheel)],
+        cwd=root,
+    )
     assert pip.returncode == 0, pip.stderr
     where = _run([str(python), "-c", "import fisherhub; print(fisherhub.__file__)"], cwd=root)
     assert where.stdout.strip().startswith(str(venv)), where.stdout + where.stderr
@@ -53,15 +55,28 @@ def tiny(tmp_path_factory) -> Path:
 
 
 def sketch_options(folder: Path, name: str) -> list[str]:
-    return ["--dataset", str(folder / "docs.jsonl"), "--model", str(folder / "model"), "-m", "256",
-            "--batch-size", "1", "--no-progress", "--cpu", "--output", str(folder / f"{name}.safetensors")]
+    return [
+        "--dataset",
+        str(folder / "docs.jsonl"),
+        "--model",
+        str(folder / "model"),
+        "-m",
+        "256",
+        "--batch-size",
+        "1",
+        "--no-progress",
+        "--cpu",
+        "--output",
+        str(folder / f"{name}.safetensors"),
+    ]
 
 
 @pytest.fixture(scope="module")
 def reference(tiny) -> Signature:
     """The signature ``scripts/sketch.py`` writes from the checkout."""
-    result = _run([sys.executable, str(REPO / "scripts" / "sketch.py"), *sketch_options(tiny, "script")], cwd=tiny,
-                  checkout=True)
+    result = _run(
+        [sys.executable, str(REPO / "scripts" / "sketch.py"), *sketch_options(tiny, "script")], cwd=tiny, checkout=True
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return Signature.load(tiny / "script.safetensors")
 
@@ -89,12 +104,36 @@ def test_python_m_runs_the_sketcher(installed, tiny, reference, module):
 
 
 def test_accelerate_launch_two_processes_gives_the_one_process_signature(installed, tiny, reference):
-    launch = [str(installed), "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-              "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0"]
+    launch = [
+        str(installed),
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        "0",
+    ]
     checkpoint = tiny / "launch2-checkpoint"
-    result = _run([*launch, "-m", "fisherhub", "sketch", *sketch_options(tiny, "launch2"), "--checkpoint", str(checkpoint),
-                   "--keep-checkpoint"],
-                  cwd=tiny)
+    result = _run(
+        [
+            *launch,
+            "-m",
+            "fisherhub",
+            "sketch",
+            *sketch_options(tiny, "launch2"),
+            "--checkpoint",
+            str(checkpoint),
+            "--keep-checkpoint",
+        ],
+        cwd=tiny,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(path.name for path in checkpoint.glob("*.json")) == ["rank0-of2.json", "rank1-of2.json"]
     assert result.stdout.count("wrote") == 1  # only the main process writes

@@ -49,7 +49,9 @@ def test_sequence_granularity_sketch_matches_exact():
     for seed, block in ((0, (0, 30)), (1, (0, 30)), (2, (10, 40))):
         a, e = synthetic_task(1200, d, vocab, seed=seed, label_block=block)
         docs = torch.arange(1200) // 4
-        tasks.append((a, e, docs, SketchState(spec).update(HeadBatch(activations=a, doc_index=docs, errors=e)).finalize()))
+        tasks.append(
+            (a, e, docs, SketchState(spec).update(HeadBatch(activations=a, doc_index=docs, errors=e)).finalize())
+        )
     for (a_i, e_i, d_i, s_i), (a_j, e_j, d_j, s_j) in ((tasks[0], tasks[1]), (tasks[0], tasks[2])):
         exact = exact_sequence_alignment(sequence_gradients(a_i, e_i, d_i), sequence_gradients(a_j, e_j, d_j))
         result = alignment(s_i, s_j)

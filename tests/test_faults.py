@@ -69,8 +69,11 @@ def test_case2_resume_refuses_a_replaced_data_file(tiny, tmp_path):
     args = run_args(tmp_path, "replaced", data=DataArgs(str(data)), model=str(tiny / "model"))
     sketch(args)
     write_jsonl(data, [text.upper() for text in TEXTS] * 2)
-    with pytest.raises(InputError, match=r"different run \(differs in \['dataset_fingerprint'\]\): dataset_fingerprint "
-                       r"'\w+' in the checkpoint, '\w+' now"):
+    with pytest.raises(
+        InputError,
+        match=r"different run \(differs in \['dataset_fingerprint'\]\): dataset_fingerprint "
+        r"'\w+' in the checkpoint, '\w+' now",
+    ):
         sketch(dataclasses.replace(args, resume=True))
 
 
@@ -78,8 +81,11 @@ def test_case2_resume_refuses_another_model_dtype(tiny):
     """The sketch id is the same in bfloat16 (case 4: the head checksum is of the weights as stored)."""
     args = run_args(tiny, "dtype")
     sketch(args)
-    with pytest.raises(InputError, match=r"differs in \['model_dtype'\]\): model_dtype 'auto' in the checkpoint, "
-                       r"'bfloat16' now"):
+    with pytest.raises(
+        InputError,
+        match=r"differs in \['model_dtype'\]\): model_dtype 'auto' in the checkpoint, "
+        r"'bfloat16' now",
+    ):
         sketch(dataclasses.replace(args, resume=True, dtype="bfloat16"))
 
 
@@ -90,8 +96,11 @@ def test_case2_resume_of_a_two_process_checkpoint_with_one_process_is_refused(ti
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(path.name for path in Path(args.checkpoint).glob("*.json")) == ["rank0-of2.json", "rank1-of2.json"]
     Path(args.output).unlink()
-    with pytest.raises(InputError, match=r"was written by 2 processes \(rank0-of2.json, rank1-of2.json\); resume it "
-                       r"with 2 processes \(accelerate launch --num_processes 2\), or start over in a new --checkpoint folder"):
+    with pytest.raises(
+        InputError,
+        match=r"was written by 2 processes \(rank0-of2.json, rank1-of2.json\); resume it "
+        r"with 2 processes \(accelerate launch --num_processes 2\), or start over in a new --checkpoint folder",
+    ):
         sketch(dataclasses.replace(args, resume=True))
     assert not Path(args.output).exists()
 
@@ -110,9 +119,15 @@ def nan_model(where: str):
 NON_FINITE = r"the model computes NaN or inf {} \(float32 weights\): check its weights \(torch.isfinite over model.parameters\(\)\)"
 
 
-@pytest.mark.parametrize(("where", "reflection", "found"), [
-    ("head", False, "logits"), ("head", True, "logits"), ("layer", False, "logits"), ("layer", True, "head inputs"),
-])
+@pytest.mark.parametrize(
+    ("where", "reflection", "found"),
+    [
+        ("head", False, "logits"),
+        ("head", True, "logits"),
+        ("layer", False, "logits"),
+        ("layer", True, "head inputs"),
+    ],
+)
 def test_case7_nan_or_inf_in_the_model_is_named(where, reflection, found):
     with pytest.raises(InputError, match=NON_FINITE.format(found)):
         sketch_texts(TEXTS[:6], nan_model(where), tiny_tokenizer(64), m=64, reflection=reflection)
@@ -122,8 +137,21 @@ def test_case7_cli_reports_a_nan_model_without_traceback(tmp_path, capsys):
     nan_model("head").save_pretrained(tmp_path / "model")
     tiny_tokenizer(64).save_pretrained(tmp_path / "model")
     data = write_jsonl(tmp_path / "docs.jsonl", TEXTS[:6])
-    code = main(["sketch", "--dataset", str(data), "--model", str(tmp_path / "model"), "-m", "64", "--no-progress",
-                 "--cpu", "--output", str(tmp_path / "sig.safetensors")])
+    code = main(
+        [
+            "sketch",
+            "--dataset",
+            str(data),
+            "--model",
+            str(tmp_path / "model"),
+            "-m",
+            "64",
+            "--no-progress",
+            "--cpu",
+            "--output",
+            str(tmp_path / "sig.safetensors"),
+        ]
+    )
     error = capsys.readouterr().err
     assert code == 1 and "Traceback" not in error
     assert re.search("error: " + NON_FINITE.format("logits"), error), error
@@ -138,8 +166,22 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str]:
 
 
 def sketch_cli(tiny: Path, data: Path | str, *extra: str) -> list[str]:
-    return ["sketch", "--dataset", str(data), "--model", str(tiny / "model"), "-m", "64", "--no-progress", "--cpu",
-            "--batch-size", "4", "--output", str(Path(data).with_suffix(".safetensors")), *extra]
+    return [
+        "sketch",
+        "--dataset",
+        str(data),
+        "--model",
+        str(tiny / "model"),
+        "-m",
+        "64",
+        "--no-progress",
+        "--cpu",
+        "--batch-size",
+        "4",
+        "--output",
+        str(Path(data).with_suffix(".safetensors")),
+        *extra,
+    ]
 
 
 def test_case8_empty_data_file(tiny, tmp_path, capsys):
@@ -147,22 +189,31 @@ def test_case8_empty_data_file(tiny, tmp_path, capsys):
     empty.write_bytes(b"")
     code, error = run_cli(sketch_cli(tiny, empty), capsys)
     assert code == 1
-    assert f"error: the data file {str(empty)!r} is empty (0 bytes): nothing to sketch; pass a file with one document" in error
+    assert (
+        f"error: the data file {str(empty)!r} is empty (0 bytes): nothing to sketch; pass a file with one document"
+        in error
+    )
 
 
-@pytest.mark.parametrize(("name", "content"), [
-    ("latin1.jsonl", '{"text": "caf\xe9 cr\xe8me"}\n'.encode("latin-1") * 4),
-    ("latin1.txt", "caf\xe9 cr\xe8me\n".encode("latin-1") * 4),
-])
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("latin1.jsonl", '{"text": "caf\xe9 cr\xe8me"}\n'.encode("latin-1") * 4),
+        ("latin1.txt", "caf\xe9 cr\xe8me\n".encode("latin-1") * 4),
+    ],
+)
 @pytest.mark.parametrize("streaming", [False, True])
 def test_case8_non_utf8_data_file(tiny, tmp_path, capsys, name, content, streaming):
     path = tmp_path / name
     path.write_bytes(content)
     code, error = run_cli(sketch_cli(tiny, path, *(["--streaming"] if streaming else [])), capsys)
     assert code == 1
-    assert re.search(rf"error: cannot read {re.escape(repr(str(path)))}: it is not UTF-8 text \('utf-8' codec can't "
-                     r"decode byte 0xe9 in position \d+: invalid continuation byte\); convert it to UTF-8 \(e\.g\. iconv "
-                     r"-f latin1 -t utf-8\)", error), error
+    assert re.search(
+        rf"error: cannot read {re.escape(repr(str(path)))}: it is not UTF-8 text \('utf-8' codec can't "
+        r"decode byte 0xe9 in position \d+: invalid continuation byte\); convert it to UTF-8 \(e\.g\. iconv "
+        r"-f latin1 -t utf-8\)",
+        error,
+    ), error
 
 
 def test_case8_corrupted_checkpoint_record(tiny, capsys):
@@ -173,11 +224,16 @@ def test_case8_corrupted_checkpoint_record(tiny, capsys):
     argv = sketch_cli(tiny, tiny / "docs.jsonl", "--checkpoint", args.checkpoint, "--resume")
     code, error = run_cli(argv, capsys)
     assert code == 1
-    assert re.search(rf"error: {re.escape(str(record))} is not a readable checkpoint record \(.+\): the checkpoint is "
-                     rf"damaged; delete the folder {re.escape(args.checkpoint)} to start over", error), error
+    assert re.search(
+        rf"error: {re.escape(str(record))} is not a readable checkpoint record \(.+\): the checkpoint is "
+        rf"damaged; delete the folder {re.escape(args.checkpoint)} to start over",
+        error,
+    ), error
 
 
-@pytest.mark.parametrize("ref", ["../sig.safetensors", "../../x/y", "datasets/../sig.safetensors", "org/..:sig.safetensors"])
+@pytest.mark.parametrize(
+    "ref", ["../sig.safetensors", "../../x/y", "datasets/../sig.safetensors", "org/..:sig.safetensors"]
+)
 def test_case8_dot_dot_in_a_signature_reference(tiny, capsys, ref):
     signature = tiny / "final.safetensors"
     if not signature.exists():
@@ -195,13 +251,19 @@ def test_case8_metric_arguments(tiny):
     signature = tiny / "metric.safetensors"
     sketch(run_args(tiny, "metric", checkpoint=None))
     metric = evaluate.load(metric_path(), keep_in_memory=True)
-    with pytest.raises(InputError, match=r"fisher_alignment needs predictions= \(the source tasks\) and references= "
-                       r"\(the target tasks\), one pair per index"):
+    with pytest.raises(
+        InputError,
+        match=r"fisher_alignment needs predictions= \(the source tasks\) and references= "
+        r"\(the target tasks\), one pair per index",
+    ):
         metric.compute()
     with pytest.raises(InputError, match=r"`references` is missing: pass predictions= and references= of equal length"):
         metric.compute(predictions=[str(signature)])
-    with pytest.raises(InputError, match=r"2 predictions but 1 references: pair i is \(predictions\[i\], "
-                       r"references\[i\]\); pass one reference per prediction"):
+    with pytest.raises(
+        InputError,
+        match=r"2 predictions but 1 references: pair i is \(predictions\[i\], "
+        r"references\[i\]\); pass one reference per prediction",
+    ):
         metric.compute(predictions=[str(signature)] * 2, references=[str(signature)])
     assert metric.compute(predictions=[str(signature)], references=[str(signature)])["fisher_alignment"] == [1.0]
 
@@ -219,7 +281,11 @@ def test_case9_malformed_adapter_config_or_card_skips_the_candidate(tmp_path):
         ("good", json.dumps({"base_model_name_or_path": "tester/tiny"}), None),
         ("broken-config", '{"base_model_name_or_path": "tester/tiny"', None),
         ("list-config", "[1, 2]", None),
-        ("broken-card", json.dumps({"base_model_name_or_path": "tester/tiny"}), "---\ndatasets: [unclosed\n---\n# card\n"),
+        (
+            "broken-card",
+            json.dumps({"base_model_name_or_path": "tester/tiny"}),
+            "---\ndatasets: [unclosed\n---\n# card\n",
+        ),
     ]:
         folder = folders[name] = tmp_path / name
         (folder / ".fisher_signatures").mkdir(parents=True)
@@ -231,21 +297,31 @@ def test_case9_malformed_adapter_config_or_card_skips_the_candidate(tmp_path):
     assert [row.candidate for row in selection.ranking] == [str(folders["good"])]
     reasons = {skipped.candidate: skipped.reason for skipped in selection.skipped}
     assert set(reasons) == {str(folders[name]) for name in ("broken-config", "list-config", "broken-card")}
-    assert re.fullmatch(r"malformed adapter_config\.json \(Expecting ',' delimiter: line 1 column \d+ \(char \d+\)\): "
-                        r"save the adapter again with PeftModel\.save_pretrained", reasons[str(folders["broken-config"])])
-    assert reasons[str(folders["list-config"])] == ("malformed adapter_config.json ('list' object is not a mapping): "
-                                                   "save the adapter again with PeftModel.save_pretrained")
-    assert re.fullmatch(r"malformed adapter card README\.md \(.+\): fix its YAML block between the '---' lines",
-                        reasons[str(folders["broken-card"])], re.S), reasons[str(folders["broken-card"])]
+    assert re.fullmatch(
+        r"malformed adapter_config\.json \(Expecting ',' delimiter: line 1 column \d+ \(char \d+\)\): "
+        r"save the adapter again with PeftModel\.save_pretrained",
+        reasons[str(folders["broken-config"])],
+    )
+    assert reasons[str(folders["list-config"])] == (
+        "malformed adapter_config.json ('list' object is not a mapping): "
+        "save the adapter again with PeftModel.save_pretrained"
+    )
+    assert re.fullmatch(
+        r"malformed adapter card README\.md \(.+\): fix its YAML block between the '---' lines",
+        reasons[str(folders["broken-card"])],
+        re.S,
+    ), reasons[str(folders["broken-card"])]
 
 
 # -- 10: every odd row empty; --split on a single data file -----------------------------------------------------
 def test_case10_every_odd_row_empty_is_named(tiny, tmp_path, capsys):
     """wikitext-like data: a blank line after every paragraph."""
     texts = [text if index % 2 == 0 else "" for index, text in enumerate(TEXTS[:20])]
-    expected = ("half B got no scored tokens because every odd-indexed row is empty or shorter than 2 tokens (10 of "
-                "the 20 documents given); the split-sample norm needs scored documents at even and at odd positions. "
-                "Drop the empty rows first")
+    expected = (
+        "half B got no scored tokens because every odd-indexed row is empty or shorter than 2 tokens (10 of "
+        "the 20 documents given); the split-sample norm needs scored documents at even and at odd positions. "
+        "Drop the empty rows first"
+    )
     code, error = run_cli(sketch_cli(tiny, write_jsonl(tmp_path / "blank-lines.jsonl", texts)), capsys)
     assert code == 1 and f"error: {expected}" in error, error
     with pytest.raises(InputError, match=re.escape(expected)):
@@ -261,8 +337,10 @@ def tiny_causal_lm_and_tokenizer():
 def test_case10_split_on_a_single_data_file_is_refused(tiny, capsys):
     code, error = run_cli(sketch_cli(tiny, tiny / "docs.jsonl", "--split", "test"), capsys)
     assert code == 1
-    assert (f"error: --split 'test' names a split of a Hub dataset or a saved DatasetDict, but {str(tiny / 'docs.jsonl')!r} "
-            "is a data file: it is one split ('train'). Leave --split out, or pass the file that holds that split") in error
+    assert (
+        f"error: --split 'test' names a split of a Hub dataset or a saved DatasetDict, but {str(tiny / 'docs.jsonl')!r} "
+        "is a data file: it is one split ('train'). Leave --split out, or pass the file that holds that split"
+    ) in error
 
 
 # -- 4: bf16 and fp32 signatures of one model ----------------------------------------------------------------
@@ -272,8 +350,16 @@ def test_case4_bfloat16_like_a_float32_signature(tiny, capsys):
     from fisherhub import Signature, alignment
 
     fp32 = sketch(run_args(tiny, "fp32", checkpoint=None))
-    argv = sketch_cli(tiny, tiny / "docs.jsonl", "--dtype", "bfloat16", "--like", str(tiny / "fp32.safetensors"),
-                      "--output", str(tiny / "bf16-like.safetensors"))
+    argv = sketch_cli(
+        tiny,
+        tiny / "docs.jsonl",
+        "--dtype",
+        "bfloat16",
+        "--like",
+        str(tiny / "fp32.safetensors"),
+        "--output",
+        str(tiny / "bf16-like.safetensors"),
+    )
     code, error = run_cli(argv, capsys)
     assert code == 0, error
     bf16 = Signature.load(tiny / "bf16-like.safetensors")
@@ -290,16 +376,22 @@ def test_case4_independent_bfloat16_and_float32_signatures_differ_only_in_the_pi
     fp32 = sketch(run_args(tiny, "fp32-own", checkpoint=None))
     bf16 = sketch(run_args(tiny, "bf16-own", checkpoint=None, dtype="bfloat16"))
     assert bf16.spec.model_fingerprint == fp32.spec.model_fingerprint
-    with pytest.raises(IncompatibleSignaturesError, match=r"differing fields: reflection: 'pilot mean \w+' vs 'pilot mean "
-                       r"\w+, [\d.e-]+ rad apart \(> 0.0001\): sketch one --like the other'\."):
+    with pytest.raises(
+        IncompatibleSignaturesError,
+        match=r"differing fields: reflection: 'pilot mean \w+' vs 'pilot mean "
+        r"\w+, [\d.e-]+ rad apart \(> 0.0001\): sketch one --like the other'\.",
+    ):
         alignment(fp32, bf16)
 
 
 def test_case4_bfloat16_model_without_files_is_refused_with_what_to_do():
     model, tokenizer = tiny_causal_lm_and_tokenizer()
     fp32 = sketch_texts(TEXTS, model, tokenizer, m=64)
-    with pytest.raises(InputError, match=r"signature made with another base model .*: sketch with its base model "
-                       r"\(unknown\) to compare with it\. This model's head is bfloat16 and its stored weights could not "
-                       r"be read \(from safetensors files it was loaded from\) to compare them as stored: if it is the same "
-                       r"model, sketch with --dtype float32 \(dtype=torch.float32\), or load it from its files"):
+    with pytest.raises(
+        InputError,
+        match=r"signature made with another base model .*: sketch with its base model "
+        r"\(unknown\) to compare with it\. This model's head is bfloat16 and its stored weights could not "
+        r"be read \(from safetensors files it was loaded from\) to compare them as stored: if it is the same "
+        r"model, sketch with --dtype float32 \(dtype=torch.float32\), or load it from its files",
+    ):
         sketch_texts(TEXTS, model.to(torch.bfloat16), tokenizer, fp32)

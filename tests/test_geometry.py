@@ -50,11 +50,16 @@ def geometry_spellings(path: Path) -> list[str]:
                 found.append(f"{where}: {node.value!r}")
         elif isinstance(node, ast.Dict):
             keyed = [(k, v) for k, v in zip(node.keys, node.values) if _strings([k]) and k.value in names]
-            if len(keyed) >= 2 and all(_strings([v]) or isinstance(v, ast.Tuple) and _strings(v.elts) for _, v in keyed):
+            if len(keyed) >= 2 and all(
+                _strings([v]) or isinstance(v, ast.Tuple) and _strings(v.elts) for _, v in keyed
+            ):
                 found.append(f"{where}: a table of geometries {[k.value for k, _ in keyed]}")
         elif isinstance(node, (ast.Tuple, ast.List)):
-            pairs = [e for e in node.elts
-                     if isinstance(e, ast.Tuple) and len(_strings(e.elts)) >= 2 and _strings(e.elts)[0] in names]
+            pairs = [
+                e
+                for e in node.elts
+                if isinstance(e, ast.Tuple) and len(_strings(e.elts)) >= 2 and _strings(e.elts)[0] in names
+            ]
             if len(pairs) >= 2:
                 found.append(f"{where}: (geometry, field) pairs {[ast.unparse(p) for p in pairs]}")
     return found
@@ -70,8 +75,10 @@ def test_one_place_spells_each_geometry():
 
 def test_the_check_finds_a_second_copy(tmp_path):
     planted = tmp_path / "copy.py"
-    planted.write_text('LABELS = {"fisher": "A", "error": "S_e"}\nPANELS = (("fisher", "stderr"), ("error", "x"))\n'
-                       'TITLE = "activation-only S_a"\nSE = "coupling_stderr"\n')
+    planted.write_text(
+        'LABELS = {"fisher": "A", "error": "S_e"}\nPANELS = (("fisher", "stderr"), ("error", "x"))\n'
+        'TITLE = "activation-only S_a"\nSE = "coupling_stderr"\n'
+    )
     assert len(geometry_spellings(planted)) == 4
 
 
@@ -81,11 +88,19 @@ def test_every_field_of_the_registry_is_a_field_of_the_alignment():
         assert geometry.stderr_field in fields and geometry.field in fields | {None}, geometry.name
 
 
-@pytest.mark.parametrize(("name", "value", "stderr", "expected"), [
-    ("fisher", 0.21, 0.1, True), ("fisher", 0.19, 0.1, False), ("fisher", -0.5, 0.1, False),
-    ("fisher", 1.0, 0.0, True), ("coupling", 0.7, 0.1, True), ("coupling", 1.3, 0.1, True),
-    ("coupling", 1.1, 0.1, False), ("coupling", 1.0, 0.0, False),
-])
+@pytest.mark.parametrize(
+    ("name", "value", "stderr", "expected"),
+    [
+        ("fisher", 0.21, 0.1, True),
+        ("fisher", 0.19, 0.1, False),
+        ("fisher", -0.5, 0.1, False),
+        ("fisher", 1.0, 0.0, True),
+        ("coupling", 0.7, 0.1, True),
+        ("coupling", 1.3, 0.1, True),
+        ("coupling", 1.1, 0.1, False),
+        ("coupling", 1.0, 0.0, False),
+    ],
+)
 def test_one_value_is_significant_by_its_geometry_rule(name, value, stderr, expected):
     assert GEOMETRIES[name].significant(value, stderr) == expected
     assert SIGNIFICANCE_Z == 2.0 and bonferroni_z(ALPHA, 1) == pytest.approx(1.6449, abs=1e-4)

@@ -58,11 +58,14 @@ LAYOUTS = {
     "one file without a split word": {"corpus.jsonl": _jsonl(TRAIN)},
     "split-named files": {"train.jsonl": _jsonl(TRAIN), "test.jsonl": _jsonl(TEST)},
     "parquet shards": {
-        "data/train-00000-of-00002.parquet": _parquet(TRAIN[:3]), "data/train-00001-of-00002.parquet": _parquet(TRAIN[3:]),
+        "data/train-00000-of-00002.parquet": _parquet(TRAIN[:3]),
+        "data/train-00001-of-00002.parquet": _parquet(TRAIN[3:]),
         "data/test-00000-of-00001.parquet": _parquet(TEST),
     },
     "a card with configs": {
-        "README.md": CONFIGS_CARD.encode(), "texts/part-a.jsonl": _jsonl(TRAIN), "texts/part-b.jsonl": _jsonl(TEST),
+        "README.md": CONFIGS_CARD.encode(),
+        "texts/part-a.jsonl": _jsonl(TRAIN),
+        "texts/part-b.jsonl": _jsonl(TEST),
     },
 }
 #: the signatures pushed: their names carry split words, and one names no dataset (a list of texts)
@@ -101,7 +104,9 @@ def test_pushing_to_a_dataset_repo_keeps_what_load_dataset_resolves(layout, hub,
     files = LAYOUTS[layout]
     hf_api.create_repo("org/host", repo_type="dataset")
     hf_api.create_commit(
-        "org/host", [CommitOperationAdd(path, data) for path, data in files.items()], commit_message="data",
+        "org/host",
+        [CommitOperationAdd(path, data) for path, data in files.items()],
+        commit_message="data",
         repo_type="dataset",
     )
     configs = [None, "all"] if "README.md" in files else [None]
@@ -141,7 +146,9 @@ def test_two_signatures_of_text_lists_get_two_files(tmp_path):
     folder.mkdir()
     (folder / "adapter_config.json").write_text("{}")
     first = sketch_texts([f"a cat {i}." for i in range(6)], model, tokenizer, m=64, metadata={"base_model": "org/base"})
-    second = sketch_texts([f"a dog {i}!" for i in range(6)], model, tokenizer, m=64, metadata={"base_model": "org/base"})
+    second = sketch_texts(
+        [f"a dog {i}!" for i in range(6)], model, tokenizer, m=64, metadata={"base_model": "org/base"}
+    )
     paths = [push_signature(signature, folder).file for signature in (first, second)]
     assert paths[0] != paths[1]
     assert sorted(info.file for info in list_signatures(folder)) == sorted(paths)
@@ -170,4 +177,6 @@ def test_an_adapter_repo_loads_with_peft_as_before(hub, hf_api, hf_hub_cache, tm
     after = loaded()
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
     files = hub.files("org/lora")
-    assert json.loads(files["adapter_config.json"]) == json.loads((tmp_path / "saved" / "adapter_config.json").read_text())
+    assert json.loads(files["adapter_config.json"]) == json.loads(
+        (tmp_path / "saved" / "adapter_config.json").read_text()
+    )

@@ -72,8 +72,9 @@ def cli(*argv: str) -> int:
     return args.func(args)
 
 
-def make_signature(base_model: str = "org/base", dataset: str = "org/data", *, n: int = 200, seed: int = 0,
-                   **metadata: str) -> Signature:
+def make_signature(
+    base_model: str = "org/base", dataset: str = "org/data", *, n: int = 200, seed: int = 0, **metadata: str
+) -> Signature:
     """A small signature of a synthetic task; the head checksum stands for the base model (so each base model
     has its own sketch id)."""
     spec = SketchSpec(d=8, vocab_size=16, m=64).with_fingerprint(head_checksum=f"head-of-{base_model}")
@@ -111,7 +112,9 @@ def with_header(data: bytes, **changes: str) -> bytes:
 @pytest.fixture
 def dataset_repo(hub, hf_api, hf_hub_cache) -> str:
     hf_api.create_repo("org/data", repo_type="dataset")
-    DatasetCard("---\nlicense: mit\n---\n# Org data\n\nWhat this dataset is.\n").push_to_hub("org/data", repo_type="dataset")
+    DatasetCard("---\nlicense: mit\n---\n# Org data\n\nWhat this dataset is.\n").push_to_hub(
+        "org/data", repo_type="dataset"
+    )
     return "org/data"
 
 
@@ -127,10 +130,18 @@ def test_push_to_dataset_repo_list_and_pull_byte_identical(hub, hf_api, dataset_
 
     card = card_of(hub, dataset_repo)
     assert card.data.license == "mit" and SIGNATURE_TAG in card.data.tags
-    assert card.data[CARD_KEY] == [{
-        "path": path, "base_model": "org/base", "sketch_id": signature.sketch_id, "tokens": 200, "documents": 200,
-        "dataset": "org/data", "dataset_config": "default", "dataset_split": "train",
-    }]
+    assert card.data[CARD_KEY] == [
+        {
+            "path": path,
+            "base_model": "org/base",
+            "sketch_id": signature.sketch_id,
+            "tokens": 200,
+            "documents": 200,
+            "dataset": "org/data",
+            "dataset_config": "default",
+            "dataset_split": "train",
+        }
+    ]
     assert card.text.startswith("# Org data\n\nWhat this dataset is.\n")
     section = card.text[card.text.index(SECTION_BEGIN) : card.text.index(SECTION_END)]
     assert "## Fisher signatures" in section and "This dataset carries 1 FisherSketch signature\n" in section
@@ -141,7 +152,12 @@ def test_push_to_dataset_repo_list_and_pull_byte_identical(hub, hf_api, dataset_
 
     hub.requests.clear()
     [info] = list_signatures(DATA)
-    assert (info.path, info.sketch_id, info.base_model, info.dataset) == (path, signature.sketch_id, "org/base", "org/data")
+    assert (info.path, info.sketch_id, info.base_model, info.dataset) == (
+        path,
+        signature.sketch_id,
+        "org/base",
+        "org/data",
+    )
     assert (info.num_tokens, info.num_documents, info.listed, info.problem) == (200, 200, True, None)
     assert info.size == len(signature.to_bytes()) and info.ref.revision == result.ref.revision
     file_reads = [r for r in hub.requests if r[1].endswith(path)]
@@ -159,10 +175,14 @@ def test_push_to_dataset_repo_list_and_pull_byte_identical(hub, hf_api, dataset_
 
 def test_push_to_adapter_repo_and_discovery(hub, hf_api, hf_hub_cache):
     hf_api.create_repo("org/adapter")
-    hf_api.create_commit("org/adapter", [
-        CommitOperationAdd("adapter_config.json", b'{"base_model_name_or_path": "org/base"}'),
-        CommitOperationAdd("README.md", b"---\nbase_model: org/base\nlibrary_name: peft\n---\n# LoRA adapter\n"),
-    ], commit_message="adapter")
+    hf_api.create_commit(
+        "org/adapter",
+        [
+            CommitOperationAdd("adapter_config.json", b'{"base_model_name_or_path": "org/base"}'),
+            CommitOperationAdd("README.md", b"---\nbase_model: org/base\nlibrary_name: peft\n---\n# LoRA adapter\n"),
+        ],
+        commit_message="adapter",
+    )
     hf_api.create_repo("org/other-adapter")
     ModelCard("---\nbase_model: org/other\n---\n").push_to_hub("org/other-adapter")
     signature = make_signature(dataset="org/train-data")
@@ -238,7 +258,9 @@ def test_concurrent_push_is_detected(hub, hf_api, dataset_repo, monkeypatch):
 
     def read_then_someone_pushes(repo, token=None):
         text = read_card(repo, token)
-        hf_api.upload_file(path_or_fileobj=b"theirs", path_in_repo="theirs.txt", repo_id=dataset_repo, repo_type="dataset")
+        hf_api.upload_file(
+            path_or_fileobj=b"theirs", path_in_repo="theirs.txt", repo_id=dataset_repo, repo_type="dataset"
+        )
         return text
 
     monkeypatch.setattr(hub_push, "download_card", read_then_someone_pushes)
@@ -275,12 +297,18 @@ def test_offline_pull_from_the_cache(hub, dataset_repo, hf_hub_cache, tmp_path):
     result = push_signature(signature, DATA)
     load_signature(str(result.ref))  # cached: pinned
     load_signature("datasets/org/data")  # cached: the card and refs/main
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9",
-           "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_ENDPOINT": "http://127.0.0.1:9",
+        "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]),
+    }
     assert env["HF_HUB_CACHE"] == hf_hub_cache and env["HF_HOME"]
     pulls = {str(result.ref): "pinned", "datasets/org/data": "main", "datasets/org/never-fetched": "none"}
     argv = [arg for ref, name in pulls.items() for arg in (ref, str(tmp_path / name))]
-    out = subprocess.run([sys.executable, "-c", OFFLINE_PULLS, *argv], check=False, env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", OFFLINE_PULLS, *argv], check=False, env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr
     results = json.loads(out.stdout.splitlines()[-1])
     assert results[str(result.ref)] == results["datasets/org/data"] == "ok"
@@ -301,7 +329,14 @@ def test_cli_push_and_list(hub, dataset_repo, tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("datasets/org/data@") and lines[0].endswith(": 1 signature file")
     assert lines[1].split() == ["path", "base", "model", "sketch", "id", "dataset", "tokens", "listed", "problem"]
-    assert lines[2].split() == [list_signatures(DATA)[0].path, "org/base", signature.sketch_id, "org/data", "200", "yes"]
+    assert lines[2].split() == [
+        list_signatures(DATA)[0].path,
+        "org/base",
+        signature.sketch_id,
+        "org/data",
+        "200",
+        "yes",
+    ]
     with pytest.raises(InputError, match="not a repo reference"):
         cli("list", "datasets/org/data:.fisher_signatures/x.safetensors")
 
@@ -322,7 +357,9 @@ def test_missing_repo_revision_and_file(hub, hf_api, dataset_repo):
     with pytest.raises(SignatureNotFoundError, match="lists no signature with base_model=org/else.*org--base__"):
         load_signature("datasets/org/data", base_model="org/else")
     hf_api.create_repo("org/no-card", repo_type="dataset")
-    with pytest.raises(SignatureNotFoundError, match="lists no signatures .no .fisher_signatures/index.json and no card block"):
+    with pytest.raises(
+        SignatureNotFoundError, match="lists no signatures .no .fisher_signatures/index.json and no card block"
+    ):
         load_signature("datasets/org/no-card")
 
 
@@ -334,9 +371,12 @@ def test_remote_files_that_are_not_valid_signatures(hub, hf_api, dataset_repo):
         "edited": (with_header(good, sketch_id="000000000000"), "checksum mismatch"),
         "other": (save({"w": numpy.zeros(2, "float32")}), "not a fisherhub signature"),
     }
-    hf_api.create_commit(dataset_repo, [CommitOperationAdd(f".fisher_signatures/{name}.safetensors", data)
-                                        for name, (data, _) in bad_files.items()],
-                         commit_message="bad files", repo_type="dataset")
+    hf_api.create_commit(
+        dataset_repo,
+        [CommitOperationAdd(f".fisher_signatures/{name}.safetensors", data) for name, (data, _) in bad_files.items()],
+        commit_message="bad files",
+        repo_type="dataset",
+    )
     for name, (_, message) in bad_files.items():
         path = f".fisher_signatures/{name}.safetensors"
         with pytest.raises(SignatureFileError, match=message) as exc:
@@ -377,8 +417,12 @@ def test_malformed_card_is_refused_or_repaired_never_destroyed(hub, hf_api, data
     assert load_signature("datasets/org/data").to_bytes() == signature.to_bytes()
 
     # a valid header whose signature block is not a list: the other keys stay
-    hf_api.create_commit(dataset_repo, [CommitOperationAdd("README.md", f"---\nlicense: mit\n{CARD_KEY}: oops\n---\nBody\n".encode())],
-                         commit_message="hand edit", repo_type="dataset")
+    hf_api.create_commit(
+        dataset_repo,
+        [CommitOperationAdd("README.md", f"---\nlicense: mit\n{CARD_KEY}: oops\n---\nBody\n".encode())],
+        commit_message="hand edit",
+        repo_type="dataset",
+    )
     with pytest.raises(CardError, match="must be a list of mappings"):
         push_signature(signature, DATA)
     push_signature(signature, DATA, repair_card=True)
@@ -405,28 +449,51 @@ def test_bad_arguments(hub, dataset_repo, tmp_path):
         load_signature(tmp_path / "local.safetensors", revision="main")
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("datasets/org/name", SignatureRef("org/name", "dataset")),
-    ("org/adapter@v1:.fisher_signatures/a.safetensors", SignatureRef("org/adapter", "model", "v1", ".fisher_signatures/a.safetensors")),
-    ("models/org/adapter", SignatureRef("org/adapter", "model")),
-    ("org/name", SignatureRef("org/name", "model")),  # bare: a model repo, as in hf:// URIs
-    ("datasets/org/name@refs/pr/1:x.safetensors", SignatureRef("org/name", "dataset", "refs/pr/1", "x.safetensors")),
-    ("hf://datasets/org/name@refs%2Fpr%2F1/.fisher_signatures/a.safetensors",
-     SignatureRef("org/name", "dataset", "refs/pr/1", ".fisher_signatures/a.safetensors")),
-    ("hf://datasets/org/name@refs/pr/1/.fisher_signatures/a.safetensors",  # unquoted refs/pr/N
-     SignatureRef("org/name", "dataset", "refs/pr/1", ".fisher_signatures/a.safetensors")),
-    ("hf://org/adapter@feature%2Fx/a.safetensors", SignatureRef("org/adapter", "model", "feature/x", "a.safetensors")),
-    ("hf://spaces/org/demo/.fisher_signatures/a.safetensors", SignatureRef("org/demo", "space", None, ".fisher_signatures/a.safetensors")),
-    ("spaces/org/demo@main", SignatureRef("org/demo", "space", "main")),
-    ("hf://org/adapter/a.safetensors", SignatureRef("org/adapter", "model", None, "a.safetensors")),
-    ("https://huggingface.co/datasets/org/name/blob/main/.fisher_signatures/a.safetensors",
-     SignatureRef("org/name", "dataset", "main", ".fisher_signatures/a.safetensors")),
-    ("https://huggingface.co/org/adapter/resolve/refs%2Fpr%2F2/.fisher_signatures/a.safetensors",
-     SignatureRef("org/adapter", "model", "refs/pr/2", ".fisher_signatures/a.safetensors")),
-    ("https://huggingface.co/datasets/org/name", SignatureRef("org/name", "dataset")),
-    ("just-a-name", None),
-    ("a/b/c.safetensors", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("datasets/org/name", SignatureRef("org/name", "dataset")),
+        (
+            "org/adapter@v1:.fisher_signatures/a.safetensors",
+            SignatureRef("org/adapter", "model", "v1", ".fisher_signatures/a.safetensors"),
+        ),
+        ("models/org/adapter", SignatureRef("org/adapter", "model")),
+        ("org/name", SignatureRef("org/name", "model")),  # bare: a model repo, as in hf:// URIs
+        (
+            "datasets/org/name@refs/pr/1:x.safetensors",
+            SignatureRef("org/name", "dataset", "refs/pr/1", "x.safetensors"),
+        ),
+        (
+            "hf://datasets/org/name@refs%2Fpr%2F1/.fisher_signatures/a.safetensors",
+            SignatureRef("org/name", "dataset", "refs/pr/1", ".fisher_signatures/a.safetensors"),
+        ),
+        (
+            "hf://datasets/org/name@refs/pr/1/.fisher_signatures/a.safetensors",  # unquoted refs/pr/N
+            SignatureRef("org/name", "dataset", "refs/pr/1", ".fisher_signatures/a.safetensors"),
+        ),
+        (
+            "hf://org/adapter@feature%2Fx/a.safetensors",
+            SignatureRef("org/adapter", "model", "feature/x", "a.safetensors"),
+        ),
+        (
+            "hf://spaces/org/demo/.fisher_signatures/a.safetensors",
+            SignatureRef("org/demo", "space", None, ".fisher_signatures/a.safetensors"),
+        ),
+        ("spaces/org/demo@main", SignatureRef("org/demo", "space", "main")),
+        ("hf://org/adapter/a.safetensors", SignatureRef("org/adapter", "model", None, "a.safetensors")),
+        (
+            "https://huggingface.co/datasets/org/name/blob/main/.fisher_signatures/a.safetensors",
+            SignatureRef("org/name", "dataset", "main", ".fisher_signatures/a.safetensors"),
+        ),
+        (
+            "https://huggingface.co/org/adapter/resolve/refs%2Fpr%2F2/.fisher_signatures/a.safetensors",
+            SignatureRef("org/adapter", "model", "refs/pr/2", ".fisher_signatures/a.safetensors"),
+        ),
+        ("https://huggingface.co/datasets/org/name", SignatureRef("org/name", "dataset")),
+        ("just-a-name", None),
+        ("a/b/c.safetensors", None),
+    ],
+)
 def test_reference_forms(text, expected):
     ref = SignatureRef.parse(text)
     assert ref == expected
@@ -434,14 +501,17 @@ def test_reference_forms(text, expected):
         assert SignatureRef.parse(str(ref)) == ref and SignatureRef.parse(ref.short()) == ref
 
 
-@pytest.mark.parametrize("text, message", [
-    ("hf://datasets/org/name/../../etc/passwd", "without '..'"),
-    ("datasets/org/name:.fisher_signatures/../README.md", "without '..'"),
-    ("org/adapter@main:/abs.safetensors", "must be relative"),
-    ("hf://buckets/org/bucket/a.safetensors", "not in a bucket"),
-    ("https://huggingface.co/org/adapter/discussions/1", "not a signature reference"),
-    ("hf://model/org/x", "not a signature reference"),  # singular prefix: the client's own message
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("hf://datasets/org/name/../../etc/passwd", "without '..'"),
+        ("datasets/org/name:.fisher_signatures/../README.md", "without '..'"),
+        ("org/adapter@main:/abs.safetensors", "must be relative"),
+        ("hf://buckets/org/bucket/a.safetensors", "not in a bucket"),
+        ("https://huggingface.co/org/adapter/discussions/1", "not a signature reference"),
+        ("hf://model/org/x", "not a signature reference"),  # singular prefix: the client's own message
+    ],
+)
 def test_bad_references_are_refused_with_the_reason(text, message):
     with pytest.raises(InputError, match=message):
         SignatureRef.parse(text)
@@ -453,18 +523,28 @@ def test_web_url_of_the_local_endpoint_and_pr_ref_load(hub, hf_api, dataset_repo
     signature = make_signature()
     result = push_signature(signature, DATA, create_pr=True)
     path = result.ref.path
-    for ref in (f"{hub.endpoint}/datasets/org/data/blob/refs%2Fpr%2F1/{path}", f"hf://datasets/org/data@refs/pr/1/{path}",
-                f"datasets/org/data@refs/pr/1:{path}"):
+    for ref in (
+        f"{hub.endpoint}/datasets/org/data/blob/refs%2Fpr%2F1/{path}",
+        f"hf://datasets/org/data@refs/pr/1/{path}",
+        f"datasets/org/data@refs/pr/1:{path}",
+    ):
         assert load_signature(ref).to_bytes() == signature.to_bytes(), ref
 
 
 def test_signatures_in_a_space_are_read_by_reference(hub, hf_api, hf_hub_cache):
     signature = make_signature()
     hf_api.create_repo("org/demo", repo_type="space", space_sdk="static")
-    hf_api.upload_file(path_or_fileobj=signature.to_bytes(), path_in_repo=".fisher_signatures/a.safetensors",
-                       repo_id="org/demo", repo_type="space")
-    for ref in ("hf://spaces/org/demo/.fisher_signatures/a.safetensors", "spaces/org/demo:.fisher_signatures/a.safetensors",
-                f"{hub.endpoint}/spaces/org/demo/blob/main/.fisher_signatures/a.safetensors"):
+    hf_api.upload_file(
+        path_or_fileobj=signature.to_bytes(),
+        path_in_repo=".fisher_signatures/a.safetensors",
+        repo_id="org/demo",
+        repo_type="space",
+    )
+    for ref in (
+        "hf://spaces/org/demo/.fisher_signatures/a.safetensors",
+        "spaces/org/demo:.fisher_signatures/a.safetensors",
+        f"{hub.endpoint}/spaces/org/demo/blob/main/.fisher_signatures/a.safetensors",
+    ):
         assert load_signature(ref).to_bytes() == signature.to_bytes(), ref
     [info] = list_signatures("hf://spaces/org/demo")
     assert (info.path, info.listed, info.sketch_id) == (".fisher_signatures/a.safetensors", False, signature.sketch_id)

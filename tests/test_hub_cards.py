@@ -37,8 +37,12 @@ def section_of(text: str) -> str:
 
 
 def test_metadata_cannot_inject_into_the_card(hub, hf_api, dataset_repo):
-    hostile = make_signature(HOSTILE["base_model"], HOSTILE["dataset"], dataset_config=HOSTILE["dataset_config"],
-                             dataset_split=HOSTILE["dataset_split"])
+    hostile = make_signature(
+        HOSTILE["base_model"],
+        HOSTILE["dataset"],
+        dataset_config=HOSTILE["dataset_config"],
+        dataset_split=HOSTILE["dataset_split"],
+    )
     plain = make_signature("org/base", seed=1)
     push_signature(hostile, DATA)
     push_signature(plain, DATA)
@@ -54,7 +58,9 @@ def test_metadata_cannot_inject_into_the_card(hub, hf_api, dataset_repo):
     assert 'load_signature("datasets/org/data", base_model="org/base")' in code and "import os" not in code
     assert "&lt;script&gt;alert\\(1\\)&lt;/script&gt;" in section  # escaped, still readable
     card = RepoCard(text)
-    assert {e["dataset_split"] for e in card.data[CARD_KEY] if "dataset_split" in e} == {printable(HOSTILE["dataset_split"])}
+    assert {e["dataset_split"] for e in card.data[CARD_KEY] if "dataset_split" in e} == {
+        printable(HOSTILE["dataset_split"])
+    }
     assert card.text.startswith("# Org data\n\nWhat this dataset is.\n")  # the human text before it stays
     entries = parse_index(hub.files("org/data", "dataset")[INDEX_PATH], "test")
     assert entries == card.data[CARD_KEY]  # the card block is the index's rendering
@@ -66,20 +72,33 @@ def test_stray_and_duplicated_sections_collapse_to_one(hub, hf_api, dataset_repo
     text = hub.files("org/data", "dataset")["README.md"].decode()
     section = text[text.index(SECTION_BEGIN) : text.index(SECTION_END) + len(SECTION_END)]
     edited = text + "\nHand-written notes.\n\n" + section + "\n" + SECTION_END + "\nMore notes.\n"
-    hf_api.create_commit("org/data", [CommitOperationAdd("README.md", edited.encode())], commit_message="hand edit",
-                         repo_type="dataset")
+    hf_api.create_commit(
+        "org/data", [CommitOperationAdd("README.md", edited.encode())], commit_message="hand edit", repo_type="dataset"
+    )
     push_signature(make_signature(seed=1, n=150), DATA)
     text = hub.files("org/data", "dataset")["README.md"].decode()
     section_of(text)
     assert "Hand-written notes." in text and "More notes." in text
 
 
-@pytest.mark.parametrize("base_model, dataset, expected_base, expected_dataset", [
-    ("/home/alice/models/llama-tiny", "/home/alice/secret-project/data/train.jsonl", "llama-tiny", "train.jsonl"),
-    ("/home/alice/.cache/huggingface/hub/models--org--base/snapshots/" + "a" * 40, "~/data/corpus/",
-     "org/base", "corpus"),
-    ("./checkpoints/run-7/", "/srv/datasets--org--corpus/snapshots/" + "b" * 40 + "/train.jsonl", "run-7", "org/corpus"),
-])
+@pytest.mark.parametrize(
+    "base_model, dataset, expected_base, expected_dataset",
+    [
+        ("/home/alice/models/llama-tiny", "/home/alice/secret-project/data/train.jsonl", "llama-tiny", "train.jsonl"),
+        (
+            "/home/alice/.cache/huggingface/hub/models--org--base/snapshots/" + "a" * 40,
+            "~/data/corpus/",
+            "org/base",
+            "corpus",
+        ),
+        (
+            "./checkpoints/run-7/",
+            "/srv/datasets--org--corpus/snapshots/" + "b" * 40 + "/train.jsonl",
+            "run-7",
+            "org/corpus",
+        ),
+    ],
+)
 def test_local_paths_never_leak(hub, hf_api, tmp_path, base_model, dataset, expected_base, expected_dataset):
     assert public_name(base_model) == expected_base and public_name(dataset) == expected_dataset
     hf_api.create_repo("org/published", repo_type="dataset")
@@ -105,8 +124,11 @@ def test_create_repo_for_an_adapter_gets_base_model_and_library_name(hub, hf_api
     assert (card.data.base_model, card.data.library_name) == ("org/base", "peft")
     assert SIGNATURE_TAG in card.data.tags
     # once PEFT's files are in, the Hub's own filter lists it as an adapter of its base model
-    hf_api.upload_file(path_or_fileobj=b'{"base_model_name_or_path": "org/base"}', path_in_repo="adapter_config.json",
-                       repo_id="org/new-adapter")
+    hf_api.upload_file(
+        path_or_fileobj=b'{"base_model_name_or_path": "org/base"}',
+        path_in_repo="adapter_config.json",
+        repo_id="org/new-adapter",
+    )
     assert "base_model:adapter:org/base" in hf_api.model_info("org/new-adapter").tags
     assert [a.ref.repo_id for a in find_adapters("org/base")] == ["org/new-adapter"]
     # an existing card's own base_model and library_name are kept
@@ -125,7 +147,9 @@ def test_listing_survives_a_push_to_hub_that_rewrites_the_card(hub, hf_api):
     assert hub.commit_count("org/adapter") == 3  # initial, adapter_config, then signature + index + card in one
     assert set(hub.files("org/adapter")) >= {result.ref.path, INDEX_PATH, "README.md"}
     # what Trainer.push_to_hub / PeftModel.push_to_hub do: a fresh card, without our block or tag
-    ModelCard("---\nbase_model: org/base\nlibrary_name: peft\ntags: [lora]\n---\n# Model trained with TRL\n").push_to_hub("org/adapter")
+    ModelCard(
+        "---\nbase_model: org/base\nlibrary_name: peft\ntags: [lora]\n---\n# Model trained with TRL\n"
+    ).push_to_hub("org/adapter")
     assert CARD_KEY not in card_of(hub, "org/adapter", "model").data
     [info] = list_signatures("org/adapter")
     assert (info.path, info.listed, info.sketch_id) == (result.ref.path, True, signature.sketch_id)

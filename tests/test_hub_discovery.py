@@ -39,13 +39,19 @@ def make_adapter(api: HfApi, name: str, seed: int, *, strip_card: bool = False) 
     as ``push_to_hub`` does it (no signature tag, no block)."""
     repo_id = f"org/{name}"
     api.create_repo(repo_id)
-    api.create_commit(repo_id, [
-        CommitOperationAdd("adapter_config.json", json.dumps({"base_model_name_or_path": BASE}).encode()),
-        CommitOperationAdd("README.md", f"---\nbase_model: {BASE}\nlibrary_name: peft\n---\n# {name}\n".encode()),
-    ], commit_message="adapter")
+    api.create_commit(
+        repo_id,
+        [
+            CommitOperationAdd("adapter_config.json", json.dumps({"base_model_name_or_path": BASE}).encode()),
+            CommitOperationAdd("README.md", f"---\nbase_model: {BASE}\nlibrary_name: peft\n---\n# {name}\n".encode()),
+        ],
+        commit_message="adapter",
+    )
     push_signature(make_signature(BASE, f"org/data-{seed}", seed=seed), repo_id)
     if strip_card:
-        ModelCard(f"---\nbase_model: {BASE}\nlibrary_name: peft\ntags: [lora, trl]\n---\n# {name}\n").push_to_hub(repo_id)
+        ModelCard(f"---\nbase_model: {BASE}\nlibrary_name: peft\ntags: [lora, trl]\n---\n# {name}\n").push_to_hub(
+            repo_id
+        )
     return repo_id
 
 
@@ -53,10 +59,14 @@ def test_discovery_with_stripped_tags_and_requests_per_candidate(hub, hf_api, hf
     tagged = [make_adapter(hf_api, f"tagged-{i}", i) for i in range(4)]
     stripped = [make_adapter(hf_api, f"stripped-{i}", 10 + i, strip_card=True) for i in range(3)]
     hf_api.create_repo("org/unsigned")  # an adapter of BASE without signatures: not a candidate
-    hf_api.create_commit("org/unsigned", [
-        CommitOperationAdd("adapter_config.json", b"{}"),
-        CommitOperationAdd("README.md", f"---\nbase_model: {BASE}\n---\n".encode()),
-    ], commit_message="adapter")
+    hf_api.create_commit(
+        "org/unsigned",
+        [
+            CommitOperationAdd("adapter_config.json", b"{}"),
+            CommitOperationAdd("README.md", f"---\nbase_model: {BASE}\n---\n".encode()),
+        ],
+        commit_message="adapter",
+    )
     assert all("fisher-signatures" not in hf_api.model_info(r).tags for r in stripped)
 
     hub.requests.clear()
@@ -79,8 +89,10 @@ def test_discovery_with_stripped_tags_and_requests_per_candidate(hub, hf_api, hf
             per_repo.setdefault(repo_id, []).append((method, file))
     assert len(listings) == 2 and set(per_repo) == set(tagged + stripped)
     for repo_id, reads in per_repo.items():  # each adapter's config, read with peft.PeftConfig (its type), once
-        assert [read for read in reads if read[1] == "adapter_config.json"] == [("HEAD", "adapter_config.json"),
-                                                                               ("GET", "adapter_config.json")]
+        assert [read for read in reads if read[1] == "adapter_config.json"] == [
+            ("HEAD", "adapter_config.json"),
+            ("GET", "adapter_config.json"),
+        ]
         per_repo[repo_id] = [read for read in reads if read[1] != "adapter_config.json"]
     # the signature file: its size (HEAD, so that an oversized one is never downloaded), then its download (HEAD + GET)
     for repo_id in tagged:  # the listing's card block names the file: only the file's requests
@@ -106,13 +118,28 @@ def test_offline_listing_and_ranking_after_one_online_run(hub, hf_api, dataset_r
     assert sorted(row[0] for row in online_ranking) == adapters
     assert [row[2] for row in online_ranking] == [hf_api.model_info(row[0]).sha for row in online_ranking]  # pinned
 
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9",
-           "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-c", OFFLINE_RUN, str(tmp_path / "target.safetensors"), *adapters],
-                         env=env, capture_output=True, text=True, timeout=300, check=False)
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_ENDPOINT": "http://127.0.0.1:9",
+        "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", OFFLINE_RUN, str(tmp_path / "target.safetensors"), *adapters],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     offline = json.loads(out.stdout.splitlines()[-1])
     assert offline["listing"] == online_listing and len(online_listing) == 2
     assert offline["ranking"] == online_ranking  # the same candidates, scores and pinned commits
-    assert offline["never_fetched"].startswith("OfflineCacheError: hf://datasets/org/never-fetched: HF_HUB_OFFLINE is set")
-    assert "holds nothing of this repo" in offline["never_fetched"] and "not in the local cache" not in offline["never_fetched"]
+    assert offline["never_fetched"].startswith(
+        "OfflineCacheError: hf://datasets/org/never-fetched: HF_HUB_OFFLINE is set"
+    )
+    assert (
+        "holds nothing of this repo" in offline["never_fetched"]
+        and "not in the local cache" not in offline["never_fetched"]
+    )

@@ -35,12 +35,20 @@ def closed_port() -> int:
         return probe.getsockname()[1]  # nothing listens there once the socket is closed
 
 
-@pytest.mark.parametrize("command", [["list", "org/anything"], ["pull", "org/anything:.fisher_signatures/x.safetensors"]])
+@pytest.mark.parametrize(
+    "command", [["list", "org/anything"], ["pull", "org/anything:.fisher_signatures/x.safetensors"]]
+)
 def test_an_unreachable_hub_says_so(command, tmp_path):
     env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}", "HF_HOME": str(tmp_path / "hf")}
     env.pop("HF_HUB_OFFLINE", None)
-    result = subprocess.run([sys.executable, "-m", "fisherhub", *command], env=env, capture_output=True, text=True,
-                            timeout=300, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "fisherhub", *command],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert result.returncode == 1, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
     assert "cannot be reached" in result.stderr or "is unreachable" in result.stderr, result.stderr[-2000:]

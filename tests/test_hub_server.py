@@ -71,8 +71,10 @@ def test_create_repo_and_repo_info(hub, hf_api):
 def test_commit_download_and_listing(hub, hf_api, hf_hub_cache):
     hf_api.create_repo("org/ds", repo_type="dataset")
     info = hf_api.create_commit(
-        "org/ds", [add("a.txt", "alpha"), add("dir/sub/b.bin", b"\x00\x01" * 10)],
-        commit_message="add files", repo_type="dataset",
+        "org/ds",
+        [add("a.txt", "alpha"), add("dir/sub/b.bin", b"\x00\x01" * 10)],
+        commit_message="add files",
+        repo_type="dataset",
     )
     assert SHA.fullmatch(info.oid) and info.commit_url.endswith(f"/datasets/org/ds/commit/{info.oid}")
     assert info.pr_url is None
@@ -144,8 +146,9 @@ def test_identical_push_makes_no_commit(hub, hf_api):
     assert [r[:2] for r in hub.requests if r[0] == "POST"] == [("POST", "/api/models/org/m/preupload/main")]
     # the same short-cut ignores create_pr (no PR is opened) and a stale parent_commit (no 412)
     stale = hub.repo("org/m").history(first.oid)[-1].oid
-    third = hf_api.create_commit("org/m", [add("sig/one.bin", payload)], commit_message="again", create_pr=True,
-                                 parent_commit=stale)
+    third = hf_api.create_commit(
+        "org/m", [add("sig/one.bin", payload)], commit_message="again", create_pr=True, parent_commit=stale
+    )
     assert third.oid == first.oid and third.pr_url is None and hub.commit_count("org/m") == count
     # a commit with one changed file among unchanged ones goes through
     mixed = hf_api.create_commit("org/m", [add("sig/one.bin", payload), add("two.bin", b"2")], commit_message="m")
@@ -207,7 +210,10 @@ def test_safetensors_header_read_with_range_requests(hub, hf_api):
     assert meta.tensors["n"].dtype == "F64"
     gets = [r for r in hub.requests if r[0] == "GET"]
     assert gets and all(r[2] and r[2].startswith("bytes=") for r in gets)
-    assert hf_api.get_safetensors_metadata("org/m").weight_map == {"joint": "model.safetensors", "n": "model.safetensors"}
+    assert hf_api.get_safetensors_metadata("org/m").weight_map == {
+        "joint": "model.safetensors",
+        "n": "model.safetensors",
+    }
 
     from huggingface_hub.utils import get_session
 

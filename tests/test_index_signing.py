@@ -44,7 +44,9 @@ def world(hub, hf_api, hf_hub_cache):
     signed = []
     for topic in (0, 1):
         repo_id = adapter(hf_api, f"signed-{topic}")
-        push_signature(fisherhub.sketch_texts(texts(topic), model, tokenizer, m=64, metadata={"base_model": BASE}), repo_id)
+        push_signature(
+            fisherhub.sketch_texts(texts(topic), model, tokenizer, m=64, metadata={"base_model": BASE}), repo_id
+        )
         signed.append(repo_id)
     dataset(hf_api, "ds-sport", [{"text": t} for t in texts(2)])
     dataset(hf_api, "ds-physics", [{"text": t} for t in texts(3)])
@@ -71,7 +73,9 @@ def test_sign_sketches_each_dataset_once_skips_with_reasons_and_resumes(world, h
     monkeypatch.setattr(loop, "sketch_dataset", lambda name, *a, **k: calls.append(name) or sketch(name, *a, **k))
     work = hf_hub_cache + "/work"
     with pytest.raises(InterruptedBuild):
-        index_signing.sign_unsigned(BASE, INDEX, model=model, tokenizer=tokenizer, max_documents=8, work=work, stop_after=1)
+        index_signing.sign_unsigned(
+            BASE, INDEX, model=model, tokenizer=tokenizer, max_documents=8, work=work, stop_after=1
+        )
     assert calls == ["org/ds-sport"]
     report = index_signing.sign_unsigned(BASE, INDEX, model=model, tokenizer=tokenizer, max_documents=8, work=work)
     assert calls == ["org/ds-sport", "org/ds-physics", "org/ds-gated", "org/ds-no-text"]  # ds-sport not again
@@ -82,14 +86,19 @@ def test_sign_sketches_each_dataset_once_skips_with_reasons_and_resumes(world, h
     assert "text" in outcomes["org/ds-no-text"].reason
     assert report.unsigned == 5 and report.naming_datasets == 4 and report.rows_added == 3
     assert {repo: hub.commit_count(repo) for repo in [*signed, *unsigned]} | {
-        f"datasets/{d}": hub.commit_count(d, "dataset") for d in ("org/ds-sport", "org/ds-physics")} == commits
+        f"datasets/{d}": hub.commit_count(d, "dataset") for d in ("org/ds-sport", "org/ds-physics")
+    } == commits
 
     import datasets
 
     rows = datasets.load_dataset("tester/base-index", split="train")
     obtained = dict(zip(rows["repo_id"], rows["obtained"]))
-    assert obtained == {**{r: "published" for r in signed}, "org/sport-a": "sketched", "org/sport-b": "sketched",
-                        "org/physics": "sketched"}
+    assert obtained == {
+        **{r: "published" for r in signed},
+        "org/sport-a": "sketched",
+        "org/sport-b": "sketched",
+        "org/physics": "sketched",
+    }
 
     target = fisherhub.sketch_texts(texts(2, 20)[8:], model, tokenizer, m=64, metadata={"base_model": BASE})
     selection = select_adapter(target, index=INDEX)
@@ -97,7 +106,9 @@ def test_sign_sketches_each_dataset_once_skips_with_reasons_and_resumes(world, h
     assert selection.best.signature_source.startswith("datasets/tester/base-index@")
     shortlisted = rank_index(load_index(INDEX), Target([target]), BASE).candidates()
     assert select_adapter(target, shortlisted).table() == selection.table()
-    sketched = select_adapter(texts(2, 20)[8:], index=INDEX, model=model, tokenizer=tokenizer)  # texts: sketched like a row
+    sketched = select_adapter(
+        texts(2, 20)[8:], index=INDEX, model=model, tokenizer=tokenizer
+    )  # texts: sketched like a row
     assert sketched.table() == selection.table()
 
 
@@ -107,11 +118,27 @@ def test_cli_sign_writes_its_report(world, hub, tmp_path, capsys):
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     report = tmp_path / "report.json"
-    argv = ["index", "sign", BASE, "--index", "tester/base-index", "--model", str(folder), "--max-documents", "6",
-            "--report", str(report), "--work", str(tmp_path / "work")]
+    argv = [
+        "index",
+        "sign",
+        BASE,
+        "--index",
+        "tester/base-index",
+        "--model",
+        str(folder),
+        "--max-documents",
+        "6",
+        "--report",
+        str(report),
+        "--work",
+        str(tmp_path / "work"),
+    ]
     assert main(argv) == 0
     written = json.loads(report.read_text())
-    assert written["rows_added"] == 3 and {d["dataset"]: d["status"] for d in written["datasets"]}["org/ds-gated"] == "skipped"
+    assert (
+        written["rows_added"] == 3
+        and {d["dataset"]: d["status"] for d in written["datasets"]}["org/ds-gated"] == "skipped"
+    )
     assert "3 rows added" in capsys.readouterr().out
     assert main([*argv[:-2], "--max-documents", "0"]) == 1
     assert "--max-documents must be a positive integer" in capsys.readouterr().err

@@ -30,8 +30,17 @@ def sketch_command(model_folder, tmp_path):
     data = tmp_path / "docs.jsonl"
     data.write_text("".join(json.dumps({"text": text}) + "\n" for text in TEXTS))
     return [
-        "sketch", "--dataset", str(data), "--model", str(model_folder), "-m", "256", "--batch-size", "1",
-        "--no-progress", "--cpu",
+        "sketch",
+        "--dataset",
+        str(data),
+        "--model",
+        str(model_folder),
+        "-m",
+        "256",
+        "--batch-size",
+        "1",
+        "--no-progress",
+        "--cpu",
     ]
 
 
@@ -111,8 +120,25 @@ def test_compare_does_not_overwrite_unless_asked(tmp_path, capsys, sketch_comman
 
 def test_demo_says_where_its_output_goes_and_git_ignores_it(model_folder, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert main(["demo", "--model", str(model_folder), "--domains", "dna", "smiles", "--max-documents", "6",
-                 "--max-length", "32", "-m", "256"]) == 0
+    assert (
+        main(
+            [
+                "demo",
+                "--model",
+                str(model_folder),
+                "--domains",
+                "dna",
+                "smiles",
+                "--max-documents",
+                "6",
+                "--max-length",
+                "32",
+                "-m",
+                "256",
+            ]
+        )
+        == 0
+    )
     printed = " ".join(capsys.readouterr().out.split())
     assert f"output: {tmp_path / 'fisherhub-demo'}/" in printed
     assert (tmp_path / "fisherhub-demo" / "alignment.png").is_file()

@@ -23,21 +23,33 @@ from fisherhub.hub.snapshot import cached_snapshot
 from fisherhub.hub.read import snapshot_signatures
 from fisherhub.selection import select_adapter
 
-FIXTURE = Path(__file__).parent / "fixtures" / "pre_rename_maclaurin-srht_0.safetensors"  # written by fishersketch 0.1.0
+FIXTURE = (
+    Path(__file__).parent / "fixtures" / "pre_rename_maclaurin-srht_0.safetensors"
+)  # written by fishersketch 0.1.0
 LEGACY_INDEX = "fisher_signatures/index.json"  # where fisherhub 0.2.0 wrote the index
 ADAPTER_CONFIG = json.dumps({"base_model_name_or_path": "org/base", "peft_type": "LORA"})
 
 
 @pytest.fixture(scope="module")
 def signatures():
-    return {"target": task(0, (0, 16)), "good": task(1, (0, 16)), "good-too": task(3, (0, 16)), "weak": task(2, (14, 46))}
+    return {
+        "target": task(0, (0, 16)),
+        "good": task(1, (0, 16)),
+        "good-too": task(3, (0, 16)),
+        "weak": task(2, (14, 46)),
+    }
 
 
 def legacy_entry(path: str, data: bytes) -> dict:
     """An index or card entry as fisherhub 0.2.0 wrote it for the signature file ``data`` at ``path``."""
     signature = Signature.from_bytes(data)
-    return {"path": path, "base_model": signature.metadata.get("base_model", "org/base"), "sketch_id": signature.sketch_id,
-            "tokens": signature.num_tokens, "documents": signature.num_documents}
+    return {
+        "path": path,
+        "base_model": signature.metadata.get("base_model", "org/base"),
+        "sketch_id": signature.sketch_id,
+        "tokens": signature.num_tokens,
+        "documents": signature.num_documents,
+    }
 
 
 def legacy_index(*entries: dict) -> bytes:
@@ -50,7 +62,9 @@ def legacy_folder(folder: Path, files: dict[str, bytes], *, adapter: bool = True
     (folder / "fisher_signatures").mkdir(parents=True)
     for name, data in files.items():
         (folder / "fisher_signatures" / name).write_bytes(data)
-    (folder / LEGACY_INDEX).write_bytes(legacy_index(*(legacy_entry(f"fisher_signatures/{n}", d) for n, d in files.items())))
+    (folder / LEGACY_INDEX).write_bytes(
+        legacy_index(*(legacy_entry(f"fisher_signatures/{n}", d) for n, d in files.items()))
+    )
     if adapter:
         (folder / "adapter_config.json").write_text(ADAPTER_CONFIG)
     if card is not None:
@@ -75,13 +89,19 @@ def test_legacy_repos_and_folders_are_listed_pulled_and_ranked(signatures, hub, 
     upload(hf_api, legacy_folder(tmp_path / "tagged", tagged, card=legacy_card(tagged)), "old/adapter")
     untagged = {"good-too.safetensors": signatures["good-too"].to_bytes()}
     upload(hf_api, legacy_folder(tmp_path / "untagged", untagged, card={"base_model": "org/base"}), "old/untagged")
-    upload(hf_api, legacy_folder(tmp_path / "dataset", {"old.safetensors": FIXTURE.read_bytes()}, adapter=False),
-           "old/synthetic", "dataset")
+    upload(
+        hf_api,
+        legacy_folder(tmp_path / "dataset", {"old.safetensors": FIXTURE.read_bytes()}, adapter=False),
+        "old/synthetic",
+        "dataset",
+    )
     local = legacy_folder(tmp_path / "local-adapter", {"weak.safetensors": weak})
 
-    for repo, path in [("old/adapter", "fisher_signatures/good.safetensors"),
-                       ("datasets/old/synthetic", "fisher_signatures/old.safetensors"),
-                       (str(local), "fisher_signatures/weak.safetensors")]:
+    for repo, path in [
+        ("old/adapter", "fisher_signatures/good.safetensors"),
+        ("datasets/old/synthetic", "fisher_signatures/old.safetensors"),
+        (str(local), "fisher_signatures/weak.safetensors"),
+    ]:
         [info] = list_signatures(repo)
         assert (info.path, info.listed, info.problem) == (path, True, None), repo
         assert cli("list", repo) == 0 and path in capsys.readouterr().out
@@ -98,7 +118,9 @@ def test_legacy_repos_and_folders_are_listed_pulled_and_ranked(signatures, hub, 
     discovered = select_adapter(signatures["target"], base_model="org/base")  # by the tag, and untagged by the index
     assert {row.candidate for row in discovered.ranking} == {"old/adapter", "old/untagged"} and not discovered.skipped
 
-    offline = snapshot_signatures(cached_snapshot(repo_ref("old/adapter")), read_headers=False)  # what HF_HUB_OFFLINE reads
+    offline = snapshot_signatures(
+        cached_snapshot(repo_ref("old/adapter")), read_headers=False
+    )  # what HF_HUB_OFFLINE reads
     assert [(info.path, info.problem) for info in offline] == [("fisher_signatures/good.safetensors", None)]
 
 
@@ -106,23 +128,32 @@ def test_an_index_entry_outside_its_own_folder_is_skipped(signatures, hub, hf_ap
     """A legacy index reads only ``fisher_signatures/`` entries and the new one only ``.fisher_signatures/``
     ones, with the same path checks; a candidate whose index points elsewhere is skipped with the reason."""
     stray = legacy_folder(tmp_path / "stray", {})
-    (stray / LEGACY_INDEX).write_bytes(legacy_index(legacy_entry(".fisher_signatures/good.safetensors", signatures["good"].to_bytes())))
+    (stray / LEGACY_INDEX).write_bytes(
+        legacy_index(legacy_entry(".fisher_signatures/good.safetensors", signatures["good"].to_bytes()))
+    )
     upload(hf_api, stray, "old/stray")
     upload(hf_api, legacy_folder(tmp_path / "good", {"good.safetensors": signatures["good"].to_bytes()}), "old/adapter")
-    with pytest.raises(CardError, match=r"entry 0: path '\.fisher_signatures/good\.safetensors' is not a fisher_signatures/\*"):
+    with pytest.raises(
+        CardError, match=r"entry 0: path '\.fisher_signatures/good\.safetensors' is not a fisher_signatures/\*"
+    ):
         list_signatures(stray)
     selection = select_adapter(signatures["target"], ["old/stray", "old/adapter"])
     assert [row.candidate for row in selection.ranking] == ["old/adapter"]
     [skip] = selection.skipped
     assert skip.candidate == "old/stray"
-    assert ": fisher_signatures/index.json's `signatures`, entry 0: path '.fisher_signatures/good.safetensors'" in skip.reason
+    assert (
+        ": fisher_signatures/index.json's `signatures`, entry 0: path '.fisher_signatures/good.safetensors'"
+        in skip.reason
+    )
     with caplog.at_level(logging.WARNING, logger="fisherhub"):
         assert list_signatures("old/stray") == []  # listed without it, and said why
     assert "is not a fisher_signatures/*.safetensors file" in caplog.text
 
-    for index, path in [(LEGACY_INDEX, "fisher_signatures/../adapter_model.safetensors"),
-                        (LEGACY_INDEX, "../../etc/passwd.safetensors"),
-                        (INDEX_PATH, "fisher_signatures/good.safetensors")]:
+    for index, path in [
+        (LEGACY_INDEX, "fisher_signatures/../adapter_model.safetensors"),
+        (LEGACY_INDEX, "../../etc/passwd.safetensors"),
+        (INDEX_PATH, "fisher_signatures/good.safetensors"),
+    ]:
         with pytest.raises(CardError, match="is not a"):
             parse_index(legacy_index(legacy_entry(path, FIXTURE.read_bytes())), "test", index)
     fine = legacy_index(legacy_entry("fisher_signatures/good.safetensors", FIXTURE.read_bytes()))
@@ -143,8 +174,13 @@ def test_a_push_onto_a_legacy_repo_keeps_the_old_signatures_listed(signatures, h
     local_file = push_signature(new, local).file
     for where, listing, index, card, legacy in [
         ("hub", list_signatures("old/adapter"), files[INDEX_PATH], files["README.md"], files[LEGACY_INDEX]),
-        ("local", list_signatures(local), (local / INDEX_PATH).read_bytes(), (local / "README.md").read_bytes(),
-         (local / LEGACY_INDEX).read_bytes()),
+        (
+            "local",
+            list_signatures(local),
+            (local / INDEX_PATH).read_bytes(),
+            (local / "README.md").read_bytes(),
+            (local / LEGACY_INDEX).read_bytes(),
+        ),
     ]:
         new_path = pushed.ref.path if where == "hub" else Path(local_file).relative_to(local).as_posix()
         assert new_path.startswith(".fisher_signatures/")

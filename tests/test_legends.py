@@ -21,8 +21,13 @@ SPEC = SketchSpec(d=8, vocab_size=32, m=512, estimator="maclaurin-hadamard")  # 
 DOCUMENTS = 400
 
 
-def task(seed: int, documents: slice = slice(None), error_coordinates: slice = slice(None), shift: int = 0,
-         noise: float = 0.3):
+def task(
+    seed: int,
+    documents: slice = slice(None),
+    error_coordinates: slice = slice(None),
+    shift: int = 0,
+    noise: float = 0.3,
+):
     """A synthetic task's signature: errors peaked along a shifted ramp, on some vocabulary coordinates only."""
     generator = torch.Generator().manual_seed(seed)
     activations = 1.0 + torch.randn(DOCUMENTS, 8, generator=generator)
@@ -30,7 +35,9 @@ def task(seed: int, documents: slice = slice(None), error_coordinates: slice = s
     mask = torch.zeros(32)
     mask[error_coordinates] = 1.0
     index = torch.arange(DOCUMENTS)
-    state = SketchState(SPEC).update(HeadBatch(activations=activations[documents], doc_index=index[documents], errors=(errors * mask)[documents]))
+    state = SketchState(SPEC).update(
+        HeadBatch(activations=activations[documents], doc_index=index[documents], errors=(errors * mask)[documents])
+    )
     return state.finalize({})
 
 
@@ -70,14 +77,15 @@ def test_heatmap_hatches_non_significant_cells_and_explains_them(tasks):
         departure = (values - 1.0).abs() if field == "coupling" else values
         expected = {
             (i, j)
-            for i in range(len(tasks)) for j in range(len(tasks))
-            if not math.isnan(values[i, j]) and errors[i, j] > 0
-            and departure[i, j] <= SIGNIFICANCE_Z * errors[i, j]
+            for i in range(len(tasks))
+            for j in range(len(tasks))
+            if not math.isnan(values[i, j]) and errors[i, j] > 0 and departure[i, j] <= SIGNIFICANCE_Z * errors[i, j]
         }
         expected_somewhere |= bool(expected)
         hatched = {
             (round(patch.get_y() + 0.5), round(patch.get_x() + 0.5))
-            for patch in axis.patches if patch.get_gid() == NOT_SIGNIFICANT_GID
+            for patch in axis.patches
+            if patch.get_gid() == NOT_SIGNIFICANT_GID
         }
         assert hatched == expected, field
         colours = axis.images[0].get_array()

@@ -13,7 +13,6 @@ CONFIG = ROOT / "pyproject.toml"
 LINTED = ["src", "tests", "benchmarks", "scripts", "hub_cards"]
 
 
-
 def run(*command: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """``python -m COMMAND ...`` (ruff and mypy of this interpreter: the test extra installs them)."""
     return subprocess.run([sys.executable, "-m", *command], cwd=cwd, capture_output=True, text=True, check=False)

@@ -41,8 +41,16 @@ def folders(tmp_path_factory) -> dict[str, Path]:
 
 
 def sketch_args(folders, model: Path | str, **options) -> SketchArgs:
-    return SketchArgs(data=DataArgs(str(folders["docs"])), model=str(model), m=256, batch_size=2, output=None,
-                      progress=False, cpu=True, **options)
+    return SketchArgs(
+        data=DataArgs(str(folders["docs"])),
+        model=str(model),
+        m=256,
+        batch_size=2,
+        output=None,
+        progress=False,
+        cpu=True,
+        **options,
+    )
 
 
 def head_dtype(model) -> torch.dtype:
@@ -51,8 +59,13 @@ def head_dtype(model) -> torch.dtype:
 
 @pytest.mark.parametrize(
     ("saved", "dtype", "loaded"),
-    [("float32", "auto", torch.float32), ("bfloat16", "auto", torch.bfloat16), ("bfloat16", "float32", torch.float32),
-     ("float32", torch.bfloat16, torch.bfloat16), ("float32", "float16", torch.float16)],
+    [
+        ("float32", "auto", torch.float32),
+        ("bfloat16", "auto", torch.bfloat16),
+        ("bfloat16", "float32", torch.float32),
+        ("float32", torch.bfloat16, torch.bfloat16),
+        ("float32", "float16", torch.float16),
+    ],
 )
 def test_dtype(folders, saved, dtype, loaded):
     model, _ = load_model_and_tokenizer(folders[saved], dtype=dtype)
@@ -63,7 +76,9 @@ def test_dtype(folders, saved, dtype, loaded):
 def test_default_dtype_is_the_checkpoints_own(folders):
     model, _ = load_model_and_tokenizer(folders["bfloat16"])
     assert head_dtype(model) == torch.bfloat16
-    assert build_parser().parse_args(["sketch", "--dataset", "d"]).dtype == "auto" == SketchArgs(data=DataArgs("d")).dtype
+    assert (
+        build_parser().parse_args(["sketch", "--dataset", "d"]).dtype == "auto" == SketchArgs(data=DataArgs("d")).dtype
+    )
 
 
 @pytest.mark.parametrize("dtype", ["int8", "bf16", torch.int64, "Tensor"])
@@ -83,8 +98,13 @@ def test_bfloat16_checkpoint_sketches_with_the_float32_spec(folders):
 
 
 #: the head offloaded to disk (accelerate hooks; its parameters on the meta device), the rest on the CPU
-HEAD_ON_DISK = {"model.embed_tokens": "cpu", "model.layers": "cpu", "model.norm": "cpu", "model.rotary_emb": "cpu",
-                "lm_head": "disk"}
+HEAD_ON_DISK = {
+    "model.embed_tokens": "cpu",
+    "model.layers": "cpu",
+    "model.norm": "cpu",
+    "model.rotary_emb": "cpu",
+    "lm_head": "disk",
+}
 
 
 @pytest.mark.parametrize("device_map", ["cpu", "auto", {"": "cpu"}, HEAD_ON_DISK])
@@ -99,12 +119,40 @@ def test_device_map(folders, device_map):
 
 
 def test_device_map_is_refused_under_several_processes(folders):
-    launch = ["-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-              "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0"]
-    options = ["--dataset", str(folders["docs"]), "--model", str(folders["float32"]), "--cpu", "--no-progress",
-               "--device-map", "auto", "-o", str(folders["root"] / "never.safetensors")]
-    result = subprocess.run([sys.executable, *launch, str(REPO / "scripts" / "sketch.py"), *options],
-                            env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
+    launch = [
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        "0",
+    ]
+    options = [
+        "--dataset",
+        str(folders["docs"]),
+        "--model",
+        str(folders["float32"]),
+        "--cpu",
+        "--no-progress",
+        "--device-map",
+        "auto",
+        "-o",
+        str(folders["root"] / "never.safetensors"),
+    ]
+    result = subprocess.run(
+        [sys.executable, *launch, str(REPO / "scripts" / "sketch.py"), *options],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode != 0
     assert "spreads one model over the devices of one process, but this run has 2 processes" in result.stderr
     assert not (folders["root"] / "never.safetensors").exists()
@@ -137,18 +185,20 @@ def test_revision_of_a_hub_model(folders, hub, hf_api, hf_hub_cache, tmp_path):
 def test_a_missing_folder_is_named_as_one(reference, tmp_path, monkeypatch):
     """A path that does not exist, and cannot be a Hub id, is refused as a path before transformers is asked."""
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(InputError, match=rf"model '{re.escape(reference)}': no such folder \(from .+\), and not a Hub model id"):
+    with pytest.raises(
+        InputError, match=rf"model '{re.escape(reference)}': no such folder \(from .+\), and not a Hub model id"
+    ):
         load_model_and_tokenizer(reference)
 
 
-CUSTOM_CONFIG = '''
+CUSTOM_CONFIG = """
 from transformers import LlamaConfig
 
 
 class TinyCustomConfig(LlamaConfig):
     model_type = "tiny_custom"
-'''
-CUSTOM_MODEL = '''
+"""
+CUSTOM_MODEL = """
 from transformers import LlamaForCausalLM
 
 from .configuration_tiny_custom import TinyCustomConfig
@@ -156,7 +206,7 @@ from .configuration_tiny_custom import TinyCustomConfig
 
 class TinyCustomForCausalLM(LlamaForCausalLM):
     config_class = TinyCustomConfig
-'''
+"""
 
 
 @pytest.fixture
@@ -167,10 +217,14 @@ def remote_code_folder(folders, tmp_path) -> Path:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     config = json.loads((folder / "config.json").read_text())
-    config.update(model_type="tiny_custom", architectures=["TinyCustomForCausalLM"], auto_map={
-        "AutoConfig": "configuration_tiny_custom.TinyCustomConfig",
-        "AutoModelForCausalLM": "modeling_tiny_custom.TinyCustomForCausalLM",
-    })
+    config.update(
+        model_type="tiny_custom",
+        architectures=["TinyCustomForCausalLM"],
+        auto_map={
+            "AutoConfig": "configuration_tiny_custom.TinyCustomConfig",
+            "AutoModelForCausalLM": "modeling_tiny_custom.TinyCustomForCausalLM",
+        },
+    )
     (folder / "config.json").write_text(json.dumps(config))
     (folder / "configuration_tiny_custom.py").write_text(CUSTOM_CONFIG)
     (folder / "modeling_tiny_custom.py").write_text(CUSTOM_MODEL)
@@ -189,8 +243,9 @@ def test_trust_remote_code(folders, remote_code_folder):
 def test_quantization_config_reaches_the_quantizer(folders):
     """No quantization backend is installed here: transformers' bitsandbytes quantizer asks for its package."""
     with pytest.raises(ImportError, match="bitsandbytes"):
-        load_model_and_tokenizer(folders["float32"], quantization_config={"quant_method": "bitsandbytes",
-                                                                          "load_in_8bit": True})
+        load_model_and_tokenizer(
+            folders["float32"], quantization_config={"quant_method": "bitsandbytes", "load_in_8bit": True}
+        )
 
 
 def test_quantization_config_option(tmp_path):
@@ -277,23 +332,30 @@ def test_a_gguf_run_records_the_model_id_adapters_name(folders, tmp_path, caplog
     unnamed_run = sketch(sketch_args(folders, unnamed, gguf_file="tiny-f32.gguf"))
     assert unnamed_run.metadata["base_model"] == str(unnamed)
     [warning] = [record.getMessage() for record in caplog.records if "names no Hub model id" in record.getMessage()]
-    assert "\n" not in warning and "'tiny-llama'" in warning and str(unnamed) in warning and "--base-model-id" in warning
+    assert (
+        "\n" not in warning and "'tiny-llama'" in warning and str(unnamed) in warning and "--base-model-id" in warning
+    )
 
     adapters = {}
     for name, signature in (("named", from_file), ("unnamed", unnamed_run)):
         adapters[name] = tmp_path / f"adapter-{name}"
         adapters[name].mkdir()
         (adapters[name] / "adapter_config.json").write_text(
-            json.dumps({"base_model_name_or_path": "org/tiny-llama", "peft_type": "LORA"}))
+            json.dumps({"base_model_name_or_path": "org/tiny-llama", "peft_type": "LORA"})
+        )
         push_signature(signature, adapters[name])
     selection = select_adapter(given, [str(adapters["named"]), str(adapters["unnamed"])])
     assert [row.candidate for row in selection.ranking] == [str(adapters["named"])]
     [skipped] = selection.skipped
     assert skipped.candidate == str(adapters["unnamed"])
     # the index a push writes names a local base model by its folder's name
-    assert (f"other base model: its signatures are for '{unnamed.name}', not 'org/tiny-llama'" in skipped.reason
-            and "--base-model-id ORG/NAME" in skipped.reason)
-    with pytest.raises(NoCompatibleCandidatesError, match=r"the adapter is for 'org/tiny-llama', not '.*unnamed'.*--base-model-id"):
+    assert (
+        f"other base model: its signatures are for '{unnamed.name}', not 'org/tiny-llama'" in skipped.reason
+        and "--base-model-id ORG/NAME" in skipped.reason
+    )
+    with pytest.raises(
+        NoCompatibleCandidatesError, match=r"the adapter is for 'org/tiny-llama', not '.*unnamed'.*--base-model-id"
+    ):
         select_adapter(unnamed_run, [str(adapters["named"])])
 
 

@@ -37,7 +37,9 @@ def signature_files(tmp_path_factory) -> dict[str, str]:
     paths = {}
     for name, (spec, (activations, errors)) in tasks.items():
         paths[name] = str(folder / f"{name}.safetensors")
-        state = SketchState(spec).update(HeadBatch(activations=activations, doc_index=torch.arange(len(activations)), errors=errors))
+        state = SketchState(spec).update(
+            HeadBatch(activations=activations, doc_index=torch.arange(len(activations)), errors=errors)
+        )
         state.finalize({"base_model": "tester/tiny-lm", "dataset": f"tester/{name}"}).save(paths[name])
     return paths
 
@@ -92,7 +94,10 @@ def _result(completed: subprocess.CompletedProcess) -> dict:
 @pytest.mark.slow
 def test_loads_offline_from_the_folder_install_metric_writes(tmp_path, signature_files):
     env = _fresh_env(tmp_path / "hf_home", HF_EVALUATE_OFFLINE="1")
-    pairs = [(signature_files["first"], signature_files["second"]), (signature_files["second"], signature_files["second"])]
+    pairs = [
+        (signature_files["first"], signature_files["second"]),
+        (signature_files["second"], signature_files["second"]),
+    ]
     command = "import sys; from fisherhub.cli import main; sys.exit(main(sys.argv[1:]))"
     installed = _python(command, "install-metric", env=env)
     assert installed.returncode == 0, installed.stderr[-3000:]

@@ -35,14 +35,20 @@ print("LOGGED", Collect.records)
 
 def test_the_installed_folder_loads_three_times_without_a_log_line(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "HF_MODULES_CACHE"}
-    env.update(HF_HOME=str(tmp_path / "hf_home"), HF_EVALUATE_OFFLINE="1", HF_UPDATE_DOWNLOAD_COUNTS="0",
-               PYTHONPATH=f"{REPO / 'src'}{os.pathsep}{env.get('PYTHONPATH', '')}")
-    install = subprocess.run([sys.executable, "-m", "fisherhub", "install-metric"], env=env, capture_output=True,
-                             text=True, timeout=300)
+    env.update(
+        HF_HOME=str(tmp_path / "hf_home"),
+        HF_EVALUATE_OFFLINE="1",
+        HF_UPDATE_DOWNLOAD_COUNTS="0",
+        PYTHONPATH=f"{REPO / 'src'}{os.pathsep}{env.get('PYTHONPATH', '')}",
+    )
+    install = subprocess.run(
+        [sys.executable, "-m", "fisherhub", "install-metric"], env=env, capture_output=True, text=True, timeout=300
+    )
     assert install.returncode == 0, install.stderr
     folder = tmp_path / "hf_home" / "fisherhub" / METRIC_NAME
-    loaded = subprocess.run([sys.executable, "-c", LOAD_THREE_TIMES, str(folder)], env=env, capture_output=True,
-                            text=True, timeout=300)
+    loaded = subprocess.run(
+        [sys.executable, "-c", LOAD_THREE_TIMES, str(folder)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert loaded.returncode == 0, loaded.stderr[-3000:]
     assert "LOGGED []" in loaded.stdout, loaded.stdout
 

@@ -31,7 +31,22 @@ from fisherhub.pipeline import sketch_network_kernels, sketch_texts
 
 VOCAB_SIZE = 64
 TOKENIZER = tiny_tokenizer(VOCAB_SIZE)
-WORDS = ["the", "a", "river", "stone", "bridge", "old", "city", "light", "water", "market", "bread", "green", "slow", "rain"]
+WORDS = [
+    "the",
+    "a",
+    "river",
+    "stone",
+    "bridge",
+    "old",
+    "city",
+    "light",
+    "water",
+    "market",
+    "bread",
+    "green",
+    "slow",
+    "rain",
+]
 LLAMA_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"]
 
 
@@ -42,7 +57,10 @@ def prose(count: int, seed: int) -> list[str]:
 
 def code(count: int, seed: int) -> list[str]:
     rng = random.Random(seed)
-    return [f"x{rng.randint(0, 9)} = {rng.randint(0, 99)} * (y{rng.randint(0, 9)} + {rng.randint(0, 9)});" for _ in range(count)]
+    return [
+        f"x{rng.randint(0, 9)} = {rng.randint(0, 99)} * (y{rng.randint(0, 9)} + {rng.randint(0, 9)});"
+        for _ in range(count)
+    ]
 
 
 def tasks(count: int, seed: int = 0) -> dict[str, list[str]]:
@@ -113,7 +131,10 @@ def reference(model, names: list[str], texts: list[str]) -> Reference:
         for handle in handles:
             handle.remove()
     return Reference(
-        [torch.cat(x) for x in inputs], [torch.cat(g) for g in gradients], torch.cat(scored), torch.cat(documents),
+        [torch.cat(x) for x in inputs],
+        [torch.cat(g) for g in gradients],
+        torch.cat(scored),
+        torch.cat(documents),
         [torch.stack(g) for g in parameter_gradients],
     )
 
@@ -128,7 +149,13 @@ def kernel_matrices(ref_i: Reference, ref_j: Reference, granularity: str, kernel
         g = [ref_i.parameter_gradients[k] @ ref_j.parameter_gradients[k].T for k in modules]
         joint = sum(g) ** 2 if kernel == "full" else sum(gk**2 for gk in g)
         docs_i, docs_j = torch.arange(joint.shape[0]), torch.arange(joint.shape[1])
-        joint_entry = (joint, docs_i, docs_j, torch.ones_like(docs_i, dtype=torch.bool), torch.ones_like(docs_j, dtype=torch.bool))
+        joint_entry = (
+            joint,
+            docs_i,
+            docs_j,
+            torch.ones_like(docs_i, dtype=torch.bool),
+            torch.ones_like(docs_j, dtype=torch.bool),
+        )
     else:
         products = [xk * dk for xk, dk in zip(x, d)]
         joint = sum(products) ** 2 if kernel == "full" else sum(p**2 for p in products)
@@ -138,7 +165,13 @@ def kernel_matrices(ref_i: Reference, ref_j: Reference, granularity: str, kernel
     activation = square(x)[scored_i][:, scored_j]
     return {
         "joint": joint_entry,
-        "activation": (activation, ref_i.documents[scored_i], ref_j.documents[scored_j], scored_i[scored_i], scored_j[scored_j]),
+        "activation": (
+            activation,
+            ref_i.documents[scored_i],
+            ref_j.documents[scored_j],
+            scored_i[scored_i],
+            scored_j[scored_j],
+        ),
         "error": (square(d), ref_i.documents, ref_j.documents, scored_i, scored_j),
     }
 
@@ -164,9 +197,14 @@ def split_half_cosine(ref_i: Reference, ref_j: Reference, granularity: str, kern
 
 
 # -- against autograd ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("arch,tied,suffixes", [
-    ("llama", True, LLAMA_LINEAR), ("llama", False, LLAMA_LINEAR), ("gpt2", True, ["c_attn", "c_proj", "c_fc", "lm_head"]),
-])
+@pytest.mark.parametrize(
+    "arch,tied,suffixes",
+    [
+        ("llama", True, LLAMA_LINEAR),
+        ("llama", False, LLAMA_LINEAR),
+        ("gpt2", True, ["c_attn", "c_proj", "c_fc", "lm_head"]),
+    ],
+)
 def test_per_document_sums_of_captured_gradients_are_the_parameter_gradients(arch, tied, suffixes):
     model = tiny_causal_lm(arch, tie_word_embeddings=tied, vocab_size=VOCAB_SIZE, hidden_size=16, num_layers=1)
     selected = linear_modules(model, suffixes)
@@ -177,12 +215,20 @@ def test_per_document_sums_of_captured_gradients_are_the_parameter_gradients(arc
             summed = ref.gradients[k][rows].T @ ref.inputs[k][rows]  # Σ_t δ_t x_tᵀ (out, in)
             weight_shaped = summed if isinstance(module, torch.nn.Linear) else summed.T  # Conv1D stores W as (in, out)
             expected = ref.parameter_gradients[k][doc]
-            torch.testing.assert_close(weight_shaped.flatten(), expected, rtol=1e-4, atol=1e-6 * float(expected.abs().max()))
+            torch.testing.assert_close(
+                weight_shaped.flatten(), expected, rtol=1e-4, atol=1e-6 * float(expected.abs().max())
+            )
 
 
-@pytest.mark.parametrize("arch,tied,granularity", [
-    ("llama", True, "sequence"), ("llama", False, "sequence"), ("llama", True, "token"), ("gpt2", False, "token"),
-])
+@pytest.mark.parametrize(
+    "arch,tied,granularity",
+    [
+        ("llama", True, "sequence"),
+        ("llama", False, "sequence"),
+        ("llama", True, "token"),
+        ("gpt2", False, "token"),
+    ],
+)
 def test_sketched_cosines_match_exact_cosines_from_autograd(arch, tied, granularity):
     model = tiny_causal_lm(arch, tie_word_embeddings=tied, vocab_size=VOCAB_SIZE, hidden_size=16, num_layers=1)
     suffixes = LLAMA_LINEAR if arch == "llama" else ["c_attn", "c_proj", "c_fc", "lm_head"]
@@ -200,8 +246,11 @@ def test_sketched_cosines_match_exact_cosines_from_autograd(arch, tied, granular
     for index, kernel in enumerate(("full", "block")):
         exact = split_half_cosine(references["prose"], references["mixed"], granularity, kernel)
         result = alignment(signatures["prose"][index], signatures["mixed"][index])
-        for name, sketched, stderr in (("joint", result.fisher, result.stderr), ("activation", result.activation, result.activation_stderr),
-                                       ("error", result.error, result.error_stderr)):
+        for name, sketched, stderr in (
+            ("joint", result.fisher, result.stderr),
+            ("activation", result.activation, result.activation_stderr),
+            ("error", result.error, result.error_stderr),
+        ):
             assert abs(sketched - exact[name]) < 4 * stderr + 1e-3, (kernel, name, sketched, exact[name], stderr)
         assert result.stderr < 0.1
     assert 0.1 < exact["joint"] < 0.95  # the two tasks are neither aligned nor orthogonal: the test can fail
@@ -220,7 +269,9 @@ def test_features_are_unbiased_for_the_kernel_of_the_concatenated_gradient():
         spec = dataclasses.replace(base, seed=seed)
         states = sketch_states(model, [spec, dataclasses.replace(spec, kernel="block")], texts)
         for state in states:
-            estimates[state.spec.kernel].append(float(state.sums[0, 0] @ state.sums[0, 1]))  # docs 0 and 1: one per half
+            estimates[state.spec.kernel].append(
+                float(state.sums[0, 0] @ state.sums[0, 1])
+            )  # docs 0 and 1: one per half
     for kernel, values in estimates.items():
         values = torch.tensor(values, dtype=torch.float64)
         mean, se = float(values.mean()), float(values.std() / len(values) ** 0.5)
@@ -237,7 +288,9 @@ def test_head_only_network_sketch_with_the_head_projectors_is_the_head_sketch(gr
     head_spec = spec_for_model(model, TOKENIZER, m=512, granularity=granularity)
     network_spec = network_spec_for_model(model, TOKENIZER, modules=["lm_head"], m=512, granularity=granularity)
     head_map = feature_map(head_spec)
-    projectors = NetworkFeatureMap(network_spec.modules, 512, [(head_map.activation_projector, head_map.error_projector)])
+    projectors = NetworkFeatureMap(
+        network_spec.modules, 512, [(head_map.activation_projector, head_map.error_projector)]
+    )
     texts = prose(10, seed=5) + code(10, seed=5)
     head_state, network_state = SketchState(head_spec), NetworkSketchState(network_spec)
     for start in range(0, 20, 7):
@@ -262,7 +315,9 @@ def test_padding_contributes_nothing():
         sketch_network_batch(alone[1:], model, encode([text], index))
     for side in ("right", "left"):
         batch = encode(texts, padding_side=side)
-        batch["input_ids"] = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, 17)  # padding ids are never read
+        batch["input_ids"] = batch["input_ids"].masked_fill(
+            batch["attention_mask"] == 0, 17
+        )  # padding ids are never read
         padded = [NetworkSketchState(s) for s in specs]
         sketch_network_batch(padded[:1], model, batch)
         sketch_network_batch(padded[1:], model, batch)
@@ -330,12 +385,19 @@ def test_module_sets_from_names_all_linear_and_adapter_configs(tmp_path):
     everything = [name for name, _ in linear_modules(model, "all-linear")]
     assert len(everything) == 2 * 7 and "lm_head" not in everything
     assert [n for n, _ in linear_modules(model, ["q_proj", "lm_head"])] == [
-        "model.layers.0.self_attn.q_proj", "model.layers.1.self_attn.q_proj", "lm_head"]
+        "model.layers.0.self_attn.q_proj",
+        "model.layers.1.self_attn.q_proj",
+        "lm_head",
+    ]
     peft.LoraConfig(target_modules=["q_proj", "v_proj"], layers_to_transform=[1]).save_pretrained(tmp_path / "a")
     peft.LoraConfig(target_modules=["down_proj"]).save_pretrained(tmp_path / "b")
     from_adapters = [n for n, _ in linear_modules(model, adapters=[tmp_path / "a", tmp_path / "b"])]
-    assert from_adapters == ["model.layers.0.mlp.down_proj", "model.layers.1.self_attn.q_proj",
-                             "model.layers.1.self_attn.v_proj", "model.layers.1.mlp.down_proj"]
+    assert from_adapters == [
+        "model.layers.0.mlp.down_proj",
+        "model.layers.1.self_attn.q_proj",
+        "model.layers.1.self_attn.v_proj",
+        "model.layers.1.mlp.down_proj",
+    ]
     peft.LoraConfig(target_modules="all-linear").save_pretrained(tmp_path / "c")
     assert [n for n, _ in linear_modules(model, adapters=tmp_path / "c")] == everything
     with pytest.raises(InputError, match="no linear module matches"):
@@ -345,7 +407,9 @@ def test_module_sets_from_names_all_linear_and_adapter_configs(tmp_path):
     with pytest.raises(InputError, match="adapter config"):
         linear_modules(model, adapters=tmp_path / "missing")
     with pytest.raises(InputError, match="base model"):
-        linear_modules(peft.get_peft_model(copy.deepcopy(model), peft.LoraConfig(target_modules=["q_proj"])), "all-linear")
+        linear_modules(
+            peft.get_peft_model(copy.deepcopy(model), peft.LoraConfig(target_modules=["q_proj"])), "all-linear"
+        )
     other = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=VOCAB_SIZE, hidden_size=16)
     with pytest.raises(InputError):
         sketch_texts(prose(4, 0), other, TOKENIZER, network_spec_for_model(model, modules=["q_proj"]))
@@ -356,7 +420,9 @@ def test_kernels_from_one_pass_equal_separate_passes():
     import datasets
 
     texts = prose(10, seed=10) + code(10, seed=10)
-    both = sketch_network_kernels(datasets.Dataset.from_dict({"text": texts}), model, TOKENIZER, modules=["o_proj"], m=128)
+    both = sketch_network_kernels(
+        datasets.Dataset.from_dict({"text": texts}), model, TOKENIZER, modules=["o_proj"], m=128
+    )
     block = sketch_texts(texts, model, TOKENIZER, modules=["o_proj"], m=128, kernel="block")
     assert both["block"].sketch_id == block.sketch_id != both["full"].sketch_id
     assert torch.equal(both["block"].joint, block.joint)
@@ -367,7 +433,9 @@ def test_head_input_sketch_uses_delta_w_transpose_e_and_matches_the_exact_alignm
     model = tiny_causal_lm("llama", tie_word_embeddings=True, vocab_size=VOCAB_SIZE, hidden_size=16, num_layers=1)
     spec = spec_for_model(model, TOKENIZER, m=4096, error_space="head-input")
     assert spec.sketch_id != spec_for_model(model, TOKENIZER, m=4096).sketch_id
-    assert dataclasses.replace(spec, error_space="logits").sketch_id == spec_for_model(model, TOKENIZER, m=4096).sketch_id
+    assert (
+        dataclasses.replace(spec, error_space="logits").sketch_id == spec_for_model(model, TOKENIZER, m=4096).sketch_id
+    )
     head = model.get_output_embeddings()
     pairs, signatures = {}, {}
     for task, texts in tasks(30, seed=3).items():
@@ -390,8 +458,12 @@ def test_head_input_sketch_uses_delta_w_transpose_e_and_matches_the_exact_alignm
             handle.remove()
         a, delta = saved["a"][rows, positions].detach(), saved["a"].grad[rows, positions]
         chunks = list(head_batches(model, batch, materialize_errors=True))
-        torch.testing.assert_close(torch.cat([c.errors for c in chunks]) @ head.weight.detach(), delta, rtol=1e-4, atol=1e-6)
-        direct = SketchState(spec).update(HeadBatch(activations=a, doc_index=batch["doc_index"][rows], errors=delta)).flush()
+        torch.testing.assert_close(
+            torch.cat([c.errors for c in chunks]) @ head.weight.detach(), delta, rtol=1e-4, atol=1e-6
+        )
+        direct = (
+            SketchState(spec).update(HeadBatch(activations=a, doc_index=batch["doc_index"][rows], errors=delta)).flush()
+        )
         torch.testing.assert_close(state.sums, direct.sums, rtol=1e-4, atol=1e-5 * float(direct.sums.abs().max()))
         pairs[task] = (a, delta, batch["doc_index"][rows] % 2)
     (a_i, d_i, h_i), (a_j, d_j, h_j) = pairs["prose"], pairs["mixed"]
@@ -401,23 +473,36 @@ def test_head_input_sketch_uses_delta_w_transpose_e_and_matches_the_exact_alignm
 
     exact = gram_inner_products(a_i, d_i, a_j, d_j) / torch.sqrt(split(a_i, d_i, h_i) * split(a_j, d_j, h_j))
     result = alignment(signatures["prose"], signatures["mixed"])
-    for sketched, stderr, target in zip((result.fisher, result.activation, result.error),
-                                        (result.stderr, result.activation_stderr, result.error_stderr), exact.tolist()):
+    for sketched, stderr, target in zip(
+        (result.fisher, result.activation, result.error),
+        (result.stderr, result.activation_stderr, result.error_stderr),
+        exact.tolist(),
+    ):
         assert abs(sketched - target) < 4 * stderr + 1e-3, (sketched, target, stderr)
     with pytest.raises(InputError, match="error space"):
-        SketchState(spec).update(HeadBatch(activations=a_i, doc_index=torch.zeros(len(a_i), dtype=torch.long), errors=torch.zeros(len(a_i), VOCAB_SIZE)))
+        SketchState(spec).update(
+            HeadBatch(
+                activations=a_i,
+                doc_index=torch.zeros(len(a_i), dtype=torch.long),
+                errors=torch.zeros(len(a_i), VOCAB_SIZE),
+            )
+        )
 
 
 def test_bad_network_inputs_are_refused():
     model = tiny_causal_lm("llama", tie_word_embeddings=True, vocab_size=VOCAB_SIZE)
     spec = network_spec_for_model(model, TOKENIZER, modules=["q_proj"], m=64)
     with pytest.raises(InputError, match="network"):
-        SketchState(spec).update(HeadBatch(activations=torch.zeros(2, 32), doc_index=torch.arange(2), errors=torch.zeros(2, VOCAB_SIZE)))
+        SketchState(spec).update(
+            HeadBatch(activations=torch.zeros(2, 32), doc_index=torch.arange(2), errors=torch.zeros(2, VOCAB_SIZE))
+        )
     with pytest.raises(InputError, match="empirical"):
         network_spec_for_model(model, modules=["q_proj"], fisher="true")
     with pytest.raises(InputError, match="kernel"):
         SketchSpec(d=4, vocab_size=8, kernel="block")
-    batch = NetworkBatch(NetworkFeatureMap.for_spec(spec), torch.zeros(3, dtype=torch.long), torch.ones(3, dtype=torch.bool))
+    batch = NetworkBatch(
+        NetworkFeatureMap.for_spec(spec), torch.zeros(3, dtype=torch.long), torch.ones(3, dtype=torch.bool)
+    )
     with pytest.raises(InputError, match="no inputs"):
         batch.features("full")
     with pytest.raises(InputError, match=r"\(N, 32\)"):

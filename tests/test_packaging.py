@@ -20,14 +20,19 @@ from wheel_build import build_wheel
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = REPO / "src" / "fisherhub"
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
-DEPENDENCIES = {canonicalize_name(Requirement(line).name): Requirement(line)
-                for line in PYPROJECT["project"]["dependencies"]}
-TEST_EXTRA = {canonicalize_name(Requirement(line).name) for line in PYPROJECT["project"]["optional-dependencies"]["test"]}
+DEPENDENCIES = {
+    canonicalize_name(Requirement(line).name): Requirement(line) for line in PYPROJECT["project"]["dependencies"]
+}
+TEST_EXTRA = {
+    canonicalize_name(Requirement(line).name) for line in PYPROJECT["project"]["optional-dependencies"]["test"]
+}
 #: the package that tests and benchmarks share (``fisherhub.testing``): it may import the ``test`` extra
 TESTING = SOURCE / "testing"
 #: the optional parts of fisherhub.extras, each an extra of its own, and all of them
 OPTIONAL = {"gguf": "gguf", "plot": "matplotlib", "rich": "rich"}
-EXTRAS = {extra: Requirement(line) for extra in OPTIONAL for line in PYPROJECT["project"]["optional-dependencies"][extra]}
+EXTRAS = {
+    extra: Requirement(line) for extra in OPTIONAL for line in PYPROJECT["project"]["optional-dependencies"][extra]
+}
 
 
 def third_party_imports(testing: bool = False) -> dict[str, list[str]]:
@@ -67,8 +72,11 @@ def test_every_import_is_declared():
 def test_the_testing_package_imports_only_dependencies_and_the_test_extra():
     imports = third_party_imports(testing=True)
     assert {"torch", "transformers", "tokenizers", "scipy", "yaml"} <= set(imports)
-    undeclared = {module: files for module, files in imports.items()
-                  if distribution_of(module) not in set(DEPENDENCIES) | TEST_EXTRA}
+    undeclared = {
+        module: files
+        for module, files in imports.items()
+        if distribution_of(module) not in set(DEPENDENCIES) | TEST_EXTRA
+    }
     assert undeclared == {}
 
 
@@ -92,7 +100,13 @@ def test_the_optional_packages_are_extras_imported_only_through_require():
     for path in sorted(SOURCE.rglob("*.py")):
         tree = ast.parse(path.read_text(), str(path))
         for node in tree.body:  # module level (a TYPE_CHECKING block is not run)
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             assert not {name.split(".")[0] for name in names} & set(OPTIONAL.values()), f"{path}: {names}"
         for function in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
             body = ast.unparse(function)
@@ -142,10 +156,18 @@ def test_wheel_contents(tmp_path):
         (metadata,) = [name for name in names if name.endswith(".dist-info/METADATA")]
         header = archive.read(metadata).decode().split("\n\n")[0].splitlines()
         license_file = archive.read(next(name for name in names if name.endswith(".dist-info/licenses/LICENSE")))
-    assert {"fisherhub/py.typed", "fisherhub/__main__.py", "fisherhub/metric/fisher_alignment.py",
-            "fisherhub/core/calibration.json", "fisherhub/hub_cards/dataset_section.md"} <= names
+    assert {
+        "fisherhub/py.typed",
+        "fisherhub/__main__.py",
+        "fisherhub/metric/fisher_alignment.py",
+        "fisherhub/core/calibration.json",
+        "fisherhub/hub_cards/dataset_section.md",
+    } <= names
     assert license_file == (REPO / "LICENSE").read_bytes()
     assert "License-Expression: Apache-2.0" in header and "License-File: LICENSE" in header
-    requires = {canonicalize_name(Requirement(line.removeprefix("Requires-Dist: ")).name)
-                for line in header if line.startswith("Requires-Dist: ") and "extra ==" not in line}
+    requires = {
+        canonicalize_name(Requirement(line.removeprefix("Requires-Dist: ")).name)
+        for line in header
+        if line.startswith("Requires-Dist: ") and "extra ==" not in line
+    }
     assert requires == set(DEPENDENCIES)

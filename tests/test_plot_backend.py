@@ -38,7 +38,11 @@ print("ok")
 def test_heatmaps_leave_the_backend_alone(tmp_path):
     env = {**os.environ, "PYTHONPATH": f"{SOURCE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "MPLBACKEND": ""}
     result = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(tmp_path / "heatmap.png")], env=env, capture_output=True, text=True, timeout=300,
+        [sys.executable, "-c", SCRIPT, str(tmp_path / "heatmap.png")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"

@@ -99,7 +99,9 @@ def test_chunk_permuted_fold_never_reads_the_padding_of_its_rows(vocab_size):
     assert torch.equal(projector.fold(padded[:, :vocab_size]), projector.fold(errors))
     dense = projector.dense_rows()  # the fold as documented, on the identity (copied into a padded buffer)
     walsh = fwht(torch.eye(projector.transform_size))
-    torch.testing.assert_close(dense[0], walsh[projector.rows[0]][:, projector.bins] * projector.signs[0], rtol=0, atol=0)
+    torch.testing.assert_close(
+        dense[0], walsh[projector.rows[0]][:, projector.bins] * projector.signs[0], rtol=0, atol=0
+    )
 
 
 def test_block_srht_rows_are_distinct_signs_and_cover_d_larger_than_m():
@@ -123,8 +125,16 @@ def test_update_with_logits_equals_update_with_materialized_errors(estimator):
     doc_index = torch.tensor([0, 0, 1, 1, 1, 2, 2, 3, 3])
     logits[0] = float("nan")  # an unscored row (e.g. padding) may hold anything
     scored = targets != -100
-    reference = SketchState(spec).update(HeadBatch(activations=activations[scored], doc_index=doc_index[scored], errors=_softmax_errors(logits[scored], targets[scored]).float()))
-    fused = SketchState(spec).update(HeadBatch(activations=activations, doc_index=doc_index, logits=logits, targets=targets))
+    reference = SketchState(spec).update(
+        HeadBatch(
+            activations=activations[scored],
+            doc_index=doc_index[scored],
+            errors=_softmax_errors(logits[scored], targets[scored]).float(),
+        )
+    )
+    fused = SketchState(spec).update(
+        HeadBatch(activations=activations, doc_index=doc_index, logits=logits, targets=targets)
+    )
     torch.testing.assert_close(fused.sums, reference.sums, rtol=1e-4, atol=1e-5)
     assert torch.equal(fused.token_counts, reference.token_counts)
     assert fused.flush().document_counts.tolist() == reference.flush().document_counts.tolist() == [2, 2]

@@ -26,12 +26,15 @@ def test_base_model_commit_is_recorded_and_loaded_again(hub, hf_api, hf_hub_cach
     import datasets
 
     hf_api.create_repo("org/tiny")
-    first = hf_api.upload_folder(folder_path=str(saved_tiny_model(tmp_path / "v1", "llama", False, 64)), repo_id="org/tiny")
+    first = hf_api.upload_folder(
+        folder_path=str(saved_tiny_model(tmp_path / "v1", "llama", False, 64)), repo_id="org/tiny"
+    )
     model, tokenizer = load_model_and_tokenizer("org/tiny")
     provenance = model_provenance("org/tiny", model)
     assert provenance.revision == first.oid  # transformers 5 has no config._commit_hash: resolved from the cache
-    signature = sketch_dataset(datasets.Dataset.from_dict({"text": TEXTS}), model, tokenizer, m=64,
-                               metadata=provenance.as_metadata())
+    signature = sketch_dataset(
+        datasets.Dataset.from_dict({"text": TEXTS}), model, tokenizer, m=64, metadata=provenance.as_metadata()
+    )
     assert signature.metadata["base_model_revision"] == first.oid
     changed = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64)
     with torch.no_grad():
@@ -52,8 +55,9 @@ def test_dataset_id_with_its_org_and_its_commit(hub, hf_api, hf_hub_cache, tmp_p
     import datasets
 
     hf_api.create_repo("org/pets", repo_type="dataset")
-    commit = hf_api.upload_file(path_or_fileobj=_jsonl(TEXTS), path_in_repo="train.jsonl", repo_id="org/pets",
-                                repo_type="dataset").oid
+    commit = hf_api.upload_file(
+        path_or_fileobj=_jsonl(TEXTS), path_in_repo="train.jsonl", repo_id="org/pets", repo_type="dataset"
+    ).oid
     model, tokenizer = load_model_and_tokenizer(saved_tiny_model(tmp_path / "m", "llama", False, 64))
     loaded = datasets.load_dataset("org/pets", split="train")
     by_object = sketch_dataset(loaded, model, tokenizer, m=64, metadata={"base_model": "org/base"})
@@ -88,18 +92,21 @@ def test_a_streamed_hub_dataset_records_its_commit(hub, hf_api, hf_hub_cache, tm
     from fisherhub.options import DataArgs
 
     hf_api.create_repo("org/stream", repo_type="dataset")
-    first = hf_api.upload_file(path_or_fileobj=_jsonl(TEXTS), path_in_repo="train.jsonl", repo_id="org/stream",
-                               repo_type="dataset").oid
+    first = hf_api.upload_file(
+        path_or_fileobj=_jsonl(TEXTS), path_in_repo="train.jsonl", repo_id="org/stream", repo_type="dataset"
+    ).oid
     model, tokenizer = load_model_and_tokenizer(saved_tiny_model(tmp_path / "m", "llama", False, 64))
     common = {"m": 64, "metadata": {"base_model": "org/base"}}
     streamed = sketch_dataset("org/stream", model, tokenizer, data=DataArgs("org/stream", streaming=True), **common)
     assert streamed.metadata["dataset"] == "org/stream" and streamed.metadata["dataset_revision"] == first
     mapped = sketch_dataset("org/stream", model, tokenizer, **common)
     assert mapped.metadata["dataset_revision"] == first and mapped.joint.equal(streamed.joint)
-    second = hf_api.upload_file(path_or_fileobj=_jsonl(TEXTS[::-1]), path_in_repo="train.jsonl", repo_id="org/stream",
-                                repo_type="dataset").oid
-    at_first = sketch_dataset("org/stream", model, tokenizer, data=DataArgs("org/stream", streaming=True, revision=first),
-                              **common)
+    second = hf_api.upload_file(
+        path_or_fileobj=_jsonl(TEXTS[::-1]), path_in_repo="train.jsonl", repo_id="org/stream", repo_type="dataset"
+    ).oid
+    at_first = sketch_dataset(
+        "org/stream", model, tokenizer, data=DataArgs("org/stream", streaming=True, revision=first), **common
+    )
     at_main = sketch_dataset("org/stream", model, tokenizer, data=DataArgs("org/stream", streaming=True), **common)
     assert (at_first.metadata["dataset_revision"], at_main.metadata["dataset_revision"]) == (first, second)
     # a map-style Dataset from the Hub streamed with to_iterable_dataset: the commit of its own cache files

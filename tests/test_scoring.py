@@ -41,8 +41,12 @@ def shared_activations() -> torch.Tensor:
 def activation_dark():
     """Every task on the same activations; the label blocks go from the target's own to disjoint."""
     blocks = [(0, 32), (0, 32), (16, 48), (32, 64), (64, 96)]
-    return head_results([synthetic_task(TOKENS, D, VOCAB, seed=s, label_block=b, activations=shared_activations())
-                         for s, b in enumerate(blocks)])
+    return head_results(
+        [
+            synthetic_task(TOKENS, D, VOCAB, seed=s, label_block=b, activations=shared_activations())
+            for s, b in enumerate(blocks)
+        ]
+    )
 
 
 def offset_activations(offset: float, seed: int) -> torch.Tensor:
@@ -68,16 +72,24 @@ def error_flat():
 def clear_winner():
     """One candidate from the target's distribution; the others differ in activations and labels."""
     specs = [(0.0, (0, 64)), (0.0, (0, 64)), (3.0, (32, 96)), (5.0, (64, 128))]
-    return head_results([synthetic_task(TOKENS, D, VOCAB, seed=s, label_block=b, activations=offset_activations(o, s))
-                         for s, (o, b) in enumerate(specs)])
+    return head_results(
+        [
+            synthetic_task(TOKENS, D, VOCAB, seed=s, label_block=b, activations=offset_activations(o, s))
+            for s, (o, b) in enumerate(specs)
+        ]
+    )
 
 
 @functools.cache
 def tie():
     """Two candidates from the target's distribution (only their samples differ), one far away."""
     specs = [(0.0, (0, 64)), (0.0, (0, 64)), (0.0, (0, 64)), (5.0, (64, 128))]
-    return head_results([synthetic_task(TOKENS, D, VOCAB, seed=s, label_block=b, activations=offset_activations(o, s))
-                         for s, (o, b) in enumerate(specs)])
+    return head_results(
+        [
+            synthetic_task(TOKENS, D, VOCAB, seed=s, label_block=b, activations=offset_activations(o, s))
+            for s, (o, b) in enumerate(specs)
+        ]
+    )
 
 
 def test_heterogeneity_is_cochrans_q_against_chi_square():
@@ -145,8 +157,10 @@ def test_tie_says_no_candidate_is_clearly_better():
 
 def test_no_signal_when_every_candidate_is_the_target_itself():
     """Candidates drawn from the target's distribution: nothing separates them, whatever the geometry."""
-    tasks = [synthetic_task(TOKENS, D, VOCAB, seed=s, label_block=(0, 64), activations=offset_activations(0.0, s))
-             for s in range(5)]
+    tasks = [
+        synthetic_task(TOKENS, D, VOCAB, seed=s, label_block=(0, 64), activations=offset_activations(0.0, s))
+        for s in range(5)
+    ]
     results = head_results(tasks)
     assert regime(results).name == "no-signal"
     selection = score_selection(results)
@@ -154,8 +168,10 @@ def test_no_signal_when_every_candidate_is_the_target_itself():
     # head-input A that does not separate either: auto scores by whichever of the two is less flat
     for values in ((0.10, 0.12, 0.14, 0.16), (0.13, 0.13, 0.13, 0.13)):
         head_input = [dataclasses.replace(r, fisher=v, stderr=0.02) for r, v in zip(results, values)]
-        p_head, p_input = (separation(Scores.of(k, head_input if k == "head_input" else results)).p_value
-                           for k in ("fisher", "head_input"))
+        p_head, p_input = (
+            separation(Scores.of(k, head_input if k == "head_input" else results)).p_value
+            for k in ("fisher", "head_input")
+        )
         choice = score_selection(results, head_input=head_input).choice
         assert not choice.separations["head_input"].separates
         assert choice.geometry == ("head_input" if p_input < p_head else "fisher")
@@ -175,8 +191,10 @@ def test_auto_prefers_a_network_level_geometry_that_separates():
 
 
 def test_no_signal_head_falls_back_to_head_input_geometry():
-    tasks = [synthetic_task(TOKENS, D, VOCAB, seed=s, label_block=(0, 64), activations=offset_activations(0.0, s))
-             for s in range(5)]
+    tasks = [
+        synthetic_task(TOKENS, D, VOCAB, seed=s, label_block=(0, 64), activations=offset_activations(0.0, s))
+        for s in range(5)
+    ]
     head = head_results(tasks)
     selection = score_selection(head, head_input=clear_winner() + clear_winner()[:1])
     assert selection.choice.regime.name == "no-signal" and selection.choice.geometry == "head_input"
@@ -184,8 +202,10 @@ def test_no_signal_head_falls_back_to_head_input_geometry():
 
 def test_shrunk_coupling_pulls_noisy_rho_to_the_cohort_mean():
     base = clear_winner()[0]
-    noisy = [dataclasses.replace(base, coupling=c, coupling_stderr=s)
-             for c, s in ((0.5, 0.5), (1.5, 0.5), (1.0, 0.5), (0.9, 0.01))]
+    noisy = [
+        dataclasses.replace(base, coupling=c, coupling_stderr=s)
+        for c, s in ((0.5, 0.5), (1.5, 0.5), (1.0, 0.5), (0.9, 0.01))
+    ]
     shrunk = shrunk_coupling(noisy)
     # scatter within the error bars: τ² = 0, everything goes to the inverse-variance mean
     assert shrunk == pytest.approx([heterogeneity([0.5, 1.5, 1.0, 0.9], [0.5, 0.5, 0.5, 0.01])[2]] * 4)
@@ -209,15 +229,20 @@ def test_probability_best_is_seeded_and_sums_to_one():
 
 
 def test_rank_nearest_orders_by_alignment_and_skips_other_sketches():
-    (a0, e0), (a1, e1), (a2, e2) = (synthetic_task(TOKENS, D, VOCAB, seed=s, label_block=b, activations=offset_activations(o, s))
-                                    for s, (o, b) in enumerate([(0.0, (0, 64)), (0.0, (0, 64)), (5.0, (64, 128))]))
+    (a0, e0), (a1, e1), (a2, e2) = (
+        synthetic_task(TOKENS, D, VOCAB, seed=s, label_block=b, activations=offset_activations(o, s))
+        for s, (o, b) in enumerate([(0.0, (0, 64)), (0.0, (0, 64)), (5.0, (64, 128))])
+    )
     target = sketch(SPEC, a0, e0)
     other_spec = SketchSpec(d=D, vocab_size=VOCAB, m=2048, seed=1)
-    found = rank_nearest(target, {"far": sketch(SPEC, a2, e2), "near": sketch(SPEC, a1, e1),
-                                  "other sketch": sketch(other_spec, a1, e1)})
+    found = rank_nearest(
+        target, {"far": sketch(SPEC, a2, e2), "near": sketch(SPEC, a1, e1), "other sketch": sketch(other_spec, a1, e1)}
+    )
     assert [n.name for n in found] == ["near", "far"] and [n.rank for n in found] == [0, 1]
     assert found[0].alignment.fisher > found[1].alignment.fisher
-    assert [n.name for n in rank_nearest(target, {"far": sketch(SPEC, a2, e2), "near": sketch(SPEC, a1, e1)}, limit=1)] == ["near"]
+    assert [
+        n.name for n in rank_nearest(target, {"far": sketch(SPEC, a2, e2), "near": sketch(SPEC, a1, e1)}, limit=1)
+    ] == ["near"]
     with pytest.raises(InputError, match="sketch id"):
         rank_nearest(target, {"other": sketch(other_spec, a1, e1)})
 
@@ -232,16 +257,30 @@ def test_nearest_signatures_on_the_hub(hub, hf_api, hf_hub_cache):
     from fisherhub.selection.nearest import nearest_signatures
 
     def signature(offset: float, block: tuple[int, int], seed: int, spec: SketchSpec = SPEC, base: str = "org/base"):
-        a, e = synthetic_task(TOKENS, D, VOCAB, seed=seed, label_block=block, activations=offset_activations(offset, seed))
-        return SketchState(spec).update(HeadBatch(activations=a, doc_index=torch.arange(TOKENS), errors=e)).finalize({"base_model": base, "dataset": f"d{seed}"})
+        a, e = synthetic_task(
+            TOKENS, D, VOCAB, seed=seed, label_block=block, activations=offset_activations(offset, seed)
+        )
+        return (
+            SketchState(spec)
+            .update(HeadBatch(activations=a, doc_index=torch.arange(TOKENS), errors=e))
+            .finalize({"base_model": base, "dataset": f"d{seed}"})
+        )
 
     target = signature(0.0, (0, 64), 0)
-    near, far, foreign = signature(0.0, (0, 64), 1), signature(5.0, (64, 128), 2), signature(0.0, (0, 64), 3, base="org/other")
+    near, far, foreign = (
+        signature(0.0, (0, 64), 1),
+        signature(5.0, (64, 128), 2),
+        signature(0.0, (0, 64), 3, base="org/other"),
+    )
     hf_api.create_repo("org/adapter")
-    hf_api.create_commit("org/adapter", [
-        CommitOperationAdd("adapter_config.json", b'{"base_model_name_or_path": "org/base"}'),
-        CommitOperationAdd("README.md", b"---\nbase_model: org/base\nlibrary_name: peft\n---\n# adapter\n"),
-    ], commit_message="adapter")
+    hf_api.create_commit(
+        "org/adapter",
+        [
+            CommitOperationAdd("adapter_config.json", b'{"base_model_name_or_path": "org/base"}'),
+            CommitOperationAdd("README.md", b"---\nbase_model: org/base\nlibrary_name: peft\n---\n# adapter\n"),
+        ],
+        commit_message="adapter",
+    )
     push_signature(far, "org/adapter", repo_type="model")
     for repo, sig in (("org/near-data", near), ("org/foreign-data", foreign), ("org/target-data", target)):
         hf_api.create_repo(repo, repo_type="dataset")

@@ -109,8 +109,9 @@ def world(hub_server, tmp_path_factory):
         adapter_card = card(base_model=BASE, datasets=[dataset_repo(domain)], library_name="peft")
         (adapter_folder / "README.md").write_text(adapter_card)
         metadata = {"base_model": BASE, "dataset": dataset_repo(domain)}
-        signature = sketch_texts(texts[:SIGNED_DOCUMENTS], base, tokenizer, m=M, reflection=True,
-                                 metadata=metadata)  # one study, targets sketched like= these
+        signature = sketch_texts(
+            texts[:SIGNED_DOCUMENTS], base, tokenizer, m=M, reflection=True, metadata=metadata
+        )  # one study, targets sketched like= these
         api.create_repo(adapter_repo(domain), exist_ok=True)
         api.upload_folder(repo_id=adapter_repo(domain), folder_path=adapter_folder)
         if domain < 2:
@@ -249,8 +250,9 @@ def test_none_compatible_lists_each_reason(world, target_signature, tmp_path):
     (unsigned / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": BASE}))
     not_adapter = tmp_path / "plain-folder"
     not_adapter.mkdir()
-    other_sketch = sketch_texts(world["target"], world["base"], world["tokenizer"], m=256, reflection=False,
-                                metadata={"base_model": BASE})
+    other_sketch = sketch_texts(
+        world["target"], world["base"], world["tokenizer"], m=256, reflection=False, metadata={"base_model": BASE}
+    )
     with pytest.raises(NoCompatibleCandidatesError) as raised:
         candidates = [other_base, unsigned, not_adapter, BASE, "tester/no-such-adapter", world["folders"][0]]
         select_adapter(other_sketch, candidates)

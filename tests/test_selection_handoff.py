@@ -53,7 +53,9 @@ def world(hub_server, tmp_path_factory):
     api, folder = HfApi(), tmp_path_factory.mktemp("handoff")
     base = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=VOCAB_SIZE)
     tokenizer = tiny_tokenizer(VOCAB_SIZE)
-    first = sketch_texts(domain_texts(0, 60, seed=1), base, tokenizer, m=M, reflection=True, metadata={"base_model": BASE})
+    first = sketch_texts(
+        domain_texts(0, 60, seed=1), base, tokenizer, m=M, reflection=True, metadata={"base_model": BASE}
+    )
     second = sketch_texts(domain_texts(1, 60, seed=2), base, tokenizer, first, metadata={"base_model": BASE})
     adapters = []
     for domain, signature in enumerate((first, second)):
@@ -68,14 +70,22 @@ def world(hub_server, tmp_path_factory):
     push_signature(second, str(other))
     (other / "README.md").write_text("---\nlibrary_name: peft\n---\n# a LoRA whose card names no base model\n")
     upload(api, "handoff/other-base-lora", other)
-    target = sketch_texts(domain_texts(0, 40, seed=9) + domain_texts(1, 40, seed=10), base, tokenizer, first,
-                          metadata={"base_model": BASE})
+    target = sketch_texts(
+        domain_texts(0, 40, seed=9) + domain_texts(1, 40, seed=10),
+        base,
+        tokenizer,
+        first,
+        metadata={"base_model": BASE},
+    )
     return {"base": base, "adapters": adapters, "repos": repos, "private": private, "target": target}
 
 
 def lora_state(model, adapter_name: str) -> dict[str, torch.Tensor]:
-    return {key.replace(f".{adapter_name}.", "."): value for key, value in model.state_dict().items()
-            if f".{adapter_name}." in key}
+    return {
+        key.replace(f".{adapter_name}.", "."): value
+        for key, value in model.state_dict().items()
+        if f".{adapter_name}." in key
+    }
 
 
 def saved_state(folder) -> dict[str, torch.Tensor]:
@@ -86,6 +96,7 @@ def saved_state(folder) -> dict[str, torch.Tensor]:
 
 def same_weights(loaded: dict[str, torch.Tensor], saved: dict[str, torch.Tensor]) -> bool:
     """Every saved LoRA tensor equals the loaded one of the same module and factor."""
+
     def key(name: str) -> str:
         return name.split("layers.", 1)[1].replace(".weight", "")
 
@@ -158,7 +169,11 @@ def test_mixing_weights_mapping():
     weights = mixing_weights([0.9, 0.6, 0.3, 0.15], [0.1, 0.05, 0.1, 0.1], temperature=1.0)
     assert weights[3] == 0.0  # 0.15 is not above 2 standard errors
     assert math.isclose(sum(weights), 1.0)
-    assert math.isclose(weights[0], 0.5) and math.isclose(weights[1] / weights[0], 2 / 3) and math.isclose(weights[2], 1 / 6)
+    assert (
+        math.isclose(weights[0], 0.5)
+        and math.isclose(weights[1] / weights[0], 2 / 3)
+        and math.isclose(weights[2], 1 / 6)
+    )
     sharp = mixing_weights([0.9, 0.6], [0.1, 0.1], temperature=0.5)
     assert math.isclose(sharp[1] / sharp[0], (2 / 3) ** 2)
     assert mixing_weights([0.9, 0.8], [0.1, 0.1], temperature=1e-3)[1] < 1e-40

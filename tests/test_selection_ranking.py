@@ -118,8 +118,10 @@ def test_auto_scores_by_the_geometry_with_the_signal_and_every_selection_has_a_v
     rows = [RankedCandidate(name, "fisher", r, name, None).ranked_by("error") for name, r in zip("abc", results)]
     shown = Selection(best_first(rows), [], "error", {}, verdict=scored.verdict, choice=scored.choice).table()
     [auto] = [line for line in shown.splitlines() if line.startswith("auto:")]  # the answer in plain words first
-    assert auto.startswith("auto: ranked by error-only S_e, because the candidates' inputs look alike to the model; the "
-                           "words they teach differ, so S_e decides. (Evidence: head regime activation-dark")
+    assert auto.startswith(
+        "auto: ranked by error-only S_e, because the candidates' inputs look alike to the model; the "
+        "words they teach differ, so S_e decides. (Evidence: head regime activation-dark"
+    )
     assert f"verdict: {scored.verdict.message}" in shown
     with pytest.raises(InputError, match="a row is ranked by one of"):
         rows[0].ranked_by("auto")

@@ -43,7 +43,8 @@ def adapters(tmp_path_factory):
         train_lora(base, tokenizer, texts).save_pretrained(path)
         (path / ".fisher_signatures").mkdir()
         sketch_texts(texts[:SIGNED_DOCUMENTS], base, tokenizer, m=M, reflection=True).save(
-            path / ".fisher_signatures" / "training-data.safetensors")
+            path / ".fisher_signatures" / "training-data.safetensors"
+        )
         folders.append(path)
     return {"base": base, "tokenizer": tokenizer, "folders": folders, "target": domain_texts(0, 40, seed=999)}
 
@@ -64,8 +65,13 @@ def lora_modules(model) -> list[torch.nn.Module]:
 
 
 def select(adapters, **options):
-    return select_adapter(adapters["target"], [str(f) for f in adapters["folders"]], model=adapters["base"],
-                          tokenizer=adapters["tokenizer"], **options)
+    return select_adapter(
+        adapters["target"],
+        [str(f) for f in adapters["folders"]],
+        model=adapters["base"],
+        tokenizer=adapters["tokenizer"],
+        **options,
+    )
 
 
 def test_measured_losses_equal_a_direct_peft_evaluation(adapters):
@@ -73,13 +79,16 @@ def test_measured_losses_equal_a_direct_peft_evaluation(adapters):
 
     selection = select(adapters, rerank=3)
     second = selection.rerank
-    assert [m.candidate for m in second.measured] == [r.candidate for r in second_stage_candidates(
-        select(adapters).ranking, 3)]
+    assert [m.candidate for m in second.measured] == [
+        r.candidate for r in second_stage_candidates(select(adapters).ranking, 3)
+    ]
     base_loss = direct_loss(adapters["base"], adapters["tokenizer"], adapters["target"])
     assert second.base_loss == pytest.approx(base_loss, rel=1e-5)
     for measured in second.measured:
         independent = PeftModel.from_pretrained(copy.deepcopy(adapters["base"]), measured.candidate).eval()
-        assert measured.loss == pytest.approx(direct_loss(independent, adapters["tokenizer"], adapters["target"]), rel=1e-5)
+        assert measured.loss == pytest.approx(
+            direct_loss(independent, adapters["tokenizer"], adapters["target"]), rel=1e-5
+        )
         assert measured.gain == pytest.approx(base_loss - measured.loss, rel=1e-5)
         assert 0 < measured.stderr < abs(measured.loss)
     losses = sorted(m.loss for m in second.measured)
@@ -150,12 +159,37 @@ def test_cli_select_rerank(adapters, tmp_path, capsys):
     data_file = tmp_path / "target.jsonl"
     data_file.write_text("".join(json.dumps({"body": text}) + "\n" for text in adapters["target"]))
     folders = [str(f) for f in adapters["folders"]]
-    code = main(["select", str(data_file), *folders, "--base-model", str(tmp_path / "base"), "--text-column", "body",
-                 "--rerank", "2"])
+    code = main(
+        [
+            "select",
+            str(data_file),
+            *folders,
+            "--base-model",
+            str(tmp_path / "base"),
+            "--text-column",
+            "body",
+            "--rerank",
+            "2",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "target loss" in out and "two-stage: first 2 adapters" in out
     assert f"best: {folders[0]} (target loss " in out and "has the lowest loss on the target" in out
-    assert main(["select", str(data_file), *folders, "--base-model", str(tmp_path / "base"), "--text-column", "body",
-                 "--rerank", "-1"]) != 0
+    assert (
+        main(
+            [
+                "select",
+                str(data_file),
+                *folders,
+                "--base-model",
+                str(tmp_path / "base"),
+                "--text-column",
+                "body",
+                "--rerank",
+                "-1",
+            ]
+        )
+        != 0
+    )
     assert "rerank must be a non-negative int" in capsys.readouterr().err

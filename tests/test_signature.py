@@ -46,9 +46,24 @@ def test_round_trip(tmp_path, signature):
 def test_metadata_lists_spec_fields(signature):
     header = json.loads(signature.to_bytes()[8 : 8 + struct.unpack("<Q", signature.to_bytes()[:8])[0]])
     metadata = header["__metadata__"]
-    for key in ("format_version", "sketch_id", "m", "seed", "estimator", "granularity", "fisher", "d",
-                "vocab_size", "head_checksum", "tokenizer_checksum", "num_documents", "num_tokens",
-                "library_version", "created", "dataset"):
+    for key in (
+        "format_version",
+        "sketch_id",
+        "m",
+        "seed",
+        "estimator",
+        "granularity",
+        "fisher",
+        "d",
+        "vocab_size",
+        "head_checksum",
+        "tokenizer_checksum",
+        "num_documents",
+        "num_tokens",
+        "library_version",
+        "created",
+        "dataset",
+    ):
         assert key in metadata, key
     assert metadata["sketch_id"] == signature.sketch_id and metadata["head_checksum"] == "0123456789abcdef"
 
@@ -59,7 +74,9 @@ def test_state_save_load_resume(tmp_path):
     full = SketchState(spec).update(HeadBatch(activations=a, doc_index=torch.arange(100), errors=e))
     first = SketchState(spec).update(HeadBatch(activations=a[:50], doc_index=torch.arange(50), errors=e[:50]))
     first.save(tmp_path / "state.safetensors")
-    resumed = SketchState.load(tmp_path / "state.safetensors").update(HeadBatch(activations=a[50:], doc_index=torch.arange(50, 100), errors=e[50:]))
+    resumed = SketchState.load(tmp_path / "state.safetensors").update(
+        HeadBatch(activations=a[50:], doc_index=torch.arange(50, 100), errors=e[50:])
+    )
     assert resumed.spec == spec
     torch.testing.assert_close(resumed.sums, full.sums, rtol=1e-12, atol=0)
     assert torch.equal(resumed.finalize().joint, full.finalize().joint)

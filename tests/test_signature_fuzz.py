@@ -63,16 +63,22 @@ def assert_sane(loaded: Signature) -> None:
 def test_forged_int32_joint_is_refused(signature):
     """An int32 ``joint`` with a recomputed checksum loaded and gave A = 1,019,976 before."""
     data = forged(signature, {"joint": (signature.joint * 1e6).to(torch.int32)})
-    with pytest.raises(SignatureFileError, match=r"<bytes>: tensor 'joint' is int32 of shape \(64,\); a signature "
-                       r"stores it as float32 of shape \(64,\)"):
+    with pytest.raises(
+        SignatureFileError,
+        match=r"<bytes>: tensor 'joint' is int32 of shape \(64,\); a signature "
+        r"stores it as float32 of shape \(64,\)",
+    ):
         Signature.from_bytes(data)
 
 
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        ({"num_tokens": "-5"}, r"num_tokens = -5 and num_documents = 100: a signature has at least 2 documents, each "
-                               r"with at least one scored token"),
+        (
+            {"num_tokens": "-5"},
+            r"num_tokens = -5 and num_documents = 100: a signature has at least 2 documents, each "
+            r"with at least one scored token",
+        ),
         ({"num_documents": "1"}, r"num_tokens = 300 and num_documents = 1"),
         ({"num_documents": "301"}, r"num_tokens = 300 and num_documents = 301"),
         ({"num_tokens": "3e2"}, r"num_tokens '3e2' is not an integer"),
@@ -87,10 +93,16 @@ def test_forged_counts_are_refused(signature, edit, message):
     ("tensors", "message"),
     [
         ({"joint": torch.full((64,), float("nan"))}, r"tensor 'joint' contains NaN or inf"),
-        ({"split_norms": torch.tensor([1.0, float("inf"), 1.0], dtype=torch.float64)}, r"split_norms must be 3 "
-                                                                                         r"positive finite numbers"),
-        ({"split_norms": torch.ones(3)}, r"tensor 'split_norms' is float32 of shape \(3,\); a signature stores it as "
-                                         r"float64 of shape \(3,\)"),
+        (
+            {"split_norms": torch.tensor([1.0, float("inf"), 1.0], dtype=torch.float64)},
+            r"split_norms must be 3 "
+            r"positive finite numbers",
+        ),
+        (
+            {"split_norms": torch.ones(3)},
+            r"tensor 'split_norms' is float32 of shape \(3,\); a signature stores it as "
+            r"float64 of shape \(3,\)",
+        ),
         ({"reflection": torch.ones(4)}, r"<bytes>: reflection has 4 entries, expected d=8"),
         ({"extra": torch.ones(2)}, r"unexpected tensor\(s\) \['extra'\]"),
     ],
@@ -199,8 +211,9 @@ def _value_forgery(rng: random.Random, signature: Signature) -> bytes:
         name = rng.choice(["joint", "activation", "error"])
         tensors[name] = -tensors[name]
     elif kind == 5:
-        tensors["split_norms"] = torch.tensor([rng.choice([1e-300, 1e-30, 1e-3, 1.0, 1e30, 1e300]) for _ in range(3)],
-                                              dtype=torch.float64)
+        tensors["split_norms"] = torch.tensor(
+            [rng.choice([1e-300, 1e-30, 1e-3, 1.0, 1e30, 1e300]) for _ in range(3)], dtype=torch.float64
+        )
     else:
         return _damaged(rng, signature.to_bytes(), signature)
     return forged(signature, tensors)
@@ -234,8 +247,11 @@ def test_fuzzed_values_are_refused_or_flagged_and_never_ranked_above_plausible(s
         assert flags == sorted(flags), "a doubted row ranks above a plausible one"
         for row in rows:
             if row.doubt is None:
-                for value, stderr in ((row.fisher, row.alignment.stderr), (row.activation, row.alignment.activation_stderr),
-                                      (row.error, row.alignment.error_stderr)):
+                for value, stderr in (
+                    (row.fisher, row.alignment.stderr),
+                    (row.activation, row.alignment.activation_stderr),
+                    (row.error, row.alignment.error_stderr),
+                ):
                     assert math.isfinite(value) and math.isfinite(stderr)
                     assert -PLAUSIBLE_Z * stderr <= value <= 1 + PLAUSIBLE_Z * stderr, row
         loaded += len(rows) - 1
@@ -249,21 +265,36 @@ def _index_mutation(rng: random.Random, entries: list[dict]) -> bytes:
     entry = dict(rng.choice(entries))
     kind = rng.randrange(9)
     if kind == 0:
-        entry["path"] = rng.choice(["../../etc/passwd", "/etc/passwd", ".fisher_signatures/../x.safetensors",
-                                    ".fisher_signatures//x.safetensors", "", "README.md", "C:\\x.safetensors",
-                                    ".fisher_signatures/" + "a" * 5000 + ".safetensors"])
+        entry["path"] = rng.choice(
+            [
+                "../../etc/passwd",
+                "/etc/passwd",
+                ".fisher_signatures/../x.safetensors",
+                ".fisher_signatures//x.safetensors",
+                "",
+                "README.md",
+                "C:\\x.safetensors",
+                ".fisher_signatures/" + "a" * 5000 + ".safetensors",
+            ]
+        )
     elif kind == 1:
-        entry[rng.choice(["tokens", "documents"])] = rng.choice(["12x", 1e400, -1, 2**70, True, None, [], {"a": 1}, 1.5])
+        entry[rng.choice(["tokens", "documents"])] = rng.choice(
+            ["12x", 1e400, -1, 2**70, True, None, [], {"a": 1}, 1.5]
+        )
     elif kind == 2:
         entry[rng.choice(["base_model", "dataset", "sketch_id"])] = rng.choice(
-            ["\x1b[2J\x1b]0;pwned\x07", "a\nb", "\u202eevil", {"nested": [1]}, [1, 2], 10**30])
+            ["\x1b[2J\x1b]0;pwned\x07", "a\nb", "\u202eevil", {"nested": [1]}, [1, 2], 10**30]
+        )
     elif kind == 3:
         return b"[" * rng.choice([1000, 100_000]) + b"]" * 10
     elif kind == 4:
         return bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200)))
     elif kind == 5:
-        document = {"kind": rng.choice(["fisherhub-signature-index", "other", None]), "version": rng.choice([1, 2, "1", None]),
-                    "signatures": rng.choice([[entry], entry, "x", None, [[1]]])}
+        document = {
+            "kind": rng.choice(["fisherhub-signature-index", "other", None]),
+            "version": rng.choice([1, 2, "1", None]),
+            "signatures": rng.choice([[entry], entry, "x", None, [[1]]]),
+        }
         return json.dumps(document).encode()
     elif kind == 6:
         return b" " * (5 * 2**20)

@@ -55,8 +55,11 @@ def adapters(hub, hf_api, hf_hub_cache):
 
 
 def signature_files(hub) -> list[str]:
-    return [path for method, path, _ in hub.requests if method == "GET" and f"/{SIGNATURE_FOLDER}/" in path
-            and path.endswith(".safetensors")]
+    return [
+        path
+        for method, path, _ in hub.requests
+        if method == "GET" and f"/{SIGNATURE_FOLDER}/" in path and path.endswith(".safetensors")
+    ]
 
 
 def rows_by_repo(table) -> dict[str, tuple]:
@@ -122,7 +125,11 @@ def test_build_killed_midway_resumes(hub, hf_api, hf_hub_cache, tmp_path):
     process = subprocess.Popen([sys.executable, "-c", KILLED_BUILD, str(work)], env=os.environ.copy())
     journal = work / "journal.jsonl"
     deadline = time.monotonic() + 120
-    while not (journal.is_file() and journal.read_text().strip()) and process.poll() is None and time.monotonic() < deadline:
+    while (
+        not (journal.is_file() and journal.read_text().strip())
+        and process.poll() is None
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.02)
     process.kill()
     process.wait()
@@ -176,13 +183,24 @@ def test_bad_rows_are_skipped_with_their_reason():
     escaping = {**row, "path": "../secret.safetensors"}
     forged = {**row, "split_norms": [n / 1e6 for n in row["split_norms"]]}  # R̂ far above what any sketch allows
     older = {**row, "format": 0}
-    rows = read_rows(_table([row, other_base, truncated, wrong_id, bad_counts, bad_norms, not_unit, escaping, older, forged]),
-                     BASE, "test")
+    rows = read_rows(
+        _table([row, other_base, truncated, wrong_id, bad_counts, bad_norms, not_unit, escaping, older, forged]),
+        BASE,
+        "test",
+    )
     assert len(rows) == 1
     reasons = [s.reason for s in rows.skipped]
-    for expected in ("other base model", "bytes, expected", "does not match its spec", "num_documents = 1",
-                     "split_norms", "not a unit vector", "does not name a repo", "row format 0",
-                     "implausible split norms"):
+    for expected in (
+        "other base model",
+        "bytes, expected",
+        "does not match its spec",
+        "num_documents = 1",
+        "split_norms",
+        "not a unit vector",
+        "does not name a repo",
+        "row format 0",
+        "implausible split norms",
+    ):
         assert sum(expected in reason for reason in reasons) == 1, (expected, reasons)
     with pytest.raises(InputError, match="columns"):
         read_rows(pa.table({"repo_id": ["x"]}), BASE, "test")
@@ -204,7 +222,12 @@ def test_damaged_or_older_index_is_a_clear_error(adapters, hub, tmp_path, capsys
     with pytest.raises(InputError, match="not readable Parquet"):
         load_index(INDEX)
     state = json.loads(files[STATE_PATH])
-    set_files(hub, "tester/base-index", "dataset", {shard: files[shard], STATE_PATH: json.dumps({**state, "format": 0}).encode()})
+    set_files(
+        hub,
+        "tester/base-index",
+        "dataset",
+        {shard: files[shard], STATE_PATH: json.dumps({**state, "format": 0}).encode()},
+    )
     with pytest.raises(InputError, match="index format 0"):
         load_index(INDEX)
     assert main(["select", str(tmp_path / "t.safetensors"), "--index", "tester/base-index"]) == 1

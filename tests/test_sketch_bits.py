@@ -19,8 +19,11 @@ from fisherhub.core.registry import ESTIMATORS, GRANULARITIES
 
 DIGESTS = json.loads((Path(__file__).parent / "fixtures" / "sketch_bits.json").read_text())
 #: (K, d, m, logits dtype): unaligned K (1000, 8195: partial permutation chunks), the default's shapes (49152)
-SHAPES = {"K1000": (1000, 40, 256, torch.float32), "K8195": (8195, 100, 1024, torch.bfloat16),
-          "K49152": (49152, 576, 4096, torch.float32)}
+SHAPES = {
+    "K1000": (1000, 40, 256, torch.float32),
+    "K8195": (8195, 100, 1024, torch.bfloat16),
+    "K49152": (49152, 576, 4096, torch.float32),
+}
 TOKENS = 45
 PATHS = ("logits", "errors")
 

@@ -19,10 +19,23 @@ def test_sketch_cli_pushes_to_a_dataset_repo(tmp_path, hub):
     data = tmp_path / "docs.jsonl"
     data.write_text("".join(json.dumps({"text": f"document {i}: the cat sat on the mat"}) + "\n" for i in range(40)))
     output = tmp_path / "sig.safetensors"
-    status = main([
-        "sketch", "--model", str(tmp_path / "model"), "--dataset", str(data), "--m", "256", "--cpu",
-        "--output", str(output), "--push-to-hub", "datasets/tester/cats", "--no-progress",
-    ])
+    status = main(
+        [
+            "sketch",
+            "--model",
+            str(tmp_path / "model"),
+            "--dataset",
+            str(data),
+            "--m",
+            "256",
+            "--cpu",
+            "--output",
+            str(output),
+            "--push-to-hub",
+            "datasets/tester/cats",
+            "--no-progress",
+        ]
+    )
     assert status == 0
     (info,) = list_signatures("tester/cats", repo_type="dataset")
     assert info.num_tokens == Signature.load(output).num_tokens > 0

@@ -52,7 +52,9 @@ def test_two_processes_give_the_one_process_signature(tiny):
     (one,), (first, second) = rank_states(one_process.checkpoint), rank_states(two_processes.checkpoint)
     assert first.num_tokens > 0 and second.num_tokens > 0  # both processes did work
     merged = first + second
-    assert torch.equal(merged.token_counts, one.token_counts) and torch.equal(merged.document_counts, one.document_counts)
+    assert torch.equal(merged.token_counts, one.token_counts) and torch.equal(
+        merged.document_counts, one.document_counts
+    )
     assert float((merged.sums - one.sums).abs().max() / one.sums.abs().max()) < 1e-9
     signature = type(reference).load(two_processes.output)
     assert (signature.num_tokens, signature.num_documents) == (reference.num_tokens, reference.num_documents)
@@ -91,7 +93,8 @@ def test_network_sketch_through_the_cli_with_two_processes_is_bit_equal_to_one_p
     assert first.num_tokens > 0 and second.num_tokens > 0  # both processes did work
     one, two = Signature.load(one_process.output), Signature.load(two_processes.output)
     assert [name for name, _, _ in one.spec.modules] == [
-        f"model.layers.{layer}.self_attn.{name}" for layer in range(2) for name in ("q_proj", "v_proj")]
+        f"model.layers.{layer}.self_attn.{name}" for layer in range(2) for name in ("q_proj", "v_proj")
+    ]
     assert one.sketch_id == two.sketch_id and (one.num_documents, one.num_tokens) == (two.num_documents, two.num_tokens)
     assert one.num_documents == len(TEXTS)
     for name in SIGNATURE_TENSORS:
@@ -120,7 +123,9 @@ def test_adapter_modules_give_the_network_signature_of_their_target_modules(tiny
 
     model, tokenizer, folder = tiny
     peft.LoraConfig(target_modules=["q_proj", "v_proj"]).save_pretrained(tmp_path / "adapter")
-    from_adapter = sketch(run_args(folder, "network-adapter", adapters=[str(tmp_path / "adapter")], checkpoint=None, m=64))
+    from_adapter = sketch(
+        run_args(folder, "network-adapter", adapters=[str(tmp_path / "adapter")], checkpoint=None, m=64)
+    )
     from_names = sketch_texts(TEXTS, model, tokenizer, modules=["q_proj", "v_proj"], m=64)
     assert from_adapter.sketch_id == from_names.sketch_id != spec_for_model(model, tokenizer, m=64).sketch_id
     assert from_adapter.spec.modules == from_names.spec.modules
@@ -178,7 +183,9 @@ def test_bad_inputs_raise_clear_errors(tiny):
         sketch_texts(["", "", ""], model, tokenizer, m=64, reflection=False)
     with pytest.raises(InputError, match="use the tokenizer that belongs to the base model"):
         sketch_texts(TEXTS, tiny_causal_lm("llama", tie_word_embeddings=True, vocab_size=32), tokenizer, m=64)
-    other = sketch_texts(TEXTS, tiny_causal_lm("qwen2", False, vocab_size=64, seed=1), tokenizer, m=64, reflection=False)
+    other = sketch_texts(
+        TEXTS, tiny_causal_lm("qwen2", False, vocab_size=64, seed=1), tokenizer, m=64, reflection=False
+    )
     with pytest.raises(InputError, match="another base model"):
         sketch_texts(TEXTS, model, tokenizer, other)
     other.save(folder / "other.safetensors")

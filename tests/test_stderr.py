@@ -122,9 +122,12 @@ def test_each_sketch_uses_its_own_constant(estimator, reflection):
     unit = alignment_matrix(shared_mean, constants=StderrConstants(joint=1.0, activation=1.0, error=1.0))
     floor = feature_stderr(means[1], norms[1], matrix.activation)
     unit_formula = torch.sqrt(dominance[1][:, None] * dominance[1][None, :] / M)
-    torch.testing.assert_close(unit.activation_stderr[off_diagonal], torch.maximum(unit_formula, floor)[off_diagonal],
-                               rtol=1e-12, atol=0)
-    reported = (matrix.activation > SIGNIFICANCE_Z * matrix.activation_stderr) & (matrix.error > SIGNIFICANCE_Z * matrix.error_stderr)
+    torch.testing.assert_close(
+        unit.activation_stderr[off_diagonal], torch.maximum(unit_formula, floor)[off_diagonal], rtol=1e-12, atol=0
+    )
+    reported = (matrix.activation > SIGNIFICANCE_Z * matrix.activation_stderr) & (
+        matrix.error > SIGNIFICANCE_Z * matrix.error_stderr
+    )
     assert torch.equal(~torch.isnan(matrix.coupling[off_diagonal]), reported[off_diagonal])
     assert reported[off_diagonal].any() and not reported[off_diagonal].all()  # disjoint label blocks: S_e ≈ 0
 
@@ -138,7 +141,9 @@ def test_z_scores_have_unit_scale_for_every_sketch(estimator, reflection):
     z = torch.cat([(pair_values(m, VALUE_FIELDS) - exact) / pair_values(m, STDERR_FIELDS) for m in matrices])
     rms = z.pow(2).mean(dim=0).sqrt()
     for symbol, value in zip(("A", "S_a", "S_e"), rms.tolist()):
-        assert 1 / 4 < value < 4, f"{estimator} reflection={reflection}: RMS z of {symbol} is {value:.3f} (all: {rms.tolist()})"
+        assert 1 / 4 < value < 4, (
+            f"{estimator} reflection={reflection}: RMS z of {symbol} is {value:.3f} (all: {rms.tolist()})"
+        )
 
 
 @pytest.mark.parametrize("estimator,reflection", VARIANTS)

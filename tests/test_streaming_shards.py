@@ -89,13 +89,23 @@ def test_two_processes_by_shards_give_the_one_process_sums(shards):
     first, second = records(two.checkpoint)
     assert (first["own_shard_sizes"], second["own_shard_sizes"]) == ([10, 11], [7, 9])
     assert (first["counts"]["seen"], second["counts"]["seen"]) == (21, 16)
-    (one,) = [SketchState.load(Path(run_args(shards, "one").checkpoint) / r["state_file"]) for r in records(run_args(shards, "one").checkpoint)]
-    merged = SketchState.load(Path(two.checkpoint) / first["state_file"]) + SketchState.load(Path(two.checkpoint) / second["state_file"])
-    assert torch.equal(merged.token_counts, one.token_counts) and torch.equal(merged.document_counts, one.document_counts)
+    (one,) = [
+        SketchState.load(Path(run_args(shards, "one").checkpoint) / r["state_file"])
+        for r in records(run_args(shards, "one").checkpoint)
+    ]
+    merged = SketchState.load(Path(two.checkpoint) / first["state_file"]) + SketchState.load(
+        Path(two.checkpoint) / second["state_file"]
+    )
+    assert torch.equal(merged.token_counts, one.token_counts) and torch.equal(
+        merged.document_counts, one.document_counts
+    )
     assert float((merged.sums - one.sums).abs().max() / one.sums.abs().max()) < 1e-9
     signature = type(reference).load(two.output)
-    assert (signature.num_tokens, signature.num_documents) == (reference.num_tokens, reference.num_documents) == (
-        one.num_tokens, len(TEXTS))
+    assert (
+        (signature.num_tokens, signature.num_documents)
+        == (reference.num_tokens, reference.num_documents)
+        == (one.num_tokens, len(TEXTS))
+    )
     torch.testing.assert_close(signature.joint, reference.joint, rtol=1e-6, atol=1e-7)
 
 

@@ -20,8 +20,14 @@ Q = M  # the fold width of the folded estimators
 D, VOCAB, TOKENS, WIDTH, SEEDS = 16, 4 * Q, 400, 128, (0, 1, 2, 3)
 #: masked-softmax label blocks of WIDTH tokens: at 0, Q, 2Q (multiples of the fold width, so S_e = 0 between
 #: them while the plain fold puts them in the same bins), at arbitrary offsets, and one wide block
-LABEL_BLOCKS = ((0, WIDTH), (Q, Q + WIDTH), (2 * Q, 2 * Q + WIDTH), (77, 77 + WIDTH), (Q + 82, Q + 82 + WIDTH),
-                (Q // 2, Q // 2 + 3 * Q))
+LABEL_BLOCKS = (
+    (0, WIDTH),
+    (Q, Q + WIDTH),
+    (2 * Q, 2 * Q + WIDTH),
+    (77, 77 + WIDTH),
+    (Q + 82, Q + 82 + WIDTH),
+    (Q // 2, Q // 2 + 3 * Q),
+)
 Z_BOUND = 3.5
 #: estimators whose S_e misses the bound on this design, and why (measured max |z| over the seeds):
 #: ``maclaurin-hadamard`` shares one sign per fold slice, so the pairs (j, j + Q) all carry the same sign product
@@ -49,13 +55,17 @@ def largest_z(estimator: str, seed: int) -> float:
     tasks, exact = tasks_and_exact()
     spec = SketchSpec(d=D, vocab_size=VOCAB, m=M, seed=seed, estimator=estimator)
     matrix = alignment_matrix([sketch(spec, a, e) for a, e in tasks])
-    return max(abs(float(matrix.error[i, j]) - value) / float(matrix.error_stderr[i, j]) for (i, j), value in exact.items())
+    return max(
+        abs(float(matrix.error[i, j]) - value) / float(matrix.error_stderr[i, j]) for (i, j), value in exact.items()
+    )
 
 
 def test_the_design_puts_blocks_q_apart_with_zero_exact_s_e():
     _, exact = tasks_and_exact()
     assert exact[(0, 1)] == exact[(0, 2)] == exact[(1, 2)] == 0.0
-    assert min(exact[(0, 3)], exact[(1, 4)], exact[(2, 5)]) > 0.1  # partial overlaps: offsets 77, 82, and the wide block
+    assert (
+        min(exact[(0, 3)], exact[(1, 4)], exact[(2, 5)]) > 0.1
+    )  # partial overlaps: offsets 77, 82, and the wide block
 
 
 @pytest.mark.parametrize("estimator", sorted(set(ESTIMATORS) - set(KNOWN_TO_MISS)))

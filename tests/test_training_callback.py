@@ -30,7 +30,10 @@ def training_dataset(tokenizer):
     import datasets
 
     encoded = tokenizer(TEXTS, truncation=True, max_length=64, padding="max_length")
-    labels = [[t if m else -100 for t, m in zip(ids, mask)] for ids, mask in zip(encoded["input_ids"], encoded["attention_mask"])]
+    labels = [
+        [t if m else -100 for t, m in zip(ids, mask)]
+        for ids, mask in zip(encoded["input_ids"], encoded["attention_mask"])
+    ]
     return datasets.Dataset.from_dict({**encoded, "labels": labels})
 
 
@@ -56,16 +59,34 @@ def test_callback_signs_a_lora_run_and_the_push(hub, hf_hub_cache, tmp_path):
     callback = FisherSignatureCallback(TEXTS, dataset_name="tester/pets", m=M, progress=False)
     output_dir = tmp_path / "run"
     args = TrainingArguments(
-        output_dir=str(output_dir), max_steps=4, per_device_train_batch_size=4, learning_rate=1e-2, save_steps=2,
-        save_strategy="steps", logging_steps=100, report_to=[], use_cpu=True, push_to_hub=True, hub_model_id=REPO,
-        hub_strategy="end", disable_tqdm=True, bf16=True,  # training under autocast; the sketch is not
+        output_dir=str(output_dir),
+        max_steps=4,
+        per_device_train_batch_size=4,
+        learning_rate=1e-2,
+        save_steps=2,
+        save_strategy="steps",
+        logging_steps=100,
+        report_to=[],
+        use_cpu=True,
+        push_to_hub=True,
+        hub_model_id=REPO,
+        hub_strategy="end",
+        disable_tqdm=True,
+        bf16=True,  # training under autocast; the sketch is not
     )
-    trainer = Trainer(model=model, args=args, train_dataset=training_dataset(tokenizer), processing_class=tokenizer,
-                      callbacks=[callback])
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=training_dataset(tokenizer),
+        processing_class=tokenizer,
+        callbacks=[callback],
+    )
     trainer.train()
 
     signature = callback.signature
-    assert torch.equal(signature.joint, expected.joint) and signature.sketch_id == expected.sketch_id  # the base model's
+    assert (
+        torch.equal(signature.joint, expected.joint) and signature.sketch_id == expected.sketch_id
+    )  # the base model's
     assert not torch.allclose(signature.joint, adapted.joint)
     assert signature.metadata["base_model"] == BASE and signature.metadata["dataset"] == "tester/pets"
     for folder in (output_dir, output_dir / "checkpoint-2", output_dir / "checkpoint-4"):
@@ -117,8 +138,14 @@ def test_callback_sketches_a_dataset_column_into_output_dir(tmp_path):
     callback.on_train_begin(args, TrainerState(), None, model=model, processing_class=tokenizer)
     assert model.training  # restored
     model.eval()
-    expected = sketch_dataset(rows, model, tokenizer, data=DataArgs(rows, text_column="body", max_documents=30), m=M,
-                              metadata={"base_model": BASE})
+    expected = sketch_dataset(
+        rows,
+        model,
+        tokenizer,
+        data=DataArgs(rows, text_column="body", max_documents=30),
+        m=M,
+        metadata={"base_model": BASE},
+    )
     assert torch.equal(callback.signature.joint, expected.joint) and callback.signature.num_documents == 30
     [info] = list_signatures(tmp_path / "out")
     assert (info.sketch_id, info.base_model, info.listed) == (expected.sketch_id, BASE, True)
@@ -158,12 +185,29 @@ def _trainer(tmp_path, callback, **overrides):
     base = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64)
     base.config._name_or_path = BASE
     model = get_peft_model(base, LoraConfig(r=2, target_modules=["q_proj"]))
-    settings = {"output_dir": str(tmp_path / "run"), "max_steps": 2, "per_device_train_batch_size": 4, "save_steps": 1,
-                "save_strategy": "steps", "report_to": [], "use_cpu": True, "disable_tqdm": True}
+    settings = {
+        "output_dir": str(tmp_path / "run"),
+        "max_steps": 2,
+        "per_device_train_batch_size": 4,
+        "save_steps": 1,
+        "save_strategy": "steps",
+        "report_to": [],
+        "use_cpu": True,
+        "disable_tqdm": True,
+    }
     args_type = overrides.pop("args_type", TrainingArguments)
     args = args_type(**{**settings, **overrides})
-    return Trainer(model=model, args=args, train_dataset=training_dataset(tokenizer), processing_class=tokenizer,
-                   callbacks=[callback]), tokenizer, base
+    return (
+        Trainer(
+            model=model,
+            args=args,
+            train_dataset=training_dataset(tokenizer),
+            processing_class=tokenizer,
+            callbacks=[callback],
+        ),
+        tokenizer,
+        base,
+    )
 
 
 def test_a_signing_failure_never_ends_training(tmp_path, monkeypatch, caplog):
@@ -200,7 +244,9 @@ class ArgsWithMaxLength(TrainingArguments):
 
 def test_documents_are_truncated_at_the_trainers_max_length(tmp_path):
     follows = FisherSignatureCallback(TEXTS, base_model=BASE, m=M, progress=False)
-    trainer, tokenizer, base = _trainer(tmp_path / "a", follows, args_type=ArgsWithMaxLength, max_length=16, max_steps=1)
+    trainer, tokenizer, base = _trainer(
+        tmp_path / "a", follows, args_type=ArgsWithMaxLength, max_length=16, max_steps=1
+    )
     trainer.train()
     assert follows.signature.metadata["max_length"] == "16"
     expected = sketch_texts(TEXTS, base, tokenizer, m=M, max_length=16, metadata={"base_model": BASE})
@@ -216,8 +262,9 @@ def test_documents_are_truncated_at_the_trainers_max_length(tmp_path):
 
 def test_every_save_pushes_an_adapter_card_with_its_datasets(hub, hf_hub_cache, tmp_path):
     callback = FisherSignatureCallback(TEXTS, dataset_name="tester/pets", m=M, progress=False)
-    trainer, _, _ = _trainer(tmp_path, callback, push_to_hub=True, hub_model_id="tester/every-save",
-                             hub_strategy="every_save")
+    trainer, _, _ = _trainer(
+        tmp_path, callback, push_to_hub=True, hub_model_id="tester/every-save", hub_strategy="every_save"
+    )
     trainer.train()
     trainer._finish_current_push()
     api = HfApi()

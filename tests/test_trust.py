@@ -48,7 +48,11 @@ def test_forged_split_norms_never_become_the_best(world, tmp_path):
         files[name] = tmp_path / f"{name}.safetensors"
         files[name].write_bytes(data)
     selection = select_adapter(target, [str(files["forged"]), str(files["weak"]), str(files["good"])])
-    assert [row.candidate for row in selection.ranking] == [str(files["good"]), str(files["weak"]), str(files["forged"])]
+    assert [row.candidate for row in selection.ranking] == [
+        str(files["good"]),
+        str(files["weak"]),
+        str(files["forged"]),
+    ]
     forged_row = selection.ranking[-1]
     assert forged_row.doubt.startswith("implausible split norms") and forged_row.fisher > selection.best.fisher
     assert selection.best.doubt is None
@@ -79,7 +83,9 @@ def test_resolved_sketches_stay_under_the_self_dominance_bound():
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.int64, torch.bool])
 def test_other_dtypes_are_refused_cleanly(world, dtype):
     data = forged(world["good"], {"joint": world["good"].joint.to(dtype)})
-    with pytest.raises(SignatureFileError, match=r"tensor 'joint' is \w+ of shape \(256,\); a signature stores it as float32"):
+    with pytest.raises(
+        SignatureFileError, match=r"tensor 'joint' is \w+ of shape \(256,\); a signature stores it as float32"
+    ):
         Signature.from_bytes(data)
 
 
@@ -96,7 +102,9 @@ def test_implausible_estimates_are_flagged(world):
 
 def _adapter(folder, signature: Signature):
     folder.mkdir()
-    (folder / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "org/base", "peft_type": "LORA"}))
+    (folder / "adapter_config.json").write_text(
+        json.dumps({"base_model_name_or_path": "org/base", "peft_type": "LORA"})
+    )
     push_signature(signature, folder)
     return folder
 
@@ -108,26 +116,45 @@ def test_one_hostile_candidate_among_good_ones(world, hub, hf_api, hf_hub_cache,
     weak = _adapter(tmp_path / "weak", world["weak"])
     hf_api.create_repo("evil/adapter")
     hostile_index = {
-        "kind": "fisherhub-signature-index", "version": 1,
+        "kind": "fisherhub-signature-index",
+        "version": 1,
         "signatures": [
             {"path": "../../etc/passwd", "base_model": "org/base", "sketch_id": SPEC.sketch_id, "tokens": "12x"},
-            {"path": ".fisher_signatures/a.safetensors", "base_model": "org/base\x1b]0;pwned\x07",
-             "sketch_id": SPEC.sketch_id, "tokens": 1e400},
+            {
+                "path": ".fisher_signatures/a.safetensors",
+                "base_model": "org/base\x1b]0;pwned\x07",
+                "sketch_id": SPEC.sketch_id,
+                "tokens": 1e400,
+            },
         ],
     }
-    hf_api.upload_file(path_or_fileobj=json.dumps({"base_model_name_or_path": "org/base"}).encode(),
-                       path_in_repo="adapter_config.json", repo_id="evil/adapter")
-    hf_api.upload_file(path_or_fileobj=json.dumps(hostile_index).replace("Infinity", "1e400").encode(),
-                       path_in_repo=".fisher_signatures/index.json", repo_id="evil/adapter")
+    hf_api.upload_file(
+        path_or_fileobj=json.dumps({"base_model_name_or_path": "org/base"}).encode(),
+        path_in_repo="adapter_config.json",
+        repo_id="evil/adapter",
+    )
+    hf_api.upload_file(
+        path_or_fileobj=json.dumps(hostile_index).replace("Infinity", "1e400").encode(),
+        path_in_repo=".fisher_signatures/index.json",
+        repo_id="evil/adapter",
+    )
     hf_api.create_repo("evil/deep")
-    hf_api.upload_file(path_or_fileobj=json.dumps({"base_model_name_or_path": "org/base"}).encode(),
-                       path_in_repo="adapter_config.json", repo_id="evil/deep")
-    hf_api.upload_file(path_or_fileobj=b"[" * 100_000 + b"]" * 100_000, path_in_repo=".fisher_signatures/index.json",
-                       repo_id="evil/deep")
+    hf_api.upload_file(
+        path_or_fileobj=json.dumps({"base_model_name_or_path": "org/base"}).encode(),
+        path_in_repo="adapter_config.json",
+        repo_id="evil/deep",
+    )
+    hf_api.upload_file(
+        path_or_fileobj=b"[" * 100_000 + b"]" * 100_000,
+        path_in_repo=".fisher_signatures/index.json",
+        repo_id="evil/deep",
+    )
     selection = select_adapter(world["target"], [str(good), "evil/adapter", "evil/deep", str(weak)])
     assert [row.candidate for row in selection.ranking] == [str(good), str(weak)]
-    assert selection.best.provenance == ("signed by the repo; unverifiable (no dataset revision recorded for "
-                                         "org/task-1: the rows it was made from are not pinned)")
+    assert selection.best.provenance == (
+        "signed by the repo; unverifiable (no dataset revision recorded for "
+        "org/task-1: the rows it was made from are not pinned)"
+    )
     assert "signed by the repo; unverifiable" in selection.table()
     reasons = {skip.candidate: skip.reason for skip in selection.skipped}
     assert set(reasons) == {"evil/adapter", "evil/deep"}
@@ -143,11 +170,16 @@ def test_control_characters_never_reach_a_terminal_or_a_card(world, hub, hf_api,
     hf_api.create_repo("org/pets", repo_type="dataset")
     push_signature(hostile, "datasets/org/pets")
     files = hub.files("org/pets", "dataset")
-    assert all(char not in files["README.md"].decode() + files[".fisher_signatures/index.json"].decode()
-               for char in controls)
+    assert all(
+        char not in files["README.md"].decode() + files[".fisher_signatures/index.json"].decode() for char in controls
+    )
     # a file put there by other tools, its header holding the raw characters
-    hf_api.upload_file(path_or_fileobj=hostile.to_bytes(), path_in_repo=".fisher_signatures/raw.safetensors",
-                       repo_id="org/pets", repo_type="dataset")
+    hf_api.upload_file(
+        path_or_fileobj=hostile.to_bytes(),
+        path_in_repo=".fisher_signatures/raw.safetensors",
+        repo_id="org/pets",
+        repo_type="dataset",
+    )
     capsys.readouterr()
     assert cli("list", "datasets/org/pets") == 0
     out = capsys.readouterr().out
@@ -195,8 +227,9 @@ def test_non_regular_and_oversized_signature_files_are_skipped(world, tmp_path, 
     assert "more than a signature has" in reasons[str(large)]
 
 
-def test_an_oversized_remote_signature_is_skipped_without_being_downloaded(world, hub, hf_api, hf_hub_cache, tmp_path,
-                                                                            monkeypatch):
+def test_an_oversized_remote_signature_is_skipped_without_being_downloaded(
+    world, hub, hf_api, hf_hub_cache, tmp_path, monkeypatch
+):
     """Issue 23 leftover: a Hub signature file was size-checked only once downloaded. Its size is asked for
     first (HEAD) and a file over the limit is refused unread; a listing that gives sizes marks it unread."""
     import fisherhub.core.signature as signature_module
@@ -218,7 +251,10 @@ def test_an_oversized_remote_signature_is_skipped_without_being_downloaded(world
     assert [row.candidate for row in selection.ranking] == [str(good)]
     [skipped] = selection.skipped
     assert skipped.candidate == "org/large"
-    assert f"{file.stat().st_size:,} bytes, more than a signature has" in skipped.reason and "not downloaded" in skipped.reason
+    assert (
+        f"{file.stat().st_size:,} bytes, more than a signature has" in skipped.reason
+        and "not downloaded" in skipped.reason
+    )
     assert file_reads() == ["HEAD"]  # its size, asked for once; never a GET
     hub.requests.clear()
     with pytest.raises(SignatureFileError, match="more than a signature has .*: not downloaded"):

@@ -17,8 +17,10 @@ from fisherhub.options import DataArgs, SketchArgs
 from fisherhub.pipeline.loop import sketch
 from fisherhub.verify import VERIFY_TOLERANCE, compare, verify_signature
 
-TEXTS = [f"the {word} number {i} sat on the mat, then ran {i % 5} times around the {word}." for i, word in
-         enumerate(["cat", "dog", "owl", "fox", "emu"] * 12)]
+TEXTS = [
+    f"the {word} number {i} sat on the mat, then ran {i % 5} times around the {word}."
+    for i, word in enumerate(["cat", "dog", "owl", "fox", "emu"] * 12)
+]
 
 
 @pytest.fixture
@@ -28,16 +30,27 @@ def published(hub, hf_api, hf_hub_cache, tmp_path):
     hf_api.create_repo("org/pets", repo_type="dataset")
     rows = "".join(json.dumps({"text": text}) + "\n" for text in TEXTS).encode()
     hf_api.upload_file(path_or_fileobj=rows, path_in_repo="train.jsonl", repo_id="org/pets", repo_type="dataset")
-    return SketchArgs(data=DataArgs("org/pets", max_length=32), model="org/tiny", m=256, batch_size=4, progress=False,
-                      cpu=True, output=str(tmp_path / "fp32.safetensors"), checkpoint=str(tmp_path / "fp32-checkpoint"),
-                      checkpoint_every=4, keep_checkpoint=True)
+    return SketchArgs(
+        data=DataArgs("org/pets", max_length=32),
+        model="org/tiny",
+        m=256,
+        batch_size=4,
+        progress=False,
+        cpu=True,
+        output=str(tmp_path / "fp32.safetensors"),
+        checkpoint=str(tmp_path / "fp32-checkpoint"),
+        checkpoint_every=4,
+        keep_checkpoint=True,
+    )
 
 
 def test_verify_across_dtypes_and_processes(published, tmp_path, capsys):
     fp32 = sketch(published)
     assert len(fp32.metadata["dataset_revision"]) == 40 and len(fp32.metadata["base_model_revision"]) == 40
     bf16 = sketch(dataclasses.replace(published, dtype="bfloat16", checkpoint=str(tmp_path / "bf16-checkpoint")))
-    two = dataclasses.replace(published, output=str(tmp_path / "two.safetensors"), checkpoint=str(tmp_path / "two-checkpoint"))
+    two = dataclasses.replace(
+        published, output=str(tmp_path / "two.safetensors"), checkpoint=str(tmp_path / "two-checkpoint")
+    )
     result = run_script(LAUNCH_TWO_CPU_PROCESSES, two)
     assert result.returncode == 0, result.stderr[-3000:]
     two_processes = Signature.load(two.output)
@@ -78,7 +91,6 @@ def _any_signature(tmp_path):
     return tmp_path / "s.safetensors"
 
 
-
 def test_verify_command(published, capsys):
     from fisherhub.cli import main
 
@@ -99,8 +111,13 @@ def test_selection_verify_demotes_a_forgery_within_the_bounds(published, tmp_pat
     forgery = Signature.from_bytes(forged(honest, {"split_norms": honest.split_norms / 1.1}))
     assert forgery.implausibility() is None  # inside the bounds: only a re-sketch tells
     forgery.save(tmp_path / "forged.safetensors")
-    target = sketch(dataclasses.replace(published, data=DataArgs("org/pets", max_length=32, max_documents=40),
-                                        like=str(tmp_path / "honest.safetensors")))
+    target = sketch(
+        dataclasses.replace(
+            published,
+            data=DataArgs("org/pets", max_length=32, max_documents=40),
+            like=str(tmp_path / "honest.safetensors"),
+        )
+    )
     candidates = [str(tmp_path / "honest.safetensors"), str(tmp_path / "forged.safetensors")]
     selection = select_adapter(target, candidates)
     assert selection.best.candidate == candidates[1], selection.table()  # the inflated one leads
@@ -117,5 +134,8 @@ def test_select_command_verifies(published, tmp_path, capsys):
 
     honest = sketch(published)
     honest.save(tmp_path / "honest.safetensors")
-    assert main(["select", str(tmp_path / "honest.safetensors"), str(tmp_path / "honest.safetensors"), "--verify", "1"]) == 0
+    assert (
+        main(["select", str(tmp_path / "honest.safetensors"), str(tmp_path / "honest.safetensors"), "--verify", "1"])
+        == 0
+    )
     assert "signed by the repo; verified (reproduced" in capsys.readouterr().out

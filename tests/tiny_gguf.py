@@ -45,7 +45,9 @@ def write_tiny_gguf(model, tokenizer, path: str | Path, metadata: dict[str, str]
     vocabulary = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
     tokens = [token for token, _ in vocabulary] + ["<|endoftext|>"]
     if len(tokens) > config.vocab_size:
-        raise ValueError(f"the tokenizer needs fewer than the model's {config.vocab_size} tokens (<|endoftext|> is added)")
+        raise ValueError(
+            f"the tokenizer needs fewer than the model's {config.vocab_size} tokens (<|endoftext|> is added)"
+        )
     special = {*tokenizer.all_special_tokens, "<|endoftext|>"}
     writer.add_tokenizer_model("gpt2")
     writer.add_token_list(tokens)
@@ -58,12 +60,22 @@ def write_tiny_gguf(model, tokenizer, path: str | Path, metadata: dict[str, str]
     writer.add_add_bos_token(True)
 
     state = {name: tensor.detach().float() for name, tensor in model.state_dict().items()}
-    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
-             "lm_head.weight": "output.weight"}
-    layer_names = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-                   "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
-                   "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm",
-                   "post_attention_layernorm": "ffn_norm"}
+    names = {
+        "model.embed_tokens.weight": "token_embd.weight",
+        "model.norm.weight": "output_norm.weight",
+        "lm_head.weight": "output.weight",
+    }
+    layer_names = {
+        "self_attn.q_proj": "attn_q",
+        "self_attn.k_proj": "attn_k",
+        "self_attn.v_proj": "attn_v",
+        "self_attn.o_proj": "attn_output",
+        "mlp.gate_proj": "ffn_gate",
+        "mlp.up_proj": "ffn_up",
+        "mlp.down_proj": "ffn_down",
+        "input_layernorm": "attn_norm",
+        "post_attention_layernorm": "ffn_norm",
+    }
     for name, tensor in state.items():
         if name in names:
             writer.add_tensor(names[name], tensor.numpy())

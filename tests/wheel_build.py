@@ -25,10 +25,29 @@ def run_clean(command: list[str], cwd: Path, timeout: int = 600, checkout: bool 
 def build_wheel(folder: Path) -> Path:
     """The wheel of this tree, built in ``folder``; returns its path."""
     source = folder / "source"
-    shutil.copytree(REPO, source, symlinks=True, ignore=shutil.ignore_patterns(
-        ".git", "__pycache__", "build", "dist", "*.egg-info", "benchmarks", "tests", ".venv"))
-    built = run_clean([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                       "-w", str(folder / "dist"), str(source)], cwd=folder)
+    shutil.copytree(
+        REPO,
+        source,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(
+            ".git", "__pycache__", "build", "dist", "*.egg-info", "benchmarks", "tests", ".venv"
+        ),
+    )
+    built = run_clean(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(folder / "dist"),
+            str(source),
+        ],
+        cwd=folder,
+    )
     if built.returncode != 0:
         raise RuntimeError(f"building the wheel failed:\n{built.stdout[-2000:]}\n{built.stderr[-2000:]}")
     (wheel,) = (folder / "dist").glob("fisherhub-*.whl")

@@ -60,8 +60,13 @@ def sentence_embedding_matrix(texts_by_task: Sequence[Sequence[str]], batch_size
         for texts in tqdm(texts_by_task, desc="sentence embeddings", leave=False):
             embeddings = []
             for start in range(0, len(texts), batch_size):
-                batch = tokenizer(list(texts[start : start + batch_size]), padding=True, truncation=True,
-                                  max_length=256, return_tensors="pt")
+                batch = tokenizer(
+                    list(texts[start : start + batch_size]),
+                    padding=True,
+                    truncation=True,
+                    max_length=256,
+                    return_tensors="pt",
+                )
                 hidden = model(**batch).last_hidden_state
                 mask = batch["attention_mask"][..., None].float()
                 pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp_min(1e-9)

@@ -68,12 +68,18 @@ def paper_arguments(description: str, official: bool = False, argv: Sequence[str
 
     global SETUP
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--quick", action="store_true",
-                        help="seconds: a tiny random model on tiny random domains, results in a temp folder")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="seconds: a tiny random model on tiny random domains, results in a temp folder",
+    )
     parser.add_argument("--output-dir", type=Path, help=f"where the JSON and PNG go (default {RESULTS_DIR})")
     if official:
-        parser.add_argument("--no-official", action="store_true",
-                            help="leave out the official fishersketch package (about 0.2 s per token on one CPU thread)")
+        parser.add_argument(
+            "--no-official",
+            action="store_true",
+            help="leave out the official fishersketch package (about 0.2 s per token on one CPU thread)",
+        )
     options = parser.parse_args(argv)
     options.official_package = official and not options.quick and not options.no_official
     if options.official_package:
@@ -104,8 +110,9 @@ def load_base_model():
 
 def paper_spec(model, tokenizer) -> SketchSpec:
     """The library's default spec for the model (m=4096, seed 0, default estimator and reflection)."""
-    return spec_for_model(model, tokenizer, m=QUICK_SKETCH_M if SETUP.quick else SKETCH_M, seed=SKETCH_SEED,
-                          reflection=True)
+    return spec_for_model(
+        model, tokenizer, m=QUICK_SKETCH_M if SETUP.quick else SKETCH_M, seed=SKETCH_SEED, reflection=True
+    )
 
 
 def quick_texts(names: Sequence[str], documents: int = 40, length: int = 40) -> dict[str, list[str]]:
@@ -115,14 +122,28 @@ def quick_texts(names: Sequence[str], documents: int = 40, length: int = 40) -> 
 
     generator = random.Random(0)
     width = 12
-    return {name: ["".join(generator.choice(ALPHABET[4 * k : 4 * k + width]) for _ in range(length))
-                   for _ in range(documents)] for k, name in enumerate(names)}
+    return {
+        name: [
+            "".join(generator.choice(ALPHABET[4 * k : 4 * k + width]) for _ in range(length)) for _ in range(documents)
+        ]
+        for k, name in enumerate(names)
+    }
 
 
 #: the twelve natural domains of experiments 1, 2 and 4 (``benchmarks/domains.py`` names), fixed in advance
 NATURAL_DOMAINS = (
-    "kjv_prose", "shakespeare", "poetry", "science_fortunes", "python_docs", "python_code",
-    "license_texts", "smiles_moses", "protein_uniprot", "dna_genome", "movie_reviews", "tweets",
+    "kjv_prose",
+    "shakespeare",
+    "poetry",
+    "science_fortunes",
+    "python_docs",
+    "python_code",
+    "license_texts",
+    "smiles_moses",
+    "protein_uniprot",
+    "dna_genome",
+    "movie_reviews",
+    "tweets",
 )
 
 
@@ -140,8 +161,9 @@ class Example:
         return sum(label != IGNORE_INDEX for label in self.labels[1:])
 
 
-def lm_examples(tokenizer, texts: Sequence[str], max_tokens: int, scored_budget: int | None = None,
-                first_doc_index: int = 0) -> list[Example]:
+def lm_examples(
+    tokenizer, texts: Sequence[str], max_tokens: int, scored_budget: int | None = None, first_doc_index: int = 0
+) -> list[Example]:
     """Language-modelling documents of at most ``max_tokens`` tokens, every next token scored.
 
     With ``scored_budget`` documents are taken in order until exactly that many tokens are scored
@@ -183,11 +205,14 @@ class DomainSplit:
     def split(self, tokenizer, texts: Sequence[str]) -> tuple[list[Example], list[Example]]:
         task = lm_examples(tokenizer, texts, self.max_tokens, scored_budget=self.scored_tokens)
         rest = task[-1].doc_index + 1
-        held_out = lm_examples(tokenizer, texts[rest:], self.max_tokens, scored_budget=self.eval_tokens,
-                               first_doc_index=rest)
+        held_out = lm_examples(
+            tokenizer, texts[rest:], self.max_tokens, scored_budget=self.eval_tokens, first_doc_index=rest
+        )
         if sum(e.num_scored for e in held_out) < self.eval_tokens:
-            raise InputError(f"{len(texts)} documents leave fewer than {self.eval_tokens} held-out tokens "
-                             "after the task data; build the domain with more documents")
+            raise InputError(
+                f"{len(texts)} documents leave fewer than {self.eval_tokens} held-out tokens "
+                "after the task data; build the domain with more documents"
+            )
         return task, held_out
 
 
@@ -211,13 +236,15 @@ def examples_key(examples: Sequence[Example]) -> str:
 def collate(examples: Sequence[Example], pad_id: int = 0) -> dict[str, torch.Tensor]:
     """Left-padded batch: input_ids, attention_mask, labels (−100 on padding), doc_index."""
     width = max(len(e.input_ids) for e in examples)
-    batch = {key: torch.full((len(examples), width), fill, dtype=torch.long)
-             for key, fill in (("input_ids", pad_id), ("attention_mask", 0), ("labels", IGNORE_INDEX))}
+    batch = {
+        key: torch.full((len(examples), width), fill, dtype=torch.long)
+        for key, fill in (("input_ids", pad_id), ("attention_mask", 0), ("labels", IGNORE_INDEX))
+    }
     for row, example in enumerate(examples):
         n = len(example.input_ids)
-        batch["input_ids"][row, width - n:] = torch.tensor(example.input_ids)
-        batch["attention_mask"][row, width - n:] = 1
-        batch["labels"][row, width - n:] = torch.tensor(example.labels)
+        batch["input_ids"][row, width - n :] = torch.tensor(example.input_ids)
+        batch["attention_mask"][row, width - n :] = 1
+        batch["labels"][row, width - n :] = torch.tensor(example.labels)
     batch["doc_index"] = torch.tensor([e.doc_index for e in examples], dtype=torch.long)
     return batch
 
@@ -276,8 +303,9 @@ def cached_errors(model, inputs: HeadInputs, path: Path) -> torch.Tensor:
     return errors
 
 
-def capture_task(model, spec: SketchSpec, examples: Sequence[Example], name: str, cache: Path,
-                 batch_size: int = 8) -> tuple[HeadInputs, Signature]:
+def capture_task(
+    model, spec: SketchSpec, examples: Sequence[Example], name: str, cache: Path, batch_size: int = 8
+) -> tuple[HeadInputs, Signature]:
     """Head inputs and the signature of a task (cached under ``cache``).
 
     Both come from one forward pass; a cached task whose signature is missing (another spec) is
@@ -319,8 +347,9 @@ class CapturedDomains:
     signatures: list[Signature]
 
 
-def capture_domains(model, tokenizer, spec: SketchSpec, texts: Mapping[str, Sequence[str]],
-                    split: DomainSplit) -> CapturedDomains:
+def capture_domains(
+    model, tokenizer, spec: SketchSpec, texts: Mapping[str, Sequence[str]], split: DomainSplit
+) -> CapturedDomains:
     """Split every domain's documents and capture its task data (cached under ``tasks/``)."""
     captured = CapturedDomains(list(texts), {}, {}, [], [])
     for name in tqdm(captured.names, desc="capture"):
@@ -337,14 +366,21 @@ def sketch_head_inputs(spec: SketchSpec, model, inputs: HeadInputs, name: str, c
     state = SketchState(spec)
     for start in range(0, len(inputs), chunk_size):
         part = inputs.select(slice(start, start + chunk_size))
-        state.update(HeadBatch(activations=part.activations, doc_index=part.doc_index, errors=head_errors(model, part.activations, part.targets)))
+        state.update(
+            HeadBatch(
+                activations=part.activations,
+                doc_index=part.doc_index,
+                errors=head_errors(model, part.activations, part.targets),
+            )
+        )
     state.flush()
     return state.finalize(_provenance(name))
 
 
 # -- exact Gram form ---------------------------------------------------------------------------------
-def gram_kernels(a_i: torch.Tensor, e_i: torch.Tensor, a_j: torch.Tensor, e_j: torch.Tensor
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+def gram_kernels(
+    a_i: torch.Tensor, e_i: torch.Tensor, a_j: torch.Tensor, e_j: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(a_t·a_s)² and (e_t·e_s)² for every token pair, float64 (n_i, n_j).
 
     e·e' is one float32 BLAS product over K (relative error ~1e-6; checked against the float64
@@ -359,8 +395,11 @@ def kernel_means(activation: torch.Tensor, error: torch.Tensor, mask: torch.Tens
     """[⟨F_i,F_j⟩, ⟨M_i,M_j⟩, ⟨Γ_i,Γ_j⟩] as means of the kernels over the pairs in ``mask`` (all if None)."""
     mask = torch.ones_like(activation, dtype=torch.bool) if mask is None else mask
     count = mask.sum()
-    return [float((activation * error)[mask].sum() / count), float(activation[mask].sum() / count),
-            float(error[mask].sum() / count)]
+    return [
+        float((activation * error)[mask].sum() / count),
+        float(activation[mask].sum() / count),
+        float(error[mask].sum() / count),
+    ]
 
 
 def self_pair_masks(doc_index: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -368,8 +407,11 @@ def self_pair_masks(doc_index: torch.Tensor) -> dict[str, torch.Tensor]:
     t, s in different split halves (doc index parity), which is what the sketch's norm estimates ("split")."""
     n = len(doc_index)
     halves = doc_index % 2
-    return {"plugin": torch.ones(n, n, dtype=torch.bool), "u_statistic": ~torch.eye(n, dtype=torch.bool),
-            "split": halves[:, None] != halves[None, :]}
+    return {
+        "plugin": torch.ones(n, n, dtype=torch.bool),
+        "u_statistic": ~torch.eye(n, dtype=torch.bool),
+        "split": halves[:, None] != halves[None, :],
+    }
 
 
 # -- LoRA on the top layers, over cached lower-layer states ---------------------------------------
@@ -434,10 +476,16 @@ class LoraBench:
         self.settings = settings
         self.cache = cache
         self.num_layers = len(model.get_decoder().layers)
-        self.model = get_peft_model(model, LoraConfig(
-            r=settings.rank, lora_alpha=settings.alpha, target_modules=list(settings.target_modules),
-            layers_to_transform=list(range(settings.first_layer, self.num_layers)), lora_dropout=0.0,
-        ))
+        self.model = get_peft_model(
+            model,
+            LoraConfig(
+                r=settings.rank,
+                lora_alpha=settings.alpha,
+                target_modules=list(settings.target_modules),
+                layers_to_transform=list(range(settings.first_layer, self.num_layers)),
+                lora_dropout=0.0,
+            ),
+        )
         self.model.eval()
         self.decoder = self.model.get_base_model().get_decoder()
         self._states: dict[str, torch.Tensor] = {}
@@ -456,17 +504,19 @@ class LoraBench:
         mask = torch.zeros(len(states), width, dtype=torch.long)
         targets = torch.full((len(states), width), IGNORE_INDEX, dtype=torch.long)
         for row, (state, example) in enumerate(zip(states, examples)):
-            hidden[row, width - len(state):] = state
-            mask[row, width - len(state):] = 1
-            targets[row, width - len(state):] = torch.tensor(example.labels[1:])
+            hidden[row, width - len(state) :] = state
+            mask[row, width - len(state) :] = 1
+            targets[row, width - len(state) :] = torch.tensor(example.labels[1:])
         with decoder_slice(self.decoder, self.settings.first_layer, self.num_layers, final_norm=True):
-            top = self.decoder(inputs_embeds=hidden, attention_mask=mask, position_ids=_positions(mask),
-                               use_cache=False).last_hidden_state
+            top = self.decoder(
+                inputs_embeds=hidden, attention_mask=mask, position_ids=_positions(mask), use_cache=False
+            ).last_hidden_state
         scored = targets != IGNORE_INDEX
         return output_head(self.model)(top[scored]).float(), targets[scored]
 
-    def nll(self, examples: Sequence[Example], batch_size: int = 8,
-            candidate_ids: Sequence[int] | None = None) -> torch.Tensor:
+    def nll(
+        self, examples: Sequence[Example], batch_size: int = 8, candidate_ids: Sequence[int] | None = None
+    ) -> torch.Tensor:
         """−log p of each scored token's label (N,), or of each candidate token (N, C) when given."""
         rows = []
         with torch.no_grad():
@@ -485,7 +535,9 @@ class LoraBench:
     # -- adapters ---------------------------------------------------------------------------------
     def adapter_path(self, name: str, examples: Sequence[Example], seed: int = 0) -> Path:
         """Where the adapter trained on ``examples`` with ``seed`` is cached."""
-        return self.cache / f"lora-{config_key(self.settings)}" / f"{name}.{examples_key(examples)}.seed{seed}.safetensors"
+        return (
+            self.cache / f"lora-{config_key(self.settings)}" / f"{name}.{examples_key(examples)}.seed{seed}.safetensors"
+        )
 
     def adapter(self, name: str, examples: Sequence[Example], seed: int = 0) -> dict[str, torch.Tensor]:
         """The adapter trained on ``examples`` with ``seed`` (loaded when cached)."""
@@ -532,8 +584,9 @@ class LoraBench:
         yield self
 
 
-def prefix_states(decoder, first_layer: int, examples: Sequence[Example], path: Path,
-                  batch_size: int = 8) -> dict[str, torch.Tensor]:
+def prefix_states(
+    decoder, first_layer: int, examples: Sequence[Example], path: Path, batch_size: int = 8
+) -> dict[str, torch.Tensor]:
     """The output of the decoder's layers below ``first_layer`` on each example's ``input_ids[:-1]`` (the last
     input token feeds no scored prediction), keyed by ``prefix_key``; loaded from and saved to ``path``."""
     states = load_file(path) if path.exists() else {}
@@ -544,8 +597,9 @@ def prefix_states(decoder, first_layer: int, examples: Sequence[Example], path: 
             chunk = missing[start : start + batch_size]
             batch = collate([Example(e.input_ids[:-1], e.labels[:-1], e.doc_index) for e in chunk])
             mask = batch["attention_mask"]
-            hidden = decoder(input_ids=batch["input_ids"], attention_mask=mask,
-                             position_ids=_positions(mask), use_cache=False).last_hidden_state
+            hidden = decoder(
+                input_ids=batch["input_ids"], attention_mask=mask, position_ids=_positions(mask), use_cache=False
+            ).last_hidden_state
             for row, example in enumerate(chunk):
                 states[prefix_key(example)] = hidden[row, mask[row] == 1].clone()
     if missing or not path.exists():

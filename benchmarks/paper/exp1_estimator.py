@@ -53,20 +53,27 @@ def exact_matrices(blocks: dict, n: int, norm: str) -> dict[str, torch.Tensor]:
     return {"fisher": fisher, "activation": activation, "error": error, "coupling": fisher / (activation * error)}
 
 
-def compare(sketch: torch.Tensor, exact: torch.Tensor, stderr: torch.Tensor | None,
-            keep: torch.Tensor | None = None) -> dict:
+def compare(
+    sketch: torch.Tensor, exact: torch.Tensor, stderr: torch.Tensor | None, keep: torch.Tensor | None = None
+) -> dict:
     """Spearman, MAE, max error and error-bar coverage over the finite off-diagonal pairs i < j (in ``keep``)."""
     upper = torch.triu(torch.ones_like(exact, dtype=torch.bool), diagonal=1) & ~sketch.isnan()
     upper &= torch.ones_like(upper) if keep is None else keep
     x, y = sketch[upper], exact[upper]
     error = (x - y).abs()
-    result = {"pairs": int(upper.sum()), "spearman": float(stats.spearmanr(x, y).statistic),
-              "mae": float(error.mean()), "max_abs_error": float(error.max())}
+    result = {
+        "pairs": int(upper.sum()),
+        "spearman": float(stats.spearmanr(x, y).statistic),
+        "mae": float(error.mean()),
+        "max_abs_error": float(error.max()),
+    }
     if stderr is not None:
         sigma = stderr[upper]
-        result |= {"coverage_1se": float((error <= sigma).double().mean()),
-                   "coverage_2se": float((error <= 2 * sigma).double().mean()),
-                   "mean_stderr": float(sigma.mean())}
+        result |= {
+            "coverage_1se": float((error <= sigma).double().mean()),
+            "coverage_2se": float((error <= 2 * sigma).double().mean()),
+            "mean_stderr": float(sigma.mean()),
+        }
     return result
 
 
@@ -81,7 +88,8 @@ def main(argv: list[str] | None = None) -> None:
     tasks, signatures = captured.inputs, captured.signatures
     # e = softmax(W a) − onehot(y): N×K float32 per task (393 MB at n=2000), kept on disk, two in memory
     errors = functools.lru_cache(maxsize=2)(
-        lambda i: common.cached_errors(model, tasks[i], common.SETUP.cache_dir / "errors" / f"{names[i]}.npy"))
+        lambda i: common.cached_errors(model, tasks[i], common.SETUP.cache_dir / "errors" / f"{names[i]}.npy")
+    )
 
     # exact Gram blocks, one ledger entry per pair (resumable)
     ledger = common.Ledger(common.SETUP.cache_dir / f"exp1_exact_{spec.sketch_id}.json")
@@ -94,8 +102,10 @@ def main(argv: list[str] | None = None) -> None:
         masks = common.self_pair_masks(tasks[i].doc_index)
         return {norm: common.kernel_means(activation, error, masks[norm]) for norm in NORMS}
 
-    blocks = {f"{i}|{j}": ledger.get(f"{i}|{j}", lambda i=i, j=j: block(i, j))
-              for i, j in tqdm(pairs, desc="exact Gram blocks")}
+    blocks = {
+        f"{i}|{j}": ledger.get(f"{i}|{j}", lambda i=i, j=j: block(i, j))
+        for i, j in tqdm(pairs, desc="exact Gram blocks")
+    }
 
     # float32 Gram products against the library's float64 exact form, on a subset
     subset = [(tasks[i].activations[:CHECK_TOKENS], errors(i)[:CHECK_TOKENS]) for i in (0, 1)]
@@ -109,57 +119,104 @@ def main(argv: list[str] | None = None) -> None:
     common.kernel_means(*common.gram_kernels(tasks[0].activations, errors_0, tasks[1].activations, errors_1))
     exact_pair_seconds = 3 * (time.perf_counter() - start)  # the cross term and both self terms
     start = time.perf_counter()
-    SketchState(spec).update(HeadBatch(activations=tasks[0].activations, doc_index=tasks[0].doc_index, errors=errors_0)).finalize()
+    SketchState(spec).update(
+        HeadBatch(activations=tasks[0].activations, doc_index=tasks[0].doc_index, errors=errors_0)
+    ).finalize()
     sketch_seconds = time.perf_counter() - start
 
     sketch = alignment_matrix(signatures, names)
     exact = {norm: exact_matrices(blocks, len(names), norm) for norm in NORMS}
     comparisons = {
-        norm: {LABELS[q]: compare(getattr(sketch, q), exact[norm][q],
-                                  getattr(sketch, STDERR_FIELDS[q]) if norm == "split" else None)
-               for q in QUANTITIES}
+        norm: {
+            LABELS[q]: compare(
+                getattr(sketch, q), exact[norm][q], getattr(sketch, STDERR_FIELDS[q]) if norm == "split" else None
+            )
+            for q in QUANTITIES
+        }
         for norm in NORMS
     }
 
     # ρ is a ratio: where A is within noise of 0 its relative error is large; the pairs with A > 2 se
     significant = sketch.fisher > 2 * sketch.stderr
-    comparisons["split"]["rho (A > 2 se)"] = compare(sketch.coupling, exact["split"]["coupling"],
-                                                    sketch.coupling_stderr, significant)
-    rows = [[LABELS.get(q, q), c["pairs"], c["spearman"], c["mae"], c["max_abs_error"], c["coverage_1se"],
-             c["coverage_2se"], {"fisher": 0.97, "coupling": 0.95}.get(q)]
-            for q, c in zip((*QUANTITIES, "rho (A > 2 se)"), comparisons["split"].values())]
-    print_table(["quantity", "pairs", "Spearman", "MAE", "max |err|", "cover 1se", "cover 2se", "paper Spearman"],
-                rows, title=f"Experiment 1: sketch (m={spec.m}) vs exact Gram form, split-sample norms, "
-                            f"{len(names)} domains x {len(tasks[0])} tokens")
-    print_table(["norm", "Spearman A", "MAE A", "Spearman rho", "MAE rho"],
-                [[norm, c["A"]["spearman"], c["A"]["mae"], c["rho"]["spearman"], c["rho"]["mae"]]
-                 for norm, c in comparisons.items()], title="Against other exact norms")
-    print(f"exact Gram, one pair at n={len(tasks[0])} (3 blocks, K={spec.vocab_size:,}): {exact_pair_seconds:.1f} s; "
-          f"sketch of one task given (a, e): {sketch_seconds:.1f} s "
-          f"(pair: {exact_pair_seconds / (2 * sketch_seconds):.1f}x faster; paper: 89x)")
+    comparisons["split"]["rho (A > 2 se)"] = compare(
+        sketch.coupling, exact["split"]["coupling"], sketch.coupling_stderr, significant
+    )
+    rows = [
+        [
+            LABELS.get(q, q),
+            c["pairs"],
+            c["spearman"],
+            c["mae"],
+            c["max_abs_error"],
+            c["coverage_1se"],
+            c["coverage_2se"],
+            {"fisher": 0.97, "coupling": 0.95}.get(q),
+        ]
+        for q, c in zip((*QUANTITIES, "rho (A > 2 se)"), comparisons["split"].values())
+    ]
+    print_table(
+        ["quantity", "pairs", "Spearman", "MAE", "max |err|", "cover 1se", "cover 2se", "paper Spearman"],
+        rows,
+        title=f"Experiment 1: sketch (m={spec.m}) vs exact Gram form, split-sample norms, "
+        f"{len(names)} domains x {len(tasks[0])} tokens",
+    )
+    print_table(
+        ["norm", "Spearman A", "MAE A", "Spearman rho", "MAE rho"],
+        [
+            [norm, c["A"]["spearman"], c["A"]["mae"], c["rho"]["spearman"], c["rho"]["mae"]]
+            for norm, c in comparisons.items()
+        ],
+        title="Against other exact norms",
+    )
+    print(
+        f"exact Gram, one pair at n={len(tasks[0])} (3 blocks, K={spec.vocab_size:,}): {exact_pair_seconds:.1f} s; "
+        f"sketch of one task given (a, e): {sketch_seconds:.1f} s "
+        f"(pair: {exact_pair_seconds / (2 * sketch_seconds):.1f}x faster; paper: 89x)"
+    )
 
     results = common.SETUP.results_dir
-    heatmaps({f"exact {LABELS[q]}": exact["split"][q] for q in QUANTITIES}
-             | {f"sketch {LABELS[q]}": getattr(sketch, q) for q in QUANTITIES},
-             names, results / "paper_exp1_heatmaps.png",
-             f"Exp. 1: exact (top) vs FisherSketch m={spec.m} (bottom), SmolLM2-135M, {len(names)} domains", columns=4)
+    heatmaps(
+        {f"exact {LABELS[q]}": exact["split"][q] for q in QUANTITIES}
+        | {f"sketch {LABELS[q]}": getattr(sketch, q) for q in QUANTITIES},
+        names,
+        results / "paper_exp1_heatmaps.png",
+        f"Exp. 1: exact (top) vs FisherSketch m={spec.m} (bottom), SmolLM2-135M, {len(names)} domains",
+        columns=4,
+    )
     upper = torch.triu(torch.ones(len(names), len(names), dtype=torch.bool), diagonal=1)
-    scatter_panels({LABELS[q]: (exact["split"][q][upper], getattr(sketch, q)[upper], getattr(sketch, STDERR_FIELDS[q])[upper])
-                    for q in QUANTITIES}, results / "paper_exp1_scatter.png",
-                   "Exp. 1: sketch ± stderr vs exact (split-sample norms), all domain pairs", "exact", "sketch")
-    path = write_json("paper_exp1_estimator", {
-        "description": "FisherSketch vs exact Gram form on SmolLM2-135M-Instruct, natural domains",
-        "spec": spec.to_dict(), "sketch_id": spec.sketch_id, "domains": names,
-        "tokens_per_domain": [len(t) for t in tasks], "documents_per_domain": [s.num_documents for s in signatures],
-        "paper": {"spearman_A": 0.97, "spearman_rho": 0.95, "speedup_at_n2000": 89},
-        "comparisons": comparisons,
-        "timing_seconds": {"exact_pair": exact_pair_seconds, "sketch_one_task": sketch_seconds,
-                           "speedup_pair": exact_pair_seconds / (2 * sketch_seconds)},
-        "float32_gram_max_relative_difference_vs_float64": float32_check,
-        "sketch": {q: matrix_rows(getattr(sketch, q)) for q in QUANTITIES}
-        | {f"{q}_stderr": matrix_rows(getattr(sketch, STDERR_FIELDS[q])) for q in QUANTITIES},
-        "exact": {norm: {q: matrix_rows(m[q]) for q in QUANTITIES} for norm, m in exact.items()},
-    }, started)
+    scatter_panels(
+        {
+            LABELS[q]: (exact["split"][q][upper], getattr(sketch, q)[upper], getattr(sketch, STDERR_FIELDS[q])[upper])
+            for q in QUANTITIES
+        },
+        results / "paper_exp1_scatter.png",
+        "Exp. 1: sketch ± stderr vs exact (split-sample norms), all domain pairs",
+        "exact",
+        "sketch",
+    )
+    path = write_json(
+        "paper_exp1_estimator",
+        {
+            "description": "FisherSketch vs exact Gram form on SmolLM2-135M-Instruct, natural domains",
+            "spec": spec.to_dict(),
+            "sketch_id": spec.sketch_id,
+            "domains": names,
+            "tokens_per_domain": [len(t) for t in tasks],
+            "documents_per_domain": [s.num_documents for s in signatures],
+            "paper": {"spearman_A": 0.97, "spearman_rho": 0.95, "speedup_at_n2000": 89},
+            "comparisons": comparisons,
+            "timing_seconds": {
+                "exact_pair": exact_pair_seconds,
+                "sketch_one_task": sketch_seconds,
+                "speedup_pair": exact_pair_seconds / (2 * sketch_seconds),
+            },
+            "float32_gram_max_relative_difference_vs_float64": float32_check,
+            "sketch": {q: matrix_rows(getattr(sketch, q)) for q in QUANTITIES}
+            | {f"{q}_stderr": matrix_rows(getattr(sketch, STDERR_FIELDS[q])) for q in QUANTITIES},
+            "exact": {norm: {q: matrix_rows(m[q]) for q in QUANTITIES} for norm, m in exact.items()},
+        },
+        started,
+    )
     print(f"wrote {path}")
 
 

@@ -45,8 +45,9 @@ def prompt_set(tasks: list[common.HeadInputs], documents: tuple[int, ...]) -> co
         keep = torch.isin(task.doc_index, torch.tensor(documents))
         part = task.select(keep)
         parts.append(common.HeadInputs(part.activations, part.targets, part.doc_index + number * DOCS_PER_DOMAIN))
-    return common.HeadInputs(*(torch.cat(column) for column in zip(*(
-        (p.activations, p.targets, p.doc_index) for p in parts))))
+    return common.HeadInputs(
+        *(torch.cat(column) for column in zip(*((p.activations, p.targets, p.doc_index) for p in parts)))
+    )
 
 
 def block_errors(model, activations: torch.Tensor, block: str, stream: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -78,9 +79,12 @@ def main(argv: list[str] | None = None) -> None:
 
     names, activations, errors, doc_indices, signatures = [], [], [], [], []
     for stream, (block, (label, inputs)) in enumerate(
-            ((b, p) for b in BLOCKS for p in prompts.items()), start=LABEL_STREAM):
+        ((b, p) for b in BLOCKS for p in prompts.items()), start=LABEL_STREAM
+    ):
         task_errors, _ = block_errors(model, inputs.activations, block, stream)
-        state = SketchState(spec).update(HeadBatch(activations=inputs.activations, doc_index=inputs.doc_index, errors=task_errors))
+        state = SketchState(spec).update(
+            HeadBatch(activations=inputs.activations, doc_index=inputs.doc_index, errors=task_errors)
+        )
         signatures.append(state.finalize({"dataset": f"{block}-{label}"}))
         names.append(f"{block}-{label}")
         activations.append(inputs.activations)
@@ -106,35 +110,73 @@ def main(argv: list[str] | None = None) -> None:
         for j in range(i + 1, n):
             same_prompts = names[i].split("-")[1] == names[j].split("-")[1]
             pair = {
-                "exact_A": float(exact[0, i, j]), "sketch_A": float(sketch.fisher[i, j]),
+                "exact_A": float(exact[0, i, j]),
+                "sketch_A": float(sketch.fisher[i, j]),
                 "sketch_A_stderr": float(sketch.stderr[i, j]),
                 "within_2se_of_exact": bool(abs(sketch.fisher[i, j] - exact[0, i, j]) <= 2 * sketch.stderr[i, j]),
-                "exact_S_a": float(exact[1, i, j]), "sketch_S_a": float(sketch.activation[i, j]),
-                "exact_S_e": float(exact[2, i, j]), "sketch_S_e": float(sketch.error[i, j]),
+                "exact_S_a": float(exact[1, i, j]),
+                "sketch_S_a": float(sketch.activation[i, j]),
+                "exact_S_e": float(exact[2, i, j]),
+                "sketch_S_e": float(sketch.error[i, j]),
                 "linear_cka": paired_cka[names[i].split("-")[1]] if same_prompts else float(feature_cka[i, j]),
                 "cka_form": "paired (same tokens)" if same_prompts else "feature-level",
             }
             pairs[f"{names[i]} vs {names[j]}"] = pair
-            rows.append([f"{names[i]} vs {names[j]}", pair["exact_A"], f"{pair['sketch_A']:.3f} ± {pair['sketch_A_stderr']:.3f}",
-                         pair["sketch_S_a"], pair["linear_cka"], pair["exact_S_e"], pair["within_2se_of_exact"]])
-    print_table(["pair", "exact A", "sketch A ± se", "sketch S_a", "linear CKA", "exact S_e", "A within 2se"], rows,
-                title=f"Experiment 2: disjoint-label witness on SmolLM2-135M ({len(prompts['P1'])} / "
-                      f"{len(prompts['P2'])} tokens per prompt set, m={spec.m})")
+            rows.append(
+                [
+                    f"{names[i]} vs {names[j]}",
+                    pair["exact_A"],
+                    f"{pair['sketch_A']:.3f} ± {pair['sketch_A_stderr']:.3f}",
+                    pair["sketch_S_a"],
+                    pair["linear_cka"],
+                    pair["exact_S_e"],
+                    pair["within_2se_of_exact"],
+                ]
+            )
+    print_table(
+        ["pair", "exact A", "sketch A ± se", "sketch S_a", "linear CKA", "exact S_e", "A within 2se"],
+        rows,
+        title=f"Experiment 2: disjoint-label witness on SmolLM2-135M ({len(prompts['P1'])} / "
+        f"{len(prompts['P2'])} tokens per prompt set, m={spec.m})",
+    )
 
-    heatmaps({"exact A": exact[0], "sketch A": sketch.fisher, "sketch S_a (activation-only)": sketch.activation,
-              "sketch S_e": sketch.error}, names, common.SETUP.results_dir / "paper_exp2_witness.png",
-             "Exp. 2: same prompts, disjoint label blocks (low/high half of the vocabulary)", columns=4,
-             limits=(-0.1, 1.1))
-    path = write_json("paper_exp2_witness", {
-        "description": "Disjoint-label witness on SmolLM2-135M-Instruct head inputs",
-        "spec": spec.to_dict(), "sketch_id": spec.sketch_id, "tasks": names,
-        "tokens": {label: len(p) for label, p in prompts.items()},
-        "paper": "Theorem 3.2: activation-only metrics say 1, Fisher alignment 0, self-alignment 1",
-        "pairs": pairs,
-        "exact": {"fisher": matrix_rows(exact[0]), "activation": matrix_rows(exact[1]), "error": matrix_rows(exact[2])},
-        "sketch": {"fisher": matrix_rows(sketch.fisher), "stderr": matrix_rows(sketch.stderr),
-                   "activation": matrix_rows(sketch.activation), "error": matrix_rows(sketch.error)},
-    }, started)
+    heatmaps(
+        {
+            "exact A": exact[0],
+            "sketch A": sketch.fisher,
+            "sketch S_a (activation-only)": sketch.activation,
+            "sketch S_e": sketch.error,
+        },
+        names,
+        common.SETUP.results_dir / "paper_exp2_witness.png",
+        "Exp. 2: same prompts, disjoint label blocks (low/high half of the vocabulary)",
+        columns=4,
+        limits=(-0.1, 1.1),
+    )
+    path = write_json(
+        "paper_exp2_witness",
+        {
+            "description": "Disjoint-label witness on SmolLM2-135M-Instruct head inputs",
+            "spec": spec.to_dict(),
+            "sketch_id": spec.sketch_id,
+            "tasks": names,
+            "tokens": {label: len(p) for label, p in prompts.items()},
+            "paper": "Theorem 3.2: activation-only metrics say 1, Fisher alignment 0, self-alignment 1",
+            "pairs": pairs,
+            "exact": {
+                "fisher": matrix_rows(exact[0]),
+                "activation": matrix_rows(exact[1]),
+                "error": matrix_rows(exact[2]),
+            },
+            "sketch": {
+                "fisher": matrix_rows(sketch.fisher),
+                "stderr": matrix_rows(sketch.stderr),
+                "activation": matrix_rows(sketch.activation),
+                "error": matrix_rows(sketch.error),
+            },
+        },
+        started,
+    )
     print(f"wrote {path}")
 
 

@@ -94,8 +94,10 @@ def task_examples(tokenizer) -> tuple[dict[str, list[common.Example]], list[comm
     positive = signs > 0
 
     def examples(task: str, documents: range) -> list[common.Example]:
-        return [common.label_example(tokenizer, texts[i], ids[task][0] if positive[i] else ids[task][1], i)
-                for i in documents]
+        return [
+            common.label_example(tokenizer, texts[i], ids[task][0] if positive[i] else ids[task][1], i)
+            for i in documents
+        ]
 
     pool_size, held_out = pool_sizes()
     pool = {task: examples(task, range(pool_size)) for task in verbalizers()}
@@ -117,8 +119,10 @@ def main(argv: list[str] | None = None) -> None:
     # the prompts' head inputs once (they are the same for every task), then one signature per task
     inputs, _ = common.capture_task(model, spec, pool[names[0]], "verbalizer_prompts", common.SETUP.cache_dir / "tasks")
     positive_doc = positive[inputs.doc_index]
-    tasks = [common.HeadInputs(inputs.activations, torch.where(positive_doc, ids[t][0], ids[t][1]), inputs.doc_index)
-             for t in names]
+    tasks = [
+        common.HeadInputs(inputs.activations, torch.where(positive_doc, ids[t][0], ids[t][1]), inputs.doc_index)
+        for t in names
+    ]
     signatures = [common.sketch_head_inputs(spec, model, task, name) for task, name in zip(tasks, names)]
 
     def error_path(k: int):
@@ -126,8 +130,9 @@ def main(argv: list[str] | None = None) -> None:
 
     sketch = alignment_matrix(signatures, names)
     task_texts = [[texts[i] + verbalizers()[t][0 if positive[i] else 1] for i in range(pool_size)] for t in names]
-    method_inputs = SelectionInputs("exp3", names, model, tokenizer, spec, tasks, pool, task_texts, sketch, error_path,
-                                    options.official_package)
+    method_inputs = SelectionInputs(
+        "exp3", names, model, tokenizer, spec, tasks, pool, task_texts, sketch, error_path, options.official_package
+    )
     scores = score_matrices(method_inputs, chosen)
     labels_of = labels("exp3")
 
@@ -136,7 +141,9 @@ def main(argv: list[str] | None = None) -> None:
     bench = common.LoraBench(model, settings, common.SETUP.cache_dir)
     bench.prefix_states(pool[names[0]] + held_out, group="verbalizer")
     candidates = [i for pair in (ids[t] for t in names) for i in pair]
-    ledger = common.Ledger(common.SETUP.cache_dir / f"exp3_prompt_nll_{common.config_key(settings)}_{common.examples_key(held_out)}.json")
+    ledger = common.Ledger(
+        common.SETUP.cache_dir / f"exp3_prompt_nll_{common.config_key(settings)}_{common.examples_key(held_out)}.json"
+    )
 
     def task_losses(weights) -> list[list[float]]:
         """−log p(label) of every held-out prompt, for each task's labels."""
@@ -145,47 +152,92 @@ def main(argv: list[str] | None = None) -> None:
         return [torch.where(positive[pool_size:], nll[:, 2 * k], nll[:, 2 * k + 1]).tolist() for k in range(len(names))]
 
     base = np.array(ledger.get("base", lambda: task_losses(None)))
-    adapted = np.array([[ledger.get(f"{task}|{seed}", lambda task=task, seed=seed: task_losses(
-        bench.adapter(f"verbalizer-{task.replace('/', '-')}", pool[task], seed))) for task in tqdm(names, desc=f"seed {seed}")]
-        for seed in SEEDS])
+    adapted = np.array(
+        [
+            [
+                ledger.get(
+                    f"{task}|{seed}",
+                    lambda task=task, seed=seed: task_losses(
+                        bench.adapter(f"verbalizer-{task.replace('/', '-')}", pool[task], seed)
+                    ),
+                )
+                for task in tqdm(names, desc=f"seed {seed}")
+            ]
+            for seed in SEEDS
+        ]
+    )
     ground_truth = HeldOutLosses(base, adapted, np.ones_like(base), relative_perplexity=False)
     transfers = [torch.from_numpy(t) for t in ground_truth.transfer()]
 
     _, selections, official_recommendations = method_inputs.added
-    selection = {key: combine([selection_score(score, transfer) for transfer in transfers]) for key, score in scores.items()}
+    selection = {
+        key: combine([selection_score(score, transfer) for transfer in transfers]) for key, score in scores.items()
+    }
     selection["random"] = combine([random_selection(transfer) for transfer in transfers])
     best = torch.stack([t.clone().fill_diagonal_(-torch.inf).argmax(dim=0) for t in transfers])
     seed_agreement = float((best == best[0]).all(dim=0).double().mean())
 
-    print_table(["method", "top-1", "mean regret (nats)", "max regret", "Spearman/target", "paper top-1"],
-                [[labels_of[k], s.top1, s.mean_regret, s.max_regret, s.mean_spearman, PAPER.get(k)]
-                 for k, s in selection.items()],
-                title=f"Experiment 3: verbalizer shift, {len(names)} tasks x {len(SEEDS)} seeds = "
-                      f"{len(names) * len(SEEDS)} selections (random top-1 = 1/{len(names) - 1})")
+    print_table(
+        ["method", "top-1", "mean regret (nats)", "max regret", "Spearman/target", "paper top-1"],
+        [
+            [labels_of[k], s.top1, s.mean_regret, s.max_regret, s.mean_spearman, PAPER.get(k)]
+            for k, s in selection.items()
+        ],
+        title=f"Experiment 3: verbalizer shift, {len(names)} tasks x {len(SEEDS)} seeds = "
+        f"{len(names) * len(SEEDS)} selections (random top-1 = 1/{len(names) - 1})",
+    )
     print(f"best source identical across the {len(SEEDS)} seeds for {seed_agreement:.0%} of targets")
     bootstrap = paired_bootstrap(scores, ground_truth)
-    print_bootstrap(bootstrap, labels_of, [r for r in REFERENCES if r in scores],
-                    f"Experiment 3, paired bootstrap ({bootstrap['draws']} draws over targets and held-out prompts)")
+    print_bootstrap(
+        bootstrap,
+        labels_of,
+        [r for r in REFERENCES if r in scores],
+        f"Experiment 3, paired bootstrap ({bootstrap['draws']} draws over targets and held-out prompts)",
+    )
     trust = {key: trust_table(value, transfers) for key, value in selections.items()}
     regimes = {key: regime_counts(value) for key, value in selections.items()}
     print("regimes:", regimes)
     print("trust:", trust)
     mean_transfer = torch.stack(transfers).mean(dim=0)
-    heatmaps({"transfer (nats, mean over seeds)": mean_transfer} | {labels_of[k]: v for k, v in scores.items()},
-             names, common.SETUP.results_dir / "paper_exp3_verbalizer.png",
-             "Exp. 3: verbalizer shift on SmolLM2-135M (rows: source, columns: target)", columns=4)
-    path = write_json("paper_exp3_verbalizer", {
-        "description": "Verbalizer-shift source selection, SmolLM2-135M-Instruct, VADER snippets",
-        "paper": PAPER, "sketch_id": spec.sketch_id, "tasks": names, "verbalizers": verbalizers(), "quick": common.SETUP.quick,
-        "template": TEMPLATE, "prompts": {"pool": pool_size, "held_out": len(held_out), "min_abs_score": MIN_ABS_SCORE,
-                                          "positive_share": float(positive.double().mean())},
-        "lora": dataclasses.asdict(settings), "seeds": list(SEEDS), "held_out_nll": ground_truth.as_dict(),
-        "transfer_per_seed": [matrix_rows(t) for t in transfers], "best_source_seed_agreement": seed_agreement,
-        "scores": {k: matrix_rows(v) for k, v in scores.items()},
-        "selection": {k: s.as_dict() for k, s in selection.items()},
-        "sketch_stderr": matrix_rows(sketch.stderr), "bootstrap": bootstrap, "selections": selections,
-        "trust": trust, "regimes": regimes, "official": official_recommendations,
-    }, started)
+    heatmaps(
+        {"transfer (nats, mean over seeds)": mean_transfer} | {labels_of[k]: v for k, v in scores.items()},
+        names,
+        common.SETUP.results_dir / "paper_exp3_verbalizer.png",
+        "Exp. 3: verbalizer shift on SmolLM2-135M (rows: source, columns: target)",
+        columns=4,
+    )
+    path = write_json(
+        "paper_exp3_verbalizer",
+        {
+            "description": "Verbalizer-shift source selection, SmolLM2-135M-Instruct, VADER snippets",
+            "paper": PAPER,
+            "sketch_id": spec.sketch_id,
+            "tasks": names,
+            "verbalizers": verbalizers(),
+            "quick": common.SETUP.quick,
+            "template": TEMPLATE,
+            "prompts": {
+                "pool": pool_size,
+                "held_out": len(held_out),
+                "min_abs_score": MIN_ABS_SCORE,
+                "positive_share": float(positive.double().mean()),
+            },
+            "lora": dataclasses.asdict(settings),
+            "seeds": list(SEEDS),
+            "held_out_nll": ground_truth.as_dict(),
+            "transfer_per_seed": [matrix_rows(t) for t in transfers],
+            "best_source_seed_agreement": seed_agreement,
+            "scores": {k: matrix_rows(v) for k, v in scores.items()},
+            "selection": {k: s.as_dict() for k, s in selection.items()},
+            "sketch_stderr": matrix_rows(sketch.stderr),
+            "bootstrap": bootstrap,
+            "selections": selections,
+            "trust": trust,
+            "regimes": regimes,
+            "official": official_recommendations,
+        },
+        started,
+    )
     print(f"wrote {path}")
 
 

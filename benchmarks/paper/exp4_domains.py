@@ -23,10 +23,15 @@ from benchmarks.paper.transfer import run
 def main(argv: list[str] | None = None) -> None:
     options = common.paper_arguments(__doc__.splitlines()[0], official=True, argv=argv)
     started = time.time()
-    run(common.domain_texts(common.NATURAL_DOMAINS, natural_domains), "exp4_domains",
+    run(
+        common.domain_texts(common.NATURAL_DOMAINS, natural_domains),
+        "exp4_domains",
         f"Experiment 4: LoRA source selection over {len(common.NATURAL_DOMAINS)} natural domains, SmolLM2-135M "
         "(paper, Llama-3.1-8B, 100 domains: FisherSketch 45.7% top-1 = 10.9x random, max regret 0.119)",
-        {"top1": 0.457, "x_random": 10.9, "max_regret": 0.119, "domains": 100}, started, options.official_package)
+        {"top1": 0.457, "x_random": 10.9, "max_regret": 0.119, "domains": 100},
+        started,
+        options.official_package,
+    )
 
 
 if __name__ == "__main__":

@@ -23,8 +23,15 @@ from benchmarks.paper.transfer import run
 from benchmarks.registry import check_references, labels
 
 SMILES_SUBDOMAINS = (
-    "moses_small", "moses_large", "moses_few_rings", "moses_many_rings", "moses_halogenated", "moses_sulfur",
-    "moses_nitrogen_rich", "chembl_drugs", "chembl_samples",
+    "moses_small",
+    "moses_large",
+    "moses_few_rings",
+    "moses_many_rings",
+    "moses_halogenated",
+    "moses_sulfur",
+    "moses_nitrogen_rich",
+    "chembl_drugs",
+    "chembl_samples",
 )
 PAPER = {"fishersketch": (0.53, 0.006), "activation": (None, 0.081)}
 
@@ -33,18 +40,27 @@ def main(argv: list[str] | None = None) -> None:
     options = common.paper_arguments(__doc__.splitlines()[0], official=True, argv=argv)
     check_references("exp5", PAPER)
     started = time.time()
-    study = run(common.domain_texts(SMILES_SUBDOMAINS, smiles_domains), "exp5_smiles",
-                f"Experiment 5: {len(SMILES_SUBDOMAINS)} SMILES subdomains, SmolLM2-135M (paper: FisherSketch "
-                "Spearman 0.53, p = 0.006; activation-only p = 0.081)",
-                {"fishersketch_spearman": 0.53, "fishersketch_p": 0.006, "activation_p": 0.081, "domains": 9}, started, options.official_package)
+    study = run(
+        common.domain_texts(SMILES_SUBDOMAINS, smiles_domains),
+        "exp5_smiles",
+        f"Experiment 5: {len(SMILES_SUBDOMAINS)} SMILES subdomains, SmolLM2-135M (paper: FisherSketch "
+        "Spearman 0.53, p = 0.006; activation-only p = 0.081)",
+        {"fishersketch_spearman": 0.53, "fishersketch_p": 0.006, "activation_p": 0.081, "domains": 9},
+        started,
+        options.official_package,
+    )
     n = len(study.names)
     unordered = study.pooled(symmetric=True)
-    print_table(["method", "rho (ordered)", "p", "rho (unordered)", "p", "paper rho", "paper p"],
-                [[labels("exp5")[key], rho, p, *unordered[key], *PAPER.get(key, (None, None))]
-                 for key, (rho, p) in study.pooled().items()],
-                title=f"Experiment 5: similarity vs cross-domain perplexity reduction: Spearman over the {n * (n - 1)} "
-                      f"ordered (source, target) pairs and over the {n * (n - 1) // 2} unordered pairs "
-                      "(transfer averaged over both directions)")
+    print_table(
+        ["method", "rho (ordered)", "p", "rho (unordered)", "p", "paper rho", "paper p"],
+        [
+            [labels("exp5")[key], rho, p, *unordered[key], *PAPER.get(key, (None, None))]
+            for key, (rho, p) in study.pooled().items()
+        ],
+        title=f"Experiment 5: similarity vs cross-domain perplexity reduction: Spearman over the {n * (n - 1)} "
+        f"ordered (source, target) pairs and over the {n * (n - 1) // 2} unordered pairs "
+        "(transfer averaged over both directions)",
+    )
 
 
 if __name__ == "__main__":

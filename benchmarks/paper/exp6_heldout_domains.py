@@ -35,9 +35,15 @@ from benchmarks.paper.transfer import run
 def main(argv: list[str] | None = None) -> None:
     options = common.paper_arguments(__doc__.splitlines()[0], official=True, argv=argv)
     started = time.time()
-    run(common.domain_texts(HELDOUT_DOMAINS, heldout_domains), "exp6_heldout",
+    run(
+        common.domain_texts(HELDOUT_DOMAINS, heldout_domains),
+        "exp6_heldout",
         f"Experiment 6: LoRA source selection over {len(HELDOUT_DOMAINS)} held-out natural domains (five differing "
-        "mainly in surface form), SmolLM2-135M", {}, started, options.official_package)
+        "mainly in surface form), SmolLM2-135M",
+        {},
+        started,
+        options.official_package,
+    )
 
 
 if __name__ == "__main__":

@@ -25,8 +25,10 @@ from fisherhub.core.alignment import AlignmentMatrix, alignment_matrix
 from fisherhub.analysis.shrinkage import shrunk_fisher
 from fisherhub.analysis.verdict import score_selection
 
-def head_input_signature(spec, model, inputs: common.HeadInputs, name: str, cache: Path,
-                         chunk_size: int = 512) -> Signature:
+
+def head_input_signature(
+    spec, model, inputs: common.HeadInputs, name: str, cache: Path, chunk_size: int = 512
+) -> Signature:
     """The head-input signature (a, δ = Wᵀe) of a task's cached head inputs (cached under ``cache``)."""
     spec = dataclasses.replace(spec, error_space="head-input")
     path = cache / spec.sketch_id / f"{name}.sig"
@@ -37,7 +39,13 @@ def head_input_signature(spec, model, inputs: common.HeadInputs, name: str, cach
     with torch.no_grad():
         for start in range(0, len(inputs), chunk_size):
             part = inputs.select(slice(start, start + chunk_size))
-            state.update(HeadBatch(activations=part.activations, doc_index=part.doc_index, errors=common.head_errors(model, part.activations, part.targets) @ weight))
+            state.update(
+                HeadBatch(
+                    activations=part.activations,
+                    doc_index=part.doc_index,
+                    errors=common.head_errors(model, part.activations, part.targets) @ weight,
+                )
+            )
     state.flush()
     signature = state.finalize({"base_model": "HuggingFaceTB/SmolLM2-135M-Instruct", "dataset": name})
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -45,8 +53,9 @@ def head_input_signature(spec, model, inputs: common.HeadInputs, name: str, cach
     return signature
 
 
-def regime_scores(head: AlignmentMatrix, others: Mapping[str, AlignmentMatrix] | None = None
-                  ) -> tuple[dict[str, torch.Tensor], list[dict]]:
+def regime_scores(
+    head: AlignmentMatrix, others: Mapping[str, AlignmentMatrix] | None = None
+) -> tuple[dict[str, torch.Tensor], list[dict]]:
     """Score matrices [source, target] of ``score="auto"`` and of A with the shrunk coupling, and the scored
     selection of every target (its regime, auto's choice and the verdict), candidates = the other tasks."""
     names, n = head.names, len(head.names)
@@ -61,7 +70,9 @@ def regime_scores(head: AlignmentMatrix, others: Mapping[str, AlignmentMatrix] |
         auto[candidates, target] = torch.tensor(selection.scores.values, dtype=torch.float64)
         shrunk[candidates, target] = torch.tensor(shrunk_fisher(results).values, dtype=torch.float64)
         separable[candidates, target] = torch.tensor(shrunk_fisher(results, 1.0).values, dtype=torch.float64)
-        selections.append({"target": names[target], "candidates": [names[s] for s in candidates], **selection.as_dict()})
+        selections.append(
+            {"target": names[target], "candidates": [names[s] for s in candidates], **selection.as_dict()}
+        )
     return {"auto": auto, "fisher_shrunk": shrunk, "fisher_shrunk_separable": separable}, selections
 
 
@@ -70,10 +81,19 @@ def extra_matrices(signatures: Mapping[str, Sequence[Signature]], names: Sequenc
     return {kind: alignment_matrix(list(sigs), list(names)) for kind, sigs in signatures.items()}
 
 
-def added_methods(model, tokenizer, spec, suite: str, names: Sequence[str], inputs: Sequence[common.HeadInputs],
-                  examples: Mapping[str, Sequence[common.Example]], head: AlignmentMatrix, error_path_of,
-                  network_sets: Sequence[str] = ("lora",), official_package: bool = True
-                  ) -> tuple[dict[str, torch.Tensor], dict[str, list[dict]], dict | None]:
+def added_methods(
+    model,
+    tokenizer,
+    spec,
+    suite: str,
+    names: Sequence[str],
+    inputs: Sequence[common.HeadInputs],
+    examples: Mapping[str, Sequence[common.Example]],
+    head: AlignmentMatrix,
+    error_path_of,
+    network_sets: Sequence[str] = ("lora",),
+    official_package: bool = True,
+) -> tuple[dict[str, torch.Tensor], dict[str, list[dict]], dict | None]:
     """The score matrices of issue 19's methods on a suite, the scored selections of the two autos, and the
     official package's raw recommendations.
 
@@ -83,15 +103,22 @@ def added_methods(model, tokenizer, spec, suite: str, names: Sequence[str], inpu
     CPU thread). ``error_path_of(k)``: the .npy file of task k's e (written if missing).
     """
     cache = common.SETUP.cache_dir / "tasks"
-    kinds = {"head_input": [head_input_signature(spec, model, task, f"{suite}-{name.replace('/', '-')}", cache)
-                            for task, name in zip(inputs, names)]}
+    kinds = {
+        "head_input": [
+            head_input_signature(spec, model, task, f"{suite}-{name.replace('/', '-')}", cache)
+            for task, name in zip(inputs, names)
+        ]
+    }
     for module_set in network_sets:
         kinds[f"network_{module_set}"] = network.suite_network_signatures(suite, module_set, tokenizer, dict(examples))
     matrices = extra_matrices(kinds, names)
     scores = {key: matrix.fisher for key, matrix in matrices.items()}
     auto_head, selections_head = regime_scores(head, {"head_input": matrices["head_input"]})
-    scores |= {"auto_head": auto_head["auto"], "fisher_shrunk": auto_head["fisher_shrunk"],
-               "fisher_shrunk_separable": auto_head["fisher_shrunk_separable"]}
+    scores |= {
+        "auto_head": auto_head["auto"],
+        "fisher_shrunk": auto_head["fisher_shrunk"],
+        "fisher_shrunk_separable": auto_head["fisher_shrunk_separable"],
+    }
     selections = {"auto_head": selections_head}
     if network_sets:
         others = {"head_input": matrices["head_input"], "network": matrices[f"network_{network_sets[0]}"]}
@@ -107,8 +134,12 @@ def added_methods(model, tokenizer, spec, suite: str, names: Sequence[str], inpu
             path.parent.mkdir(parents=True, exist_ok=True)
             np.save(path, task.activations.float().numpy())
         activation_paths.append(path)
-    recommendations = official.recommend(names, activation_paths, [error_path_of(k) for k in range(len(names))],
-                                         folder / f"recommend-{common.examples_key([e for n in names for e in examples[n]])}.json")
+    recommendations = official.recommend(
+        names,
+        activation_paths,
+        [error_path_of(k) for k in range(len(names))],
+        folder / f"recommend-{common.examples_key([e for n in names for e in examples[n]])}.json",
+    )
     scores["official_auto"] = official.score_matrix(names, recommendations)
     return scores, selections, recommendations
 
@@ -122,8 +153,14 @@ def trust_table(selections: Sequence[dict], transfers: Sequence[torch.Tensor]) -
             truth = transfer[[s for s in range(len(transfer)) if s != t], t]
             chosen = verdict["best"]
             groups["clear" if verdict["clear"] else "not clear"].append(
-                (float(truth[chosen] >= truth.max()), float(truth.max() - truth[chosen]), verdict["probability_best"]))
-    return {key: {"selections": len(rows), "top1": sum(r[0] for r in rows) / len(rows) if rows else None,
-                  "mean_regret": sum(r[1] for r in rows) / len(rows) if rows else None,
-                  "mean_probability_best": sum(r[2] for r in rows) / len(rows) if rows else None}
-            for key, rows in groups.items()}
+                (float(truth[chosen] >= truth.max()), float(truth.max() - truth[chosen]), verdict["probability_best"])
+            )
+    return {
+        key: {
+            "selections": len(rows),
+            "top1": sum(r[0] for r in rows) / len(rows) if rows else None,
+            "mean_regret": sum(r[1] for r in rows) / len(rows) if rows else None,
+            "mean_probability_best": sum(r[2] for r in rows) / len(rows) if rows else None,
+        }
+        for key, rows in groups.items()
+    }

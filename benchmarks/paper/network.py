@@ -101,16 +101,28 @@ def network_spec(model, tokenizer, module_set: str, lora: common.LoraSettings, g
     """The network spec of a module set (``NETWORK_SETS``: for "lora" the adapters' targets in the top layers);
     m = ``NETWORK_M``, the head's seed."""
     if module_set == "lora":
-        modules = [f"model.layers.{layer}.self_attn.{target}" for layer in range(lora.first_layer, len(model.get_decoder().layers))
-                   for target in lora.target_modules]
+        modules = [
+            f"model.layers.{layer}.self_attn.{target}"
+            for layer in range(lora.first_layer, len(model.get_decoder().layers))
+            for target in lora.target_modules
+        ]
     else:
         modules = "all-linear"
-    return network_spec_for_model(model, tokenizer, modules=modules, m=NETWORK_M, seed=common.SKETCH_SEED,
-                                  granularity=granularity)
+    return network_spec_for_model(
+        model, tokenizer, modules=modules, m=NETWORK_M, seed=common.SKETCH_SEED, granularity=granularity
+    )
 
 
-def network_signature(spec, model, examples: Sequence[common.Example], name: str, cache: Path,
-                      batch_size: int = 8, prefix: Mapping[str, torch.Tensor] | None = None, stand_in=None) -> Signature:
+def network_signature(
+    spec,
+    model,
+    examples: Sequence[common.Example],
+    name: str,
+    cache: Path,
+    batch_size: int = 8,
+    prefix: Mapping[str, torch.Tensor] | None = None,
+    stand_in=None,
+) -> Signature:
     """The network signature of a task's examples (one forward + backward per batch; cached under ``cache``).
     With ``prefix`` (``common.prefix_states``) the model runs inside ``top_layers`` and ``stand_in`` is what
     that yields (the embedding and head stand-ins)."""
@@ -132,7 +144,9 @@ def network_signature(spec, model, examples: Sequence[common.Example], name: str
     return signature
 
 
-def suite_network_signatures(suite: str, module_set: str, tokenizer, tasks: Mapping[str, Sequence[common.Example]]) -> list:
+def suite_network_signatures(
+    suite: str, module_set: str, tokenizer, tasks: Mapping[str, Sequence[common.Example]]
+) -> list:
     """One network signature per task of ``suite`` (``tasks``: name → examples) over ``module_set``, from a fresh
     base model (no adapters). The model runs from the lowest sketched layer up (for "lora" the top layers, on
     the lower-layer states cached by the ground truth, computed here when missing) and its head at the scored
@@ -145,9 +159,16 @@ def suite_network_signatures(suite: str, module_set: str, tokenizer, tasks: Mapp
     signatures = []
     for name, examples in tasks.items():
         group = PREFIX_GROUP.get(suite, name)
-        prefix = common.prefix_states(model.get_decoder(), first_layer, examples,
-                                      common.SETUP.cache_dir / f"prefix-L{first_layer}" / f"{group}.safetensors")
+        prefix = common.prefix_states(
+            model.get_decoder(),
+            first_layer,
+            examples,
+            common.SETUP.cache_dir / f"prefix-L{first_layer}" / f"{group}.safetensors",
+        )
         with top_layers(model, first_layer) as stand_in:
-            signatures.append(network_signature(spec, model, examples, f"{suite}-{name.replace('/', '-')}",
-                                                        cache, prefix=prefix, stand_in=stand_in))
+            signatures.append(
+                network_signature(
+                    spec, model, examples, f"{suite}-{name.replace('/', '-')}", cache, prefix=prefix, stand_in=stand_in
+                )
+            )
     return signatures

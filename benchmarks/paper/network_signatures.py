@@ -11,6 +11,7 @@ import time
 
 from benchmarks.paper import common, network
 
+
 def suite_tasks(suite: str, tokenizer) -> dict[str, list[common.Example]]:
     """The task examples of a suite (those its head signatures are sketched from)."""
     if suite == "exp3":
@@ -41,9 +42,13 @@ def main() -> None:
     args = parser.parse_args()
     started = time.time()
     _, tokenizer = common.load_base_model()
-    signatures = network.suite_network_signatures(args.suite, args.module_set, tokenizer, suite_tasks(args.suite, tokenizer))
-    print(f"{len(signatures)} network signatures ({args.module_set}, sketch id {signatures[0].sketch_id}) in "
-          f"{time.time() - started:.0f} s")
+    signatures = network.suite_network_signatures(
+        args.suite, args.module_set, tokenizer, suite_tasks(args.suite, tokenizer)
+    )
+    print(
+        f"{len(signatures)} network signatures ({args.module_set}, sketch id {signatures[0].sketch_id}) in "
+        f"{time.time() - started:.0f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -32,11 +32,15 @@ def official_python(required: bool = True) -> Path | None:
     if not value:
         if not required:
             return None
-        raise SystemExit(f"set {OFFICIAL_PYTHON_VARIABLE} to the python of a virtual environment with "
-                         "`pip install fishersketch==0.2.1`, or pass --no-official to leave the package out")
+        raise SystemExit(
+            f"set {OFFICIAL_PYTHON_VARIABLE} to the python of a virtual environment with "
+            "`pip install fishersketch==0.2.1`, or pass --no-official to leave the package out"
+        )
     if not Path(value).is_file():
-        raise SystemExit(f"{OFFICIAL_PYTHON_VARIABLE}={value}: no such file (the python of a virtual environment "
-                         "with fishersketch 0.2.1)")
+        raise SystemExit(
+            f"{OFFICIAL_PYTHON_VARIABLE}={value}: no such file (the python of a virtual environment "
+            "with fishersketch 0.2.1)"
+        )
     return Path(value)
 
 
@@ -46,8 +50,15 @@ def recommend(names, activation_paths, error_paths, result_path: Path) -> dict:
         return json.loads(result_path.read_text())
     manifest = result_path.with_suffix(".manifest.json")
     manifest.parent.mkdir(parents=True, exist_ok=True)
-    manifest.write_text(json.dumps({"names": list(names), "activations": [str(p) for p in activation_paths],
-                                    "errors": [str(p) for p in error_paths]}))
+    manifest.write_text(
+        json.dumps(
+            {
+                "names": list(names),
+                "activations": [str(p) for p in activation_paths],
+                "errors": [str(p) for p in error_paths],
+            }
+        )
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([str(official_python()), __file__, str(manifest), str(result_path)], check=True, env=env)
     return json.loads(result_path.read_text())
@@ -77,24 +88,39 @@ def _run(manifest_path: str, result_path: str) -> None:
         if atlas is None:
             atlas = FisherAtlas(dim_a=activations.shape[1], dim_e=errors.shape[1], sketch_dim=SKETCH_DIM, seed=SEED)
         for start in range(0, len(activations), CHUNK):
-            atlas.add_task(name, np.asarray(activations[start : start + CHUNK], dtype=np.float32),
-                           np.asarray(errors[start : start + CHUNK], dtype=np.float32))
+            atlas.add_task(
+                name,
+                np.asarray(activations[start : start + CHUNK], dtype=np.float32),
+                np.asarray(errors[start : start + CHUNK], dtype=np.float32),
+            )
     sketched = time.time()
     targets = {}
     for target in manifest["names"]:
         rec = atlas.recommend(target, method="auto")
         regime = rec.regime
         targets[target] = {
-            "method": rec.method, "confidence": rec.confidence, "worth_it": bool(rec.worth_it),
-            "gap_1v2": float(rec.gap_1v2), "margin_vs_random": float(rec.margin_vs_random),
-            "best": rec.best.name, "regime": None if regime is None else regime.regime,
+            "method": rec.method,
+            "confidence": rec.confidence,
+            "worth_it": bool(rec.worth_it),
+            "gap_1v2": float(rec.gap_1v2),
+            "margin_vs_random": float(rec.margin_vs_random),
+            "best": rec.best.name,
+            "regime": None if regime is None else regime.regime,
             "regime_method": None if regime is None else regime.recommended_method,
             "ranked": [{"name": s.name, "score": float(s.score), "rank": int(s.rank)} for s in rec.ranked],
         }
-    Path(result_path).write_text(json.dumps({
-        "package": "fishersketch", "sketch_dim": SKETCH_DIM, "seed": SEED, "targets": targets,
-        "seconds": {"sketch": sketched - started, "recommend": time.time() - sketched},
-    }, indent=1))
+    Path(result_path).write_text(
+        json.dumps(
+            {
+                "package": "fishersketch",
+                "sketch_dim": SKETCH_DIM,
+                "seed": SEED,
+                "targets": targets,
+                "seconds": {"sketch": sketched - started, "recommend": time.time() - sketched},
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

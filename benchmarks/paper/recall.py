@@ -32,17 +32,38 @@ from benchmarks.paper.report import print_table, write_json
 from fisherhub.core.geometry import CLEAR_GAP_Z
 
 #: the suites with committed results, and their names' key
-SUITES = {"exp4": "paper_exp4_domains", "exp5": "paper_exp5_smiles", "exp3": "paper_exp3_verbalizer",
-          "exp6": "paper_exp6_heldout"}
+SUITES = {
+    "exp4": "paper_exp4_domains",
+    "exp5": "paper_exp5_smiles",
+    "exp3": "paper_exp3_verbalizer",
+    "exp6": "paper_exp6_heldout",
+}
 #: the suites the default first stage and k are chosen on (exp. 3's regret is in other units: nats of one label)
 RULE_SUITES = ("exp4", "exp5")
 KS = (1, 2, 3, 4, 5)
 #: first stages select_adapter can run from signatures alone (head geometries and auto), single and pooled
-LIBRARY_STAGES = (("fishersketch",), ("activation",), ("error",), ("auto",), ("fishersketch", "activation"),
-                  ("fishersketch", "error"), ("activation", "error"), ("fishersketch", "activation", "error"))
+LIBRARY_STAGES = (
+    ("fishersketch",),
+    ("activation",),
+    ("error",),
+    ("auto",),
+    ("fishersketch", "activation"),
+    ("fishersketch", "error"),
+    ("activation", "error"),
+    ("fishersketch", "activation", "error"),
+)
 #: the others, for comparison (they need the candidates' data, other signatures or models)
-OTHER_STAGES = (("embedding",), ("linear_cka",), ("diagonal_fisher",), ("head_input",), ("network_lora",),
-                ("auto_head",), ("fisher_shrunk",), ("fishersketch", "embedding"), ("activation", "embedding"))
+OTHER_STAGES = (
+    ("embedding",),
+    ("linear_cka",),
+    ("diagonal_fisher",),
+    ("head_input",),
+    ("network_lora",),
+    ("auto_head",),
+    ("fisher_shrunk",),
+    ("fishersketch", "embedding"),
+    ("activation", "embedding"),
+)
 #: the default two-stage selection: fixed by ``choose_default`` on ``RULE_SUITES`` before experiment 6 was run
 DEFAULT_FIRST_STAGE, DEFAULT_K = ("activation", "error"), 3
 #: the suites measure each target's sample loss under the default first stage's candidates (what the second stage needs)
@@ -73,8 +94,9 @@ def first_stage(scores: Mapping[str, np.ndarray], stage: Sequence[str], target: 
     return chosen[:k]
 
 
-def measured_pairs(scores: Mapping[str, torch.Tensor], stage: Sequence[str] = DEFAULT_FIRST_STAGE,
-                   k: int = MEASURED_K) -> np.ndarray:
+def measured_pairs(
+    scores: Mapping[str, torch.Tensor], stage: Sequence[str] = DEFAULT_FIRST_STAGE, k: int = MEASURED_K
+) -> np.ndarray:
     """[source, target]: whether source is among target's first ``k`` candidates of ``stage`` (those a suite
     measures the target's sample loss under)."""
     matrices = {key: np.asarray(value, dtype=np.float64) for key, value in scores.items()}
@@ -85,8 +107,12 @@ def measured_pairs(scores: Mapping[str, torch.Tensor], stage: Sequence[str] = DE
     return measured
 
 
-def two_stage_scores(scores: Mapping[str, torch.Tensor], sample_transfer: np.ndarray,
-                     stage: Sequence[str] = DEFAULT_FIRST_STAGE, k: int = DEFAULT_K) -> dict[str, torch.Tensor]:
+def two_stage_scores(
+    scores: Mapping[str, torch.Tensor],
+    sample_transfer: np.ndarray,
+    stage: Sequence[str] = DEFAULT_FIRST_STAGE,
+    k: int = DEFAULT_K,
+) -> dict[str, torch.Tensor]:
     """The score matrix of the two-stage selection: ``sample_transfer`` [source, target] (the drop of the
     target's own sample loss under each adapter) on the first stage's k candidates of each target; the others
     get 1 less than the lowest of those (ranked below them)."""
@@ -115,20 +141,33 @@ def recall_row(scores: Mapping[str, np.ndarray], transfers: np.ndarray, stage: S
         recall.append(np.mean(hits))
         mean_regret.append(np.mean(regrets))
         max_regret.append(np.max(regrets))
-    return {"recall": float(np.mean(recall)), "mean_regret": float(np.mean(mean_regret)),
-            "max_regret": float(np.mean(max_regret))}
+    return {
+        "recall": float(np.mean(recall)),
+        "mean_regret": float(np.mean(mean_regret)),
+        "max_regret": float(np.mean(max_regret)),
+    }
 
 
 def load_suite(suite: str) -> dict:
     result = json.loads((RESULTS_DIR / f"{SUITES[suite]}.json").read_text())
-    return {"names": result.get("domains") or result["tasks"], "transfers": np.array(result["transfer_per_seed"], dtype=np.float64),
-            "scores": {k: np.array(v, dtype=np.float64) for k, v in result["scores"].items()},
-            "selections": result["selections"], "sketch_id": result["sketch_id"],
-            "sample_transfers": (np.array(result["sample_transfer_per_seed"], dtype=np.float64)
-                                 if "sample_transfer_per_seed" in result else None),
-            "sample_losses": ({k: np.array(v, dtype=np.float64) for k, v in result["sample_losses"].items()
-                               if k != "relative_perplexity"} if "sample_losses" in result else None),
-            "sample_measured": np.array(result["sample_measured"], dtype=bool) if "sample_measured" in result else None}
+    return {
+        "names": result.get("domains") or result["tasks"],
+        "transfers": np.array(result["transfer_per_seed"], dtype=np.float64),
+        "scores": {k: np.array(v, dtype=np.float64) for k, v in result["scores"].items()},
+        "selections": result["selections"],
+        "sketch_id": result["sketch_id"],
+        "sample_transfers": (
+            np.array(result["sample_transfer_per_seed"], dtype=np.float64)
+            if "sample_transfer_per_seed" in result
+            else None
+        ),
+        "sample_losses": (
+            {k: np.array(v, dtype=np.float64) for k, v in result["sample_losses"].items() if k != "relative_perplexity"}
+            if "sample_losses" in result
+            else None
+        ),
+        "sample_measured": np.array(result["sample_measured"], dtype=bool) if "sample_measured" in result else None,
+    }
 
 
 def measured_candidates(data: dict, target: int) -> list[int]:
@@ -144,8 +183,9 @@ def recall_tables(suites: Mapping[str, dict]) -> dict:
     tables = {}
     for suite, data in suites.items():
         stages = [s for s in LIBRARY_STAGES + OTHER_STAGES if all(key in data["scores"] for key in s)]
-        tables[suite] = {stage_name(s): {k: recall_row(data["scores"], data["transfers"], s, k) for k in KS}
-                         for s in stages}
+        tables[suite] = {
+            stage_name(s): {k: recall_row(data["scores"], data["transfers"], s, k) for k in KS} for s in stages
+        }
     return tables
 
 
@@ -167,8 +207,12 @@ def choose_default(tables: Mapping[str, dict]) -> dict:
     else:
         k, qualifying = KS[-1], names
     best = max(qualifying, key=lambda n: (mean_recall(n, k), -n.count("+"), -names.index(n)))
-    return {"first_stage": best, "k": k, "mean_recall": mean_recall(best, k),
-            "max_regret": {suite: tables[suite][best][k]["max_regret"] for suite in RULE_SUITES}}
+    return {
+        "first_stage": best,
+        "k": k,
+        "mean_recall": mean_recall(best, k),
+        "max_regret": {suite: tables[suite][best][k]["max_regret"] for suite in RULE_SUITES},
+    }
 
 
 # -- reliability ---------------------------------------------------------------------------------------
@@ -190,9 +234,14 @@ def first_stage_records(data: dict, key: str) -> list[dict]:
         candidates = [names.index(c) for c in selection["candidates"]]
         for transfer in data["transfers"]:
             truth = transfer[candidates, t]
-            records.append({"values": np.array(selection["scores"]["values"]),
-                            "stderr": np.array(selection["scores"]["stderr"]),
-                            "is_best": truth >= truth.max() - 1e-12, "clear": selection["verdict"]["clear"]})
+            records.append(
+                {
+                    "values": np.array(selection["scores"]["values"]),
+                    "stderr": np.array(selection["scores"]["stderr"]),
+                    "is_best": truth >= truth.max() - 1e-12,
+                    "clear": selection["verdict"]["clear"],
+                }
+            )
     return records
 
 
@@ -225,8 +274,9 @@ def second_stage_predictions(data: dict, draws: int = 2000, seed: int = 0) -> li
         n = transfer.shape[0]
         for target in range(n):
             units = np.flatnonzero(losses["counts"][target] > 0)
-            weights = np.stack([np.bincount(rng.integers(0, len(units), len(units)), minlength=len(units))
-                                for _ in range(draws)])
+            weights = np.stack(
+                [np.bincount(rng.integers(0, len(units), len(units)), minlength=len(units)) for _ in range(draws)]
+            )
             chosen = measured_candidates(data, target)
             nll = losses["adapted"][r, chosen][:, target][:, units]  # (k, U)
             resampled = (weights @ nll.T) / (weights @ losses["counts"][target, units])[:, None]  # (draws, k)
@@ -243,23 +293,39 @@ def second_stage_predictions(data: dict, draws: int = 2000, seed: int = 0) -> li
 def reliability(rows: Sequence[tuple[float, float, bool]]) -> dict:
     """Predicted P(best) against the observed frequency of being best, per bin of P(best), and for the clear and
     the not clear verdicts; the Brier score."""
-    def summary(inside):
-        return {"selections": len(inside), "predicted": float(np.mean([p for p, _, _ in inside])) if inside else None,
-                "observed": float(np.mean([o for _, o, _ in inside])) if inside else None}
 
-    bins = [{"bin": [low, min(high, 1.0)], **summary(inside)}
-            for low, high in itertools.pairwise(BINS) if (inside := [row for row in rows if low <= row[0] < high])]
-    return {"bins": bins, "verdict": {"clear": summary([row for row in rows if row[2]]),
-                                      "not clear": summary([row for row in rows if not row[2]])},
-            "brier": float(np.mean([(p - o) ** 2 for p, o, _ in rows])), "selections": len(rows)}
+    def summary(inside):
+        return {
+            "selections": len(inside),
+            "predicted": float(np.mean([p for p, _, _ in inside])) if inside else None,
+            "observed": float(np.mean([o for _, o, _ in inside])) if inside else None,
+        }
+
+    bins = [
+        {"bin": [low, min(high, 1.0)], **summary(inside)}
+        for low, high in itertools.pairwise(BINS)
+        if (inside := [row for row in rows if low <= row[0] < high])
+    ]
+    return {
+        "bins": bins,
+        "verdict": {
+            "clear": summary([row for row in rows if row[2]]),
+            "not clear": summary([row for row in rows if not row[2]]),
+        },
+        "brier": float(np.mean([(p - o) ** 2 for p, o, _ in rows])),
+        "selections": len(rows),
+    }
 
 
 def fit_inflation(records: Sequence[dict], grid: Sequence[float] = INFLATIONS) -> float:
     """The standard-error inflation that maximises the likelihood that each selection's true best is the best
     (Σ log P(best) of the truly best candidates, ties shared) over ``records``."""
+
     def log_likelihood(inflation: float) -> float:
-        return sum(np.log(max(float(probability_best(r["values"], r["stderr"], inflation)[r["is_best"]].sum()), 1e-4))
-                   for r in records)
+        return sum(
+            np.log(max(float(probability_best(r["values"], r["stderr"], inflation)[r["is_best"]].sum()), 1e-4))
+            for r in records
+        )
 
     return float(max(grid, key=log_likelihood))
 
@@ -268,12 +334,17 @@ def calibration(suites: Mapping[str, dict], key: str = "auto") -> dict:
     """Reliability of the first stage's P(best) before, and after the inflation fitted on the other suites (leave one
     suite out)."""
     records = {suite: first_stage_records(data, key) for suite, data in suites.items() if key in data["selections"]}
-    factors = {suite: fit_inflation([r for other, rs in records.items() if other != suite for r in rs])
-               for suite in records}
+    factors = {
+        suite: fit_inflation([r for other, rs in records.items() if other != suite for r in rs]) for suite in records
+    }
     before = [row for rs in records.values() for row in first_stage_predictions(rs)]
     after = [row for suite, rs in records.items() for row in first_stage_predictions(rs, factors[suite])]
-    return {"selection": key, "before": reliability(before), "after": reliability(after),
-            "inflation_by_held_out_suite": factors}
+    return {
+        "selection": key,
+        "before": reliability(before),
+        "after": reliability(after),
+        "inflation_by_held_out_suite": factors,
+    }
 
 
 def two_stage_rows(suites: Mapping[str, dict]) -> dict:
@@ -292,8 +363,11 @@ def two_stage_rows(suites: Mapping[str, dict]) -> dict:
                 best = max(transfer[s, target] for s in range(n) if s != target)
                 top1.append(float(transfer[pick, target] >= best))
                 regret.append(best - transfer[pick, target])
-        rows[suite] = {"top1": float(np.mean(top1)), "mean_regret": float(np.mean(regret)),
-                       "max_regret": float(np.max(regret))}
+        rows[suite] = {
+            "top1": float(np.mean(top1)),
+            "mean_regret": float(np.mean(regret)),
+            "max_regret": float(np.max(regret)),
+        }
     return rows
 
 
@@ -323,16 +397,21 @@ def main() -> None:
     suites = {suite: load_suite(suite) for suite in SUITES if (RESULTS_DIR / f"{SUITES[suite]}.json").exists()}
     tables = recall_tables(suites)
     for suite, table in tables.items():
-        print_table(["first stage", *(f"recall@{k}" for k in KS), *(f"max regret@{k}" for k in KS)],
-                    [[name, *(by_k[k]["recall"] for k in KS), *(by_k[k]["max_regret"] for k in KS)]
-                     for name, by_k in table.items()],
-                    title=f"{suite} (sketch {suites[suite]['sketch_id']}): recall@k of the true best source and max "
-                          "regret after an oracle re-rank of the top k (means over the LoRA seeds)")
+        print_table(
+            ["first stage", *(f"recall@{k}" for k in KS), *(f"max regret@{k}" for k in KS)],
+            [
+                [name, *(by_k[k]["recall"] for k in KS), *(by_k[k]["max_regret"] for k in KS)]
+                for name, by_k in table.items()
+            ],
+            title=f"{suite} (sketch {suites[suite]['sketch_id']}): recall@k of the true best source and max "
+            "regret after an oracle re-rank of the top k (means over the LoRA seeds)",
+        )
     rule = choose_default({s: tables[s] for s in RULE_SUITES if s in tables})
     print("default first stage and k by the rule:", rule, "| fixed:", stage_name(DEFAULT_FIRST_STAGE), DEFAULT_K)
     trust = {key: calibration(suites, key) for key in ("auto", "auto_head")}
-    second = [row for data in suites.values() if data["sample_losses"] is not None
-              for row in second_stage_predictions(data)]
+    second = [
+        row for data in suites.values() if data["sample_losses"] is not None for row in second_stage_predictions(data)
+    ]
     if second:
         trust["two_stage"] = {"second_stage": reliability(second), "inflation_by_held_out_suite": None}
     for key, result in trust.items():
@@ -340,21 +419,34 @@ def main() -> None:
             table = result.get(when)
             if table is None:
                 continue
-            print_table(["P(best) bin", "selections", "predicted", "observed"],
-                        [[f"{r['bin'][0]:.2f}-{r['bin'][1]:.2f}", r["selections"], r["predicted"], r["observed"]]
-                         for r in table["bins"]],
-                        title=f"reliability of {key}: {when} (inflation by held-out suite "
-                              f"{result['inflation_by_held_out_suite'] if when == 'after' else 1}); Brier "
-                              f"{table['brier']:.3f}; verdict {table['verdict']}")
+            print_table(
+                ["P(best) bin", "selections", "predicted", "observed"],
+                [
+                    [f"{r['bin'][0]:.2f}-{r['bin'][1]:.2f}", r["selections"], r["predicted"], r["observed"]]
+                    for r in table["bins"]
+                ],
+                title=f"reliability of {key}: {when} (inflation by held-out suite "
+                f"{result['inflation_by_held_out_suite'] if when == 'after' else 1}); Brier "
+                f"{table['brier']:.3f}; verdict {table['verdict']}",
+            )
     measured = two_stage_rows(suites)
     if measured:
         print("measured two-stage selection:", measured)
     path = RESULTS_DIR / "paper_recall.png"
     figure(tables, path)
-    write_json("paper_recall", {"description": __doc__.splitlines()[0], "sketch_ids": {s: d["sketch_id"] for s, d in suites.items()},
-                                "recall": tables, "rule": rule,
-                                "default": {"first_stage": stage_name(DEFAULT_FIRST_STAGE), "k": DEFAULT_K},
-                                "reliability": trust, "two_stage": measured}, started)
+    write_json(
+        "paper_recall",
+        {
+            "description": __doc__.splitlines()[0],
+            "sketch_ids": {s: d["sketch_id"] for s, d in suites.items()},
+            "recall": tables,
+            "rule": rule,
+            "default": {"first_stage": stage_name(DEFAULT_FIRST_STAGE), "k": DEFAULT_K},
+            "reliability": trust,
+            "two_stage": measured,
+        },
+        started,
+    )
     print(f"wrote {path}")
 
 

@@ -20,11 +20,16 @@ def write_json(name: str, payload: Mapping, started: float) -> Path:
     path = common.SETUP.results_dir / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {
-        "command": "python -m " + sys.modules["__main__"].__spec__.name if sys.modules["__main__"].__spec__
+        "command": "python -m " + sys.modules["__main__"].__spec__.name
+        if sys.modules["__main__"].__spec__
         else "python " + " ".join(sys.argv),
         "wall_seconds": round(time.time() - started, 1),
-        "environment": {"python": platform.python_version(), "torch": torch.__version__,
-                        "threads": torch.get_num_threads(), "machine": platform.machine()},
+        "environment": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "machine": platform.machine(),
+        },
         **payload,
     }
     path.write_text(json.dumps(record, indent=1, default=_jsonable) + "\n")
@@ -64,8 +69,15 @@ def _cell(value) -> str:
     return "n/a" if value is None else str(value)
 
 
-def heatmaps(panels: Mapping[str, torch.Tensor], names: Sequence[str], path: Path, title: str,
-             columns: int = 3, annotate: bool = True, limits: tuple[float, float] | None = None) -> Path:
+def heatmaps(
+    panels: Mapping[str, torch.Tensor],
+    names: Sequence[str],
+    path: Path,
+    title: str,
+    columns: int = 3,
+    annotate: bool = True,
+    limits: tuple[float, float] | None = None,
+) -> Path:
     """One annotated heatmap per panel (NaN blank), in a grid; each panel has its own colour scale
     unless ``limits`` fixes one for all."""
     import matplotlib
@@ -77,8 +89,9 @@ def heatmaps(panels: Mapping[str, torch.Tensor], names: Sequence[str], path: Pat
     columns = min(columns, count)
     rows = math.ceil(count / columns)
     size = max(3.5, 0.45 * n + 1.5)
-    figure, axes = plt.subplots(rows, columns, figsize=(size * columns * 1.15, size * rows), squeeze=False,
-                                constrained_layout=True)
+    figure, axes = plt.subplots(
+        rows, columns, figsize=(size * columns * 1.15, size * rows), squeeze=False, constrained_layout=True
+    )
     for axis, (panel_title, matrix) in zip(axes.flat, panels.items()):
         values = matrix.double().numpy()
         image = axis.imshow(values, cmap="viridis", **({} if limits is None else dict(zip(("vmin", "vmax"), limits))))
@@ -100,8 +113,13 @@ def heatmaps(panels: Mapping[str, torch.Tensor], names: Sequence[str], path: Pat
     return path
 
 
-def scatter_panels(panels: Mapping[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]], path: Path,
-                   title: str, xlabel: str, ylabel: str) -> Path:
+def scatter_panels(
+    panels: Mapping[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]],
+    path: Path,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+) -> Path:
     """Scatter plots of (x, y, optional y error bars) per panel, with the diagonal y = x."""
     import matplotlib
 
@@ -110,8 +128,15 @@ def scatter_panels(panels: Mapping[str, tuple[torch.Tensor, torch.Tensor, torch.
 
     figure, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 4), squeeze=False, constrained_layout=True)
     for axis, (panel_title, (x, y, error)) in zip(axes.flat, panels.items()):
-        axis.errorbar(x.numpy(), y.numpy(), yerr=None if error is None else error.numpy(), fmt="o", ms=3,
-                      elinewidth=0.6, alpha=0.8)
+        axis.errorbar(
+            x.numpy(),
+            y.numpy(),
+            yerr=None if error is None else error.numpy(),
+            fmt="o",
+            ms=3,
+            elinewidth=0.6,
+            alpha=0.8,
+        )
         low = float(min(x.min(), y.min()))
         high = float(max(x.max(), y.max()))
         axis.plot([low, high], [low, high], "k--", lw=0.8)
@@ -128,6 +153,7 @@ def scatter_panels(panels: Mapping[str, tuple[torch.Tensor, torch.Tensor, torch.
 def bootstrap_rows(bootstrap: Mapping, labels: Mapping[str, str], references: Sequence[str]) -> list[list]:
     """Rows: method, top-1 [95% CI], mean regret [CI], max regret [CI], and top-1 / mean-regret differences
     against each of ``references`` (method − reference, paired bootstrap CI)."""
+
     def cell(entry: Mapping) -> str:
         low, high = entry["ci95"]
         return f"{entry['value']:.3f} [{low:.3f}, {high:.3f}]"
@@ -154,7 +180,10 @@ def regime_counts(selections: Sequence[Mapping]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for selection in selections:
         choice = selection["choice"]
-        for key in (f"regime {choice['regime']['name']}", f"auto scored by {choice['geometry']}",
-                    "verdict clear" if selection["verdict"]["clear"] else "verdict not clear"):
+        for key in (
+            f"regime {choice['regime']['name']}",
+            f"auto scored by {choice['geometry']}",
+            "verdict clear" if selection["verdict"]["clear"] else "verdict not clear",
+        ):
             counts[key] = counts.get(key, 0) + 1
     return counts

@@ -64,35 +64,70 @@ def main() -> None:
     texts = suite_texts(args.suite)
     folders = adapter_folders(args.suite, texts, split)
     if len(folders) < args.k:
-        raise SystemExit(f"{len(folders)} cached adapters of {args.suite}; run the suite first (k = {args.k} needs "
-                         f"{args.k})")
+        raise SystemExit(
+            f"{len(folders)} cached adapters of {args.suite}; run the suite first (k = {args.k} needs {args.k})"
+        )
     model, tokenizer = common.load_base_model()
     rows, records = [], []
     for target in sorted(texts, key=lambda name: name in folders)[: args.targets]:  # most candidates first
         task, _ = split.split(tokenizer, texts[target])
         documents = [tokenizer.decode(e.input_ids) for e in task]
         candidates = [folder for name, folder in folders.items() if name != target]
-        options = {"model": model, "tokenizer": tokenizer, "sketch": SketchOptions(max_length=split.max_tokens, progress=False)}
+        options = {
+            "model": model,
+            "tokenizer": tokenizer,
+            "sketch": SketchOptions(max_length=split.max_tokens, progress=False),
+        }
         first = time.perf_counter()
         plain = select_adapter(documents, candidates, **options)
         first = time.perf_counter() - first
         selection = select_adapter(documents, candidates, rerank=args.k, **options)
         second = selection.rerank
-        record = {"target": target, "candidates": len(candidates), "documents": second.documents, "tokens": second.tokens,
-                  "first_stage_seconds": first, "second_stage_seconds": second.seconds, "k": args.k,
-                  "seconds_per_forward_pass": second.seconds / (args.k + 1),
-                  "first_stage_pick": plain.best.candidate.rsplit("/", 1)[-1],
-                  "two_stage_pick": selection.best.candidate.rsplit("/", 1)[-1],
-                  "measured": [{"candidate": m.candidate.rsplit("/", 1)[-1], "loss": m.loss, "stderr": m.stderr,
-                                "gain": m.gain} for m in second.measured], "verdict": selection.verdict.message}
+        record = {
+            "target": target,
+            "candidates": len(candidates),
+            "documents": second.documents,
+            "tokens": second.tokens,
+            "first_stage_seconds": first,
+            "second_stage_seconds": second.seconds,
+            "k": args.k,
+            "seconds_per_forward_pass": second.seconds / (args.k + 1),
+            "first_stage_pick": plain.best.candidate.rsplit("/", 1)[-1],
+            "two_stage_pick": selection.best.candidate.rsplit("/", 1)[-1],
+            "measured": [
+                {"candidate": m.candidate.rsplit("/", 1)[-1], "loss": m.loss, "stderr": m.stderr, "gain": m.gain}
+                for m in second.measured
+            ],
+            "verdict": selection.verdict.message,
+        }
         records.append(record)
-        rows.append([target, record["tokens"], first, second.seconds, record["seconds_per_forward_pass"],
-                     record["first_stage_pick"], record["two_stage_pick"]])
-    print_table(["target", "scored tokens", "first stage (s)", f"second stage, k = {args.k} (s)", "s per forward pass",
-                 "first-stage pick", "two-stage pick"], rows,
-                title=f"two-stage selection cost, SmolLM2-135M, {args.suite} adapters (CPU, shared machine)")
-    path = write_json("paper_rerank_cost", {"description": __doc__.splitlines()[0], "suite": args.suite,
-                                            "targets": records}, started)
+        rows.append(
+            [
+                target,
+                record["tokens"],
+                first,
+                second.seconds,
+                record["seconds_per_forward_pass"],
+                record["first_stage_pick"],
+                record["two_stage_pick"],
+            ]
+        )
+    print_table(
+        [
+            "target",
+            "scored tokens",
+            "first stage (s)",
+            f"second stage, k = {args.k} (s)",
+            "s per forward pass",
+            "first-stage pick",
+            "two-stage pick",
+        ],
+        rows,
+        title=f"two-stage selection cost, SmolLM2-135M, {args.suite} adapters (CPU, shared machine)",
+    )
+    path = write_json(
+        "paper_rerank_cost", {"description": __doc__.splitlines()[0], "suite": args.suite, "targets": records}, started
+    )
     print(f"wrote {path}")
 
 

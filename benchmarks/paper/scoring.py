@@ -42,8 +42,12 @@ class HeldOutLosses:
         return -np.expm1(-drop) if self.relative_perplexity else drop
 
     def as_dict(self) -> dict:
-        return {"base": self.base.tolist(), "adapted": self.adapted.tolist(), "counts": self.counts.tolist(),
-                "relative_perplexity": self.relative_perplexity}
+        return {
+            "base": self.base.tolist(),
+            "adapted": self.adapted.tolist(),
+            "counts": self.counts.tolist(),
+            "relative_perplexity": self.relative_perplexity,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,11 +86,18 @@ def selection_score(score: torch.Tensor, transfer: torch.Tensor) -> SelectionSco
         chosen, best = _tied_best(guess), _tied_best(truth)
         top1.append(float(np.isin(chosen, best).mean()))
         regret.append(float(truth.max() - truth[chosen].mean()))
-        spearman.append(0.0 if np.ptp(guess) <= TIE_TOLERANCE * max(1.0, np.abs(guess).max())
-                        else float(stats.spearmanr(guess, truth).statistic))
+        spearman.append(
+            0.0
+            if np.ptp(guess) <= TIE_TOLERANCE * max(1.0, np.abs(guess).max())
+            else float(stats.spearmanr(guess, truth).statistic)
+        )
     return SelectionScore(
-        top1=float(np.mean(top1)), mean_regret=float(np.mean(regret)), max_regret=float(np.max(regret)),
-        mean_spearman=float(np.mean(spearman)), per_target_top1=top1, per_target_regret=regret,
+        top1=float(np.mean(top1)),
+        mean_regret=float(np.mean(regret)),
+        max_regret=float(np.max(regret)),
+        mean_spearman=float(np.mean(spearman)),
+        per_target_top1=top1,
+        per_target_regret=regret,
     )
 
 
@@ -103,16 +114,20 @@ def random_selection(transfer: torch.Tensor, draws: int = 20000, seed: int = 0) 
     rng = np.random.default_rng(seed)
     draws_regret = np.stack([t.max() - t[rng.integers(0, len(t), draws)] for t in truths])
     return SelectionScore(
-        top1=float(np.mean(top1)), mean_regret=float(np.mean(regret)),
-        max_regret=float(draws_regret.max(axis=0).mean()), mean_spearman=0.0,
-        per_target_top1=top1, per_target_regret=regret,
+        top1=float(np.mean(top1)),
+        mean_regret=float(np.mean(regret)),
+        max_regret=float(draws_regret.max(axis=0).mean()),
+        mean_spearman=0.0,
+        per_target_top1=top1,
+        per_target_regret=regret,
     )
 
 
 def combine(per_seed: list[SelectionScore]) -> SelectionScore:
     """Scores of repeated ground truths (seeds): means of the per-seed scalars, per-target lists joined."""
     return SelectionScore(
-        top1=float(np.mean([s.top1 for s in per_seed])), mean_regret=float(np.mean([s.mean_regret for s in per_seed])),
+        top1=float(np.mean([s.top1 for s in per_seed])),
+        mean_regret=float(np.mean([s.mean_regret for s in per_seed])),
         max_regret=float(np.mean([s.max_regret for s in per_seed])),
         mean_spearman=float(np.mean([s.mean_spearman for s in per_seed])),
         per_target_top1=[v for s in per_seed for v in s.per_target_top1],
@@ -166,8 +181,9 @@ def _per_target(weights: np.ndarray, transfer: np.ndarray) -> tuple[np.ndarray, 
     return top1, regret
 
 
-def paired_bootstrap(scores: dict[str, torch.Tensor], truth: HeldOutLosses, draws: int = BOOTSTRAP_DRAWS,
-                     seed: int = BOOTSTRAP_SEED) -> dict:
+def paired_bootstrap(
+    scores: dict[str, torch.Tensor], truth: HeldOutLosses, draws: int = BOOTSTRAP_DRAWS, seed: int = BOOTSTRAP_SEED
+) -> dict:
     """Top-1, mean and max regret of every method (and "random": every candidate tied) with 95% percentile
     intervals, and the same for every difference between two methods, from one paired bootstrap: each draw
     resamples the targets and, within each target, its held-out units (documents or prompts), so the ground
@@ -196,8 +212,11 @@ def paired_bootstrap(scores: dict[str, torch.Tensor], truth: HeldOutLosses, draw
     transfer = truth.transfer()
     for key, weights in methods.items():
         top1, regret = _per_target(weights, transfer)
-        point[key] = {"top1": float(top1.mean()), "mean_regret": float(regret.mean()),
-                      "max_regret": float(regret.max(axis=1).mean())}
+        point[key] = {
+            "top1": float(top1.mean()),
+            "mean_regret": float(regret.mean()),
+            "max_regret": float(regret.max(axis=1).mean()),
+        }
     arrays = {k: {m: np.array(v) for m, v in s.items()} for k, s in samples.items()}
 
     def interval(values: np.ndarray) -> list[float]:
@@ -205,8 +224,15 @@ def paired_bootstrap(scores: dict[str, torch.Tensor], truth: HeldOutLosses, draw
 
     keys = list(methods)
     return {
-        "draws": draws, "seed": seed,
+        "draws": draws,
+        "seed": seed,
         "methods": {k: {m: {"value": point[k][m], "ci95": interval(arrays[k][m])} for m in point[k]} for k in keys},
-        "differences": {f"{a} - {b}": {m: {"value": point[a][m] - point[b][m], "ci95": interval(arrays[a][m] - arrays[b][m])}
-                                       for m in point[a]} for a in keys for b in keys if a != b},
+        "differences": {
+            f"{a} - {b}": {
+                m: {"value": point[a][m] - point[b][m], "ci95": interval(arrays[a][m] - arrays[b][m])} for m in point[a]
+            }
+            for a in keys
+            for b in keys
+            if a != b
+        },
     }

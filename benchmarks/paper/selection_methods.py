@@ -59,15 +59,30 @@ class SelectionInputs:
     def added(self) -> tuple[dict[str, torch.Tensor], dict[str, list[dict]], dict | None]:
         """``methods.added_methods``: issue 19's score matrices, the autos' scored selections, the official
         package's recommendations (computed once, for all the methods that read them)."""
-        return methods.added_methods(self.model, self.tokenizer, self.spec, self.suite, self.names, self.tasks,
-                                     self.examples, self.sketch, self.error_path, official_package=self.official_package)
+        return methods.added_methods(
+            self.model,
+            self.tokenizer,
+            self.spec,
+            self.suite,
+            self.names,
+            self.tasks,
+            self.examples,
+            self.sketch,
+            self.error_path,
+            official_package=self.official_package,
+        )
 
     @functools.cached_property
     def exact(self) -> list[list]:
         """The exact alignment (U-statistic norms) of every pair of tasks."""
         errors = [self.errors(k) for k in range(len(self.tasks))]
-        return [[exact_alignment(a.activations, ea, b.activations, eb, exclude_self_pairs=True)
-                 for b, eb in zip(self.tasks, errors)] for a, ea in zip(self.tasks, errors)]
+        return [
+            [
+                exact_alignment(a.activations, ea, b.activations, eb, exclude_self_pairs=True)
+                for b, eb in zip(self.tasks, errors)
+            ]
+            for a, ea in zip(self.tasks, errors)
+        ]
 
 
 @method("fishersketch", label("fisher"))
@@ -125,16 +140,19 @@ def _added(name: str) -> Callable[[SelectionInputs], torch.Tensor]:
 
 
 for _name, _label in (
-    ("head_input", label("head_input")), ("network_lora", network_label("LoRA modules")),
-    ("auto_head", "auto (head + head-input)"), *((name, label(name)) for name in SHRUNK),
+    ("head_input", label("head_input")),
+    ("network_lora", network_label("LoRA modules")),
+    ("auto_head", "auto (head + head-input)"),
+    *((name, label(name)) for name in SHRUNK),
     ("auto", "auto (+ network-level)"),
 ):
     method(_name, _label)(_added(_name))
 method("official_auto", "official fishersketch recommend(auto)", needs=(OFFICIAL_PACKAGE,))(_added("official_auto"))
 
 
-def score_matrices(inputs: SelectionInputs, chosen: Mapping[str, Method], ledger: common.Ledger | None = None
-                   ) -> dict[str, torch.Tensor]:
+def score_matrices(
+    inputs: SelectionInputs, chosen: Mapping[str, Method], ledger: common.Ledger | None = None
+) -> dict[str, torch.Tensor]:
     """The score matrix of every chosen method (those ``cached`` kept in ``ledger`` where given), each checked
     to be [tasks, tasks]."""
     scores = {}

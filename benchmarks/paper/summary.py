@@ -1,6 +1,6 @@
 """Markdown tables of the issue 19 comparison from the suites' JSON results (for benchmarks/RESULTS.md).
 
-    python -m benchmarks.paper.summary paper_exp3_verbalizer paper_exp4_domains
+python -m benchmarks.paper.summary paper_exp3_verbalizer paper_exp4_domains
 """
 
 from __future__ import annotations
@@ -26,9 +26,12 @@ def table(name: str) -> str:
     names = labels(name.split("_")[1])
     boot = result["bootstrap"]
     references = [r for r in REFERENCES if r in boot["methods"]]
-    lines = ["| method | top-1 [95% CI] | mean regret | max regret | "
-             + " | ".join(f"Δtop-1 vs {REFERENCES[r]} | Δmean regret vs {REFERENCES[r]}" for r in references) + " |",
-             "|---|---|---|---|" + "---|---|" * len(references)]
+    lines = [
+        "| method | top-1 [95% CI] | mean regret | max regret | "
+        + " | ".join(f"Δtop-1 vs {REFERENCES[r]} | Δmean regret vs {REFERENCES[r]}" for r in references)
+        + " |",
+        "|---|---|---|---|" + "---|---|" * len(references),
+    ]
     for key in [k for k in names if k in boot["methods"]]:
         metrics = boot["methods"][key]
         cells = [names[key], _cell(metrics["top1"]), _cell(metrics["mean_regret"]), _cell(metrics["max_regret"])]

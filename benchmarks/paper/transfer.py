@@ -33,6 +33,7 @@ from benchmarks.paper.scoring import (
 from benchmarks.registry import check_references, labels, methods_of
 from fisherhub import alignment_matrix
 
+
 @dataclasses.dataclass
 class TransferStudy:
     """Names, the held-out losses (base and per seed and source), method scores and the settings."""
@@ -64,20 +65,35 @@ class TransferStudy:
 
     def as_dict(self) -> dict:
         return {
-            "domains": self.names, "sketch_id": self.sketch_id, "lora": dataclasses.asdict(self.settings),
-            "seeds": list(common.LORA_SEEDS), "split": dataclasses.asdict(self.split), "task_tokens": self.tokens,
+            "domains": self.names,
+            "sketch_id": self.sketch_id,
+            "lora": dataclasses.asdict(self.settings),
+            "seeds": list(common.LORA_SEEDS),
+            "split": dataclasses.asdict(self.split),
+            "task_tokens": self.tokens,
             "held_out": self.ground_truth.as_dict(),
             "transfer": matrix_rows(self.transfer),
             "transfer_per_seed": [matrix_rows(torch.from_numpy(t)) for t in self.ground_truth.transfer()],
-            **({} if self.sample_losses is None else {
-                "sample_losses": self.sample_losses.as_dict(), "sample_measured": self.sample_measured.tolist(),
-                "sample_transfer_per_seed": [matrix_rows(torch.from_numpy(t)) for t in self.sample_losses.transfer()]}),
+            **(
+                {}
+                if self.sample_losses is None
+                else {
+                    "sample_losses": self.sample_losses.as_dict(),
+                    "sample_measured": self.sample_measured.tolist(),
+                    "sample_transfer_per_seed": [
+                        matrix_rows(torch.from_numpy(t)) for t in self.sample_losses.transfer()
+                    ],
+                }
+            ),
             "scores": {key: matrix_rows(score) for key, score in self.scores.items()},
             "selection": {key: s.as_dict() for key, s in self.selection().items()},
             "pooled_spearman": {key: {"rho": r, "p": p} for key, (r, p) in self.pooled().items()},
             "pooled_spearman_unordered": {key: {"rho": r, "p": p} for key, (r, p) in self.pooled(True).items()},
-            "bootstrap": self.bootstrap(), "selections": self.selections, "trust": self.trust(),
-            "regimes": {key: regime_counts(value) for key, value in self.selections.items()}, "official": self.official,
+            "bootstrap": self.bootstrap(),
+            "selections": self.selections,
+            "trust": self.trust(),
+            "regimes": {key: regime_counts(value) for key, value in self.selections.items()},
+            "official": self.official,
         }
 
     def bootstrap(self) -> dict:
@@ -91,9 +107,14 @@ class TransferStudy:
         return {key: trust_table(value, transfers) for key, value in self.selections.items()}
 
 
-def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: common.LoraSettings | None = None,
-                   split: common.DomainSplit | None = None, seeds: Sequence[int] = common.LORA_SEEDS,
-                   official_package: bool = True) -> TransferStudy:
+def transfer_study(
+    texts: Mapping[str, Sequence[str]],
+    group: str,
+    settings: common.LoraSettings | None = None,
+    split: common.DomainSplit | None = None,
+    seeds: Sequence[int] = common.LORA_SEEDS,
+    official_package: bool = True,
+) -> TransferStudy:
     """Signatures, every registered selection method's scores, adapters and held-out NLLs of ``texts``
     (domain → documents), all cached. The methods run before the adapters are trained, so a broken one fails
     first."""
@@ -113,24 +134,38 @@ def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: com
             common.cached_errors(model, tasks[k], path)
         return path
 
-    inputs = SelectionInputs(suite, names, model, tokenizer, spec, tasks, task_examples,
-                             [[tokenizer.decode(e.input_ids) for e in task_examples[name]] for name in names],
-                             sketch, error_path, official_package)
+    inputs = SelectionInputs(
+        suite,
+        names,
+        model,
+        tokenizer,
+        spec,
+        tasks,
+        task_examples,
+        [[tokenizer.decode(e.input_ids) for e in task_examples[name]] for name in names],
+        sketch,
+        error_path,
+        official_package,
+    )
     baseline_ledger = common.Ledger(common.SETUP.cache_dir / f"{group}_baselines_{common.config_key(split)}.json")
     scores = score_matrices(inputs, chosen, baseline_ledger)
 
     bench = common.LoraBench(model, settings, common.SETUP.cache_dir)
     for name in tqdm(names, desc="prefix states"):
         bench.prefix_states(task_examples[name] + eval_examples[name], group=name)
-    nll_ledger = common.Ledger(common.SETUP.cache_dir / f"{group}_document_nll_{common.config_key(settings, split)}.json")
+    nll_ledger = common.Ledger(
+        common.SETUP.cache_dir / f"{group}_document_nll_{common.config_key(settings, split)}.json"
+    )
 
     keys = {name: f"{name}:{common.examples_key(task_examples[name])}" for name in names}
     eval_keys = {name: f"{name}:{common.examples_key(eval_examples[name])}" for name in names}
 
     def nll_of(source: str | None, seed: int, weights, target: str, examples, examples_keys) -> list[float]:
         with bench.using(weights) as adapted:
-            return nll_ledger.get(f"{f'{keys[source]}|seed{seed}' if source else 'base'}|{examples_keys[target]}",
-                                  lambda: adapted.document_nll(examples[target]))
+            return nll_ledger.get(
+                f"{f'{keys[source]}|seed{seed}' if source else 'base'}|{examples_keys[target]}",
+                lambda: adapted.document_nll(examples[target]),
+            )
 
     def losses(examples, examples_keys, measured: np.ndarray | None = None) -> HeldOutLosses:
         """Per-document NLL sums of every target's ``examples`` under the base model and each adapter (with
@@ -163,8 +198,19 @@ def transfer_study(texts: Mapping[str, Sequence[str]], group: str, settings: com
     sample_losses = losses(task_examples, keys, sample_measured)
     scores |= recall.two_stage_scores(scores, sample_losses.transfer().mean(axis=0))
     _, selections, official_recommendations = inputs.added
-    return TransferStudy(names, ground_truth, scores, spec.sketch_id, settings, split, [len(t) for t in tasks],
-                         selections, official_recommendations, sample_losses, sample_measured)
+    return TransferStudy(
+        names,
+        ground_truth,
+        scores,
+        spec.sketch_id,
+        settings,
+        split,
+        [len(t) for t in tasks],
+        selections,
+        official_recommendations,
+        sample_losses,
+        sample_measured,
+    )
 
 
 def _padded(rows: Sequence[Sequence[float]], width: int) -> np.ndarray:
@@ -180,29 +226,60 @@ def report(study: TransferStudy, suite: str, title: str, figure: str) -> list[li
     names = labels(suite)
     selection, pooled = study.selection(), study.pooled()
     random_top1 = selection["random"].top1
-    rows = [[names[key], s.top1, s.top1 / random_top1, s.mean_regret, s.max_regret, s.mean_spearman,
-             *(pooled.get(key, (None, None)))] for key, s in selection.items()]
-    print_table(["method", "top-1", "x random", "mean regret", "max regret", "Spearman/target", "pooled rho", "pooled p"],
-                rows, title=title)
-    heatmaps({"transfer (1 - ppl_s/ppl_base)": study.transfer} | {names[k]: v for k, v in study.scores.items()},
-             study.names, common.SETUP.results_dir / figure, title, columns=4)
+    rows = [
+        [
+            names[key],
+            s.top1,
+            s.top1 / random_top1,
+            s.mean_regret,
+            s.max_regret,
+            s.mean_spearman,
+            *(pooled.get(key, (None, None))),
+        ]
+        for key, s in selection.items()
+    ]
+    print_table(
+        ["method", "top-1", "x random", "mean regret", "max regret", "Spearman/target", "pooled rho", "pooled p"],
+        rows,
+        title=title,
+    )
+    heatmaps(
+        {"transfer (1 - ppl_s/ppl_base)": study.transfer} | {names[k]: v for k, v in study.scores.items()},
+        study.names,
+        common.SETUP.results_dir / figure,
+        title,
+        columns=4,
+    )
     bootstrap = study.bootstrap()
-    print_bootstrap(bootstrap, names, [r for r in REFERENCES if r in study.scores],
-                    f"{title}: paired bootstrap ({bootstrap['draws']} draws over targets and held-out documents)")
+    print_bootstrap(
+        bootstrap,
+        names,
+        [r for r in REFERENCES if r in study.scores],
+        f"{title}: paired bootstrap ({bootstrap['draws']} draws over targets and held-out documents)",
+    )
     print("regimes:", {key: regime_counts(value) for key, value in study.selections.items()})
     print("trust:", study.trust())
     return rows
 
 
-def run(texts: Mapping[str, Sequence[str]], group: str, title: str, paper: dict, started: float,
-        official_package: bool = True) -> TransferStudy:
+def run(
+    texts: Mapping[str, Sequence[str]],
+    group: str,
+    title: str,
+    paper: dict,
+    started: float,
+    official_package: bool = True,
+) -> TransferStudy:
     """``transfer_study`` + ``report`` + ``<results>/paper_<group>.json`` and ``.png``; the methods the tables
     name are checked first."""
     suite = group.split("_")[0]
     check_references(suite, REFERENCES)
     study = transfer_study(texts, group=group, official_package=official_package)
     report(study, suite, title, f"paper_{group}.png")
-    path = write_json(f"paper_{group}", {"description": title, "paper": paper, "quick": common.SETUP.quick,
-                                         **study.as_dict()}, started)
+    path = write_json(
+        f"paper_{group}",
+        {"description": title, "paper": paper, "quick": common.SETUP.quick, **study.as_dict()},
+        started,
+    )
     print(f"wrote {path}")
     return study

@@ -29,7 +29,10 @@ _EXPORTS = {
             "spec": ("ModelFingerprint", "SketchSpec"),
             "state": ("SketchState",),
             "errors": (
-                "FisherHubError", "IncompatibleSignaturesError", "InputError", "SignatureFileError",
+                "FisherHubError",
+                "IncompatibleSignaturesError",
+                "InputError",
+                "SignatureFileError",
                 "TooFewDocumentsError",
             ),
         }.items()

@@ -1,6 +1,6 @@
 """``python -m fisherhub COMMAND ...``: the ``fisherhub`` command line, also under a launcher.
 
-    accelerate launch [launch options] -m fisherhub sketch --dataset DATA --output sig.safetensors
+accelerate launch [launch options] -m fisherhub sketch --dataset DATA --output sig.safetensors
 """
 
 import sys

@@ -54,7 +54,9 @@ def matrix_legend(matrix: AlignmentMatrix, hatched: bool = False) -> list[str]:
 def matrix_significance(matrix: AlignmentMatrix) -> dict[str, torch.Tensor]:
     """Per field of the heatmap (fisher, activation, error, coupling), the mask of significant cells (a blank
     ρ counts as significant: it is drawn blank, not hatched)."""
-    masks = {name: shown_significant(name, GEOMETRIES[name].value(matrix), GEOMETRIES[name].stderr(matrix))
-             for name in DECOMPOSITION}
+    masks = {
+        name: shown_significant(name, GEOMETRIES[name].value(matrix), GEOMETRIES[name].stderr(matrix))
+        for name in DECOMPOSITION
+    }
     masks["coupling"] |= matrix.coupling.isnan()
     return masks

@@ -17,7 +17,15 @@ from typing import Any
 
 from fisherhub.core.errors import InputError
 from fisherhub.core.registry import (
-    ALL_LINEAR, DEFAULT_ESTIMATOR, DEFAULT_M, DEFAULT_SEED, ERROR_SPACES, ESTIMATORS, FISHER_TYPES, GRANULARITIES, KERNELS,
+    ALL_LINEAR,
+    DEFAULT_ESTIMATOR,
+    DEFAULT_M,
+    DEFAULT_SEED,
+    ERROR_SPACES,
+    ESTIMATORS,
+    FISHER_TYPES,
+    GRANULARITIES,
+    KERNELS,
 )
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -49,23 +57,34 @@ def check_positive(owner: object, names: tuple[str, ...], *, optional: bool = Fa
         if optional and value is None:
             continue
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise InputError(f"{flag(name)} must be a positive integer{' (or unset)' if optional else ''}, got {value!r}")
+            raise InputError(
+                f"{flag(name)} must be a positive integer{' (or unset)' if optional else ''}, got {value!r}"
+            )
 
 
 @dataclasses.dataclass(kw_only=True)
 class SpecOptions:
     """How a new sketch is made (ignored when sketching ``--like`` an existing signature)."""
 
-    m: int = option(DEFAULT_M, "random features per sketch (the joint signature is m float32: 16 KiB at 4096)",
-                    flags=("-m", "--m"))
+    m: int = option(
+        DEFAULT_M, "random features per sketch (the joint signature is m float32: 16 KiB at 4096)", flags=("-m", "--m")
+    )
     seed: int = option(DEFAULT_SEED, "seed of the random projections (signatures compare only with the same seed)")
-    estimator: str = option(DEFAULT_ESTIMATOR, "random-feature estimator (part of the sketch id)", choices=sorted(ESTIMATORS))
-    granularity: str = option(GRANULARITIES[0], "token: every scored token is an example; sequence: every document",
-                              choices=GRANULARITIES)
-    fisher: str = option(FISHER_TYPES[0], "empirical: labels from the data; true: labels sampled from the model",
-                         choices=FISHER_TYPES)
-    error_space: str = option(ERROR_SPACES[0], "logits: sketch (a, e), e over the vocabulary; head-input: (a, δ = Wᵀe), "
-                              "the loss gradient at the head's input (SPEC §2b)", choices=ERROR_SPACES)
+    estimator: str = option(
+        DEFAULT_ESTIMATOR, "random-feature estimator (part of the sketch id)", choices=sorted(ESTIMATORS)
+    )
+    granularity: str = option(
+        GRANULARITIES[0], "token: every scored token is an example; sequence: every document", choices=GRANULARITIES
+    )
+    fisher: str = option(
+        FISHER_TYPES[0], "empirical: labels from the data; true: labels sampled from the model", choices=FISHER_TYPES
+    )
+    error_space: str = option(
+        ERROR_SPACES[0],
+        "logits: sketch (a, e), e over the vocabulary; head-input: (a, δ = Wᵀe), "
+        "the loss gradient at the head's input (SPEC §2b)",
+        choices=ERROR_SPACES,
+    )
     reflection: bool | None = option(
         None,
         "Householder reflection on the pilot activation mean (on whenever a tokenizer is given): about half the "
@@ -73,22 +92,34 @@ class SpecOptions:
         "device does; a bfloat16 run may not: then sketch --like the other)",
     )
     modules: str | list[str] | None = option(
-        None, f"sketch a network signature (SPEC §2b) of these linear modules instead of the head: {ALL_LINEAR} (every "
+        None,
+        f"sketch a network signature (SPEC §2b) of these linear modules instead of the head: {ALL_LINEAR} (every "
         "linear module but the head, as in PEFT), or names / suffixes separated by commas (q_proj,v_proj)",
         metavar=f"{ALL_LINEAR}|NAME,...",
     )
     adapters: list | None = option(
-        None, "sketch a network signature of the target modules of this PEFT LoRA adapter (folder or Hub id; repeat "
-        "the flag for the union of several)", flags=("--adapter",), action="append", metavar="DIR",
+        None,
+        "sketch a network signature of the target modules of this PEFT LoRA adapter (folder or Hub id; repeat "
+        "the flag for the union of several)",
+        flags=("--adapter",),
+        action="append",
+        metavar="DIR",
     )
-    kernel: str = option(KERNELS[0], "network signatures: full is the Fisher of all the modules together (g·g')²; "
-                         "block drops the cross-module terms, Σ_l (g_l·g'_l)²", choices=KERNELS)
+    kernel: str = option(
+        KERNELS[0],
+        "network signatures: full is the Fisher of all the modules together (g·g')²; "
+        "block drops the cross-module terms, Σ_l (g_l·g'_l)²",
+        choices=KERNELS,
+    )
 
     def __post_init__(self) -> None:
         check_positive(self, ("m",))
         for name, allowed in (
-            ("estimator", ESTIMATORS), ("granularity", GRANULARITIES), ("fisher", FISHER_TYPES),
-            ("error_space", ERROR_SPACES), ("kernel", KERNELS),
+            ("estimator", ESTIMATORS),
+            ("granularity", GRANULARITIES),
+            ("fisher", FISHER_TYPES),
+            ("error_space", ERROR_SPACES),
+            ("kernel", KERNELS),
         ):
             if getattr(self, name) not in allowed:
                 raise InputError(f"{flag(name)} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
@@ -99,13 +130,16 @@ class SpecOptions:
         if self.modules is not None and self.adapters is not None:
             raise InputError("--modules and --adapter both name the modules to sketch: give one of the two")
         refused = {
-            "--fisher true": self.fisher != FISHER_TYPES[0], f"--error-space {self.error_space}": self.error_space != ERROR_SPACES[0],
+            "--fisher true": self.fisher != FISHER_TYPES[0],
+            f"--error-space {self.error_space}": self.error_space != ERROR_SPACES[0],
             "--reflection": self.reflection is True,
         }
         if self.is_network and any(refused.values()):
             given = ", ".join(name for name, present in refused.items() if present)
-            raise InputError(f"network signatures (--modules / --adapter) take the empirical Fisher, the logits error "
-                             f"space and no reflection: drop {given}")
+            raise InputError(
+                f"network signatures (--modules / --adapter) take the empirical Fisher, the logits error "
+                f"space and no reflection: drop {given}"
+            )
         if not self.is_network and self.kernel != KERNELS[0]:
             raise InputError(f"--kernel {self.kernel} is for network signatures: give --modules or --adapter")
 
@@ -134,13 +168,16 @@ class DataArgs:
     in global order, so the same documents are used whatever the number of processes.
     """
 
-    dataset: Any = option(dataclasses.MISSING, "Hub dataset id, local folder (save_to_disk), or data file/glob",
-                          required=True)
+    dataset: Any = option(
+        dataclasses.MISSING, "Hub dataset id, local folder (save_to_disk), or data file/glob", required=True
+    )
     config: str | None = option(None, "dataset configuration name")
     split: str = option("train", "dataset split (a data file is the one split 'train')")
     revision: str | None = option(None, "dataset revision (branch, tag or commit)")
     text_column: str = option("text", "column holding the documents' text")
-    messages_column: str | None = option(None, "chat column (list of {role, content}): only assistant tokens are scored")
+    messages_column: str | None = option(
+        None, "chat column (list of {role, content}): only assistant tokens are scored"
+    )
     streaming: bool = option(False, "stream the dataset instead of loading it")
     max_documents: int | None = option(None, "sketch at most this many documents (default: all)")
     max_tokens: int | None = option(None, "stop after this many scored tokens (default: no limit)")
@@ -149,7 +186,9 @@ class DataArgs:
     def __post_init__(self) -> None:
         check_positive(self, ("max_documents", "max_tokens"), optional=True)
         if not isinstance(self.max_length, int) or self.max_length < 2:
-            raise InputError(f"--max-length must be an int ≥ 2 (a scored token needs a context), got {self.max_length!r}")
+            raise InputError(
+                f"--max-length must be an int ≥ 2 (a scored token needs a context), got {self.max_length!r}"
+            )
 
     @property
     def column(self) -> str:
@@ -181,22 +220,30 @@ class ModelOptions:
 
     model: str | None = option(None, "model id or folder (default: the embedded SmolLM2-135M-Instruct)")
     model_revision: str | None = option(None, "model revision (branch, tag or commit) of a Hub model id")
-    dtype: str = option("auto", "model dtype; auto is the checkpoint's own (the softmax and e are float32 anyway)",
-                        choices=DTYPES)
+    dtype: str = option(
+        "auto", "model dtype; auto is the checkpoint's own (the softmax and e are float32 anyway)", choices=DTYPES
+    )
     device_map: str | None = option(
-        None, "from_pretrained's device_map, e.g. auto: one process spreads a model that does not fit one device over "
-        "all of them (not with several processes)", metavar="MAP",
+        None,
+        "from_pretrained's device_map, e.g. auto: one process spreads a model that does not fit one device over "
+        "all of them (not with several processes)",
+        metavar="MAP",
     )
     trust_remote_code: bool = option(False, "run the model repo's own modeling code")
     quantization_config: dict | str | None = option(
-        None, "transformers quantization config as JSON or a JSON file, e.g. '{\"quant_method\": \"bitsandbytes\", "
-        "\"load_in_4bit\": true}' (the head stays unquantized)", metavar="JSON|FILE",
+        None,
+        'transformers quantization config as JSON or a JSON file, e.g. \'{"quant_method": "bitsandbytes", '
+        '"load_in_4bit": true}\' (the head stays unquantized)',
+        metavar="JSON|FILE",
     )
-    gguf_file: str | None = option(None, "load this GGUF file of the --model folder or Hub repo (de-quantized by "
-                                   "transformers)", metavar="NAME")
+    gguf_file: str | None = option(
+        None, "load this GGUF file of the --model folder or Hub repo (de-quantized by transformers)", metavar="NAME"
+    )
     base_model_id: str | None = option(
-        None, "the Hub id the signature records as its base model, which adapters name (default: --model, or for "
-        "--gguf-file the source model id the file's metadata names)", metavar="ORG/NAME",
+        None,
+        "the Hub id the signature records as its base model, which adapters name (default: --model, or for "
+        "--gguf-file the source model id the file's metadata names)",
+        metavar="ORG/NAME",
     )
 
     def __post_init__(self) -> None:
@@ -230,8 +277,9 @@ class RunOptions:
     checkpoint_every: int = option(100, "batches between checkpoints")
     resume: bool = option(False, "continue from --checkpoint after an interruption")
     keep_checkpoint: bool = option(False, "keep the --checkpoint files after a complete run (default: removed)")
-    cpu: bool | None = option(None, "run on the CPU even if a GPU is present (default: the GPU when there is one)",
-                              action="store_true")
+    cpu: bool | None = option(
+        None, "run on the CPU even if a GPU is present (default: the GPU when there is one)", action="store_true"
+    )
     progress: bool = option(True, "show a progress bar")
 
     def __post_init__(self) -> None:
@@ -252,25 +300,36 @@ class SketchArgs(ModelOptions, SpecOptions, RunOptions):
     like: str | None = option(None, "reuse the exact spec (and base model) of this signature: file or Hub ref")
     output: str | None = option("signature.safetensors", "where the signature is written", flags=("-o", "--output"))
     push_to_hub: str | None = option(None, "also push the signature to this Hub repo", metavar="REPO")
-    push_repo_type: str = option(DEFAULT_REPO_TYPE, "type of a bare org/name given to --push-to-hub (datasets/org/name "
-                                 "names a dataset repo)", choices=PUSH_REPO_TYPES, flags=("--repo-type",))
+    push_repo_type: str = option(
+        DEFAULT_REPO_TYPE,
+        "type of a bare org/name given to --push-to-hub (datasets/org/name names a dataset repo)",
+        choices=PUSH_REPO_TYPES,
+        flags=("--repo-type",),
+    )
 
     def __post_init__(self) -> None:
         for base in (ModelOptions, SpecOptions, RunOptions):
             base.__post_init__(self)
         if not isinstance(self.data, DataArgs):
-            raise InputError(f"SketchArgs.data must be DataArgs (the --dataset options), got {type(self.data).__name__}")
+            raise InputError(
+                f"SketchArgs.data must be DataArgs (the --dataset options), got {type(self.data).__name__}"
+            )
 
 
 @dataclasses.dataclass(kw_only=True)
 class DemoOptions:
     """``fisherhub demo``: the shipped demo domains under the embedded default model."""
 
-    output_dir: str = option("fisherhub-demo", "folder the signatures and the heatmap PNG are written to "
-                             "(default: fisherhub-demo/ in the current folder)")
+    output_dir: str = option(
+        "fisherhub-demo",
+        "folder the signatures and the heatmap PNG are written to (default: fisherhub-demo/ in the current folder)",
+    )
     model: str | None = option(None, "another base model (id or folder) instead of the embedded default")
     domains: list[str] | None = option(None, "a subset of the demo domains (default: all five)", nargs="+")
     max_documents: int | None = option(None, "documents per domain (default: all 100)")
     max_length: int = option(128, "tokens per document")
-    overwrite: bool = option(False, "replace the signatures and heatmap of an earlier demo in --output-dir (default: "
-                             "they are kept, and the demo refused before the model loads)")
+    overwrite: bool = option(
+        False,
+        "replace the signatures and heatmap of an earlier demo in --output-dir (default: "
+        "they are kept, and the demo refused before the model loads)",
+    )

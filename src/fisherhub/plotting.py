@@ -58,10 +58,18 @@ def alignment_figure(matrix: AlignmentMatrix, title: str | None = None):
                     axis.text(j, i, "—", ha="center", va="center", fontsize=9, color="dimgray")
                     continue
                 if not shown[i, j]:
-                    axis.add_patch(Rectangle(
-                        (j - 0.5, i - 0.5), 1.0, 1.0, facecolor="lightgray", edgecolor="gray", hatch="///",
-                        linewidth=0.0, gid=NOT_SIGNIFICANT_GID,
-                    ))
+                    axis.add_patch(
+                        Rectangle(
+                            (j - 0.5, i - 0.5),
+                            1.0,
+                            1.0,
+                            facecolor="lightgray",
+                            edgecolor="gray",
+                            hatch="///",
+                            linewidth=0.0,
+                            gid=NOT_SIGNIFICANT_GID,
+                        )
+                    )
                     shade = "black"
                 else:
                     dark = abs(value - 1) > 0.6 * spread if field == "coupling" else value < 0.6

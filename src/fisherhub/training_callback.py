@@ -101,9 +101,15 @@ class FisherSignatureCallback(TrainerCallback):
         **spec_options: Any,
     ):
         if isinstance(data, str) or not isinstance(data, Sequence):
-            data = data if isinstance(data, DataArgs) else DataArgs(data, text_column=text_column, max_documents=max_documents)
+            data = (
+                data
+                if isinstance(data, DataArgs)
+                else DataArgs(data, text_column=text_column, max_documents=max_documents)
+            )
         elif not data or not all(isinstance(text, str) for text in data):
-            raise InputError("FisherSignatureCallback: data must be a list of texts (at least one), a dataset or a DataArgs")
+            raise InputError(
+                "FisherSignatureCallback: data must be a list of texts (at least one), a dataset or a DataArgs"
+            )
         self.data, self.dataset_name, self.base_model, self.tokenizer = data, dataset_name, base_model, tokenizer
         self.max_length, self.batch_size, self.like, self.progress = max_length, batch_size, like, progress
         self.spec_options = spec_options
@@ -124,14 +130,27 @@ class FisherSignatureCallback(TrainerCallback):
     def _sketch(self, model: Any, tokenizer: Any, max_length: int) -> Signature:
         base_model = self.base_model or _base_model_name(model)
         if not base_model:
-            raise InputError("FisherSignatureCallback: the model does not say its base model; pass base_model='<org/name>'")
+            raise InputError(
+                "FisherSignatureCallback: the model does not say its base model; pass base_model='<org/name>'"
+            )
         metadata = {"base_model": base_model, **({"dataset": self.dataset_name} if self.dataset_name else {})}
         common = {"batch_size": self.batch_size, "metadata": metadata, "progress": self.progress, **self.spec_options}
         with _as_base_model(model):
             if isinstance(self.data, DataArgs):
-                data = self.data if self.data.max_length == max_length else dataclasses.replace(self.data, max_length=max_length)
-                return sketch_dataset(data.dataset, model, tokenizer, self.like, data=data,
-                                      description="sketching the training data", **common)
+                data = (
+                    self.data
+                    if self.data.max_length == max_length
+                    else dataclasses.replace(self.data, max_length=max_length)
+                )
+                return sketch_dataset(
+                    data.dataset,
+                    model,
+                    tokenizer,
+                    self.like,
+                    data=data,
+                    description="sketching the training data",
+                    **common,
+                )
             return sketch_texts(self.data, model, tokenizer, self.like, max_length=max_length, **common)
 
     def _attach(self, *folders: str) -> None:
@@ -162,7 +181,9 @@ class FisherSignatureCallback(TrainerCallback):
         if self.signature is None:
             try:
                 if model is None or tokenizer is None:
-                    raise InputError("FisherSignatureCallback needs the trainer's model and a tokenizer (pass tokenizer=)")
+                    raise InputError(
+                        "FisherSignatureCallback needs the trainer's model and a tokenizer (pass tokenizer=)"
+                    )
                 self.signature = self._sketch(model, tokenizer, max_length)
             except Exception as exc:  # noqa: BLE001  (signing must never end a training run)
                 self._failed(f"cannot sign the training data: {type(exc).__name__}: {exc}")

@@ -47,10 +47,15 @@ class Verification:
             return f"unverifiable: {self.reason}"
         worst = max(self.differences, key=self.differences.get)
         verdict = "reproduced" if self.reproduced else "NOT reproduced"
-        counts = "" if self.published_counts == self.sketched_counts else (
-            f"; documents, tokens {self.published_counts} published vs {self.sketched_counts} re-sketched")
-        return (f"{verdict}: largest relative difference {self.differences[worst]:.2e} ({worst}), tolerance "
-                f"{self.tolerance:g}{counts}")
+        counts = (
+            ""
+            if self.published_counts == self.sketched_counts
+            else (f"; documents, tokens {self.published_counts} published vs {self.sketched_counts} re-sketched")
+        )
+        return (
+            f"{verdict}: largest relative difference {self.differences[worst]:.2e} ({worst}), tolerance "
+            f"{self.tolerance:g}{counts}"
+        )
 
 
 def unverifiable_reason(signature: Signature) -> str | None:
@@ -82,8 +87,14 @@ def compare(published: Signature, sketched: Signature, tolerance: float = VERIFY
 
 
 def verify_signature(
-    signature: Signature | str, *, model=None, tokenizer=None, token: str | None = None,
-    tolerance: float = VERIFY_TOLERANCE, batch_size: int = 8, **data_options: Any,
+    signature: Signature | str,
+    *,
+    model=None,
+    tokenizer=None,
+    token: str | None = None,
+    tolerance: float = VERIFY_TOLERANCE,
+    batch_size: int = 8,
+    **data_options: Any,
 ) -> Verification:
     """Re-sketch the data ``signature`` (a ``Signature`` or a reference ``load_signature`` takes) names and compare
     (``compare``). The base model is loaded at the recorded revision with ``token`` unless ``model`` and
@@ -104,14 +115,24 @@ def verify_signature(
     metadata = signature.metadata
     chat = metadata.get("scored", "").startswith("assistant tokens")
     column = metadata.get("text_column") or DataArgs.text_column
-    limits = {key: int(metadata[key]) for key in ("max_documents", "max_tokens", "max_length") if metadata.get(key, "").isdecimal()}
+    limits = {
+        key: int(metadata[key])
+        for key in ("max_documents", "max_tokens", "max_length")
+        if metadata.get(key, "").isdecimal()
+    }
     data = DataArgs(
-        metadata["dataset"], config=metadata.get("dataset_config") or None, split=metadata.get("dataset_split") or "train",
-        revision=metadata["dataset_revision"], **({"messages_column": column} if chat else {"text_column": column}),
-        **limits, **data_options,
+        metadata["dataset"],
+        config=metadata.get("dataset_config") or None,
+        split=metadata.get("dataset_split") or "train",
+        revision=metadata["dataset_revision"],
+        **({"messages_column": column} if chat else {"text_column": column}),
+        **limits,
+        **data_options,
     )
     if (model is None) != (tokenizer is None):
-        raise InputError("verify_signature: pass both model and tokenizer, or neither (the recorded base model is loaded)")
+        raise InputError(
+            "verify_signature: pass both model and tokenizer, or neither (the recorded base model is loaded)"
+        )
     if model is None:
         model, tokenizer = load_base_model(metadata["base_model"], signature, token)
     sketched = sketch_dataset(data.dataset, model, tokenizer, signature, data=data, batch_size=batch_size)

@@ -36,15 +36,25 @@ def auto_geometry(scores: Mapping[str, Scores], head: Sequence[AlignmentResult])
     separations = {name: separation(s) for name, s in scores.items()}
     for step in AUTO_ORDER:
         if step == "head" and head_regime.geometry is not None:
-            return AutoChoice(head_regime.geometry, head_regime, separations,
-                              f"head regime {head_regime.name}: {head_regime.reason}")
+            return AutoChoice(
+                head_regime.geometry, head_regime, separations, f"head regime {head_regime.name}: {head_regime.reason}"
+            )
         if step in scores and separations[step].separates:
-            return AutoChoice(step, head_regime, separations, f"{step} A separates the candidates "
-                              f"(heterogeneity p = {separations[step].p_value:.2g}); head regime {head_regime.name}")
+            return AutoChoice(
+                step,
+                head_regime,
+                separations,
+                f"{step} A separates the candidates "
+                f"(heterogeneity p = {separations[step].p_value:.2g}); head regime {head_regime.name}",
+            )
     fallback = min((name for name in FALLBACK_GEOMETRIES if name in scores), key=lambda name: separations[name].p_value)
-    return AutoChoice(fallback, head_regime, separations,
-                      f"no geometry separates the candidates (head regime {head_regime.name}); scored by {fallback}, "
-                      f"the least flat (heterogeneity p = {separations[fallback].p_value:.2g})")
+    return AutoChoice(
+        fallback,
+        head_regime,
+        separations,
+        f"no geometry separates the candidates (head regime {head_regime.name}); scored by {fallback}, "
+        f"the least flat (heterogeneity p = {separations[fallback].p_value:.2g})",
+    )
 
 
 def auto_scores(scores: Mapping[str, Scores], head: Sequence[AlignmentResult]) -> tuple[Scores, AutoChoice]:

@@ -9,8 +9,9 @@ from fisherhub.core.errors import InputError
 from fisherhub.core.geometry import ALPHA, bonferroni_z
 
 
-def mixing_weights(scores: Sequence[float], stderrs: Sequence[float], temperature: float = 1.0,
-                   comparisons: int | None = None) -> list[float]:
+def mixing_weights(
+    scores: Sequence[float], stderrs: Sequence[float], temperature: float = 1.0, comparisons: int | None = None
+) -> list[float]:
     """Mixing weights from alignments: w_i ∝ A_i^(1/temperature) for the candidates significantly aligned with the
     target (``separation.aligned``: above the one-sided Bonferroni z over ``comparisons`` candidates, default
     these, the rule of the verdict's separation), w_i = 0 for the others; Σ w_i = 1. temperature 1 weighs by the

@@ -20,18 +20,23 @@ class Neighbour:
     rank: int
 
 
-def rank_nearest(target: Signature, signatures: Mapping[str, Signature], limit: int | None = None,
-                 score: str = "fisher") -> list[Neighbour]:
+def rank_nearest(
+    target: Signature, signatures: Mapping[str, Signature], limit: int | None = None, score: str = "fisher"
+) -> list[Neighbour]:
     """The signatures most aligned with ``target`` (by head A, or ``score`` a head geometry), those with the
     target's sketch id only (the others cannot be compared) and not the target itself, nearest first; ``limit``
     keeps the first ones."""
     if score not in HEAD_SCORES:
         raise InputError(f"unknown score {score!r} for nearest signatures; choose one of {', '.join(HEAD_SCORES)}")
     own = target.to_bytes()
-    comparable = [(name, s) for name, s in signatures.items() if s.sketch_id == target.sketch_id and s.to_bytes() != own]
+    comparable = [
+        (name, s) for name, s in signatures.items() if s.sketch_id == target.sketch_id and s.to_bytes() != own
+    ]
     if not comparable:
-        raise InputError(f"none of the {len(signatures)} signatures has the target's sketch id {target.sketch_id}; "
-                         "sketch the target with the same spec as the candidates")
+        raise InputError(
+            f"none of the {len(signatures)} signatures has the target's sketch id {target.sketch_id}; "
+            "sketch the target with the same spec as the candidates"
+        )
     matrix = alignment_matrix([target] + [s for _, s in comparable], ["target"] + [n for n, _ in comparable])
     results = [matrix.pair(i + 1, 0) for i in range(len(comparable))]
     value = GEOMETRIES[score].value

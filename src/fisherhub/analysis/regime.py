@@ -15,7 +15,10 @@ from fisherhub.core.geometry import ALPHA, GEOMETRIES, bonferroni_z
 
 #: the head geometry each regime scores by (None: the head has no signal)
 REGIME_GEOMETRY = {
-    "coupled": "fisher", "separable": "fisher", "activation-dark": "error", "error-flat": "activation",
+    "coupled": "fisher",
+    "separable": "fisher",
+    "activation-dark": "error",
+    "error-flat": "activation",
     "no-signal": None,
 }
 REGIMES = tuple(REGIME_GEOMETRY)
@@ -42,9 +45,15 @@ class Regime:
         return REGIME_GEOMETRY[self.name]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "geometry": self.geometry, "activation": self.activation.as_dict(),
-                "error": self.error.as_dict(), "coupling_z": self.coupling_z,
-                "coupling_threshold": self.coupling_threshold, "reason": self.reason}
+        return {
+            "name": self.name,
+            "geometry": self.geometry,
+            "activation": self.activation.as_dict(),
+            "error": self.error.as_dict(),
+            "coupling_z": self.coupling_z,
+            "coupling_threshold": self.coupling_threshold,
+            "reason": self.reason,
+        }
 
 
 def defined_coupling(results: Sequence[AlignmentResult]) -> list[int]:
@@ -63,18 +72,27 @@ def regime(results: Sequence[AlignmentResult]) -> Regime:
     threshold = bonferroni_z(ALPHA, len(defined), two_sided=coupling.two_sided) if defined else None
 
     def evidence(s: Separation) -> str:
-        return (f"{GEOMETRIES[s.geometry].symbol} {'separates' if s.separates else 'does not separate'} the candidates "
-                f"(heterogeneity p = {s.p_value:.2g}, best {s.best_z:.1f} se vs {s.detection_z:.1f})")
+        return (
+            f"{GEOMETRIES[s.geometry].symbol} {'separates' if s.separates else 'does not separate'} the candidates "
+            f"(heterogeneity p = {s.p_value:.2g}, best {s.best_z:.1f} se vs {s.detection_z:.1f})"
+        )
 
     if activation.separates and error.separates:
         coupled = coupling_z is not None and threshold is not None and coupling_z > threshold
         name = "coupled" if coupled else "separable"
-        detail = (f"ρ differs from 1 by {coupling_z:.1f} se (threshold {threshold:.1f})" if coupled else
-                  "ρ is consistent with 1: A tracks S_a·S_e" if coupling_z is not None else "ρ is defined nowhere")
+        detail = (
+            f"ρ differs from 1 by {coupling_z:.1f} se (threshold {threshold:.1f})"
+            if coupled
+            else "ρ is consistent with 1: A tracks S_a·S_e"
+            if coupling_z is not None
+            else "ρ is defined nowhere"
+        )
     elif error.separates:
         name, detail = "activation-dark", "the activations do not tell the candidates apart; the errors do"
     elif activation.separates:
         name, detail = "error-flat", "the errors do not tell the candidates apart; the activations do"
     else:
         name, detail = "no-signal", "neither factor tells the candidates apart"
-    return Regime(name, activation, error, coupling_z, threshold, f"{detail}; {evidence(activation)}; {evidence(error)}")
+    return Regime(
+        name, activation, error, coupling_z, threshold, f"{detail}; {evidence(activation)}; {evidence(error)}"
+    )

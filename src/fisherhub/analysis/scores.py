@@ -20,8 +20,10 @@ class Scores:
 
     def __post_init__(self) -> None:
         if len(self.values) != len(self.stderr) or not self.values:
-            raise InputError(f"{self.geometry}: need one standard error per score and at least one candidate, got "
-                             f"{len(self.values)} scores and {len(self.stderr)} standard errors")
+            raise InputError(
+                f"{self.geometry}: need one standard error per score and at least one candidate, got "
+                f"{len(self.values)} scores and {len(self.stderr)} standard errors"
+            )
 
     @classmethod
     def of(cls, geometry: str, results: Sequence[AlignmentResult]) -> Scores:
@@ -48,7 +50,9 @@ def candidate_scores(head: Sequence[AlignmentResult], **other: Sequence[Alignmen
             kinds = [g.name for g in GEOMETRIES.values() if g.signature != "head"]
             raise InputError(f"unknown signature kind {name!r}; give alignments as one of {', '.join(kinds)}")
         if len(results) != len(head):
-            raise InputError(f"{name}: {len(results)} alignments for {len(head)} candidates; give one per candidate, "
-                             "in the same order")
+            raise InputError(
+                f"{name}: {len(results)} alignments for {len(head)} candidates; give one per candidate, "
+                "in the same order"
+            )
         scores[name] = Scores.of(name, results)
     return scores

@@ -63,6 +63,10 @@ def separation(scores: Scores) -> Separation:
     best = scores.order()[0]
     x = torch.tensor(scores.values, dtype=torch.float64)
     return Separation(
-        geometry=scores.geometry, q=q, p_value=p, best_z=float(x[best] / se[best]),
-        detection_z=bonferroni_z(ALPHA, len(scores)), range_z=float((x.max() - x.min()) / se.square().mean().sqrt()),
+        geometry=scores.geometry,
+        q=q,
+        p_value=p,
+        best_z=float(x[best] / se[best]),
+        detection_z=bonferroni_z(ALPHA, len(scores)),
+        range_z=float((x.max() - x.min()) / se.square().mean().sqrt()),
     )

@@ -38,4 +38,6 @@ def shrunk_fisher(results: Sequence[AlignmentResult], prior_mean: float | None =
     rho = shrunk_coupling(results, prior_mean)
     name = "fisher_shrunk" if prior_mean is None else "fisher_shrunk_separable"
     stderr = GEOMETRIES[name].stderr
-    return Scores(name, tuple(r.activation * r.error * c for r, c in zip(results, rho)), tuple(stderr(r) for r in results))
+    return Scores(
+        name, tuple(r.activation * r.error * c for r, c in zip(results, rho)), tuple(stderr(r) for r in results)
+    )

@@ -66,8 +66,12 @@ class Verdict:
         return dataclasses.asdict(self)
 
 
-def verdict(scored: Scores, scores: Mapping[str, Scores] | None = None, names: Sequence[str] | None = None,
-            no_signal: bool = False) -> Verdict:
+def verdict(
+    scored: Scores,
+    scores: Mapping[str, Scores] | None = None,
+    names: Sequence[str] | None = None,
+    no_signal: bool = False,
+) -> Verdict:
     """The verdict on picking the top of ``scored`` (``Verdict``); ``scores`` are the geometries to check
     agreement with, ``names`` the candidates' names for the message, ``no_signal`` when no geometry separates
     the candidates (the message then says so)."""
@@ -87,14 +91,21 @@ def verdict(scored: Scores, scores: Mapping[str, Scores] | None = None, names: S
         gap_z = gap / math.hypot(max(scored.stderr[best], STDERR_FLOOR), max(scored.stderr[runner_up], STDERR_FLOOR))
         clear = gap_z >= CLEAR_GAP_Z and not no_signal
         if clear:
-            message = (f"{names[best]} is clearly better: {gap_z:.1f} se ahead of {names[runner_up]} by "
-                       f"{scored.geometry}, P(best) {p_best:.0%} vs {random_top1:.0%} at random")
+            message = (
+                f"{names[best]} is clearly better: {gap_z:.1f} se ahead of {names[runner_up]} by "
+                f"{scored.geometry}, P(best) {p_best:.0%} vs {random_top1:.0%} at random"
+            )
         else:
-            why = "no geometry separates the candidates" if no_signal else (
-                f"{names[best]} leads {names[runner_up]} by only {gap_z:.1f} se by {scored.geometry}")
+            why = (
+                "no geometry separates the candidates"
+                if no_signal
+                else (f"{names[best]} leads {names[runner_up]} by only {gap_z:.1f} se by {scored.geometry}")
+            )
             message = f"no candidate is clearly better: {why}; P(best) {p_best:.0%} vs {random_top1:.0%} at random"
     message += f"; {len(agreeing)} of {len(scores)} geometries agree ({', '.join(agreeing)})"
-    return Verdict(scored.geometry, best, runner_up, gap_z, p_best, random_top1, agreeing, tuple(scores), clear, message)
+    return Verdict(
+        scored.geometry, best, runner_up, gap_z, p_best, random_top1, agreeing, tuple(scores), clear, message
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,14 +117,25 @@ class ScoredSelection:
     verdict: Verdict
 
     def as_dict(self) -> dict[str, Any]:
-        choice = None if self.choice is None else {
-            "geometry": self.choice.geometry, "regime": self.choice.regime.as_dict(), "reason": self.choice.reason,
-            "separations": {k: v.as_dict() for k, v in self.choice.separations.items()}}
+        choice = (
+            None
+            if self.choice is None
+            else {
+                "geometry": self.choice.geometry,
+                "regime": self.choice.regime.as_dict(),
+                "reason": self.choice.reason,
+                "separations": {k: v.as_dict() for k, v in self.choice.separations.items()},
+            }
+        )
         return {"scores": dataclasses.asdict(self.scores), "choice": choice, "verdict": self.verdict.as_dict()}
 
 
-def score_selection(head: Sequence[AlignmentResult], score: str = "auto", names: Sequence[str] | None = None,
-                    **other: Sequence[AlignmentResult]) -> ScoredSelection:
+def score_selection(
+    head: Sequence[AlignmentResult],
+    score: str = "auto",
+    names: Sequence[str] | None = None,
+    **other: Sequence[AlignmentResult],
+) -> ScoredSelection:
     """Score the candidates of one target by ``score`` ("auto", a head geometry, "fisher_shrunk",
     "fisher_shrunk_separable" or a key of ``other``) and give the verdict. ``head``: each candidate's head
     alignment with the target; ``other``: alignments of other signature kinds (``head_input=``, ``network=``),

@@ -26,8 +26,13 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return f"{text} (default: {default})"
 
 
-def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, options: type, *,
-                  exclude: tuple[str, ...] = (), only: tuple[str, ...] | None = None) -> None:
+def add_arguments(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    options: type,
+    *,
+    exclude: tuple[str, ...] = (),
+    only: tuple[str, ...] | None = None,
+) -> None:
     """One argument per field of the ``options`` dataclass (fields with ``cli=False`` or in ``exclude``, or not in
     ``only`` when given, are left out)."""
     for field in dataclasses.fields(options):
@@ -49,5 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, opt
 
 def from_namespace(options: type, namespace: argparse.Namespace, **values: Any) -> Any:
     """An ``options`` dataclass from parsed arguments (fields the namespace lacks keep their defaults)."""
-    given = {field.name: getattr(namespace, field.name) for field in dataclasses.fields(options) if hasattr(namespace, field.name)}
+    given = {
+        field.name: getattr(namespace, field.name)
+        for field in dataclasses.fields(options)
+        if hasattr(namespace, field.name)
+    }
     return options(**{**given, **values})

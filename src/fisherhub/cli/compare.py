@@ -42,8 +42,10 @@ def alignment_table(matrix: AlignmentMatrix, same: frozenset[tuple[int, int]] = 
     for name in matrix.names:
         table.add_column(name, justify="right", no_wrap=True)
     for i, name in enumerate(matrix.names):
-        cells = [SAME_DATA if (i, j) in same else _cell(float(matrix.fisher[i, j]), float(matrix.stderr[i, j]))
-                 for j in range(len(matrix.names))]
+        cells = [
+            SAME_DATA if (i, j) in same else _cell(float(matrix.fisher[i, j]), float(matrix.stderr[i, j]))
+            for j in range(len(matrix.names))
+        ]
         table.add_row(name, *cells)
     return table
 
@@ -97,8 +99,11 @@ def report(
     console.print(alignment_table(matrix, same))
     console.print(decomposition_table(matrix, same))
     for i, j in sorted(pair for pair in same if pair[0] < pair[1]):
-        console.print(f"note: {names[i]} and {names[j]} are sketches of the same data (equal up to float rounding, "
-                      "as N processes give): A = 1 exactly", highlight=False)
+        console.print(
+            f"note: {names[i]} and {names[j]} are sketches of the same data (equal up to float rounding, "
+            "as N processes give): A = 1 exactly",
+            highlight=False,
+        )
     for line in matrix_legend(matrix):
         console.print(f"note: {line}", highlight=False)
     if heatmap:
@@ -109,7 +114,10 @@ def report(
 def matrix_as_json(matrix: AlignmentMatrix) -> dict:
     geometries = [GEOMETRIES[name] for name in DECOMPOSITION]
     fields = [g.field for g in geometries] + [g.stderr_field for g in geometries]
-    as_lists = {field: [[None if math.isnan(v) else v for v in row] for row in getattr(matrix, field).tolist()] for field in fields}
+    as_lists = {
+        field: [[None if math.isnan(v) else v for v in row] for row in getattr(matrix, field).tolist()]
+        for field in fields
+    }
     return {"names": matrix.names, "sketch_id": matrix.sketch_id, **as_lists}
 
 
@@ -144,13 +152,19 @@ def run(namespace: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "compare", help="alignment matrix of signatures with error bars and decomposition",
-        description=__doc__, formatter_class=HelpFormatter,
+        "compare",
+        help="alignment matrix of signatures with error bars and decomposition",
+        description=__doc__,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("refs", nargs="+", metavar="REF", help="signature file or Hub reference")
     parser.add_argument("--names", nargs="+", default=None, help="labels for the signatures (default: file stems)")
     parser.add_argument("--heatmap", default="alignment.png", help="PNG path for the heatmaps ('' to skip)")
     parser.add_argument("--json", default=None, help="also write the matrices as JSON to this path")
-    parser.add_argument("--overwrite", action="store_true", help="replace the --heatmap / --json files if they exist (default: an existing "
-                        "file is kept, the tables are printed, and the command exits with an error naming the file)")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the --heatmap / --json files if they exist (default: an existing "
+        "file is kept, the tables are printed, and the command exits with an error naming the file)",
+    )
     parser.set_defaults(func=run)

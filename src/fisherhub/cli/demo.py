@@ -48,8 +48,15 @@ def run(namespace: argparse.Namespace) -> int:
         dataset = load_demo_domain(name)
         data = DataArgs(dataset, max_documents=namespace.max_documents, max_length=namespace.max_length)
         signature = sketch_dataset(
-            dataset, model, tokenizer, spec, data=data, batch_size=namespace.batch_size,
-            metadata={**provenance, "dataset": f"fisherhub-demo/{name}"}, progress=True, description=name,
+            dataset,
+            model,
+            tokenizer,
+            spec,
+            data=data,
+            batch_size=namespace.batch_size,
+            metadata={**provenance, "dataset": f"fisherhub-demo/{name}"},
+            progress=True,
+            description=name,
         )
         signature.save(output / f"{name}.safetensors")
         signatures.append(signature)
@@ -63,8 +70,10 @@ def run(namespace: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "demo", help="sketch the built-in demo domains and show their alignment matrix",
-        description=__doc__, formatter_class=HelpFormatter,
+        "demo",
+        help="sketch the built-in demo domains and show their alignment matrix",
+        description=__doc__,
+        formatter_class=HelpFormatter,
     )
     add_arguments(parser, DemoOptions)
     add_arguments(parser, SpecOptions, only=("m", "estimator"))

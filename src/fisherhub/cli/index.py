@@ -21,34 +21,53 @@ def _common(parser: argparse.ArgumentParser, workers: bool = True) -> None:
 
     if workers:
         parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="repos read at once")
-    parser.add_argument("--work", default=None, metavar="DIR",
-                        help="where rows read so far are kept, to resume (default ~/.cache/fisherhub/index/ORG--NAME)")
+    parser.add_argument(
+        "--work",
+        default=None,
+        metavar="DIR",
+        help="where rows read so far are kept, to resume (default ~/.cache/fisherhub/index/ORG--NAME)",
+    )
     parser.add_argument("--token", default=None, help="Hub token (default: HF_TOKEN or the one `hf auth login` saved)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from fisherhub.hub.index_layout import DEFAULT_DTYPE, INDEX_DTYPES
 
-    parser = subparsers.add_parser("index", help="gather a base model's signatures in one Hub dataset, and rank from it",
-                                   description=__doc__, formatter_class=HelpFormatter)
-    commands = parser.add_subparsers(dest="index_command", metavar="ACTION", required=True,
-                                     help="build, update, sign or show an index")
-    build = commands.add_parser("build", help="gather every published signature of a base model's adapters",
-                                formatter_class=HelpFormatter)
+    parser = subparsers.add_parser(
+        "index",
+        help="gather a base model's signatures in one Hub dataset, and rank from it",
+        description=__doc__,
+        formatter_class=HelpFormatter,
+    )
+    commands = parser.add_subparsers(
+        dest="index_command", metavar="ACTION", required=True, help="build, update, sign or show an index"
+    )
+    build = commands.add_parser(
+        "build", help="gather every published signature of a base model's adapters", formatter_class=HelpFormatter
+    )
     build.add_argument("base_model", metavar="BASE_MODEL", help="the base model whose adapters are gathered")
     build.add_argument("--push", required=True, metavar="datasets/ORG/NAME", help="the dataset repo of the index")
     build.add_argument("--dtype", default=DEFAULT_DTYPE, choices=INDEX_DTYPES, help="float type of the stored sketches")
-    build.add_argument("--sketches", default="joint", choices=("joint", "all"),
-                       help="store the joint sketch only (rank by A; the rest comes from the shortlisted files) or all three")
+    build.add_argument(
+        "--sketches",
+        default="joint",
+        choices=("joint", "all"),
+        help="store the joint sketch only (rank by A; the rest comes from the shortlisted files) or all three",
+    )
     build.add_argument("--private", action="store_true", help="create the index repo private")
     _common(build)
     build.set_defaults(func=run_build)
-    update = commands.add_parser("update", help="read again the adapters whose commit changed", formatter_class=HelpFormatter)
+    update = commands.add_parser(
+        "update", help="read again the adapters whose commit changed", formatter_class=HelpFormatter
+    )
     update.add_argument("index", metavar="ORG/NAME", help="the index to bring up to date")
     _common(update)
     update.set_defaults(func=run_update)
-    sign = commands.add_parser("sign", help="sketch the datasets that unsigned adapters' cards name, add their rows",
-                               formatter_class=HelpFormatter)
+    sign = commands.add_parser(
+        "sign",
+        help="sketch the datasets that unsigned adapters' cards name, add their rows",
+        formatter_class=HelpFormatter,
+    )
     sign.add_argument("base_model", metavar="BASE_MODEL", help="the base model the datasets are sketched under")
     sign.add_argument("--index", required=True, metavar="ORG/NAME", help="the index (built before) that gets the rows")
     sign.add_argument("--model", default=None, help="where the base model loads from (default: BASE_MODEL)")
@@ -60,8 +79,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show = commands.add_parser("show", help="what an index holds", formatter_class=HelpFormatter)
     show.add_argument("index", metavar="ORG/NAME", help="the index to show")
     show.add_argument("--token", default=None, help="Hub token")
-    show.add_argument("--plot", default=None, metavar="PNG",
-                      help="write a heatmap of the alignment A among the rows with the most tokens (up to 24)")
+    show.add_argument(
+        "--plot",
+        default=None,
+        metavar="PNG",
+        help="write a heatmap of the alignment A among the rows with the most tokens (up to 24)",
+    )
     show.set_defaults(func=run_show)
 
 
@@ -72,8 +95,16 @@ def run_build(args: argparse.Namespace) -> int:
     from fisherhub.hub.signature_index import build_index
 
     layout = Layout(args.dtype, SKETCHES if args.sketches == "all" else ("joint",))
-    commit, summary = build_index(args.base_model, args.push, work=args.work, layout=layout, token=args.token,
-                                  workers=check_workers(args.workers), private=args.private, progress=True)
+    commit, summary = build_index(
+        args.base_model,
+        args.push,
+        work=args.work,
+        layout=layout,
+        token=args.token,
+        workers=check_workers(args.workers),
+        private=args.private,
+        progress=True,
+    )
     print("\n".join(summary.lines()))
     print(f"pushed {args.push}@{commit}")
     return 0
@@ -83,7 +114,9 @@ def run_update(args: argparse.Namespace) -> int:
     from fisherhub.hub.pool import check_workers
     from fisherhub.hub.signature_index import update_index
 
-    commit, summary, read = update_index(args.index, work=args.work, token=args.token, workers=check_workers(args.workers))
+    commit, summary, read = update_index(
+        args.index, work=args.work, token=args.token, workers=check_workers(args.workers)
+    )
     print("\n".join(summary.lines()))
     print(f"read {read} changed repo(s); " + (f"pushed {args.index}@{commit}" if commit else "the index is up to date"))
     return 0
@@ -98,8 +131,16 @@ def run_sign(args: argparse.Namespace) -> int:
 
     check_positive(args, ("max_documents",), optional=True)
     model, tokenizer = load_model_and_tokenizer(args.model or args.base_model)
-    report = sign_unsigned(args.base_model, args.index, model=model, tokenizer=tokenizer, max_documents=args.max_documents,
-                           text_column=args.text_column, work=args.work, token=args.token)
+    report = sign_unsigned(
+        args.base_model,
+        args.index,
+        model=model,
+        tokenizer=tokenizer,
+        max_documents=args.max_documents,
+        text_column=args.text_column,
+        work=args.work,
+        token=args.token,
+    )
     with open(args.report, "w", encoding="utf-8") as handle:
         json.dump(report.as_dict(), handle, indent=1)
     print("\n".join(report.lines()))

@@ -15,7 +15,7 @@ from fisherhub.cli.arguments import HelpFormatter
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "install-metric",
-        help="copy the evaluate metric into a folder, for evaluate.load(\"DIR/fisher_alignment\")",
+        help='copy the evaluate metric into a folder, for evaluate.load("DIR/fisher_alignment")',
         description=__doc__,
         formatter_class=HelpFormatter,
     )

@@ -34,8 +34,18 @@ def run(args: argparse.Namespace) -> int:
         where = f"{repo.repo}@{infos[0].ref.revision[:7] if infos else repo.revision or 'main'}"
     print(f"{where}: {len(infos)} signature file{'s' if len(infos) != 1 else ''}")
     rows = [
-        tuple(printable(cell) for cell in (i.path, i.base_model or "", i.sketch_id or "", i.dataset or "",
-                                           str(i.num_tokens or ""), "yes" if i.listed else "no", i.problem or ""))
+        tuple(
+            printable(cell)
+            for cell in (
+                i.path,
+                i.base_model or "",
+                i.sketch_id or "",
+                i.dataset or "",
+                str(i.num_tokens or ""),
+                "yes" if i.listed else "no",
+                i.problem or "",
+            )
+        )
         for i in infos
     ]
     widths = [max(len(row[c]) for row in [COLUMNS, *rows]) for c in range(len(COLUMNS))]

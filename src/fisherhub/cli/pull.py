@@ -7,7 +7,6 @@ import os
 import shutil
 
 
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "pull",

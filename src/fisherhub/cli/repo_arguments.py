@@ -16,11 +16,14 @@ def add_repo_arguments(parser: argparse.ArgumentParser, revision_help: str, fold
     with ``folder`` a local folder), ``--repo-type`` and ``--revision``."""
     where = ", or a local folder (e.g. ./my-adapter)" if folder else ""
     parser.add_argument(
-        "repo", metavar="REPO",
+        "repo",
+        metavar="REPO",
         help=f"org/name (a model or adapter repo), datasets/org/name, spaces/org/name, hf://... (optionally @revision){where}",
     )
     parser.add_argument(
-        "--repo-type", choices=REPO_TYPES, default=DEFAULT_REPO_TYPE,
+        "--repo-type",
+        choices=REPO_TYPES,
+        default=DEFAULT_REPO_TYPE,
         help=f"type of a bare org/name (default: {DEFAULT_REPO_TYPE}, as in hf:// URIs)",
     )
     parser.add_argument("--revision", help=revision_help)

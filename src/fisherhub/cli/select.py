@@ -19,32 +19,61 @@ from fisherhub.options import DataArgs
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "select", help="rank candidate LoRA adapters for a target dataset by Fisher alignment",
-        description=__doc__, formatter_class=HelpFormatter,
+        "select",
+        help="rank candidate LoRA adapters for a target dataset by Fisher alignment",
+        description=__doc__,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("target", metavar="TARGET", help="signature file or Hub reference, or a dataset to sketch")
-    parser.add_argument("candidates", metavar="CANDIDATES", nargs="*", help="adapter repos or folders, dataset repos, signature files")
+    parser.add_argument(
+        "candidates", metavar="CANDIDATES", nargs="*", help="adapter repos or folders, dataset repos, signature files"
+    )
     parser.add_argument("--base-model", default=None, help="base model id (discovery, filtering, and to sketch TARGET)")
-    parser.add_argument("--score", default="fisher", choices=SCORES,
-                        help="rank by A (fisher), S_a or S_e only; auto ranks by whichever of them tells these "
-                             "candidates apart, and the line under the table says which and why (the verdict: how far "
-                             "to trust the pick)")
-    parser.add_argument("--index", default=None, metavar="ORG/NAME",
-                        help="rank every row of this signature index (`fisherhub index build`) instead of CANDIDATES: one "
-                             "download, then the --shortlist best ranked from their own files")
-    parser.add_argument("--shortlist", type=int, default=None, help="rows of --index ranked again from their files (default 20)")
+    parser.add_argument(
+        "--score",
+        default="fisher",
+        choices=SCORES,
+        help="rank by A (fisher), S_a or S_e only; auto ranks by whichever of them tells these "
+        "candidates apart, and the line under the table says which and why (the verdict: how far "
+        "to trust the pick)",
+    )
+    parser.add_argument(
+        "--index",
+        default=None,
+        metavar="ORG/NAME",
+        help="rank every row of this signature index (`fisherhub index build`) instead of CANDIDATES: one "
+        "download, then the --shortlist best ranked from their own files",
+    )
+    parser.add_argument(
+        "--shortlist", type=int, default=None, help="rows of --index ranked again from their files (default 20)"
+    )
     parser.add_argument("--top-k", type=int, default=None, help="show the k best candidates only")
-    parser.add_argument("--rerank", type=int, default=0, metavar="K",
-                        help="second stage for a dataset TARGET: load the first K adapters of the S_a and S_e rankings "
-                             "one at a time and re-rank them by the target's measured loss (3 is a good choice; "
-                             "0: signatures only)")
+    parser.add_argument(
+        "--rerank",
+        type=int,
+        default=0,
+        metavar="K",
+        help="second stage for a dataset TARGET: load the first K adapters of the S_a and S_e rankings "
+        "one at a time and re-rank them by the target's measured loss (3 is a good choice; "
+        "0: signatures only)",
+    )
     parser.add_argument("--plot", default=None, metavar="PNG", help="write a bar chart of the scores with error bars")
-    parser.add_argument("--verify", type=int, default=0, metavar="K",
-                        help="re-sketch the K best candidates' data (fisherhub verify) before showing the ranking: a "
-                             "signature that is not reproduced is marked and ranked last")
-    parser.add_argument("--token", default=None, help="Hub token for private or gated adapters (default: HF_TOKEN or "
-                                                     "the one `hf auth login` saved)")
-    add_arguments(parser.add_argument_group("a dataset TARGET"), DataArgs, only=("split", "text_column", "max_documents"))
+    parser.add_argument(
+        "--verify",
+        type=int,
+        default=0,
+        metavar="K",
+        help="re-sketch the K best candidates' data (fisherhub verify) before showing the ranking: a "
+        "signature that is not reproduced is marked and ranked last",
+    )
+    parser.add_argument(
+        "--token",
+        default=None,
+        help="Hub token for private or gated adapters (default: HF_TOKEN or the one `hf auth login` saved)",
+    )
+    add_arguments(
+        parser.add_argument_group("a dataset TARGET"), DataArgs, only=("split", "text_column", "max_documents")
+    )
     parser.set_defaults(func=run)
 
 
@@ -53,8 +82,14 @@ def run(args: argparse.Namespace) -> int:
 
     data = DataArgs(args.target, split=args.split, text_column=args.text_column, max_documents=args.max_documents)
     selection = select_adapter(
-        args.target, args.candidates or None, base_model=args.base_model, score=args.score,
-        sketch=SketchOptions(data=data), token=args.token, index=args.index, rerank=args.rerank,
+        args.target,
+        args.candidates or None,
+        base_model=args.base_model,
+        score=args.score,
+        sketch=SketchOptions(data=data),
+        token=args.token,
+        index=args.index,
+        rerank=args.rerank,
         **({"shortlist": args.shortlist} if args.shortlist is not None else {}),
     )
     if args.verify:
@@ -67,9 +102,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(selection.table(limit=args.top_k))
     best = selection.best
-    measured = [] if selection.rerank is None else [m for m in selection.rerank.measured if m.candidate == best.candidate]
+    measured = (
+        [] if selection.rerank is None else [m for m in selection.rerank.measured if m.candidate == best.candidate]
+    )
     loss = "".join(f"target loss {m.loss:.4f} ± {m.stderr:.4f}, " for m in measured)
-    print(f"best: {best.candidate} ({loss}{selection.score} {best.score:.3f} ± {best.stderr:.3f}), from {best.signature_source}")
+    print(
+        f"best: {best.candidate} ({loss}{selection.score} {best.score:.3f} ± {best.stderr:.3f}), from {best.signature_source}"
+    )
     if args.plot:
         print(f"wrote {selection.plot(args.plot, limit=args.top_k)}")
     return 0

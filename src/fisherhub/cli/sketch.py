@@ -115,8 +115,11 @@ def _save(signature, args: SketchArgs) -> None:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         signature.save(args.output)
     except (OSError, InputError) as exc:
-        kept = (f"the checkpoint in {args.checkpoint} is kept: free some space, then rerun with --resume to write it"
-                if args.checkpoint else "rerun with --checkpoint DIR to keep the work of a run whose output fails")
+        kept = (
+            f"the checkpoint in {args.checkpoint} is kept: free some space, then rerun with --resume to write it"
+            if args.checkpoint
+            else "rerun with --checkpoint DIR to keep the work of a run whose output fails"
+        )
         reason = exc.strerror if isinstance(exc, OSError) else str(exc)
         raise InputError(f"the signature was sketched but not written ({reason}); {kept}") from exc
 
@@ -147,9 +150,13 @@ def _how_to_resume(namespace: argparse.Namespace) -> str:
     from fisherhub.pipeline.checkpoints import has_checkpoint
 
     words = [word for word in _command_line(namespace) if word != "--resume"]
-    launcher = "accelerate launch [your launch options] -m fisherhub sketch" if _num_processes() > 1 else "fisherhub sketch"
+    launcher = (
+        "accelerate launch [your launch options] -m fisherhub sketch" if _num_processes() > 1 else "fisherhub sketch"
+    )
     if namespace.checkpoint and has_checkpoint(namespace.checkpoint):
-        return f"continue from the last checkpoint in {namespace.checkpoint} with: {launcher} {shlex.join(words)} --resume"
+        return (
+            f"continue from the last checkpoint in {namespace.checkpoint} with: {launcher} {shlex.join(words)} --resume"
+        )
     if namespace.checkpoint:
         return (
             f"no checkpoint was written to {namespace.checkpoint} yet (one every --checkpoint-every batches); start "
@@ -175,8 +182,10 @@ def _is_main_process() -> bool:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "sketch", help="sketch a dataset under a base model into a signature file",
-        description=__doc__, formatter_class=HelpFormatter,
+        "sketch",
+        help="sketch a dataset under a base model into a signature file",
+        description=__doc__,
+        formatter_class=HelpFormatter,
     )
     add_sketch_arguments(parser)
     parser.set_defaults(func=run)

@@ -23,8 +23,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--revision", help="branch, tag or commit of REF's repo")
     parser.add_argument("--base-model", help="choose among the repo's signatures by base model")
     parser.add_argument("--sketch-id", help="choose among the repo's signatures by sketch id")
-    parser.add_argument("--tolerance", type=float, default=VERIFY_TOLERANCE,
-                        help=f"largest relative difference of a sketch vector or split norm (default: {VERIFY_TOLERANCE:g})")
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=VERIFY_TOLERANCE,
+        help=f"largest relative difference of a sketch vector or split norm (default: {VERIFY_TOLERANCE:g})",
+    )
     parser.set_defaults(func=run)
 
 

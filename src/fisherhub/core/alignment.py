@@ -187,8 +187,12 @@ def same_data(a: Signature, b: Signature) -> bool:
         return True
     if (a.num_tokens, a.num_documents) != (b.num_tokens, b.num_documents):
         return False
-    pairs = [(x.double(), y.double()) for x, y in zip(
-        (a.joint, a.activation, a.error, a.split_norms), (b.joint, b.activation, b.error, b.split_norms))]
+    pairs = [
+        (x.double(), y.double())
+        for x, y in zip(
+            (a.joint, a.activation, a.error, a.split_norms), (b.joint, b.activation, b.error, b.split_norms)
+        )
+    ]
     return all(float((x - y).norm()) <= SAME_DATA_TOLERANCE * float(x.norm()) for x, y in pairs)
 
 
@@ -205,7 +209,10 @@ def shrink_toward_separable(coupling: torch.Tensor, stderr: torch.Tensor) -> tor
 
 
 def alignment_matrix(
-    signatures: Sequence[Signature], names: Sequence[str] | None = None, *, constants: StderrConstants | None = None,
+    signatures: Sequence[Signature],
+    names: Sequence[str] | None = None,
+    *,
+    constants: StderrConstants | None = None,
     shrink_coupling: bool = False,
 ) -> AlignmentMatrix:
     """Pairwise alignments of compatible signatures.
@@ -232,8 +239,9 @@ def alignment_matrix(
     stderr = torch.maximum(stderr, feature_stderr(means, norms, cosine))
     stderr = torch.where(same, torch.zeros_like(stderr), stderr)
     fisher, activation, error = cosine
-    defined = same | (GEOMETRIES["activation"].significant(activation, stderr[1])
-                     & GEOMETRIES["error"].significant(error, stderr[2]))
+    defined = same | (
+        GEOMETRIES["activation"].significant(activation, stderr[1]) & GEOMETRIES["error"].significant(error, stderr[2])
+    )
     nan = torch.full_like(fisher, math.nan)
     coupling = torch.where(defined, fisher / (activation * error), nan)
     relative = torch.sqrt(
@@ -246,7 +254,9 @@ def alignment_matrix(
         coupling = shrink_toward_separable(coupling, coupling_stderr)
     clamped = torch.tensor([bool(s.metadata.get(CLAMPED_NORMS_KEY)) for s in signatures])
     return AlignmentMatrix(
-        names=list(names) if names is not None else [s.metadata.get("dataset", f"#{i}") for i, s in enumerate(signatures)],
+        names=list(names)
+        if names is not None
+        else [s.metadata.get("dataset", f"#{i}") for i, s in enumerate(signatures)],
         fisher=fisher,
         activation=activation,
         error=error,

@@ -46,7 +46,9 @@ class HeadBatch:
         """Refuse what cannot be sketched with a head of K = ``vocab_size`` rows and d columns: shapes, dtypes,
         NaN/inf, targets outside [0, K), empty batches."""
         if (self.errors is None) == (self.logits is None):
-            raise InputError("a HeadBatch carries either errors (N, K) or logits (N, K) with targets, not both or neither")
+            raise InputError(
+                "a HeadBatch carries either errors (N, K) or logits (N, K) with targets, not both or neither"
+            )
         name, values = ("logits", self.logits) if self.from_logits else ("errors", self.errors)
         if not isinstance(values, torch.Tensor) or values.ndim != 2 or values.shape[1] != vocab_size:
             raise InputError(

@@ -39,7 +39,12 @@ def _check_pair(activations: torch.Tensor, errors: torch.Tensor) -> None:
 
 
 def gram_inner_products(
-    a_i: torch.Tensor, e_i: torch.Tensor, a_j: torch.Tensor, e_j: torch.Tensor, *, chunk_size: int = 1024,
+    a_i: torch.Tensor,
+    e_i: torch.Tensor,
+    a_j: torch.Tensor,
+    e_j: torch.Tensor,
+    *,
+    chunk_size: int = 1024,
     exclude_self_pairs: bool = False,
 ) -> torch.Tensor:
     """[⟨F_i,F_j⟩, ⟨M_i,M_j⟩, ⟨Γ_i,Γ_j⟩] as means over token pairs, float64.
@@ -58,15 +63,18 @@ def gram_inner_products(
             rows = torch.arange(activation_kernel.shape[0])
             activation_kernel[rows, rows + start] = 0.0
             error_kernel[rows, rows + start] = 0.0
-        totals += torch.stack(
-            [(activation_kernel * error_kernel).sum(), activation_kernel.sum(), error_kernel.sum()]
-        )
+        totals += torch.stack([(activation_kernel * error_kernel).sum(), activation_kernel.sum(), error_kernel.sum()])
     pairs = a_i.shape[0] * a_j.shape[0] - (a_i.shape[0] if exclude_self_pairs else 0)
     return totals / pairs
 
 
 def exact_alignment(
-    a_i: torch.Tensor, e_i: torch.Tensor, a_j: torch.Tensor, e_j: torch.Tensor, *, chunk_size: int = 1024,
+    a_i: torch.Tensor,
+    e_i: torch.Tensor,
+    a_j: torch.Tensor,
+    e_j: torch.Tensor,
+    *,
+    chunk_size: int = 1024,
     exclude_self_pairs: bool = False,
 ) -> ExactAlignment:
     """Exact A, S_a, S_e between two tasks by the chunked Gram form (any K).

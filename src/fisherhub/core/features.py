@@ -54,7 +54,9 @@ class FeatureMap:
             raise InputError("a network spec (modules=...) is sketched by core.network.NetworkFeatureMap")
         self.spec = spec
         self.scale = 1.0 / math.sqrt(spec.m)
-        self.activation_projector = estimator_projector(spec.estimator, "activation", spec.d, spec.m, spec.seed, spec.reflection_tensor)
+        self.activation_projector = estimator_projector(
+            spec.estimator, "activation", spec.d, spec.m, spec.seed, spec.reflection_tensor
+        )
         if spec.error_space == "head-input":
             seed = derived_seed(spec.seed, HEAD_INPUT_LABEL)
             self.error_projector = estimator_projector(spec.estimator, "activation", spec.d, spec.m, seed)

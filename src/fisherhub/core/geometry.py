@@ -78,18 +78,37 @@ GEOMETRIES: dict[str, Geometry] = {
     g.name: g
     for g in (
         Geometry("fisher", "A", "A", "Fisher alignment A", "fisher", "stderr", sketch="joint"),
-        Geometry("activation", "S_a", "S_a", "activation-only S_a", "activation", "activation_stderr",
-                 sketch="activation"),
+        Geometry(
+            "activation", "S_a", "S_a", "activation-only S_a", "activation", "activation_stderr", sketch="activation"
+        ),
         Geometry("error", "S_e", "S_e", "error-only S_e", "error", "error_stderr", sketch="error"),
-        Geometry("coupling", "ρ", "rho", "coupling ρ = A / (S_a S_e)", "coupling", "coupling_stderr", null=1.0,
-                 two_sided=True),
-        Geometry("head_input", "A_δ", "A_head_input", "head-input A (a, δ = Wᵀe)", "fisher", "stderr",
-                 signature="head-input", sketch="joint"),
-        Geometry("network", "A_net", "A_network", "network-level A", "fisher", "stderr", signature="network",
-                 sketch="joint"),
+        Geometry(
+            "coupling",
+            "ρ",
+            "rho",
+            "coupling ρ = A / (S_a S_e)",
+            "coupling",
+            "coupling_stderr",
+            null=1.0,
+            two_sided=True,
+        ),
+        Geometry(
+            "head_input",
+            "A_δ",
+            "A_head_input",
+            "head-input A (a, δ = Wᵀe)",
+            "fisher",
+            "stderr",
+            signature="head-input",
+            sketch="joint",
+        ),
+        Geometry(
+            "network", "A_net", "A_network", "network-level A", "fisher", "stderr", signature="network", sketch="joint"
+        ),
         Geometry("fisher_shrunk", "A_ρ̃", "A_shrunk", "A, ρ shrunk to the cohort mean", None, "stderr"),
-        Geometry("fisher_shrunk_separable", "A_ρ̃1", "A_shrunk_separable", "A, ρ shrunk toward 1 (separable)", None,
-                 "stderr"),
+        Geometry(
+            "fisher_shrunk_separable", "A_ρ̃1", "A_shrunk_separable", "A, ρ shrunk toward 1 (separable)", None, "stderr"
+        ),
     )
 }
 #: A, S_a, S_e: the cosines of a head signature's three sketches (the geometries a selection's rows rank by)

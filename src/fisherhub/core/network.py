@@ -55,12 +55,21 @@ def side_projector(estimator: str, dimension: int, m: int, seed: int) -> Project
 class NetworkFeatureMap:
     """The per-module projections of a network spec: ((u_l, v_l) on x_l, (s_l, t_l) on δ_l) for each module l."""
 
-    def __init__(self, modules: Sequence[tuple[str, int, int]], m: int, projectors: Sequence[tuple[Projector, Projector]]):
+    def __init__(
+        self, modules: Sequence[tuple[str, int, int]], m: int, projectors: Sequence[tuple[Projector, Projector]]
+    ):
         if len(projectors) != len(modules):
             raise InputError(f"{len(projectors)} projector pairs for {len(modules)} modules")
         for (name, in_features, out_features), (on_input, on_output) in zip(modules, projectors):
-            if (on_input.in_features, on_output.in_features, on_input.m, on_output.m) != (in_features, out_features, m, m):
-                raise InputError(f"the projectors of module {name} do not fit its shape ({in_features} → {out_features}), m={m}")
+            if (on_input.in_features, on_output.in_features, on_input.m, on_output.m) != (
+                in_features,
+                out_features,
+                m,
+                m,
+            ):
+                raise InputError(
+                    f"the projectors of module {name} do not fit its shape ({in_features} → {out_features}), m={m}"
+                )
         self.modules = tuple(modules)
         self.m = m
         self.scale = 1.0 / math.sqrt(m)
@@ -88,7 +97,9 @@ class NetworkFeatureMap:
 
 
 @functools.lru_cache(maxsize=8)
-def _network_feature_map(modules: tuple[tuple[str, int, int], ...], m: int, seed: int, estimator: str) -> NetworkFeatureMap:
+def _network_feature_map(
+    modules: tuple[tuple[str, int, int], ...], m: int, seed: int, estimator: str
+) -> NetworkFeatureMap:
     """Feature maps depend on the modules, m, seed and estimator only (not the kernel); built once per process."""
     projectors = [
         (
@@ -109,11 +120,18 @@ class NetworkBatch:
     """
 
     def __init__(
-        self, feature_map: NetworkFeatureMap, doc_index: torch.Tensor, scored: torch.Tensor, *,
-        granularity: str = "token", kernels: Sequence[str] = ("full",),
+        self,
+        feature_map: NetworkFeatureMap,
+        doc_index: torch.Tensor,
+        scored: torch.Tensor,
+        *,
+        granularity: str = "token",
+        kernels: Sequence[str] = ("full",),
     ):
         if doc_index.ndim != 1 or scored.shape != doc_index.shape or scored.dtype != torch.bool:
-            raise InputError(f"need doc_index (N,) and a bool scored mask (N,), got {tuple(doc_index.shape)}, {scored.dtype}")
+            raise InputError(
+                f"need doc_index (N,) and a bool scored mask (N,), got {tuple(doc_index.shape)}, {scored.dtype}"
+            )
         if granularity not in ("token", "sequence"):
             raise InputError(f"unknown granularity {granularity!r}; choose 'token' (position) or 'sequence'")
         unknown = set(kernels) - set(KERNELS)
@@ -135,7 +153,9 @@ class NetworkBatch:
             self._sums.update(first=zeros(joint_rows, m), second=zeros(joint_rows, m))
             self._sums.update({name: zeros(rows, m) for name in ("input_u", "input_v", "output_s", "output_t")})
         if "block" in self.kernels:
-            self._sums.update(block_joint=zeros(joint_rows, m), block_activation=zeros(rows, m), block_error=zeros(rows, m))
+            self._sums.update(
+                block_joint=zeros(joint_rows, m), block_activation=zeros(rows, m), block_error=zeros(rows, m)
+            )
 
     def _per_document(self, values: torch.Tensor) -> torch.Tensor:
         return values.new_zeros(len(self.documents), values.shape[1]).index_add_(0, self._inverse, values)
@@ -145,7 +165,9 @@ class NetworkBatch:
         if self._added[module]:
             raise InputError(f"module {self.feature_map.modules[module][0]} was added twice to the batch")
         self._added[module] = True
-        ux, vx, sd, td = self.feature_map.project(module, inputs.to(self.doc_index.device), output_gradients.to(self.doc_index.device))
+        ux, vx, sd, td = self.feature_map.project(
+            module, inputs.to(self.doc_index.device), output_gradients.to(self.doc_index.device)
+        )
         sums = self._sums
         input_output_u, input_output_v = ux * sd, vx * td
         if "full" in self.kernels:
@@ -183,4 +205,3 @@ class NetworkBatch:
                 sums["output_s"] * sums["output_t"] * scale,
             )
         return sums["block_joint"] * scale, sums["block_activation"] * scale, sums["block_error"] * scale
-

@@ -60,7 +60,6 @@ CPU_TRANSFORM_BLOCK_BYTES = 2**20
 PERMUTATION_CHUNK = 16
 
 
-
 class Projector(abc.ABC):
     """Maps (N, n) inputs to a pair of (N, m) projections (P x, Q x) with independent rows."""
 
@@ -241,7 +240,9 @@ class _VocabularyProjector(Projector):
 
     def _folded(self, rows: int, device: torch.device) -> torch.Tensor:
         """A (rows, 2, T) scratch buffer for a block's fold."""
-        return self._scratch("folded", rows, device, width=2 * self.transform_size).unflatten(1, (2, self.transform_size))
+        return self._scratch("folded", rows, device, width=2 * self.transform_size).unflatten(
+            1, (2, self.transform_size)
+        )
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         kept = torch.empty(x.shape[0], 2 * self.m, device=x.device)

@@ -21,14 +21,23 @@ def floored(stderr: Sequence[float] | torch.Tensor) -> torch.Tensor:
     return torch.as_tensor(stderr, dtype=torch.float64).clamp_min(STDERR_FLOOR)
 
 
-def heterogeneity(values: Sequence[float] | torch.Tensor, stderr: Sequence[float] | torch.Tensor) -> tuple[float, float, float]:
+def heterogeneity(
+    values: Sequence[float] | torch.Tensor, stderr: Sequence[float] | torch.Tensor
+) -> tuple[float, float, float]:
     """Cochran's Q = Σ (x_i − x̄)²/se_i² with x̄ = Σ x_i/se_i² / Σ 1/se_i², its p-value against χ²_{n−1}, and x̄."""
     x, weight = torch.as_tensor(values, dtype=torch.float64), floored(stderr).pow(-2)
     mean = float((weight * x).sum() / weight.sum())
     q = float((weight * (x - mean).square()).sum())
     dof = len(x) - 1
-    p = 1.0 if dof == 0 else float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64),
-                                                           torch.tensor(q / 2, dtype=torch.float64)))
+    p = (
+        1.0
+        if dof == 0
+        else float(
+            torch.special.gammaincc(
+                torch.tensor(dof / 2, dtype=torch.float64), torch.tensor(q / 2, dtype=torch.float64)
+            )
+        )
+    )
     return q, p, mean
 
 

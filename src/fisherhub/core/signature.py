@@ -185,15 +185,22 @@ class Signature:
         unresolved = set(self.metadata.get(CLAMPED_NORMS_KEY, "").split(","))
         bounds = self.self_dominance_bounds()
         values = self.self_dominances().tolist()
-        out = [(name, value, low, high) for name, value, (low, high) in zip(_SKETCH_NAMES, values, bounds)
-               if not low <= value <= high]
+        out = [
+            (name, value, low, high)
+            for name, value, (low, high) in zip(_SKETCH_NAMES, values, bounds)
+            if not low <= value <= high
+        ]
         if not out:
             return None
-        described = ", ".join(f"{name} R̂ = {value:.3g} outside [{low:.3g}, {high:.3g}]" for name, value, low, high in out)
+        described = ", ".join(
+            f"{name} R̂ = {value:.3g} outside [{low:.3g}, {high:.3g}]" for name, value, low, high in out
+        )
         if all(name in unresolved for name, *_ in out):
             return f"unresolved split norms: {described}: its alignments are noise; sketch more documents"
-        return (f"implausible split norms: {described} (the most a resolved split norm allows) although marked "
-                "resolved: forged, or damaged")
+        return (
+            f"implausible split norms: {described} (the most a resolved split norm allows) although marked "
+            "resolved: forged, or damaged"
+        )
 
     def describe(self) -> dict[str, Any]:
         """A small dict for cards and tables."""
@@ -306,7 +313,9 @@ class Signature:
                 split_norms=tensors["split_norms"],
                 num_tokens=num_tokens,
                 num_documents=num_documents,
-                metadata={k: v for k, v in header.items() if k not in _RESERVED_KEYS or k in ("library_version", "created")},
+                metadata={
+                    k: v for k, v in header.items() if k not in _RESERVED_KEYS or k in ("library_version", "created")
+                },
             )
         except FisherHubError as exc:
             raise SignatureFileError(f"{source}: {exc}") from exc

@@ -11,7 +11,14 @@ from typing import Any
 import torch
 
 from fisherhub.core.registry import (
-    DEFAULT_ESTIMATOR, DEFAULT_M, DEFAULT_SEED, ERROR_SPACES, ESTIMATORS, FISHER_TYPES, GRANULARITIES, KERNELS,
+    DEFAULT_ESTIMATOR,
+    DEFAULT_M,
+    DEFAULT_SEED,
+    ERROR_SPACES,
+    ESTIMATORS,
+    FISHER_TYPES,
+    GRANULARITIES,
+    KERNELS,
 )
 from fisherhub.core.errors import IncompatibleSignaturesError, InputError, SignatureFileError
 
@@ -233,10 +240,14 @@ def _checked_modules(modules) -> tuple[tuple[str, int, int], ...]:
     checked = []
     for module in modules:
         if (
-            not isinstance(module, (tuple, list)) or len(module) != 3 or not isinstance(module[0], str)
+            not isinstance(module, (tuple, list))
+            or len(module) != 3
+            or not isinstance(module[0], str)
             or not all(isinstance(size, int) and not isinstance(size, bool) and size > 0 for size in module[1:])
         ):
-            raise InputError(f"each module must be (name, in_features, out_features) with positive sizes, got {module!r}")
+            raise InputError(
+                f"each module must be (name, in_features, out_features) with positive sizes, got {module!r}"
+            )
         checked.append((module[0], int(module[1]), int(module[2])))
     names = [name for name, _, _ in checked]
     if not checked or len(set(names)) != len(names):

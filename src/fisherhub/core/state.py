@@ -172,7 +172,9 @@ class SketchState:
             for doc in doc_index.unique().tolist():
                 self._open_documents.setdefault(int(doc), torch.empty(0))
         else:
-            parts = [term.products for term in terms if term.products is not None]  # every range's, at sequence granularity
+            parts = [
+                term.products for term in terms if term.products is not None
+            ]  # every range's, at sequence granularity
             products = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
             self._accumulate_documents(doc_index, products[0], products[1])
         return self
@@ -323,13 +325,17 @@ class SketchState:
                 f"this signature is not to be trusted yet: with {self.num_documents} documents ({self.num_tokens} "
                 f"scored tokens) its split-sample norm of {names} is within {SPLIT_NORM_Z:g} standard errors of zero, "
                 "so its alignments are mostly noise (values above 1, wide error bars); sketch at least "
-                f"{documents_needed(self.num_documents, z)} documents", TooFewDocumentsWarning, stacklevel=2,
+                f"{documents_needed(self.num_documents, z)} documents",
+                TooFewDocumentsWarning,
+                stacklevel=2,
             )
         elif self.num_documents < MIN_DOCUMENTS:
             warnings.warn(
                 f"this signature has {self.num_documents} documents ({self.num_tokens} scored tokens): below "
                 f"{MIN_DOCUMENTS} the split-half estimate of its norm has noise its error bars do not show; sketch at "
-                f"least {MIN_DOCUMENTS} documents to trust its alignments", TooFewDocumentsWarning, stacklevel=2,
+                f"least {MIN_DOCUMENTS} documents to trust its alignments",
+                TooFewDocumentsWarning,
+                stacklevel=2,
             )
         joint_total = self.token_counts.sum() if self.spec.granularity == "token" else self.document_counts.sum()
         totals = torch.stack([joint_total, self.token_counts.sum(), self.token_counts.sum()]).double()
@@ -362,4 +368,3 @@ def documents_needed(documents: int, z: torch.Tensor) -> int:
     worst = float(z.min())
     scaled = documents * SPLIT_NORM_Z / worst if worst > 0 else 2 * documents
     return max(MIN_DOCUMENTS, math.ceil(scaled))
-

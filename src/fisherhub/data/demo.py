@@ -19,9 +19,7 @@ DEMO_DOMAINS: tuple[str, ...] = ("english_prose", "python_code", "smiles", "prot
 def demo_domain_path(name: str) -> Path:
     """Path of the JSON-lines file (one ``{"text": ...}`` per line) of demo domain ``name``."""
     if name not in DEMO_DOMAINS:
-        raise InputError(
-            f"unknown demo domain {name!r}; available demo domains: {', '.join(DEMO_DOMAINS)}"
-        )
+        raise InputError(f"unknown demo domain {name!r}; available demo domains: {', '.join(DEMO_DOMAINS)}")
     return Path(str(resources.files("fisherhub.data") / "demo_data" / f"{name}.jsonl"))
 
 

@@ -8,7 +8,14 @@ from pathlib import Path
 #: file suffix -> ``datasets`` builder, for local data files; each may also end in a compression suffix
 #: that fsspec knows (``.gz``, ``.bz2``, ``.xz``, ...: ``fsspec.utils.compressions``), e.g. ``data.jsonl.gz``,
 #: which ``datasets`` decompresses by extension
-FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet", ".txt": "text", ".arrow": "arrow"}
+FILE_BUILDERS = {
+    ".json": "json",
+    ".jsonl": "json",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".txt": "text",
+    ".arrow": "arrow",
+}
 GLOB_CHARACTERS = frozenset("*?[")
 
 

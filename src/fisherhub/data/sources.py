@@ -32,7 +32,9 @@ def load_source(args: DataArgs):
     if args.streaming and isinstance(source, datasets.Dataset):
         source = source.to_iterable_dataset()
     if isinstance(source, datasets.Dataset) and len(source) == 0:
-        raise InputError(f"the dataset {args.provenance()['dataset']!r} (split {args.split!r}) is empty: nothing to sketch")
+        raise InputError(
+            f"the dataset {args.provenance()['dataset']!r} (split {args.split!r}) is empty: nothing to sketch"
+        )
     _check_column(source, args)
     return source
 
@@ -99,7 +101,9 @@ def _load_path_or_id(args: DataArgs):
                     f"the data file {name!r} is empty (0 bytes): nothing to sketch; pass a file with one document "
                     "per row (or line, for .txt)"
                 )
-            return datasets.load_dataset(builder, data_files={args.split: name}, split=args.split, streaming=args.streaming)
+            return datasets.load_dataset(
+                builder, data_files={args.split: name}, split=args.split, streaming=args.streaming
+            )
         return datasets.load_dataset(
             name, name=args.config, split=args.split, revision=args.revision, streaming=args.streaming
         )
@@ -117,8 +121,12 @@ def _load_path_or_id(args: DataArgs):
 def _unreadable(name: str, cause: BaseException) -> InputError:
     """The error for a data file ``datasets`` cannot read (a text encoding other than UTF-8, most often)."""
     if isinstance(cause, UnicodeDecodeError):
-        return InputError(f"cannot read {name!r}: it is not UTF-8 text ({cause}); convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8)")
-    return InputError(f"cannot read {name!r}: {type(cause).__name__}: {cause}. Check the file's format and encoding (UTF-8)")
+        return InputError(
+            f"cannot read {name!r}: it is not UTF-8 text ({cause}); convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+        )
+    return InputError(
+        f"cannot read {name!r}: {type(cause).__name__}: {cause}. Check the file's format and encoding (UTF-8)"
+    )
 
 
 def decoded(rows: Iterable, args: DataArgs) -> Iterator:

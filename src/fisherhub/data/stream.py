@@ -100,7 +100,9 @@ class DocumentStream:
             if args.max_tokens is not None and tokens_so_far >= args.max_tokens:
                 return
             self.position = max(self.position, index + 1)
-            own = (self.shard_sizes is not None or index % self.num_processes == self.process_index) and index >= start_index
+            own = (
+                self.shard_sizes is not None or index % self.num_processes == self.process_index
+            ) and index >= start_index
             if not own and args.max_tokens is None:
                 continue
             document = Document(index, *self.tokenize(row))
@@ -113,7 +115,9 @@ class DocumentStream:
                 continue
             yield document
 
-    def _indexed_rows(self, start_index: int, reading_state: dict[str, Any] | None) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _indexed_rows(
+        self, start_index: int, reading_state: dict[str, Any] | None
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
         """(global index, row) pairs to look at: all rows when counting tokens, else only own rows."""
         import datasets
 
@@ -139,7 +143,9 @@ class DocumentStream:
         self._reading = rows
         return rows
 
-    def _own_shard_rows(self, start_index: int, reading_state: dict[str, Any] | None) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _own_shard_rows(
+        self, start_index: int, reading_state: dict[str, Any] | None
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
         """This process's shards (``split_dataset_by_node``: j ≡ k mod N, in order), each row with its global
         index: shard j's rows follow the ``shard_sizes`` of the shards before it."""
         from datasets.distributed import split_dataset_by_node
@@ -151,7 +157,9 @@ class DocumentStream:
         rows = self._resumed(rows.select_columns([self.args.column]), before, reading_state)
         return zip(itertools.islice(itertools.chain.from_iterable(indices), before, None), rows)
 
-    def batches(self, batch_size: int, start_index: int = 0, reading_state: dict[str, Any] | None = None) -> Iterator[Batch]:
+    def batches(
+        self, batch_size: int, start_index: int = 0, reading_state: dict[str, Any] | None = None
+    ) -> Iterator[Batch]:
         if batch_size < 1:
             raise InputError(f"batch_size must be ≥ 1, got {batch_size}")
         pending: list[Document] = []

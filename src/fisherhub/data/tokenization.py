@@ -53,7 +53,11 @@ class DocumentTokenizer:
                 )
             spans.append((len(prompt), len(through)))
         encoding = self.tokenizer(
-            text, add_special_tokens=False, return_offsets_mapping=True, truncation=True, max_length=self.args.max_length
+            text,
+            add_special_tokens=False,
+            return_offsets_mapping=True,
+            truncation=True,
+            max_length=self.args.max_length,
         )
         ids = list(encoding["input_ids"])
         labels = [

@@ -101,13 +101,21 @@ _TEMPLATES = jinja2.Environment(
     keep_trailing_newline=True,
 )
 _TEMPLATES.filters.update(
-    md=markdown_text, code=code, count=count, hub_link=hub_link, dataset_link=dataset_link, file_link=file_link, py=python_string
+    md=markdown_text,
+    code=code,
+    count=count,
+    hub_link=hub_link,
+    dataset_link=dataset_link,
+    file_link=file_link,
+    py=python_string,
 )
 
 
 def signature_entries(card_data: Any, where: str) -> list[dict[str, Any]]:
     """The ``fisher_signatures`` entries of card metadata (a dict or ``CardData``; None: no card)."""
-    return check_entries(card_data.get(CARD_KEY) if card_data is not None else None, where, f"the card's `{CARD_KEY}` block")
+    return check_entries(
+        card_data.get(CARD_KEY) if card_data is not None else None, where, f"the card's `{CARD_KEY}` block"
+    )
 
 
 def download_card(repo: SignatureRef, token: str | None = None) -> tuple[str, str]:
@@ -197,7 +205,9 @@ def set_entries(
             card.data["base_model"] = adapter_of
         if not card.data.get("library_name"):
             card.data["library_name"] = "peft"
-        trained_on = sorted({e["dataset"] for e in entries if "/" in str(e.get("dataset", "")) and _is_repo_id(e["dataset"])})
+        trained_on = sorted(
+            {e["dataset"] for e in entries if "/" in str(e.get("dataset", "")) and _is_repo_id(e["dataset"])}
+        )
         if trained_on and not card.data.get("datasets"):
             card.data["datasets"] = trained_on
     card.text = _with_section(card.text, render_section(entries, repo_type, name))

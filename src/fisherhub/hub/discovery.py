@@ -26,7 +26,11 @@ def adapter_tag(base_model: str) -> str:
 
 def _may_be_signed(snapshot: RepoSnapshot) -> bool:
     """Signature files in the repo, or training datasets named in its card (whose repos may carry them)."""
-    return any(path in snapshot.files for path in INDEX_FOLDERS) or bool(snapshot.signature_files) or bool((snapshot.card_data or {}).get("datasets"))
+    return (
+        any(path in snapshot.files for path in INDEX_FOLDERS)
+        or bool(snapshot.signature_files)
+        or bool((snapshot.card_data or {}).get("datasets"))
+    )
 
 
 def find_adapters(base_model: str, *, token: str | None = None, untagged: bool = True) -> list[RepoSnapshot]:

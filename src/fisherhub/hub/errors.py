@@ -98,8 +98,14 @@ def hub_errors(where: str, path: str | None = None) -> Iterator[None]:
             "or read what is cached with HF_HUB_OFFLINE=1"
         ) from exc
     except (LocalEntryNotFoundError, OfflineModeIsEnabled) as exc:
-        state = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else f"the Hub ({constants.ENDPOINT}) is unreachable"
-        what = f"{path} is not in the local cache ({constants.HF_HUB_CACHE})" if path else "the repo's file list needs the Hub"
+        state = (
+            "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else f"the Hub ({constants.ENDPOINT}) is unreachable"
+        )
+        what = (
+            f"{path} is not in the local cache ({constants.HF_HUB_CACHE})"
+            if path
+            else "the repo's file list needs the Hub"
+        )
         raise OfflineCacheError(
             f"{where}: {state} and {what}. Fetch it once while online (`fisherhub pull REF`, or load or select with "
             "it), pinning the revision you will use offline"

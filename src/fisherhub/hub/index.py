@@ -43,7 +43,11 @@ def printable(value: object) -> str:
 
 
 def _is_local_path(value: str) -> bool:
-    return os.path.isabs(value) or value.startswith(("~", "./", "../", ".\\", "..\\")) or bool(re.match(r"[A-Za-z]:[\\/]", value))
+    return (
+        os.path.isabs(value)
+        or value.startswith(("~", "./", "../", ".\\", "..\\"))
+        or bool(re.match(r"[A-Za-z]:[\\/]", value))
+    )
 
 
 def public_name(value: str) -> str:
@@ -82,7 +86,9 @@ def entry_for(signature: Signature, path: str) -> dict[str, Any]:
 def _entry_problem(entry: Any, folders: tuple[str, ...]) -> str | None:
     if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
         return "not a mapping with a `path`"
-    if not is_signature_file(entry["path"], folders) or any(part in ("", ".", "..") for part in entry["path"].split("/")):
+    if not is_signature_file(entry["path"], folders) or any(
+        part in ("", ".", "..") for part in entry["path"].split("/")
+    ):
         where = " or ".join(f"{folder}/*.safetensors" for folder in folders)
         return f"path {printable(entry['path'])!r} is not a {where} file of the repo"
     for key, value in entry.items():
@@ -146,13 +152,17 @@ def parse_index(data: bytes, where: str, index_path: str = INDEX_PATH) -> list[d
     """The entries of the index file at ``index_path`` (a key of ``INDEX_FOLDERS``), each under that index's
     folder; ``CardError`` when it is not one this version reads."""
     if len(data) > MAX_INDEX_BYTES:
-        raise CardError(f"{where}: {index_path} is {len(data):,} bytes, more than an index of signatures needs "
-                        f"({MAX_INDEX_BYTES:,})")
+        raise CardError(
+            f"{where}: {index_path} is {len(data):,} bytes, more than an index of signatures needs "
+            f"({MAX_INDEX_BYTES:,})"
+        )
     try:
         document = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         reason = "nested too deeply" if isinstance(exc, RecursionError) else printable(exc)
-        raise CardError(f"{where}: {index_path} is not valid JSON ({reason}); push a signature again to rewrite it") from exc
+        raise CardError(
+            f"{where}: {index_path} is not valid JSON ({reason}); push a signature again to rewrite it"
+        ) from exc
     if not isinstance(document, dict) or document.get("kind") != INDEX_KIND:
         raise CardError(f"{where}: {index_path} is not a fisherhub signature index (no kind {INDEX_KIND!r})")
     if document.get("version") != INDEX_VERSION:
@@ -160,4 +170,6 @@ def parse_index(data: bytes, where: str, index_path: str = INDEX_PATH) -> list[d
             f"{where}: {index_path} has version {printable(repr(document.get('version')))[:40]}; this fisherhub reads version "
             f"{INDEX_VERSION} (upgrade fisherhub)"
         )
-    return check_entries(document.get("signatures"), where, f"{index_path}'s `signatures`", (INDEX_FOLDERS[index_path],))
+    return check_entries(
+        document.get("signatures"), where, f"{index_path}'s `signatures`", (INDEX_FOLDERS[index_path],)
+    )

@@ -8,7 +8,9 @@ from fisherhub.hub.discovery import find_adapters, find_signed_datasets
 from fisherhub.hub.read import list_signatures, load_signature
 
 
-def collect_signatures(base_model: str, *, sketch_id: str | None = None, token: str | None = None) -> dict[str, Signature]:
+def collect_signatures(
+    base_model: str, *, sketch_id: str | None = None, token: str | None = None
+) -> dict[str, Signature]:
     """Every loadable signature of ``base_model`` (and ``sketch_id`` when given) in adapter repos and signed dataset
     repos, keyed by its reference (``SignatureInfo.location``, pinned to the commit listed)."""
     repos = [(snapshot.ref.repo_id, "model") for snapshot in find_adapters(base_model, token=token)]

@@ -62,8 +62,14 @@ class _Update:
 
 
 def _update(
-    signature: Signature, entries: list[dict[str, Any]], old_card: str | None, where: str, repo_type: str, name: str,
-    adapter_of: str | None, repair_card: bool,
+    signature: Signature,
+    entries: list[dict[str, Any]],
+    old_card: str | None,
+    where: str,
+    repo_type: str,
+    name: str,
+    adapter_of: str | None,
+    repair_card: bool,
 ) -> _Update:
     """The new index lists the ``.fisher_signatures/`` entries; the card lists every entry (legacy ones too)."""
     path = signature_path(signature)
@@ -127,7 +133,9 @@ def push_signature(
             raise InputError(
                 f"{os.fspath(repo)} is a local folder: revision, create_pr, parent_commit and create_repo apply to Hub repos"
             )
-        return _push_to_folder(signature, Path(repo), repair_card, repo_type and check_repo_type(repo_type, PUSH_REPO_TYPES))
+        return _push_to_folder(
+            signature, Path(repo), repair_card, repo_type and check_repo_type(repo_type, PUSH_REPO_TYPES)
+        )
     target = repo.at(revision) if isinstance(repo, SignatureRef) else repo_ref(os.fspath(repo), repo_type, revision)
     check_repo_type(target.repo_type, PUSH_REPO_TYPES)
     api = HfApi(token=token)
@@ -142,15 +150,29 @@ def push_signature(
     old_card = download_card(snapshot.ref, token)[0] if CARD_NAME in files else None
     adapter = target.repo_type == "model" and (created or ADAPTER_CONFIG in files)
     update = _update(
-        signature, _entries(lambda: snapshot.entries(token), repair_card), old_card, str(target), target.repo_type, target.repo,
-        signature.metadata.get("base_model") if adapter else None, repair_card,
+        signature,
+        _entries(lambda: snapshot.entries(token), repair_card),
+        old_card,
+        str(target),
+        target.repo_type,
+        target.repo,
+        signature.metadata.get("base_model") if adapter else None,
+        repair_card,
     )
     head = snapshot.ref.with_path(update.path)
-    if update.card == old_card and _holds(files.get(INDEX_PATH), update.index) and _holds(files.get(update.path), update.data):
+    if (
+        update.card == old_card
+        and _holds(files.get(INDEX_PATH), update.index)
+        and _holds(files.get(update.path), update.data)
+    ):
         return PushResult(head, committed=False)
 
     metadata = signature.metadata
-    described = f"{metadata.get('dataset')} under {metadata['base_model']}" if metadata.get("dataset") else metadata["base_model"]
+    described = (
+        f"{metadata.get('dataset')} under {metadata['base_model']}"
+        if metadata.get("dataset")
+        else metadata["base_model"]
+    )
     operations = [
         CommitOperationAdd(update.path, update.data),
         CommitOperationAdd(INDEX_PATH, update.index),
@@ -191,12 +213,20 @@ def _write_to_folder(signature: Signature, folder: Path, repair_card: bool, repo
     old_card = folder_card(folder)
     repo_type = repo_type or folder_repo_type(folder)
     update = _update(
-        signature, _entries(lambda: folder_entries(folder), repair_card), old_card, str(folder), repo_type, folder.resolve().name,
-        signature.metadata.get("base_model") if repo_type == "model" else None, repair_card,
+        signature,
+        _entries(lambda: folder_entries(folder), repair_card),
+        old_card,
+        str(folder),
+        repo_type,
+        folder.resolve().name,
+        signature.metadata.get("base_model") if repo_type == "model" else None,
+        repair_card,
     )
     file = folder / update.path
     outputs = [
-        (file, update.data), (folder / INDEX_PATH, update.index), (folder / CARD_NAME, update.card.encode("utf-8")),
+        (file, update.data),
+        (folder / INDEX_PATH, update.index),
+        (folder / CARD_NAME, update.card.encode("utf-8")),
     ]
     written = False
     for path, data in outputs:

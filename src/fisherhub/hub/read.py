@@ -108,7 +108,9 @@ def _local_header(file: str | os.PathLike) -> tuple[dict[str, str] | None, str |
 def _remote_header(api: HfApi, ref: SignatureRef) -> tuple[dict[str, str] | None, str | None]:
     try:
         with hub_errors(str(ref), ref.path):
-            header = api.parse_safetensors_file_metadata(ref.repo_id, ref.path, repo_type=ref.repo_type, revision=ref.revision)
+            header = api.parse_safetensors_file_metadata(
+                ref.repo_id, ref.path, repo_type=ref.repo_type, revision=ref.revision
+            )
     except SafetensorsParsingError as exc:
         return None, f"not a readable safetensors file ({exc})"
     return {printable(k): printable(v) for k, v in header.metadata.items()}, _header_problem(header.metadata)
@@ -124,12 +126,22 @@ def _infos(
     infos = []
     for path in sorted(files.keys() | listed.keys()):
         if path not in files and complete:
-            infos.append(SignatureInfo(path, True, {}, None, "listed in the index but the file is missing", **locate(path)))
+            infos.append(
+                SignatureInfo(path, True, {}, None, "listed in the index but the file is missing", **locate(path))
+            )
             continue
         too_big = oversized(files.get(path))  # a size the listing gives: the file is not read at all
         if too_big is not None:
-            infos.append(SignatureInfo(path, path in listed, _entry_metadata(listed.get(path, {})), files[path],
-                                       f"{too_big}: not read", **locate(path)))
+            infos.append(
+                SignatureInfo(
+                    path,
+                    path in listed,
+                    _entry_metadata(listed.get(path, {})),
+                    files[path],
+                    f"{too_big}: not read",
+                    **locate(path),
+                )
+            )
             continue
         metadata, problem = header(path) if path in files and (read_listed or path not in listed) else (None, None)
         if metadata is None and problem is None:
@@ -139,7 +151,11 @@ def _infos(
 
 
 def snapshot_signatures(
-    snapshot: RepoSnapshot, token: str | None = None, *, read_headers: bool = True, subfolder: str | None = None,
+    snapshot: RepoSnapshot,
+    token: str | None = None,
+    *,
+    read_headers: bool = True,
+    subfolder: str | None = None,
     strict: bool = False,
 ) -> list[SignatureInfo]:
     """The signatures of a repo snapshot (see ``list_signatures``), or of the adapter saved under its
@@ -163,8 +179,12 @@ def snapshot_signatures(
         logger.warning("%s; reading the signature files without it", exc)
         entries = []
     return _infos(
-        entries, snapshot.signature_files_in(subfolder), snapshot.complete, header,
-        lambda path: {"ref": snapshot.ref.with_path(prefix + path)}, read_headers,
+        entries,
+        snapshot.signature_files_in(subfolder),
+        snapshot.complete,
+        header,
+        lambda path: {"ref": snapshot.ref.with_path(prefix + path)},
+        read_headers,
     )
 
 
@@ -187,18 +207,26 @@ def list_signatures(
             raise InputError(f"{os.fspath(repo)} is a local folder: revision only applies to Hub repos")
         folder = Path(repo)
         return _infos(
-            folder_entries(folder), folder_signature_files(folder), True, lambda path: _local_header(folder / path),
-            lambda path: {"file": str(folder / path)}, True,
+            folder_entries(folder),
+            folder_signature_files(folder),
+            True,
+            lambda path: _local_header(folder / path),
+            lambda path: {"file": str(folder / path)},
+            True,
         )
     ref = repo.at(revision) if isinstance(repo, SignatureRef) else repo_ref(os.fspath(repo), repo_type, revision)
     snapshot = repo_snapshot(ref, token, files_metadata=True)
     return snapshot_signatures(snapshot, token)
 
 
-def choose_entry(entries: list[dict[str, Any]], where: str, base_model: str | None, sketch_id: str | None) -> dict[str, Any]:
+def choose_entry(
+    entries: list[dict[str, Any]], where: str, base_model: str | None, sketch_id: str | None
+) -> dict[str, Any]:
     """The one entry for ``base_model`` / ``sketch_id`` (any when None) among ``entries`` of ``where``."""
     matches = [entry for entry in entries if entry_matches(entry, base_model, sketch_id)]
-    listing = "; ".join(f"{e['path']} (base_model={e.get('base_model')}, sketch_id={e.get('sketch_id')})" for e in entries)
+    listing = "; ".join(
+        f"{e['path']} (base_model={e.get('base_model')}, sketch_id={e.get('sketch_id')})" for e in entries
+    )
     if not entries:
         raise SignatureNotFoundError(
             f"{where}: lists no signatures (no .fisher_signatures/index.json and no card block); pass the file's path "
@@ -226,7 +254,9 @@ def choose_signature(
     snapshot = repo_snapshot(repo, token)
     entries = snapshot.entries(token)
     if not entries and snapshot.complete and CARD_NAME in snapshot.files and snapshot.card_data is None:
-        read_card(download_card(snapshot.ref, token)[0], str(repo), snapshot.ref.repo_type)  # the Hub reads no metadata from it: say why
+        read_card(
+            download_card(snapshot.ref, token)[0], str(repo), snapshot.ref.repo_type
+        )  # the Hub reads no metadata from it: say why
     entry = choose_entry(entries, str(repo), base_model, sketch_id)
     return snapshot.ref.with_path(entry["path"])
 
@@ -280,7 +310,9 @@ def _download(target: SignatureRef, token: str | None) -> str:
             url = hf_hub_url(target.repo_id, target.path, repo_type=target.repo_type, revision=target.revision)
             if (problem := oversized(get_hf_file_metadata(url, token=token).size)) is not None:
                 raise SignatureFileError(f"{where}: {problem}: not downloaded")
-        return hf_hub_download(target.repo_id, target.path, repo_type=target.repo_type, revision=target.revision, token=token)
+        return hf_hub_download(
+            target.repo_id, target.path, repo_type=target.repo_type, revision=target.revision, token=token
+        )
 
 
 def load_signature(

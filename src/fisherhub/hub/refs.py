@@ -41,7 +41,9 @@ _SHORT_FORM = re.compile(r"(?:(" + "|".join(_PREFIXES) + r")/)?([^/@:]+/[^/@:]+)
 
 def check_repo_type(repo_type: str, allowed: tuple[str, ...] = REPO_TYPES) -> str:
     if repo_type not in allowed:
-        raise InputError(f"repo_type must be one of {allowed} (signatures live in dataset or adapter repos), got {repo_type!r}")
+        raise InputError(
+            f"repo_type must be one of {allowed} (signatures live in dataset or adapter repos), got {repo_type!r}"
+        )
     return repo_type
 
 
@@ -127,7 +129,9 @@ class SignatureRef:
         if revision is None or revision == self.revision:
             return self
         if self.revision is not None:
-            raise InputError(f"{self} names revision {self.revision!r} but revision={revision!r} was also given; pass one")
+            raise InputError(
+                f"{self} names revision {self.revision!r} but revision={revision!r} was also given; pass one"
+            )
         return dataclasses.replace(self, revision=revision)
 
     def with_path(self, path: str) -> SignatureRef:
@@ -168,7 +172,13 @@ def signature_path(signature: Signature) -> str:
     data = "-".join(metadata[key] for key in ("dataset", "dataset_config", "dataset_split") if metadata.get(key))
     if (metadata.get("dataset") or "<>").startswith("<"):  # none, or a placeholder such as "<in-memory dataset>"
         digest = hashlib.sha256(b"".join(t.numpy().tobytes() for t in (signature.joint, signature.split_norms)))
-        data = "-".join(["texts", digest.hexdigest()[:12], *(metadata[key] for key in ("dataset_config", "dataset_split") if metadata.get(key))])
+        data = "-".join(
+            [
+                "texts",
+                digest.hexdigest()[:12],
+                *(metadata[key] for key in ("dataset_config", "dataset_split") if metadata.get(key)),
+            ]
+        )
     parts = [_slug(metadata["base_model"]), _slug(data), signature.sketch_id]
     return f"{SIGNATURE_FOLDER}/{'__'.join(parts)}.safetensors"
 

@@ -73,13 +73,27 @@ def row_schema():
 
     text = pa.string()
     return pa.schema(
-        [("repo_id", text), ("repo_type", text), ("commit", text), ("path", text), ("obtained", text),
-         ("sketch_id", text), ("spec", text), ("reflection", pa.binary()),
-         *[(key, text) for key in _PROVENANCE],
-         ("num_documents", pa.int64()), ("num_tokens", pa.int64()),
-         ("split_norms", pa.list_(pa.float64())), ("lengths", pa.list_(pa.float64())),
-         ("dtype", text), *[(name, pa.binary()) for name in SKETCHES],
-         ("metadata", text), ("file_repo", text), ("file_commit", text), ("format", pa.int32())]
+        [
+            ("repo_id", text),
+            ("repo_type", text),
+            ("commit", text),
+            ("path", text),
+            ("obtained", text),
+            ("sketch_id", text),
+            ("spec", text),
+            ("reflection", pa.binary()),
+            *[(key, text) for key in _PROVENANCE],
+            ("num_documents", pa.int64()),
+            ("num_tokens", pa.int64()),
+            ("split_norms", pa.list_(pa.float64())),
+            ("lengths", pa.list_(pa.float64())),
+            ("dtype", text),
+            *[(name, pa.binary()) for name in SKETCHES],
+            ("metadata", text),
+            ("file_repo", text),
+            ("file_commit", text),
+            ("format", pa.int32()),
+        ]
     )
 
 
@@ -97,14 +111,23 @@ def signature_row(signature: Signature, ref: SignatureRef, obtained: str, layout
     lengths = [float(mean.norm()) for mean in means]
     reflection = signature.spec.reflection_tensor
     row = {
-        "repo_id": ref.repo_id, "repo_type": ref.repo_type, "commit": ref.revision, "path": ref.path,
-        "obtained": obtained, "sketch_id": signature.sketch_id,
+        "repo_id": ref.repo_id,
+        "repo_type": ref.repo_type,
+        "commit": ref.revision,
+        "path": ref.path,
+        "obtained": obtained,
+        "sketch_id": signature.sketch_id,
         "spec": spec_json(signature.spec),
         "reflection": None if reflection is None else reflection.numpy().astype("<f4").tobytes(),
         **{key: signature.metadata.get(key) or None for key in _PROVENANCE},
-        "num_documents": signature.num_documents, "num_tokens": signature.num_tokens,
-        "split_norms": signature.split_norms.double().tolist(), "lengths": lengths, "dtype": layout.dtype,
-        "metadata": json.dumps(signature.metadata, sort_keys=True), "file_repo": None, "file_commit": None,
+        "num_documents": signature.num_documents,
+        "num_tokens": signature.num_tokens,
+        "split_norms": signature.split_norms.double().tolist(),
+        "lengths": lengths,
+        "dtype": layout.dtype,
+        "metadata": json.dumps(signature.metadata, sort_keys=True),
+        "file_repo": None,
+        "file_commit": None,
         "format": INDEX_FORMAT,
     }
     dtype = np.dtype(layout.dtype).newbyteorder("<")
@@ -151,7 +174,9 @@ def _decode(data: bytes | None, dtype: str, m: int, what: str) -> np.ndarray:
         raise SignatureFileError(f"no {what} sketch")
     item = np.dtype(dtype).newbyteorder("<")
     if len(data) != m * item.itemsize:
-        raise SignatureFileError(f"the {what} sketch has {len(data)} bytes, expected m × {item.itemsize} = {m * item.itemsize}")
+        raise SignatureFileError(
+            f"the {what} sketch has {len(data)} bytes, expected m × {item.itemsize} = {m * item.itemsize}"
+        )
     vector = np.frombuffer(data, dtype=item).astype(np.float32)
     if not np.isfinite(vector).all():
         raise SignatureFileError(f"the {what} sketch contains NaN or inf")
@@ -208,12 +233,19 @@ def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
     path, its base model); the sketches' shapes and values are checked by ``_SketchColumn``."""
     if row.get("format") != INDEX_FORMAT:
         raise SignatureFileError(f"row format {row.get('format')!r}; this fisherhub reads {INDEX_FORMAT}")
-    if not (isinstance(row.get("repo_id"), str) and row.get("repo_type") in ("model", "dataset")
-            and _COMMIT.fullmatch(str(row.get("commit"))) and is_signature_file(str(row.get("path")))
-            and ".." not in str(row.get("path")).split("/")):
-        raise SignatureFileError("the row does not name a repo, a 40-hex commit and a signature file under .fisher_signatures/")
-    if row.get("file_repo") is not None and not (isinstance(row["file_repo"], str)
-                                                 and _COMMIT.fullmatch(str(row.get("file_commit")))):
+    if not (
+        isinstance(row.get("repo_id"), str)
+        and row.get("repo_type") in ("model", "dataset")
+        and _COMMIT.fullmatch(str(row.get("commit")))
+        and is_signature_file(str(row.get("path")))
+        and ".." not in str(row.get("path")).split("/")
+    ):
+        raise SignatureFileError(
+            "the row does not name a repo, a 40-hex commit and a signature file under .fisher_signatures/"
+        )
+    if row.get("file_repo") is not None and not (
+        isinstance(row["file_repo"], str) and _COMMIT.fullmatch(str(row.get("file_commit")))
+    ):
         raise SignatureFileError("the row's file is in another repo but names no 40-hex commit of it")
     if base_model is not None and canonical_model_id(row.get("base_model")) != canonical_model_id(base_model):
         raise SignatureFileError(f"other base model {row.get('base_model')!r}, not {base_model!r}")
@@ -222,8 +254,10 @@ def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
         raise SignatureFileError(f"stored sketch id {row.get('sketch_id')} does not match its spec ({spec.sketch_id})")
     documents, tokens = row.get("num_documents"), row.get("num_tokens")
     if not (isinstance(documents, int) and isinstance(tokens, int) and 2 <= documents <= tokens < 2**63):
-        raise SignatureFileError(f"num_tokens = {tokens} and num_documents = {documents}: a signature has at least "
-                                 "2 documents, each with at least one scored token")
+        raise SignatureFileError(
+            f"num_tokens = {tokens} and num_documents = {documents}: a signature has at least "
+            "2 documents, each with at least one scored token"
+        )
     norms, lengths = (np.asarray(row.get(key) or [], dtype=np.float64) for key in ("split_norms", "lengths"))
     if norms.shape != (3,) or not (np.isfinite(norms).all() and (norms > 0).all()):
         raise SignatureFileError(f"split_norms must be 3 positive finite numbers, got {row.get('split_norms')}")
@@ -245,8 +279,10 @@ def check_table_columns(table, where: str) -> None:
     """``InputError`` unless ``table`` has every column of this fisherhub's rows."""
     missing = sorted(set(row_schema().names) - set(table.column_names))
     if missing:
-        raise InputError(f"{where}: not a signature index of this fisherhub (columns {missing} missing); rebuild it "
-                         "with `fisherhub index build`")
+        raise InputError(
+            f"{where}: not a signature index of this fisherhub (columns {missing} missing); rebuild it "
+            "with `fisherhub index build`"
+        )
 
 
 class _SketchColumn:
@@ -261,8 +297,12 @@ class _SketchColumn:
         if not len(array) or array.null_count or len(set(dtypes)) != 1 or dtypes[0] not in INDEX_DTYPES:
             return
         wide = pa.types.is_large_binary(array.type)
-        offsets = np.frombuffer(array.buffers()[1], dtype=np.int64 if wide else np.int32, count=len(array) + 1,
-                                offset=array.offset * (8 if wide else 4))
+        offsets = np.frombuffer(
+            array.buffers()[1],
+            dtype=np.int64 if wide else np.int32,
+            count=len(array) + 1,
+            offset=array.offset * (8 if wide else 4),
+        )
         sizes, item = np.diff(offsets), np.dtype(dtypes[0]).newbyteorder("<")
         if (sizes == sizes[0]).all() and sizes[0] % item.itemsize == 0 and sizes[0] > 0:
             data = np.frombuffer(array.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
@@ -309,11 +349,17 @@ def read_rows(table, base_model: str | None, where: str, commit: str | None = No
     stack = {}
     for name, vectors in units.items():
         matrix = sketches[name].matrix
-        if matrix is not None and len(kept) == table.num_rows and matrix.shape[1] == (vectors[0].shape[0] if vectors else 0):
+        if (
+            matrix is not None
+            and len(kept) == table.num_rows
+            and matrix.shape[1] == (vectors[0].shape[0] if vectors else 0)
+        ):
             stack[name] = matrix  # every row kept, read at once: no copy
         else:
             stack[name] = np.stack(vectors) if vectors else np.zeros((0, 0), np.float32)
-    return IndexRows(rows, parsed, stack, np.array(lengths).reshape(-1, 3), np.array(norms).reshape(-1, 3), skipped, commit)
+    return IndexRows(
+        rows, parsed, stack, np.array(lengths).reshape(-1, 3), np.array(norms).reshape(-1, 3), skipped, commit
+    )
 
 
 def row_alignments(rows: IndexRows, indices: list[int], sketch: str = "joint") -> np.ndarray:
@@ -399,8 +445,10 @@ class WorkFolder:
         if settings_file.is_file():
             recorded = json.loads(settings_file.read_text())
             if recorded != settings:
-                raise InputError(f"{self.folder} holds a build with {recorded}, not {settings}: pass another work folder "
-                                 "or delete it")
+                raise InputError(
+                    f"{self.folder} holds a build with {recorded}, not {settings}: pass another work folder "
+                    "or delete it"
+                )
         else:
             settings_file.write_text(json.dumps(settings, sort_keys=True))
         self.done: dict[tuple[str, str], dict[str, Any]] = {}
@@ -411,7 +459,9 @@ class WorkFolder:
                 except json.JSONDecodeError:
                     continue  # the line a kill tore
                 self.done[(entry["repo_type"], entry["repo_id"])] = entry
-        self.next_chunk = max((entry["chunk"] for entry in self.done.values() if entry["chunk"] is not None), default=-1) + 1
+        self.next_chunk = (
+            max((entry["chunk"] for entry in self.done.values() if entry["chunk"] is not None), default=-1) + 1
+        )
 
     def is_done(self, snapshot: RepoSnapshot) -> bool:
         entry = self.done.get((snapshot.ref.repo_type, snapshot.ref.repo_id))
@@ -432,8 +482,14 @@ class WorkFolder:
             self.next_chunk += 1
         lines = []
         for result in results:
-            entry = {"repo_id": result.repo_id, "repo_type": result.repo_type, "commit": result.commit,
-                     "rows": len(result.rows), "problems": result.problems, "chunk": chunk if result.rows else None}
+            entry = {
+                "repo_id": result.repo_id,
+                "repo_type": result.repo_type,
+                "commit": result.commit,
+                "rows": len(result.rows),
+                "problems": result.problems,
+                "chunk": chunk if result.rows else None,
+            }
             self.done[(result.repo_type, result.repo_id)] = entry
             lines.append(json.dumps(entry) + "\n")
         with open(self.journal, "a", encoding="utf-8") as handle:
@@ -444,28 +500,42 @@ class WorkFolder:
     def entries(self) -> list[dict[str, Any]]:
         """The journal's repo entries (without chunk numbers), sorted."""
         keys = ("repo_id", "repo_type", "commit", "rows", "problems")
-        return sorted(({key: entry[key] for key in keys} for entry in self.done.values()),
-                      key=lambda entry: (entry["repo_type"], entry["repo_id"]))
+        return sorted(
+            ({key: entry[key] for key in keys} for entry in self.done.values()),
+            key=lambda entry: (entry["repo_type"], entry["repo_id"]),
+        )
 
     def table(self):
         """Every journaled repo's rows at the commit it was last read (one Arrow table)."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        wanted = {(e["repo_type"], e["repo_id"]): (e["commit"], e["chunk"]) for e in self.done.values()
-                  if e["chunk"] is not None}
+        wanted = {
+            (e["repo_type"], e["repo_id"]): (e["commit"], e["chunk"])
+            for e in self.done.values()
+            if e["chunk"] is not None
+        }
         tables = []
         for chunk in sorted({chunk for _, chunk in wanted.values()}):
             table = pq.read_table(self.folder / "chunks" / f"{chunk:05d}.parquet")
-            keep = [wanted.get((t, r)) == (c, chunk) for t, r, c in zip(*(table.column(k).to_pylist()
-                                                                             for k in ("repo_type", "repo_id", "commit")))]
+            keep = [
+                wanted.get((t, r)) == (c, chunk)
+                for t, r, c in zip(*(table.column(k).to_pylist() for k in ("repo_type", "repo_id", "commit")))
+            ]
             tables.append(table.filter(pa.array(keep)))
         return pa.concat_tables(tables) if tables else row_schema().empty_table()
 
 
 def read_repos(
-    snapshots: list[RepoSnapshot], base_model: str, layout: Layout, work: WorkFolder, *,
-    token: str | None = None, workers: int = DEFAULT_WORKERS, progress: bool = False, stop_after: int | None = None,
+    snapshots: list[RepoSnapshot],
+    base_model: str,
+    layout: Layout,
+    work: WorkFolder,
+    *,
+    token: str | None = None,
+    workers: int = DEFAULT_WORKERS,
+    progress: bool = False,
+    stop_after: int | None = None,
 ) -> int:
     """Read every snapshot the work folder does not hold at its commit, ``workers`` repos at once, and
     journal them in chunks; returns how many were read. ``stop_after``: stop after about that many repos
@@ -480,13 +550,19 @@ def read_repos(
         bar = tqdm(total=len(todo), desc="reading repos", unit="repo")
     batch = workers * 4  # repos journaled together: a kill loses at most this many repos' reading
     for start in range(0, len(todo), batch):
-        outcomes = bounded_map(lambda s: repo_rows(s, base_model, layout, token), todo[start : start + batch], workers,
-                               catch=(FisherHubError,))
+        outcomes = bounded_map(
+            lambda s: repo_rows(s, base_model, layout, token),
+            todo[start : start + batch],
+            workers,
+            catch=(FisherHubError,),
+        )
         results = []
         for outcome in outcomes:
             if outcome.error is not None:
                 ref = outcome.item.ref
-                results.append(RepoResult(ref.repo_id, ref.repo_type, str(ref.revision), [], [("", str(outcome.error))]))
+                results.append(
+                    RepoResult(ref.repo_id, ref.repo_type, str(ref.revision), [], [("", str(outcome.error))])
+                )
             else:
                 results.append(outcome.value)
         for first in range(0, len(results), CHUNK_ROWS):
@@ -503,15 +579,23 @@ def index_ref(name: str) -> SignatureRef:
     """``datasets/org/name[@rev]`` or ``org/name[@rev]`` (an index is always a dataset repo)."""
     ref = SignatureRef.parse(name if name.startswith(("datasets/", "hf://")) else f"datasets/{name}")
     if ref is None or ref.repo_type != "dataset" or ref.path is not None:
-        raise InputError(f"{name!r}: an index is a dataset repo, named datasets/org/name[@revision] or org/name[@revision]")
+        raise InputError(
+            f"{name!r}: an index is a dataset repo, named datasets/org/name[@revision] or org/name[@revision]"
+        )
     return ref
 
 
 def render_state(base_model: str, layout: Layout, work: WorkFolder, sketch_ids: list[str]) -> bytes:
     """The bytes of the state file: every repo read (at which commit, how many rows, what failed)."""
     repos = work.entries()
-    document = {"kind": STATE_KIND, "format": INDEX_FORMAT, "base_model": base_model, "layout": layout.as_dict(),
-                "sketch_ids": sketch_ids, "repos": repos}
+    document = {
+        "kind": STATE_KIND,
+        "format": INDEX_FORMAT,
+        "base_model": base_model,
+        "layout": layout.as_dict(),
+        "sketch_ids": sketch_ids,
+        "repos": repos,
+    }
     return (json.dumps(document, indent=1, sort_keys=True) + "\n").encode()
 
 
@@ -524,8 +608,10 @@ def parse_state(data: bytes, where: str) -> dict[str, Any]:
     if not isinstance(document, dict) or document.get("kind") != STATE_KIND:
         raise InputError(f"{where}: not a fisherhub signature index (no {STATE_PATH} of kind {STATE_KIND!r})")
     if document.get("format") != INDEX_FORMAT:
-        raise InputError(f"{where}: index format {document.get('format')!r}, this fisherhub reads format {INDEX_FORMAT}: "
-                         "rebuild it with `fisherhub index build` (or upgrade fisherhub)")
+        raise InputError(
+            f"{where}: index format {document.get('format')!r}, this fisherhub reads format {INDEX_FORMAT}: "
+            "rebuild it with `fisherhub index build` (or upgrade fisherhub)"
+        )
     if not isinstance(document.get("repos"), list) or not isinstance(document.get("base_model"), str):
         raise InputError(f"{where}: {STATE_PATH} lists no repos or base model; rebuild the index")
     return document
@@ -552,8 +638,16 @@ class IndexSummary:
         sketch_ids = collections.Counter(table.column("sketch_id").to_pylist())
         problems = sum(len(repo.get("problems") or []) for repo in repos)
         rows = read_rows(table, base_model, "the index")
-        neighbours = tuple((rows.rows[i]["repo_id"], rows.rows[i]["dataset"] or "", rows.rows[i]["num_tokens"],
-                            rows.rows[j]["repo_id"], a) for i, j, a in nearest_neighbours(rows, NEIGHBOUR_ROWS))
+        neighbours = tuple(
+            (
+                rows.rows[i]["repo_id"],
+                rows.rows[i]["dataset"] or "",
+                rows.rows[i]["num_tokens"],
+                rows.rows[j]["repo_id"],
+                a,
+            )
+            for i, j, a in nearest_neighbours(rows, NEIGHBOUR_ROWS)
+        )
         return cls(base_model, table.num_rows, len(repos), dict(obtained), dict(sketch_ids), problems, neighbours)
 
     def neighbour_table(self) -> list[str]:
@@ -563,11 +657,19 @@ class IndexSummary:
         from fisherhub.core.geometry import GEOMETRIES
 
         fisher = GEOMETRIES["fisher"]
-        out = [(f"Nearest neighbours among the {len(self.neighbours)} signatures with the most tokens "
-                f"({fisher.label} from the index's sketches):"), "",
-               f"| adapter | dataset | tokens | nearest | {fisher.symbol} |", "|---|---|---|---|---|"]
-        return out + [f"| {repo} | {dataset} | {tokens:,} | {nearest} | {a:.3f} |"
-                      for repo, dataset, tokens, nearest, a in self.neighbours]
+        out = [
+            (
+                f"Nearest neighbours among the {len(self.neighbours)} signatures with the most tokens "
+                f"({fisher.label} from the index's sketches):"
+            ),
+            "",
+            f"| adapter | dataset | tokens | nearest | {fisher.symbol} |",
+            "|---|---|---|---|---|",
+        ]
+        return out + [
+            f"| {repo} | {dataset} | {tokens:,} | {nearest} | {a:.3f} |"
+            for repo, dataset, tokens, nearest, a in self.neighbours
+        ]
 
     def lines(self) -> list[str]:
         out = [f"signature index of {self.base_model}: {self.rows} signatures from {self.repos} repos read"]
@@ -579,8 +681,10 @@ class IndexSummary:
 
     def neighbour_lines(self) -> list[str]:
         """The neighbours as terminal lines."""
-        return [f"  {repo} ({tokens:,} tokens): nearest {nearest}, A = {a:.3f}"
-                for repo, _, tokens, nearest, a in self.neighbours]
+        return [
+            f"  {repo} ({tokens:,} tokens): nearest {nearest}, A = {a:.3f}"
+            for repo, _, tokens, nearest, a in self.neighbours
+        ]
 
 
 def render_card(summary: IndexSummary, layout: Layout, existing: dict[str, Any], repo_id: str) -> str:
@@ -588,28 +692,55 @@ def render_card(summary: IndexSummary, layout: Layout, existing: dict[str, Any],
     import yaml
 
     metadata = dict(existing)
-    metadata["configs"] = [{"config_name": "default", "data_files": [{"split": SPLIT, "path": f"{DATA_DIR}/{SPLIT}-*"}]}]
+    metadata["configs"] = [
+        {"config_name": "default", "data_files": [{"split": SPLIT, "path": f"{DATA_DIR}/{SPLIT}-*"}]}
+    ]
     metadata["tags"] = sorted(set(metadata.get("tags") or []) | {INDEX_TAG, "fisherhub"})
-    metadata["fisherhub_index"] = {"format": INDEX_FORMAT, "base_model": summary.base_model, "rows": summary.rows,
-                                   "layout": layout.as_dict(), "sketch_ids": sorted(summary.sketch_ids)}
+    metadata["fisherhub_index"] = {
+        "format": INDEX_FORMAT,
+        "base_model": summary.base_model,
+        "rows": summary.rows,
+        "layout": layout.as_dict(),
+        "sketch_ids": sorted(summary.sketch_ids),
+    }
     front = yaml.safe_dump(metadata, sort_keys=False, allow_unicode=True)
     name = summary.base_model
     sketches = ", ".join(layout.sketches)
-    body = "\n".join([
-        f"# Fisher signature index of {name}", "",
-        (f"Every published fisherhub signature of the adapters of `{name}`, one row per signature (repo, commit, "
-         "file, sketch id and spec, provenance, counts, split norms, and the sketches as unit vectors in "
-         f"{layout.dtype}: {sketches})."), "",
-        "```", *summary.lines(), "```", "",
-        *summary.neighbour_table(), "",
-        "Rank every adapter for your data in one download:", "",
-        "```bash", f"fisherhub select my-target.safetensors --index {repo_id}", "```", "",
-    ])
+    body = "\n".join(
+        [
+            f"# Fisher signature index of {name}",
+            "",
+            (
+                f"Every published fisherhub signature of the adapters of `{name}`, one row per signature (repo, commit, "
+                "file, sketch id and spec, provenance, counts, split norms, and the sketches as unit vectors in "
+                f"{layout.dtype}: {sketches})."
+            ),
+            "",
+            "```",
+            *summary.lines(),
+            "```",
+            "",
+            *summary.neighbour_table(),
+            "",
+            "Rank every adapter for your data in one download:",
+            "",
+            "```bash",
+            f"fisherhub select my-target.safetensors --index {repo_id}",
+            "```",
+            "",
+        ]
+    )
     return f"---\n{front}---\n\n{body}"
 
 
 def push_index(
-    table, repo: SignatureRef, base_model: str, layout: Layout, work: WorkFolder, *, token: str | None = None,
+    table,
+    repo: SignatureRef,
+    base_model: str,
+    layout: Layout,
+    work: WorkFolder,
+    *,
+    token: str | None = None,
     private: bool = False,
 ) -> str:
     """Push ``table`` as the index ``repo``: the Parquet shards through ``datasets`` (``push_to_hub``), then the
@@ -621,16 +752,27 @@ def push_index(
     where = f"datasets/{repo.repo_id}"
     with hub_errors(where):
         dataset = datasets.Dataset(table.cast(row_schema()))
-        dataset.push_to_hub(repo.repo_id, split=SPLIT, data_dir=DATA_DIR, token=token, private=private,
-                            max_shard_size="100MB", commit_message="signature index: rows")
+        dataset.push_to_hub(
+            repo.repo_id,
+            split=SPLIT,
+            data_dir=DATA_DIR,
+            token=token,
+            private=private,
+            max_shard_size="100MB",
+            commit_message="signature index: rows",
+        )
         card_file = hf_hub_download(repo.repo_id, "README.md", repo_type="dataset", token=token)
         existing = DatasetCard.load(card_file).data.to_dict()
         summary = IndexSummary.of(table, base_model, work.entries())
         state = render_state(base_model, layout, work, sorted(summary.sketch_ids))
         info = api.create_commit(
-            repo.repo_id, repo_type="dataset", commit_message=f"signature index of {base_model}: {table.num_rows} rows",
-            operations=[CommitOperationAdd("README.md", render_card(summary, layout, existing, repo.repo_id).encode()),
-                        CommitOperationAdd(STATE_PATH, state)],
+            repo.repo_id,
+            repo_type="dataset",
+            commit_message=f"signature index of {base_model}: {table.num_rows} rows",
+            operations=[
+                CommitOperationAdd("README.md", render_card(summary, layout, existing, repo.repo_id).encode()),
+                CommitOperationAdd(STATE_PATH, state),
+            ],
         )
     return info.oid
 
@@ -668,7 +810,9 @@ def load_index(name: str | SignatureRef, token: str | None = None, columns: list
         info = HfApi(token=token).repo_info(ref.repo_id, repo_type="dataset", revision=ref.revision)
     files = sorted(s.rfilename for s in info.siblings or [])
     if STATE_PATH not in files:
-        raise InputError(f"{where}: not a fisherhub signature index (no {STATE_PATH}); build one with `fisherhub index build`")
+        raise InputError(
+            f"{where}: not a fisherhub signature index (no {STATE_PATH}); build one with `fisherhub index build`"
+        )
     shards = [f for f in files if f.startswith(f"{DATA_DIR}/") and f.endswith(".parquet")]
 
     def fetch(path: str) -> str:
@@ -682,8 +826,10 @@ def load_index(name: str | SignatureRef, token: str | None = None, columns: list
         try:
             tables.append(pq.read_table(outcome.value, columns=columns))
         except (pa.ArrowException, OSError) as exc:
-            raise InputError(f"{where}@{info.sha[:12]}: the shard {outcome.item} is not readable Parquet ({exc}); "
-                             "the index is damaged: rebuild it with `fisherhub index build`") from exc
+            raise InputError(
+                f"{where}@{info.sha[:12]}: the shard {outcome.item} is not readable Parquet ({exc}); "
+                "the index is damaged: rebuild it with `fisherhub index build`"
+            ) from exc
     table = pa.concat_tables(tables) if tables else row_schema().empty_table()
     return LoadedIndex(ref, info.sha, state, table)
 
@@ -691,7 +837,9 @@ def load_index(name: str | SignatureRef, token: str | None = None, columns: list
 # ----- build and update -----------------------------------------------------------------------------------
 def default_work(repo: SignatureRef) -> Path:
     """Where the rows read for the index ``repo`` are kept (``FISHERHUB_INDEX_WORK``, else the user's cache)."""
-    return Path(os.environ.get("FISHERHUB_INDEX_WORK", Path.home() / ".cache" / "fisherhub" / "index")) / repo.repo_id.replace("/", "--")
+    return Path(
+        os.environ.get("FISHERHUB_INDEX_WORK", Path.home() / ".cache" / "fisherhub" / "index")
+    ) / repo.repo_id.replace("/", "--")
 
 
 def listed_adapters(base_model: str, token: str | None = None) -> list[RepoSnapshot]:
@@ -708,8 +856,15 @@ def listed_adapters(base_model: str, token: str | None = None) -> list[RepoSnaps
 
 
 def build_index(
-    base_model: str, push: str, *, work: str | os.PathLike | None = None, layout: Layout | None = None,
-    token: str | None = None, workers: int = DEFAULT_WORKERS, private: bool = False, progress: bool = False,
+    base_model: str,
+    push: str,
+    *,
+    work: str | os.PathLike | None = None,
+    layout: Layout | None = None,
+    token: str | None = None,
+    workers: int = DEFAULT_WORKERS,
+    private: bool = False,
+    progress: bool = False,
     stop_after: int | None = None,
 ) -> tuple[str, IndexSummary]:
     """Gather every published signature of ``base_model``'s adapters (``find_adapters``) into the index
@@ -721,8 +876,12 @@ def build_index(
     folder = WorkFolder(work or default_work(repo), base_model, layout)
     snapshots = listed_adapters(base_model, token)
     if not snapshots:
-        raise InputError(f"the Hub lists no adapters of {base_model!r} (tag base_model:adapter:{base_model}): nothing to index")
-    read_repos(snapshots, base_model, layout, folder, token=token, workers=workers, progress=progress, stop_after=stop_after)
+        raise InputError(
+            f"the Hub lists no adapters of {base_model!r} (tag base_model:adapter:{base_model}): nothing to index"
+        )
+    read_repos(
+        snapshots, base_model, layout, folder, token=token, workers=workers, progress=progress, stop_after=stop_after
+    )
     if stop_after is not None:
         raise InterruptedBuild(f"stopped after {stop_after} repos; run again to resume")
     listed = {(s.ref.repo_type, s.ref.repo_id) for s in snapshots}
@@ -744,7 +903,10 @@ def changed_repos(loaded: LoadedIndex, token: str | None = None) -> tuple[dict[s
     from fisherhub.hub.discovery import adapter_tag
 
     with hub_errors(f"the adapters of {loaded.base_model}"):
-        listed = {info.id: info.sha for info in HfApi(token=token).list_models(filter=adapter_tag(loaded.base_model), expand=["sha"])}
+        listed = {
+            info.id: info.sha
+            for info in HfApi(token=token).list_models(filter=adapter_tag(loaded.base_model), expand=["sha"])
+        }
     seen = {entry["repo_id"]: entry["commit"] for entry in loaded.state["repos"] if entry["repo_type"] == "model"}
     changed = {repo_id: sha for repo_id, sha in listed.items() if seen.get(repo_id) != sha}
     return changed, set(seen) - set(listed)
@@ -765,7 +927,11 @@ def replace_repos(loaded: LoadedIndex, folder: WorkFolder, replaced: set[tuple[s
 
 
 def update_index(
-    name: str, *, work: str | os.PathLike | None = None, token: str | None = None, workers: int = DEFAULT_WORKERS,
+    name: str,
+    *,
+    work: str | os.PathLike | None = None,
+    token: str | None = None,
+    workers: int = DEFAULT_WORKERS,
     progress: bool = False,
 ) -> tuple[str | None, IndexSummary, int]:
     """Bring the index ``name`` up to date: one listing (``expand=sha``) says which adapters changed commit,
@@ -780,8 +946,12 @@ def update_index(
     from fisherhub.hub.snapshot import repo_snapshot
 
     todo = [repo_id for repo_id, sha in changed.items() if folder.done.get(("model", repo_id), {}).get("commit") != sha]
-    outcomes = bounded_map(lambda repo_id: repo_snapshot(SignatureRef(repo_id, "model", changed[repo_id]), token),
-                           todo, workers, catch=(HubError,))
+    outcomes = bounded_map(
+        lambda repo_id: repo_snapshot(SignatureRef(repo_id, "model", changed[repo_id]), token),
+        todo,
+        workers,
+        catch=(HubError,),
+    )
     snapshots = [outcome.value for outcome in outcomes if outcome.error is None]
     read = read_repos(snapshots, base_model, layout, folder, token=token, workers=workers, progress=progress)
     table = replace_repos(loaded, folder, {("model", repo_id) for repo_id in (*changed, *gone)})

@@ -49,7 +49,7 @@ class RepoSnapshot:
     def signature_files_in(self, subfolder: str | None) -> dict[str, int | None]:
         """The signature files under ``subfolder`` (None: the repo root), by their path from that folder."""
         prefix = f"{subfolder}/" if subfolder else ""
-        inside = {path[len(prefix):]: size for path, size in self.files.items() if path.startswith(prefix)}
+        inside = {path[len(prefix) :]: size for path, size in self.files.items() if path.startswith(prefix)}
         return {path: size for path, size in inside.items() if is_signature_file(path)}
 
     def cached_file(self, path: str) -> Path | None:
@@ -121,14 +121,18 @@ def cached_snapshot(repo: SignatureRef) -> RepoSnapshot:
         ) from exc
     snapshot = Path(folder)
     commit = snapshot.name
-    files = {path.relative_to(snapshot).as_posix(): path.stat().st_size for path in snapshot.rglob("*") if path.is_file()}
+    files = {
+        path.relative_to(snapshot).as_posix(): path.stat().st_size for path in snapshot.rglob("*") if path.is_file()
+    }
     card_data = None
     if CARD_NAME in files:
         try:
             card_data = CARD_CLASSES[repo.repo_type].load(snapshot / CARD_NAME).data.to_dict()
         except (ValueError, OSError) as exc:  # a malformed card lists nothing; the index may still
             logger.warning("%s: cached card unreadable (%s)", repo, exc)
-    return RepoSnapshot(SignatureRef(repo.repo_id, repo.repo_type, commit), files, card_data, repo.revision, complete=False)
+    return RepoSnapshot(
+        SignatureRef(repo.repo_id, repo.repo_type, commit), files, card_data, repo.revision, complete=False
+    )
 
 
 def repo_snapshot(repo: SignatureRef, token: str | None = None, *, files_metadata: bool = False) -> RepoSnapshot:

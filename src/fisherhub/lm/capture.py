@@ -257,7 +257,11 @@ def sketch_batch(
         )
     scored = 0
     for head_batch in head_batches(
-        head, batch, fisher=state.spec.fisher, seed=state.spec.seed, token_chunk_size=token_chunk_size,
+        head,
+        batch,
+        fisher=state.spec.fisher,
+        seed=state.spec.seed,
+        token_chunk_size=token_chunk_size,
         error_space=state.spec.error_space,
     ):
         state.update(head_batch)

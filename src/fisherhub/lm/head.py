@@ -67,7 +67,8 @@ def tokenizer_checksum(tokenizer) -> str:
         pass
     vocabulary = sorted(tokenizer.get_vocab().items(), key=lambda item: (item[1], item[0]))
     special = sorted(
-        (name, json.dumps(value, default=str)) for name, value in tokenizer.special_tokens_map.items()
+        (name, json.dumps(value, default=str))
+        for name, value in tokenizer.special_tokens_map.items()
         if name != "pad_token"
     )
     payload = json.dumps({"vocabulary": vocabulary, "special_tokens": special}, ensure_ascii=False)
@@ -142,7 +143,12 @@ def _head_as_stored(model: torch.nn.Module, weight: torch.Tensor, bias: torch.Te
 #: config attributes that scale the head's output before the loss: name -> True if the logits are multiplied by
 #: it (Cohere's ``logit_scale``, Falcon-H1's ``lm_head_multiplier``, MuseSpark's ``output_multiplier``), False if
 #: divided (Granite's ``logits_scaling``)
-LOGIT_SCALE_ATTRIBUTES = {"logit_scale": True, "lm_head_multiplier": True, "output_multiplier": True, "logits_scaling": False}
+LOGIT_SCALE_ATTRIBUTES = {
+    "logit_scale": True,
+    "lm_head_multiplier": True,
+    "output_multiplier": True,
+    "logits_scaling": False,
+}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -112,7 +112,9 @@ def ensure_default_model() -> Path:
     require("gguf")  # transformers reads GGUF files with it
     _log.warning(
         "converting the embedded model (%s, %s) once to float32 safetensors in %s ...",
-        gguf.name, _megabytes(gguf.stat().st_size), folder,
+        gguf.name,
+        _megabytes(gguf.stat().st_size),
+        folder,
     )
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
@@ -135,7 +137,9 @@ def ensure_default_model() -> Path:
         shutil.rmtree(staging, ignore_errors=True)
     _log.warning(
         "wrote %s (%s); later loads take it from there. Delete the folder to free the space; $FISHERHUB_CACHE "
-        "puts the cache elsewhere", folder, _megabytes(size),
+        "puts the cache elsewhere",
+        folder,
+        _megabytes(size),
     )
     return folder
 
@@ -182,7 +186,9 @@ def load_model_and_tokenizer(
     embedded = model_id_or_path is None or is_embedded_model(model_id_or_path, revision)
     if embedded:
         if revision not in (None, DEFAULT_MODEL_REVISION) or gguf_file is not None:
-            raise InputError("revision and gguf_file apply to a given model id or folder; the default model has neither")
+            raise InputError(
+                "revision and gguf_file apply to a given model id or folder; the default model has neither"
+            )
         source, revision = ensure_default_model(), None
     else:
         source = model_id_or_path
@@ -256,7 +262,9 @@ def _check_model_reference(source: str | os.PathLike) -> None:
         ) from None
 
 
-def resolved_commit(model_id_or_path: str | os.PathLike, revision: str | None = None, gguf_file: str | None = None) -> str | None:
+def resolved_commit(
+    model_id_or_path: str | os.PathLike, revision: str | None = None, gguf_file: str | None = None
+) -> str | None:
     """The commit of the model files that were loaded, where it can be known without a request: a commit id
     given as the revision; a Hub cache snapshot folder (``.../snapshots/<commit>``); else the snapshot the
     local Hub cache resolves ``revision`` (default branch) of the Hub id to, found through one of the files
@@ -346,7 +354,10 @@ def _is_embedded_gguf(path: Path | None) -> bool:
 
 
 def model_provenance(
-    model_id_or_path: str | os.PathLike | None, model=None, revision: str | None = None, gguf_file: str | None = None,
+    model_id_or_path: str | os.PathLike | None,
+    model=None,
+    revision: str | None = None,
+    gguf_file: str | None = None,
     base_model_id: str | None = None,
 ) -> ModelProvenance:
     """What signatures record about the base model: ``base_model_id`` when given, else for a GGUF run the Hub
@@ -373,7 +384,9 @@ def model_provenance(
             )
     if named is not None and named != reference:
         return ModelProvenance(named, "", warning)
-    commit = resolved_commit(model_id_or_path, revision, gguf_file) or getattr(getattr(model, "config", None), "_commit_hash", None)
+    commit = resolved_commit(model_id_or_path, revision, gguf_file) or getattr(
+        getattr(model, "config", None), "_commit_hash", None
+    )
     return ModelProvenance(reference, commit or revision or "", warning)
 
 

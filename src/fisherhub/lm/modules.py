@@ -67,26 +67,38 @@ def linear_modules(
     head = HeadModel.of(model).head
     linear = [(name, module) for name, module in model.named_modules() if isinstance(module, LINEAR_TYPES)]
     if (modules is None) == (adapters is None):
-        raise InputError("name the modules to sketch: modules='all-linear' or a list of names, or adapters=[...] (one of the two)")
+        raise InputError(
+            "name the modules to sketch: modules='all-linear' or a list of names, or adapters=[...] (one of the two)"
+        )
     if modules == ALL_LINEAR:
         selected = [(name, module) for name, module in linear if module is not head]
     elif modules is not None:
         if isinstance(modules, str) or not all(isinstance(entry, str) for entry in modules):
             raise InputError(f"modules must be {ALL_LINEAR!r} or a list of module names/suffixes, got {modules!r}")
-        unmatched = [entry for entry in modules if not any(name == entry or name.endswith(f".{entry}") for name, _ in linear)]
+        unmatched = [
+            entry for entry in modules if not any(name == entry or name.endswith(f".{entry}") for name, _ in linear)
+        ]
         if unmatched:
             examples = ", ".join(name for name, _ in linear[:4])
-            raise InputError(f"no linear module matches {unmatched} (the model's linear modules are named like {examples}, ...)")
-        selected = [(name, module) for name, module in linear if any(name == e or name.endswith(f".{e}") for e in modules)]
+            raise InputError(
+                f"no linear module matches {unmatched} (the model's linear modules are named like {examples}, ...)"
+            )
+        selected = [
+            (name, module) for name, module in linear if any(name == e or name.endswith(f".{e}") for e in modules)
+        ]
     else:
         configs = _adapter_configs(adapters)
         everything = any(config.target_modules == ALL_LINEAR for config in configs)
         selected = [
-            (name, module) for name, module in linear
-            if (everything and module is not head) or any(check_target_module_exists(config, name) for config in configs)
+            (name, module)
+            for name, module in linear
+            if (everything and module is not head)
+            or any(check_target_module_exists(config, name) for config in configs)
         ]
     if not selected:
-        raise InputError("no linear module of the model is selected; check the module names or the adapters' target_modules")
+        raise InputError(
+            "no linear module of the model is selected; check the module names or the adapters' target_modules"
+        )
     return selected
 
 
@@ -99,6 +111,10 @@ def spec_modules(spec: SketchSpec, model: torch.nn.Module) -> dict[str, torch.nn
     for name, in_features, out_features in spec.modules:
         module = named.get(name)
         if not isinstance(module, LINEAR_TYPES) or module_shape(module) != (in_features, out_features):
-            found = "missing" if module is None else f"{type(module).__name__} {module_shape(module) if isinstance(module, LINEAR_TYPES) else ''}"
+            found = (
+                "missing"
+                if module is None
+                else f"{type(module).__name__} {module_shape(module) if isinstance(module, LINEAR_TYPES) else ''}"
+            )
             raise InputError(f"the spec's module {name} ({in_features} → {out_features}) is {found} in this model")
     return {name: named[name] for name, _, _ in spec.modules}

@@ -50,7 +50,9 @@ class _Hooks:
     def on_module(self, index: int):
         def hook(module, args, output):
             if index in self.inputs:
-                raise InputError(f"module {self.batch.feature_map.modules[index][0]} ran twice in one forward pass; sketch modules that run once")
+                raise InputError(
+                    f"module {self.batch.feature_map.modules[index][0]} ran twice in one forward pass; sketch modules that run once"
+                )
             x = args[0]
             self.inputs[index] = x.detach().reshape(-1, x.shape[-1]).index_select(0, self.attended)
             if output.requires_grad:
@@ -84,7 +86,10 @@ def _check_states(states: Sequence[SketchState]) -> SketchSpec:
 
 
 def sketch_network_batch(
-    states: Sequence[SketchState], model: torch.nn.Module | HeadModel, batch: Mapping, *,
+    states: Sequence[SketchState],
+    model: torch.nn.Module | HeadModel,
+    batch: Mapping,
+    *,
     feature_map: NetworkFeatureMap | None = None,
 ) -> int:
     """One forward and one backward pass of ``batch`` into every state (same spec up to the kernel); returns
@@ -108,8 +113,11 @@ def sketch_network_batch(
     attended = attended_mask.nonzero().flatten()
     positions_doc = doc_index.repeat_interleave(length)[attended]
     network_batch = NetworkBatch(
-        feature_map or NetworkFeatureMap.for_spec(spec), positions_doc.to(device), scored_mask.flatten()[attended].to(device),
-        granularity=spec.granularity, kernels=[state.spec.kernel for state in states],
+        feature_map or NetworkFeatureMap.for_spec(spec),
+        positions_doc.to(device),
+        scored_mask.flatten()[attended].to(device),
+        granularity=spec.granularity,
+        kernels=[state.spec.kernel for state in states],
     )
     hooks = _Hooks(network_batch, attended.to(device))
     handles = [embeddings.register_forward_hook(hooks.on_embeddings)]
@@ -119,7 +127,9 @@ def sketch_network_batch(
         with inference_mode(model, gradients=True):
             logits = model(**inputs).logits
             if logits.shape[:2] != input_ids.shape:
-                raise InputError(f"the model returned logits of shape {tuple(logits.shape)}: it must score every position")
+                raise InputError(
+                    f"the model returned logits of shape {tuple(logits.shape)}: it must score every position"
+                )
             rows, positions = scored.rows.to(device), scored.positions.to(device)
             loss = torch.nn.functional.cross_entropy(
                 logits[rows, positions].float(), scored.targets.to(device), reduction="sum"

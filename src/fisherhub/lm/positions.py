@@ -87,7 +87,9 @@ def document_indices(batch: Mapping, batch_size: int) -> torch.Tensor:
         )
     doc_index = torch.as_tensor(doc_index)
     if doc_index.shape != (batch_size,) or doc_index.is_floating_point() or doc_index.dtype == torch.bool:
-        raise InputError(f"batch['doc_index'] must be an integer tensor of shape ({batch_size},), got {describe(doc_index)}")
+        raise InputError(
+            f"batch['doc_index'] must be an integer tensor of shape ({batch_size},), got {describe(doc_index)}"
+        )
     if (doc_index < 0).any() or (doc_index >= 2**31).any():
         raise InputError("batch['doc_index'] must hold global document indices in [0, 2**31)")
     return doc_index.long().cpu()
@@ -115,6 +117,7 @@ def within_model_context(data: DataArgs, model: torch.nn.Module) -> DataArgs:
         return data
     warnings.warn(
         f"max_length {data.max_length} exceeds the model's {limit} positions (its config); documents are truncated "
-        f"to {limit} tokens", stacklevel=3,
+        f"to {limit} tokens",
+        stacklevel=3,
     )
     return dataclasses.replace(data, max_length=limit)

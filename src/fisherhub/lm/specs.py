@@ -47,7 +47,9 @@ def check_same_base_model(like: Signature, head: HeadModel, tokenizer=None) -> N
     spec, named = like.spec, like.metadata.get("base_model", "unknown")
     fingerprint = head.fingerprint(tokenizer)
     theirs = spec.model_fingerprint
-    if (spec.vocab_size, spec.d) != (head.vocab_size, head.d) or (theirs and theirs.head_checksum != fingerprint.head_checksum):
+    if (spec.vocab_size, spec.d) != (head.vocab_size, head.d) or (
+        theirs and theirs.head_checksum != fingerprint.head_checksum
+    ):
         precision = ""
         if not head.checksum_as_stored:
             precision = (
@@ -114,8 +116,14 @@ def spec_for_model(
         raise InputError("pass either options= (a SpecOptions) or its fields as keywords, not both")
     options = options or SpecOptions(**spec_options)
     spec = SketchSpec(
-        d=head.d, vocab_size=head.vocab_size, m=options.m, seed=options.seed, estimator=options.estimator,
-        granularity=options.granularity, fisher=options.fisher, model_fingerprint=head.fingerprint(tokenizer),
+        d=head.d,
+        vocab_size=head.vocab_size,
+        m=options.m,
+        seed=options.seed,
+        estimator=options.estimator,
+        granularity=options.granularity,
+        fisher=options.fisher,
+        model_fingerprint=head.fingerprint(tokenizer),
         error_space=options.error_space,
     )
     if options.is_network:
@@ -126,7 +134,9 @@ def spec_for_model(
     if not reflection:
         return spec
     if tokenizer is None:
-        raise InputError("reflection=True computes the pilot mean on a probe text: pass the tokenizer, or reflection=False")
+        raise InputError(
+            "reflection=True computes the pilot mean on a probe text: pass the tokenizer, or reflection=False"
+        )
     return spec.with_reflection(pilot_mean(head, tokenizer))
 
 
@@ -136,5 +146,7 @@ def network_spec_for_model(model: torch.nn.Module | HeadModel, tokenizer=None, *
     (``granularity="token"`` is position granularity)."""
     options = SpecOptions(**spec_options)
     if not options.is_network:
-        raise InputError("name the modules to sketch: modules='all-linear' or a list of names, or adapters=[...] (one of the two)")
+        raise InputError(
+            "name the modules to sketch: modules='all-linear' or a list of names, or adapters=[...] (one of the two)"
+        )
     return spec_for_model(model, tokenizer, options)

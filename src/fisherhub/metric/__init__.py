@@ -51,5 +51,12 @@ def install_metric(folder: str | os.PathLike | None = None) -> Path:
     return target
 
 
-__all__ = ["CODEBASE_URLS", "HOMEPAGE", "METRIC_NAME", "REFERENCE_URLS", "default_metric_folder", "install_metric",
-           "metric_path"]
+__all__ = [
+    "CODEBASE_URLS",
+    "HOMEPAGE",
+    "METRIC_NAME",
+    "REFERENCE_URLS",
+    "default_metric_folder",
+    "install_metric",
+    "metric_path",
+]

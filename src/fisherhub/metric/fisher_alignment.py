@@ -174,7 +174,9 @@ class FisherAlignment(evaluate.Metric):
                 )
         elif predictions is None or references is None:
             missing = "predictions" if predictions is None else "references"
-            raise InputError(f"`{missing}` is missing: pass predictions= and references= of equal length (one pair per index)")
+            raise InputError(
+                f"`{missing}` is missing: pass predictions= and references= of equal length (one pair per index)"
+            )
         elif len(predictions) != len(references):
             raise InputError(
                 f"{len(predictions)} predictions but {len(references)} references: pair i is (predictions[i], "
@@ -186,8 +188,17 @@ class FisherAlignment(evaluate.Metric):
             _check_tasks(side, values)
         return super().compute(predictions=predictions, references=references, **kwargs)
 
-    def _compute(self, predictions, references, model_id=None, m=SpecOptions.m, seed=SpecOptions.seed,
-                 batch_size=RunOptions.batch_size, max_length=DataArgs.max_length, device=None):
+    def _compute(
+        self,
+        predictions,
+        references,
+        model_id=None,
+        m=SpecOptions.m,
+        seed=SpecOptions.seed,
+        batch_size=RunOptions.batch_size,
+        max_length=DataArgs.max_length,
+        device=None,
+    ):
         nested = not isinstance(predictions[0], str)
         if model_id is None:
             if nested:
@@ -198,8 +209,9 @@ class FisherAlignment(evaluate.Metric):
                 )
             pairs = _load_signature_pairs(predictions, references)
         else:
-            options = TextSketchOptions(model_id, m=m, seed=seed, batch_size=batch_size, max_length=max_length,
-                                        device=device)
+            options = TextSketchOptions(
+                model_id, m=m, seed=seed, batch_size=batch_size, max_length=max_length, device=device
+            )
             tasks = list(zip(predictions, references)) if nested else [(predictions, references)]
             pairs = _sketch_text_pairs(tasks, options)
         return _align_pairs(pairs)
@@ -254,7 +266,12 @@ def _sketch_text_pairs(tasks, options):
     distinct = list(dict.fromkeys(tuple(texts) for pair in tasks for texts in pair))
     signatures = {
         texts: sketch_texts(
-            texts, model, tokenizer, spec, batch_size=options.batch_size, max_length=options.max_length,
+            texts,
+            model,
+            tokenizer,
+            spec,
+            batch_size=options.batch_size,
+            max_length=options.max_length,
             metadata=model_provenance(None if embedded else options.model_id, model).as_metadata(),
         )
         for texts in logging.tqdm(distinct, desc="Sketching tasks")

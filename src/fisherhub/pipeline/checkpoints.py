@@ -74,7 +74,9 @@ class Checkpointer:
             (self.folder / previous["state_file"]).unlink(missing_ok=True)
 
     def _check_no_other_process_count(self) -> None:
-        others = sorted(path.name for path in self.folder.glob("rank*-of*.json") if not path.name.endswith(f"-of{self.world}.json"))
+        others = sorted(
+            path.name for path in self.folder.glob("rank*-of*.json") if not path.name.endswith(f"-of{self.world}.json")
+        )
         if others:
             world = others[0].removesuffix(".json").rpartition("-of")[2]
             raise InputError(
@@ -113,15 +115,22 @@ class Checkpointer:
             self._check_no_other_process_count()
             return SketchState(spec, device=device), Progress()
         if record["run"] != self.run_key:
-            differing = sorted(k for k in set(record["run"]) | set(self.run_key) if record["run"].get(k) != self.run_key.get(k))
-            values = "; ".join(f"{k} {record['run'].get(k)!r} in the checkpoint, {self.run_key.get(k)!r} now" for k in differing)
+            differing = sorted(
+                k for k in set(record["run"]) | set(self.run_key) if record["run"].get(k) != self.run_key.get(k)
+            )
+            values = "; ".join(
+                f"{k} {record['run'].get(k)!r} in the checkpoint, {self.run_key.get(k)!r} now" for k in differing
+            )
             raise InputError(
                 f"the checkpoint in {self.folder} is from a different run (differs in {differing}): {values}. Resume "
                 "with the same model, data, sketch options and number of processes, or use a new --checkpoint folder"
             )
         state = SketchState.load(self.folder / record["state_file"], device=device)
         progress = Progress(
-            record["next_index"], record["batches"], DocumentCounts(**record["counts"]), record.get("reading_state"),
+            record["next_index"],
+            record["batches"],
+            DocumentCounts(**record["counts"]),
+            record.get("reading_state"),
             record.get("own_shard_sizes"),
         )
         return state, progress

@@ -69,8 +69,12 @@ class SignReport:
 
     def lines(self) -> list[str]:
         sketched = [d for d in self.datasets if d.status == "sketched"]
-        out = [(f"{self.unsigned} unsigned adapters, {self.naming_datasets} naming datasets in their card; "
-               f"{len(sketched)} of {len(self.datasets)} datasets sketched, {self.rows_added} rows added")]
+        out = [
+            (
+                f"{self.unsigned} unsigned adapters, {self.naming_datasets} naming datasets in their card; "
+                f"{len(sketched)} of {len(self.datasets)} datasets sketched, {self.rows_added} rows added"
+            )
+        ]
         out += [f"  skipped {d.dataset}: {d.reason}" for d in self.datasets if d.status == "skipped"]
         return out
 
@@ -115,8 +119,16 @@ class SignJournal:
 
 
 def sign_unsigned(
-    base_model: str, index: str, *, model, tokenizer, max_documents: int | None = None, text_column: str = "text",
-    work: str | os.PathLike | None = None, token: str | None = None, stop_after: int | None = None,
+    base_model: str,
+    index: str,
+    *,
+    model,
+    tokenizer,
+    max_documents: int | None = None,
+    text_column: str = "text",
+    work: str | os.PathLike | None = None,
+    token: str | None = None,
+    stop_after: int | None = None,
 ) -> SignReport:
     """Sketch the datasets that unsigned adapters of ``base_model`` name in their card, under ``model`` /
     ``tokenizer`` (the base model) with the spec of the index's rows (so the rows compare), at most
@@ -156,21 +168,35 @@ def sign_unsigned(
                 raise InterruptedBuild(f"stopped after sketching {stop_after} datasets; run again to resume")
             try:
                 data = dataclasses.replace(options, dataset=dataset, revision=revision)
-                signature = sketch_dataset(dataset, model, tokenizer, spec, data=data, metadata={
-                    "base_model": base_model, "signed_by": "fisherhub index sign"})
+                signature = sketch_dataset(
+                    dataset,
+                    model,
+                    tokenizer,
+                    spec,
+                    data=data,
+                    metadata={"base_model": base_model, "signed_by": "fisherhub index sign"},
+                )
             except DATA_ERRORS as exc:
-                outcomes.append(DatasetOutcome(dataset, revision, "skipped", f"{type(exc).__name__}: {exc}", tuple(adapters)))
+                outcomes.append(
+                    DatasetOutcome(dataset, revision, "skipped", f"{type(exc).__name__}: {exc}", tuple(adapters))
+                )
                 continue
             journal.add(dataset, revision, signature)
             sketched_now += 1
-        outcomes.append(DatasetOutcome(dataset, revision, "sketched", None, tuple(adapters), _file_name(dataset, revision)))
+        outcomes.append(
+            DatasetOutcome(dataset, revision, "sketched", None, tuple(adapters), _file_name(dataset, revision))
+        )
     sketched = [o for o in outcomes if o.status == "sketched"]
     if not sketched:
         return SignReport(len(unsigned), len(naming), outcomes, 0, None)
     files = {o.file: journal.folder / journal.done[(o.dataset, o.revision)] for o in sketched}
     with hub_errors(f"datasets/{loaded.ref.repo_id}"):
-        info = api.create_commit(loaded.ref.repo_id, repo_type="dataset", commit_message="signatures sketched by the indexer",
-                                 operations=[CommitOperationAdd(path, local) for path, local in files.items()])
+        info = api.create_commit(
+            loaded.ref.repo_id,
+            repo_type="dataset",
+            commit_message="signatures sketched by the indexer",
+            operations=[CommitOperationAdd(path, local) for path, local in files.items()],
+        )
     results: dict[str, list[dict[str, Any]]] = {}
     for outcome in sketched:
         signature = Signature.load(files[outcome.file])
@@ -180,7 +206,12 @@ def sign_unsigned(
             results.setdefault(adapter, []).append({**row, "file_repo": loaded.ref.repo_id, "file_commit": info.oid})
     folder = WorkFolder(journal.folder / f"push-{info.oid[:12]}", loaded.base_model, loaded.layout)
     keys = {("model", adapter) for adapter in results}
-    folder.add([RepoResult(adapter, "model", str(naming[adapter][0].ref.revision), rows, []) for adapter, rows in results.items()])
+    folder.add(
+        [
+            RepoResult(adapter, "model", str(naming[adapter][0].ref.revision), rows, [])
+            for adapter, rows in results.items()
+        ]
+    )
     table = replace_repos(loaded, folder, keys)
     commit = push_index(table, loaded.ref, loaded.base_model, loaded.layout, folder, token=token)
     return SignReport(len(unsigned), len(naming), outcomes, sum(map(len, results.values())), commit)

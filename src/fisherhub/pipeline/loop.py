@@ -130,8 +130,19 @@ def resolve_spec(head: HeadModel, tokenizer, spec: SketchSpec | Signature | None
 
 
 def _sketch_in_process(
-    dataset, model, tokenizer, spec, kernels: Sequence[str] | None, *, data: DataArgs | None, batch_size: int,
-    token_chunk_size: int, metadata: dict[str, str] | None, progress: bool, description: str, **spec_options,
+    dataset,
+    model,
+    tokenizer,
+    spec,
+    kernels: Sequence[str] | None,
+    *,
+    data: DataArgs | None,
+    batch_size: int,
+    token_chunk_size: int,
+    metadata: dict[str, str] | None,
+    progress: bool,
+    description: str,
+    **spec_options,
 ) -> list[Signature]:
     """The signatures of one pass of ``dataset``: of the resolved spec, or of it with each of ``kernels``."""
     data = dataclasses.replace(data, dataset=dataset) if data is not None else DataArgs(dataset)
@@ -143,13 +154,24 @@ def _sketch_in_process(
     recorded = _metadata(data, source, metadata)
     stream = DocumentStream(data, tokenizer, source=source)
     sketch_spec = resolve_spec(head, tokenizer, spec, **spec_options)
-    specs = [sketch_spec] if kernels is None else [dataclasses.replace(sketch_spec, kernel=k) for k in dict.fromkeys(kernels)]
+    specs = (
+        [sketch_spec]
+        if kernels is None
+        else [dataclasses.replace(sketch_spec, kernel=k) for k in dict.fromkeys(kernels)]
+    )
     states, state_progress = [SketchState(s, device=head.device) for s in specs], Progress()
     _run_batches(
-        stream, states, capture(states, head, token_chunk_size=token_chunk_size), state_progress,
-        batch_size=batch_size, show_progress=progress, description=description,
+        stream,
+        states,
+        capture(states, head, token_chunk_size=token_chunk_size),
+        state_progress,
+        batch_size=batch_size,
+        show_progress=progress,
+        description=description,
     )
-    check_has_documents(state_progress.counts.seen, state_progress.counts.too_short, data, states[0].document_counts.tolist())
+    check_has_documents(
+        state_progress.counts.seen, state_progress.counts.too_short, data, states[0].document_counts.tolist()
+    )
     return [state.finalize(recorded) for state in states]
 
 
@@ -177,8 +199,18 @@ def sketch_dataset(
     id or folder), which ``push_signature`` needs; a model built from a config records none.
     """
     return _sketch_in_process(
-        dataset, model, tokenizer, spec, None, data=data, batch_size=batch_size, token_chunk_size=token_chunk_size,
-        metadata=metadata, progress=progress, description=description, **spec_options,
+        dataset,
+        model,
+        tokenizer,
+        spec,
+        None,
+        data=data,
+        batch_size=batch_size,
+        token_chunk_size=token_chunk_size,
+        metadata=metadata,
+        progress=progress,
+        description=description,
+        **spec_options,
     )[0]
 
 
@@ -198,9 +230,18 @@ def sketch_network_kernels(
     """Network signatures of ``dataset`` for several kernels from one pass (the projections are shared):
     kernel -> ``Signature``; ``spec`` / options as for ``sketch_dataset`` (the spec's kernel is replaced by each)."""
     signatures = _sketch_in_process(
-        dataset, model, tokenizer, spec, kernels, data=data, batch_size=batch_size,
-        token_chunk_size=RunOptions.token_chunk_size, metadata=metadata, progress=progress,
-        description="network sketch", **spec_options,
+        dataset,
+        model,
+        tokenizer,
+        spec,
+        kernels,
+        data=data,
+        batch_size=batch_size,
+        token_chunk_size=RunOptions.token_chunk_size,
+        metadata=metadata,
+        progress=progress,
+        description="network sketch",
+        **spec_options,
     )
     if signatures[0].spec.modules is None:
         raise InputError("sketch_network_kernels needs a network spec: give modules= or adapters= (or such a spec)")
@@ -238,7 +279,10 @@ def make_accelerator(cpu: bool | None = None):
     from accelerate import Accelerator
 
     if cpu is None:
-        cpu = os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes") or not torch.accelerator.is_available()
+        cpu = (
+            os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes")
+            or not torch.accelerator.is_available()
+        )
     return Accelerator(cpu=cpu)
 
 
@@ -331,8 +375,12 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
         revision = revision or like.metadata.get("base_model_revision") or None
     with accelerator.main_process_first():  # the first load may convert the default model into the cache
         model, tokenizer = load_model_and_tokenizer(
-            model_ref, dtype=args.dtype, revision=revision, device_map=args.device_map,
-            trust_remote_code=args.trust_remote_code, quantization_config=args.quantization_config,
+            model_ref,
+            dtype=args.dtype,
+            revision=revision,
+            device_map=args.device_map,
+            trust_remote_code=args.trust_remote_code,
+            quantization_config=args.quantization_config,
             gguf_file=args.gguf_file,
         )
     if args.device_map is None:
@@ -359,8 +407,13 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
         progress.own_shard_sizes = progress.own_shard_sizes or stream.count_own_shards()
         stream.shard_sizes = _all_shard_sizes(accelerator, stream, progress.own_shard_sizes)
     _run_batches(
-        stream, [state], capture([state], head, token_chunk_size=args.token_chunk_size), progress,
-        batch_size=args.batch_size, checkpointer=checkpointer, show_progress=args.progress and accelerator.is_main_process,
+        stream,
+        [state],
+        capture([state], head, token_chunk_size=args.token_chunk_size),
+        progress,
+        batch_size=args.batch_size,
+        checkpointer=checkpointer,
+        show_progress=args.progress and accelerator.is_main_process,
         description=f"sketching ({accelerator.num_processes} process{'es' if accelerator.num_processes > 1 else ''})",
     )
     if checkpointer is not None:

@@ -32,8 +32,14 @@ def other_base_model(whose: str, named: list[str], base_model: str | None) -> Sk
     from fisherhub.options import HUB_ID
 
     paths = [name for name in dict.fromkeys([*named, base_model]) if name and not HUB_ID.fullmatch(name)]
-    hint = (f" ({', '.join(map(repr, paths))}: a local path, not the Hub id adapters name; sketch that signature "
-            "again with --base-model-id ORG/NAME)") if paths else ""
+    hint = (
+        (
+            f" ({', '.join(map(repr, paths))}: a local path, not the Hub id adapters name; sketch that signature "
+            "again with --base-model-id ORG/NAME)"
+        )
+        if paths
+        else ""
+    )
     return Skip(f"other base model: {whose} for {', '.join(map(repr, named))}, not {base_model!r}{hint}")
 
 
@@ -63,7 +69,9 @@ class Candidate:
             raise Skip("no signature: neither the adapter nor the dataset repos its card names carry one")
         matching = [option for option in self.options if option.is_for(base_model)]
         if not matching:
-            raise other_base_model("its signatures are", sorted({str(option.base_model) for option in self.options}), base_model)
+            raise other_base_model(
+                "its signatures are", sorted({str(option.base_model) for option in self.options}), base_model
+            )
         return matching
 
 
@@ -76,8 +84,13 @@ def _local_option(path: Path) -> SignatureOption:
 
 
 def hub_options(
-    repo_id: str, repo_type: str, revision: str | None = None, snapshot=None, *,
-    token: str | None = None, subfolder: str | None = None,
+    repo_id: str,
+    repo_type: str,
+    revision: str | None = None,
+    snapshot=None,
+    *,
+    token: str | None = None,
+    subfolder: str | None = None,
 ) -> list[SignatureOption]:
     """The loadable signatures of a Hub repo (``snapshot``: as a listing described it), or of the adapter under
     its ``subfolder``, from its index or card, without a request per file; tensors are fetched when chosen.
@@ -128,8 +141,10 @@ def _peft_config(folder: Path, where: str):
         raise Skip(f"malformed {where} ({reason}): save the adapter again with PeftModel.save_pretrained") from exc
     peft_type = getattr(config.peft_type, "value", config.peft_type)
     if peft_type is not None and peft_type not in RANKED_ADAPTER_TYPES:
-        raise Skip(f"adapter type {peft_type}: only {', '.join(RANKED_ADAPTER_TYPES)} adapters are ranked (they are what "
-                   "Selection.load and Selection.mix combine)")
+        raise Skip(
+            f"adapter type {peft_type}: only {', '.join(RANKED_ADAPTER_TYPES)} adapters are ranked (they are what "
+            "Selection.load and Selection.mix combine)"
+        )
     return config
 
 
@@ -181,8 +196,10 @@ def _hub_candidate(name: str, base_model: str | None, listing=None, token: str |
 
     ref = SignatureRef.parse(name) if listing is None else listing.ref
     if ref is None or (ref.path is not None and ref.repo_type != "model"):
-        raise Skip("not a local adapter folder, nor a Hub repo id (org/name[@revision][:subfolder], "
-                   "hf://org/name[@revision]/subfolder, datasets/org/name)")
+        raise Skip(
+            "not a local adapter folder, nor a Hub repo id (org/name[@revision][:subfolder], "
+            "hf://org/name[@revision]/subfolder, datasets/org/name)"
+        )
     subfolder = ref.path.rstrip("/") if ref.path else None
     config_path = f"{subfolder}/{ADAPTER_CONFIG}" if subfolder else ADAPTER_CONFIG
     try:
@@ -233,8 +250,11 @@ def resolve_candidate(name, base_model: str | None, token: str | None = None) ->
     if isinstance(name, SignedElsewhere):
         source = name.signature.short()
         load = lambda: load_signature(source, token=token)  # noqa: E731
-        return Candidate(name.name, AdapterLocation(name.repo_id, name.revision),
-                         [SignatureOption(name.sketch_id, name.base_model, source, load)])
+        return Candidate(
+            name.name,
+            AdapterLocation(name.repo_id, name.revision),
+            [SignatureOption(name.sketch_id, name.base_model, source, load)],
+        )
     if isinstance(name, RepoSnapshot):
         return _hub_candidate(name.ref.repo_id, base_model, name, token)
     text = os.fspath(name)

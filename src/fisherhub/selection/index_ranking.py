@@ -44,7 +44,9 @@ def row_scores(rows: IndexRows, target: Signature, sketch: str = "joint") -> np.
     k = SKETCHES.index(sketch)
     mean = getattr(target, sketch).double().numpy()
     dots = rows.units[sketch] @ mean.astype(np.float32)  # the one matrix product
-    scores = rows.lengths[:, k] * dots.astype(np.float64) / np.sqrt(rows.split_norms[:, k] * float(target.split_norms[k]))
+    scores = (
+        rows.lengths[:, k] * dots.astype(np.float64) / np.sqrt(rows.split_norms[:, k] * float(target.split_norms[k]))
+    )
     comparable = {}
     for i, spec in enumerate(rows.specs):
         if id(spec) not in comparable:
@@ -78,7 +80,9 @@ class IndexRanking:
             name = f"{'datasets/' if ref.repo_type == 'dataset' else ''}{ref.repo_id}@{ref.revision}"
             if row.get("file_repo"):
                 file = SignatureRef(row["file_repo"], "dataset", row["file_commit"], ref.path)
-                names.setdefault(name, SignedElsewhere(ref.repo_id, ref.revision, file, row["sketch_id"], row["base_model"]))
+                names.setdefault(
+                    name, SignedElsewhere(ref.repo_id, ref.revision, file, row["sketch_id"], row["base_model"])
+                )
             else:
                 names.setdefault(name, name)
             if len(names) == shortlist:
@@ -97,8 +101,10 @@ def _target_for(rows: IndexRows, targets: Target, token: str | None) -> Signatur
             return targets.signatures[sketch_id]
     if targets.sketcher is None:
         have = ", ".join(sorted(targets.signatures)) or "none"
-        raise InputError(f"the target's signatures have sketch ids {have}; the index's rows have "
-                         f"{', '.join(sorted(counts))}: sketch the target like= one of its rows")
+        raise InputError(
+            f"the target's signatures have sketch ids {have}; the index's rows have "
+            f"{', '.join(sorted(counts))}: sketch the target like= one of its rows"
+        )
     first = next(i for i, row in enumerate(rows.rows) if row["sketch_id"] == counts.most_common(1)[0][0])
     return targets.like(load_signature(rows.ref(first).short(), token=token))
 
@@ -114,13 +120,17 @@ def rank_index(
         raise InputError(f"{where} is the index of {loaded.base_model!r}, not of {base_model!r}")
     sketch = score_sketch(score)
     if sketch not in loaded.layout.sketches:
-        raise InputError(f"{where} stores the {', '.join(loaded.layout.sketches)} sketch(es) only: rank it with "
-                         "score='fisher' or 'auto', or build an index with --sketches all")
+        raise InputError(
+            f"{where} stores the {', '.join(loaded.layout.sketches)} sketch(es) only: rank it with "
+            "score='fisher' or 'auto', or build an index with --sketches all"
+        )
     rows = read_rows(loaded.table, base_model or loaded.base_model, where, loaded.commit)
     skipped = [Skipped(f"{s.repo_id}:{s.path}", s.reason) for s in rows.skipped]
     if not len(rows):
-        raise InputError(f"{where}: no usable rows ({len(skipped)} skipped: "
-                         f"{'; '.join(s.reason for s in skipped[:3]) or 'the index is empty'})")
+        raise InputError(
+            f"{where}: no usable rows ({len(skipped)} skipped: "
+            f"{'; '.join(s.reason for s in skipped[:3]) or 'the index is empty'})"
+        )
     try:
         target = _target_for(rows, targets, token)
     except Skip as skip:
@@ -138,5 +148,7 @@ def rank_index(
 
 def check_shortlist(shortlist: int) -> int:
     if not isinstance(shortlist, int) or isinstance(shortlist, bool) or shortlist < 1:
-        raise InputError(f"shortlist must be a positive integer (rows ranked again from their files), got {shortlist!r}")
+        raise InputError(
+            f"shortlist must be a positive integer (rows ranked again from their files), got {shortlist!r}"
+        )
     return shortlist

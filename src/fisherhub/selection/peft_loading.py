@@ -59,8 +59,12 @@ def check_top_k(top_k: int | None) -> int:
 
 
 def load_adapters(
-    ranking: Sequence[RankedCandidate], model, base_model: str | None, top_k: int | None,
-    signature: Signature | None = None, token: str | None = None,
+    ranking: Sequence[RankedCandidate],
+    model,
+    base_model: str | None,
+    top_k: int | None,
+    signature: Signature | None = None,
+    token: str | None = None,
 ):
     """A ``peft.PeftModel`` on ``model`` (None: ``base_model`` loaded, at what ``signature`` records) with the
     ``top_k`` (default 1) best rows' adapters under ``adapter_names``, the best one active; each from its repo
@@ -78,7 +82,9 @@ def load_adapters(
     if model is None:
         model = load_base_model(base_model, signature, token)[0]
     names = adapter_names([row.candidate for row in rows])
-    peft_model = PeftModel.from_pretrained(model, rows[0].adapter.path, adapter_name=names[0], **rows[0].adapter.hub_kwargs(token))
+    peft_model = PeftModel.from_pretrained(
+        model, rows[0].adapter.path, adapter_name=names[0], **rows[0].adapter.hub_kwargs(token)
+    )
     for row, name in zip(rows[1:], names[1:]):
         peft_model.load_adapter(row.adapter.path, adapter_name=name, **row.adapter.hub_kwargs(token))
     peft_model.set_adapter(names[0])

@@ -53,7 +53,9 @@ def implausible_scores(result: AlignmentResult) -> str | None:
 def best_first(rows: Iterable[Row]) -> list[Row]:
     """Rows by their score, highest first; rows in ``doubt`` (implausible numbers) after every other row, so
     that none of them can be the best."""
-    return sorted(rows, key=lambda row: (row.doubt is None, row.score if math.isfinite(row.score) else -math.inf), reverse=True)
+    return sorted(
+        rows, key=lambda row: (row.doubt is None, row.score if math.isfinite(row.score) else -math.inf), reverse=True
+    )
 
 
 def choose_options(

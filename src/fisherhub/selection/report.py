@@ -32,6 +32,7 @@ class Shown(Protocol):
     @property
     def best(self) -> RankedCandidate: ...
 
+
 _COMMIT_ID = re.compile(r"@[0-9a-f]{40}\b")
 
 
@@ -52,10 +53,14 @@ def _table_rows(selection: Shown, limit: int | None) -> tuple[list[str], list[li
         [
             f"{rank} !" if row.doubt else str(rank),
             row.candidate,
-            *([] if not measured else [
-                _format(m.loss, m.stderr) if (m := measured.get(row.candidate)) else "—",
-                _format(m.gain, m.gain_stderr) if m else "—",
-            ]),
+            *(
+                []
+                if not measured
+                else [
+                    _format(m.loss, m.stderr) if (m := measured.get(row.candidate)) else "—",
+                    _format(m.gain, m.gain_stderr) if m else "—",
+                ]
+            ),
             _format(row.score, row.stderr),
             _format(row.fisher),
             _format(row.activation),
@@ -107,15 +112,21 @@ def _caption(selection: Shown, limit: int | None) -> str:
         trust.append(auto_explanation(selection))
     if selection.rerank is not None:
         second = selection.rerank
-        trust.append(f"two-stage: first {len(second.measured)} adapters of the S_a and S_e rankings measured on the "
-                     f"target's {second.tokens} scored tokens ({second.documents} documents; base model loss "
-                     f"{second.base_loss:.4f}) in {second.seconds:.1f} s")
+        trust.append(
+            f"two-stage: first {len(second.measured)} adapters of the S_a and S_e rankings measured on the "
+            f"target's {second.tokens} scored tokens ({second.documents} documents; base model loss "
+            f"{second.base_loss:.4f}) in {second.seconds:.1f} s"
+        )
         if second.first_stage_verdict is not None:
             trust.append(f"first stage: {second.first_stage_verdict.message}")
     if selection.verdict is not None:
         trust.append(f"verdict: {selection.verdict.message}")
     doubted = [row for row in rows if row.doubt]
-    doubts = ["! ranked last, not to be trusted:", *(f"  {row.candidate}: {row.doubt}" for row in doubted)] if doubted else []
+    doubts = (
+        ["! ranked last, not to be trusted:", *(f"  {row.candidate}: {row.doubt}" for row in doubted)]
+        if doubted
+        else []
+    )
     skipped = ["skipped:", *(f"  {s.candidate}: {s.reason}" for s in selection.skipped)] if selection.skipped else []
     return "\n".join([*trust, *doubts, *legend, *skipped])
 
@@ -137,8 +148,10 @@ def rich_table(selection: Shown, limit: int | None = None) -> Table:
 
     header, rows = _table_rows(selection, limit)
     table = Table(
-        *header, title=f"candidates ranked by {label(selection.score)}",
-        caption=_caption(selection, limit) or None, caption_justify="left",
+        *header,
+        title=f"candidates ranked by {label(selection.score)}",
+        caption=_caption(selection, limit) or None,
+        caption_justify="left",
     )
     for row in rows:
         table.add_row(*row)

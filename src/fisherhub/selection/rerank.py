@@ -95,14 +95,18 @@ def document_losses(model, batches, device=None) -> DocumentLosses:
     return DocumentLosses(torch.cat(nll), torch.cat(tokens))
 
 
-def each_adapter(model, rows: Sequence[RankedCandidate], token: str | None = None) -> Iterator[tuple[RankedCandidate, object]]:
+def each_adapter(
+    model, rows: Sequence[RankedCandidate], token: str | None = None
+) -> Iterator[tuple[RankedCandidate, object]]:
     """``(row, peft_model)`` for each row's adapter in turn, loaded onto ``model`` alone: the previous one is
     unloaded (``PeftModel.unload``: its LoRA modules removed, nothing merged) before the next is loaded, so one
     adapter is in memory at a time, and ``model`` is the plain base model again at the end."""
     from peft import PeftModel
 
     for row in rows:
-        peft_model = PeftModel.from_pretrained(model, row.adapter.path, adapter_name="rerank", **row.adapter.hub_kwargs(token))
+        peft_model = PeftModel.from_pretrained(
+            model, row.adapter.path, adapter_name="rerank", **row.adapter.hub_kwargs(token)
+        )
         peft_model.eval()
         try:
             yield row, peft_model
@@ -141,8 +145,9 @@ class Rerank:
         return sorted(self.measured, key=lambda m: m.loss)
 
 
-def paired_bootstrap(base: DocumentLosses, adapted: Sequence[DocumentLosses], draws: int = BOOTSTRAP_DRAWS,
-                     seed: int = BOOTSTRAP_SEED) -> tuple[torch.Tensor, torch.Tensor]:
+def paired_bootstrap(
+    base: DocumentLosses, adapted: Sequence[DocumentLosses], draws: int = BOOTSTRAP_DRAWS, seed: int = BOOTSTRAP_SEED
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Resampled mean losses (draws, k) of the adapters and (draws,) of the base model, every draw one
     resample of the target's documents with replacement, shared by all."""
     generator = torch.Generator().manual_seed(seed)
@@ -164,22 +169,40 @@ def measured_verdict(names: Sequence[str], losses: Sequence[float], draws: torch
     random_top1 = 1.0 / len(losses)
     geometry = "measured loss"
     if runner_up is None:
-        return Verdict(geometry, best, None, None, p_best, random_top1, (geometry,), (geometry,), True,
-                       f"{names[best]} is the only adapter measured")
+        return Verdict(
+            geometry,
+            best,
+            None,
+            None,
+            p_best,
+            random_top1,
+            (geometry,),
+            (geometry,),
+            True,
+            f"{names[best]} is the only adapter measured",
+        )
     difference = draws[:, runner_up] - draws[:, best]
     spread = float(difference.std())
     gap = losses[runner_up] - losses[best]
     gap_z = gap / spread if spread > 0 else (float("inf") if gap > 0 else 0.0)
     clear = gap_z >= CLEAR_GAP_Z
-    lead = (f"{names[best]} has the lowest loss on the target, {gap:.4f} nats/token below {names[runner_up]} "
-            f"({gap_z:.1f} se)")
+    lead = (
+        f"{names[best]} has the lowest loss on the target, {gap:.4f} nats/token below {names[runner_up]} "
+        f"({gap_z:.1f} se)"
+    )
     message = (f"{lead}: clearly better" if clear else f"no adapter is clearly better: {lead}") + (
-        f"; P(best) {p_best:.0%} vs {random_top1:.0%} at random over the target's documents")
+        f"; P(best) {p_best:.0%} vs {random_top1:.0%} at random over the target's documents"
+    )
     return Verdict(geometry, best, runner_up, gap_z, p_best, random_top1, (geometry,), (geometry,), clear, message)
 
 
-def rerank(model, batches: Sequence, rows: Sequence[RankedCandidate], first_stage_verdict: Verdict | None = None,
-           token: str | None = None) -> Rerank:
+def rerank(
+    model,
+    batches: Sequence,
+    rows: Sequence[RankedCandidate],
+    first_stage_verdict: Verdict | None = None,
+    token: str | None = None,
+) -> Rerank:
     """Measure the target's loss (``batches``: its documents, as sketched) under the base ``model`` and under each
     of ``rows``' adapters (one at a time, ``each_adapter``), with paired bootstrap error bars."""
     if not rows:
@@ -192,7 +215,9 @@ def rerank(model, batches: Sequence, rows: Sequence[RankedCandidate], first_stag
     draws, base_draws = paired_bootstrap(base, adapted)
     names = [row.candidate for row in rows]
     measured = [
-        MeasuredCandidate(name, a.loss, float(draws[:, i].std()), base.loss - a.loss, float((base_draws - draws[:, i]).std()))
+        MeasuredCandidate(
+            name, a.loss, float(draws[:, i].std()), base.loss - a.loss, float((base_draws - draws[:, i]).std())
+        )
         for i, (name, a) in enumerate(zip(names, adapted))
     ]
     verdict = measured_verdict(names, [m.loss for m in measured], draws)

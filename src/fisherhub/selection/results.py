@@ -90,14 +90,18 @@ class Selection:
         results, rows = {}, []
         for rank, row in enumerate(self.ranking):
             if rank < top_k and row.doubt is None:
-                verification = verify_signature(load_signature(row.signature_source, token=self.token), token=self.token,
-                                                **options)
+                verification = verify_signature(
+                    load_signature(row.signature_source, token=self.token), token=self.token, **options
+                )
                 results[row.candidate] = verification
                 signer = row.provenance.split(";", 1)[0]
                 if verification.verifiable:
                     state = "verified" if verification.reproduced else "NOT reproduced"
-                    row = dataclasses.replace(row, provenance=f"{signer}; {state} ({verification.describe()})",
-                                              doubt=None if verification.reproduced else f"verify: {verification.describe()}")
+                    row = dataclasses.replace(
+                        row,
+                        provenance=f"{signer}; {state} ({verification.describe()})",
+                        doubt=None if verification.reproduced else f"verify: {verification.describe()}",
+                    )
             rows.append(row)
         self.ranking = best_first(rows)
         return results
@@ -118,12 +122,19 @@ class Selection:
         aligned with the target (the verdict's rule: above the one-sided Bonferroni z over all ranked
         candidates), 0 for the others."""
         rows = self.ranking if top_k is None else self.ranking[: peft_loading.check_top_k(top_k)]
-        weights = mixing_weights([row.score for row in rows], [row.stderr for row in rows], temperature,
-                                 comparisons=len(self.ranking))
+        weights = mixing_weights(
+            [row.score for row in rows], [row.stderr for row in rows], temperature, comparisons=len(self.ranking)
+        )
         return {row.candidate: weight for row, weight in zip(rows, weights)}
 
-    def mix(self, model=None, top_k: int = 2, combination_type: str = "cat", adapter_name: str = "mix",
-            temperature: float = 1.0):
+    def mix(
+        self,
+        model=None,
+        top_k: int = 2,
+        combination_type: str = "cat",
+        adapter_name: str = "mix",
+        temperature: float = 1.0,
+    ):
         """``load(model, top_k)`` and PEFT's ``add_weighted_adapter`` of those adapters with ``weights``
         (those of weight 0 left out) as ``adapter_name``, active. ``cat`` stacks the LoRA factors, so the mix's
         update is exactly ΔW = Σ w_i ΔW_i (its rank the sum of the ranks); ``linear`` sums the factors,
@@ -139,7 +150,10 @@ class Selection:
         kept = [(name, weight) for name, weight in zip(names, weights.values()) if weight > 0]
         try:
             peft_model.add_weighted_adapter(
-                [name for name, _ in kept], [weight for _, weight in kept], adapter_name, combination_type=combination_type
+                [name for name, _ in kept],
+                [weight for _, weight in kept],
+                adapter_name,
+                combination_type=combination_type,
             )
         except ValueError as exc:  # e.g. linear over adapters of different ranks or target modules
             raise InputError(f"PEFT cannot mix these adapters with {combination_type!r}: {exc}. Try 'cat'") from exc

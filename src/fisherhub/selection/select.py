@@ -15,7 +15,11 @@ from fisherhub.selection.candidates import candidate_name, discover, resolve_can
 from fisherhub.selection.errors import NoCompatibleCandidatesError, Skip
 from fisherhub.selection.index_ranking import SHORTLIST, check_shortlist, rank_index
 from fisherhub.selection.ranking import (
-    best_first, check_score, choose_options, common_base_model, implausible_scores,
+    best_first,
+    check_score,
+    choose_options,
+    common_base_model,
+    implausible_scores,
 )
 from fisherhub.selection.rerank import check_rerank, second_stage_candidates
 from fisherhub.selection.rerank import rerank as measure
@@ -90,8 +94,10 @@ def select_adapter(
     given = given_signatures(target, base_model, token)
     data = data_to_sketch(target) if given is None else None
     if rerank and data is None:
-        raise InputError("rerank needs the target's data (texts or a dataset) to measure the adapters' loss on; "
-                         "a target given as a signature can be ranked by signatures only (rerank=0)")
+        raise InputError(
+            "rerank needs the target's data (texts or a dataset) to measure the adapters' loss on; "
+            "a target given as a signature can be ranked by signatures only (rerank=0)"
+        )
     if base_model is None and given is not None:
         base_model = common_base_model((s.metadata.get("base_model") for s in given), "the target's signatures")
     skipped: list[Skipped] = []
@@ -104,7 +110,9 @@ def select_adapter(
         check_shortlist(shortlist)
         loaded = load_index(index, token)
         base_model = base_model or loaded.base_model
-        sketcher = None if data is None else TargetSketcher(data, model, tokenizer, base_model, sketch or SketchOptions())
+        sketcher = (
+            None if data is None else TargetSketcher(data, model, tokenizer, base_model, sketch or SketchOptions())
+        )
         targets = Target(given, sketcher)
         ranking = rank_index(loaded, targets, base_model, score, token)
         names, skipped = ranking.candidates(shortlist), list(ranking.skipped)
@@ -114,8 +122,9 @@ def select_adapter(
         raise InputError("no candidates given: pass adapter repo ids or folders, or None and base_model= to discover")
     resolved = []
     unreadable = (FisherHubError, OSError, ValueError, RecursionError)  # a hostile or broken repo: never fatal
-    for outcome in bounded_map(lambda name: resolve_candidate(name, base_model, token), names, workers,
-                               catch=(Skip, *unreadable)):
+    for outcome in bounded_map(
+        lambda name: resolve_candidate(name, base_model, token), names, workers, catch=(Skip, *unreadable)
+    ):
         if isinstance(outcome.error, Skip):
             skipped.append(Skipped(candidate_name(outcome.item), outcome.error.reason))
         elif outcome.error is not None:
@@ -132,7 +141,9 @@ def select_adapter(
         except Skip as skip:
             skipped.append(Skipped(candidate.name, skip.reason))
     if targets is None:
-        sketcher = None if data is None else TargetSketcher(data, model, tokenizer, base_model, sketch or SketchOptions())
+        sketcher = (
+            None if data is None else TargetSketcher(data, model, tokenizer, base_model, sketch or SketchOptions())
+        )
         targets = Target(given, sketcher)
     sketcher = targets.sketcher
     rows = []
@@ -149,8 +160,17 @@ def select_adapter(
             skipped.append(Skipped(candidate.name, skip.reason))
             continue
         doubt = signature.implausibility() or implausible_scores(result)
-        rows.append(RankedCandidate(candidate.name, "fisher", result, option.source, candidate.adapter, doubt,
-                                    provenance(candidate, option.source, signature)))
+        rows.append(
+            RankedCandidate(
+                candidate.name,
+                "fisher",
+                result,
+                option.source,
+                candidate.adapter,
+                doubt,
+                provenance(candidate, option.source, signature),
+            )
+        )
     if not rows:
         raise NoCompatibleCandidatesError(skipped)
     trusted = [row for row in rows if row.doubt is None] or rows  # the verdict is about the plausible rows
@@ -158,12 +178,23 @@ def select_adapter(
     geometry = scored.scores.geometry if scored.scores.geometry in HEAD_SCORES else "fisher"
     rows = [row.ranked_by(geometry) for row in rows]
     selection = Selection(
-        best_first(rows), skipped, geometry, dict(targets.signatures), base_model, verdict=scored.verdict,
-        choice=scored.choice, token=token,
+        best_first(rows),
+        skipped,
+        geometry,
+        dict(targets.signatures),
+        base_model,
+        verdict=scored.verdict,
+        choice=scored.choice,
+        token=token,
     )
     if rerank:
-        second = measure(sketcher.model, sketcher.batches(), second_stage_candidates(selection.ranking, rerank),
-                         selection.verdict, token)
+        second = measure(
+            sketcher.model,
+            sketcher.batches(),
+            second_stage_candidates(selection.ranking, rerank),
+            selection.verdict,
+            token,
+        )
         selection = selection.reranked(second)
     if load:
         base = model if model is not None or sketcher is None else sketcher.model

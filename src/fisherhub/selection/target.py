@@ -42,7 +42,9 @@ def _referenced_signatures(reference: str, base_model: str | None, token: str | 
         wanted = f" for {base_model}" if base_model else ""
         named = sorted({repr(option.base_model) for option in options})
         has = f"; its signatures are for {', '.join(named)}" if named else ""
-        raise InputError(f"{reference}: the repo has no signature{wanted} to use as the target{has} (`fisherhub list` it)")
+        raise InputError(
+            f"{reference}: the repo has no signature{wanted} to use as the target{has} (`fisherhub list` it)"
+        )
     return matching
 
 
@@ -98,8 +100,9 @@ class TargetSketcher:
 
         if isinstance(self.data, list):
             return DataArgs(datasets.Dataset.from_dict({"text": self.data}), max_length=self.options.max_length)
-        return dataclasses.replace(self.options.data or DataArgs(self.data, max_length=self.options.max_length),
-                                   dataset=self.data)
+        return dataclasses.replace(
+            self.options.data or DataArgs(self.data, max_length=self.options.max_length), dataset=self.data
+        )
 
     def batches(self) -> list:
         """The target's documents exactly as the sketch read them (columns, limits, ``max_length`` within the
@@ -121,8 +124,10 @@ class TargetSketcher:
             spec: SketchSpec = spec_for_model(model, tokenizer, like=like)
         except InputError as exc:
             theirs = like.metadata.get("base_model") or "an unnamed base model"
-            raise Skip(f"other base model: its signature is for {theirs!r}, the target is sketched under "
-                       f"{self.base_model or 'the given model'!r}: {exc}") from exc
+            raise Skip(
+                f"other base model: its signature is for {theirs!r}, the target is sketched under "
+                f"{self.base_model or 'the given model'!r}: {exc}"
+            ) from exc
         options = self.options
         common = {
             "batch_size": options.batch_size,

@@ -14,10 +14,14 @@ def create_adapter(api, repo_id: str, base_model: str, datasets: list[str] | Non
     card = f"---\nbase_model: {base_model}\nlibrary_name: peft\n{named}---\n# {repo_id}\n"
     from huggingface_hub import CommitOperationAdd
 
-    api.create_commit(repo_id, [
-        CommitOperationAdd("adapter_config.json", json.dumps({"base_model_name_or_path": base_model}).encode()),
-        CommitOperationAdd("README.md", card.encode()),
-    ], commit_message="adapter")
+    api.create_commit(
+        repo_id,
+        [
+            CommitOperationAdd("adapter_config.json", json.dumps({"base_model_name_or_path": base_model}).encode()),
+            CommitOperationAdd("README.md", card.encode()),
+        ],
+        commit_message="adapter",
+    )
     return repo_id
 
 

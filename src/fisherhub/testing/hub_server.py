@@ -147,7 +147,9 @@ class Repo:
     def card(self, commit: Commit) -> dict | None:
         if commit.oid not in self.cards:  # commits never change: parse each card once
             try:
-                self.cards[commit.oid] = card_metadata(commit.files["README.md"].decode("utf-8")) if "README.md" in commit.files else None
+                self.cards[commit.oid] = (
+                    card_metadata(commit.files["README.md"].decode("utf-8")) if "README.md" in commit.files else None
+                )
             except Exception:  # on the Hub a repo with a broken card just has no cardData
                 self.cards[commit.oid] = None
         return copy.deepcopy(self.cards[commit.oid])
@@ -166,13 +168,27 @@ class Repo:
         return list(dict.fromkeys(tags))
 
     def info(self, commit: Commit, blobs: bool = False) -> dict:
-        siblings = [{"rfilename": p, **({"size": len(b), "blobId": git_blob_sha(b)} if blobs else {})}
-                    for p, b in sorted(commit.files.items())]
-        out = {"_id": hashlib.md5(self.id.encode()).hexdigest()[:24], "id": self.id, "author": self.id.split("/")[0],
-               "sha": commit.oid, "lastModified": commit.date, "createdAt": self.created, "private": self.private,
-               "gated": self.gated, "disabled": False, "downloads": 0, "likes": 0, "tags": self.tags(commit),
-               "siblings": siblings, **({"modelId": self.id} if self.type == "model" else {}),
-               **({"sdk": self.sdk} if self.type == "space" else {})}
+        siblings = [
+            {"rfilename": p, **({"size": len(b), "blobId": git_blob_sha(b)} if blobs else {})}
+            for p, b in sorted(commit.files.items())
+        ]
+        out = {
+            "_id": hashlib.md5(self.id.encode()).hexdigest()[:24],
+            "id": self.id,
+            "author": self.id.split("/")[0],
+            "sha": commit.oid,
+            "lastModified": commit.date,
+            "createdAt": self.created,
+            "private": self.private,
+            "gated": self.gated,
+            "disabled": False,
+            "downloads": 0,
+            "likes": 0,
+            "tags": self.tags(commit),
+            "siblings": siblings,
+            **({"modelId": self.id} if self.type == "model" else {}),
+            **({"sdk": self.sdk} if self.type == "space" else {}),
+        }
         if (card := self.card(commit)) is not None:
             out["cardData"] = card
             if card.get("library_name"):
@@ -188,7 +204,7 @@ def tree_entries(files: dict[str, bytes], base: str, recursive: bool) -> list[di
         raise HubError(404, f"{base} does not exist or is not a directory", "EntryNotFound")
     dirs, out = set(), []
     for path, data in under.items():
-        parts = path[len(prefix):].split("/")
+        parts = path[len(prefix) :].split("/")
         dirs.update(prefix + "/".join(parts[:i]) for i in range(1, len(parts) if recursive else min(2, len(parts))))
         if recursive or len(parts) == 1:
             out.append({"type": "file", "oid": git_blob_sha(data), "size": len(data), "path": path})
@@ -289,8 +305,14 @@ class HubServer:
         return 200, {"url": self.url(repo), "name": repo.id, "id": repo.id}
 
     def whoami(self, h, body):
-        return 200, {"type": "user", "id": "0" * 24, "name": self.user, "fullname": self.user, "orgs": [],
-                     "auth": {"type": "access_token", "accessToken": {"displayName": "tests", "role": "write"}}}
+        return 200, {
+            "type": "user",
+            "id": "0" * 24,
+            "name": self.user,
+            "fullname": self.user,
+            "orgs": [],
+            "auth": {"type": "access_token", "accessToken": {"displayName": "tests", "role": "write"}},
+        }
 
     def validate_yaml(self, h, body):
         try:
@@ -312,9 +334,13 @@ class HubServer:
         with self.lock:
             for (repo_type, repo_id), repo in self.repos.items():
                 info = repo.info(repo.resolve("main"))
-                if (repo_type != TYPES[t] or not self.may_read(h, repo) or q.get("author", [info["author"]])[0] != info["author"]
-                        or q.get("search", [""])[0].lower() not in repo_id.lower()
-                        or not all(f in info["tags"] for f in q.get("filter", []))):
+                if (
+                    repo_type != TYPES[t]
+                    or not self.may_read(h, repo)
+                    or q.get("author", [info["author"]])[0] != info["author"]
+                    or q.get("search", [""])[0].lower() not in repo_id.lower()
+                    or not all(f in info["tags"] for f in q.get("filter", []))
+                ):
                     continue
                 out.append({k: v for k, v in info.items() if k in keep})
         return 200, out[: int(q["limit"][0])] if q.get("limit") else out
@@ -333,16 +359,25 @@ class HubServer:
         with self.lock:
             repo = self.readable(h, repo_id, TYPES[t])
             history = repo.history(repo.resolve(rev).oid)
-        return 200, [{"id": c.oid, "title": c.title, "message": c.message, "date": c.date,
-                      "authors": [{"user": self.user}]} for c in history]
+        return 200, [
+            {"id": c.oid, "title": c.title, "message": c.message, "date": c.date, "authors": [{"user": self.user}]}
+            for c in history
+        ]
 
     def preupload(self, h, body, t, repo_id, rev):
         with self.lock:
             files = self.repo(repo_id, TYPES[t]).resolve(rev).files
-        return 200, {"files": [{"path": f["path"], "uploadMode": "lfs" if f["path"].endswith(LFS_SUFFIXES) else "regular",
-                                "shouldIgnore": False,
-                                "oid": git_blob_sha(files[f["path"]]) if f["path"] in files else None}
-                               for f in body.get("files", [])]}
+        return 200, {
+            "files": [
+                {
+                    "path": f["path"],
+                    "uploadMode": "lfs" if f["path"].endswith(LFS_SUFFIXES) else "regular",
+                    "shouldIgnore": False,
+                    "oid": git_blob_sha(files[f["path"]]) if f["path"] in files else None,
+                }
+                for f in body.get("files", [])
+            ]
+        }
 
     def commit(self, h, body, t, repo_id, rev):
         lines = [json.loads(line) for line in body.splitlines() if line.strip()]
@@ -395,8 +430,13 @@ class HubServer:
                 repo.prs += 1
                 ref, pr_url = f"refs/pr/{repo.prs}", f"{self.url(repo)}/discussions/{repo.prs}"
             repo.refs[ref] = oid
-        return 200, {"success": True, "commitOid": oid, "commitUrl": f"{self.url(repo)}/commit/{oid}",
-                     "pullRequestUrl": pr_url, "hookOutput": ""}
+        return 200, {
+            "success": True,
+            "commitOid": oid,
+            "commitUrl": f"{self.url(repo)}/commit/{oid}",
+            "pullRequestUrl": pr_url,
+            "hookOutput": "",
+        }
 
     def resolve_file(self, h, body, prefix, repo_id, rev, path):
         repo_type = {p: t for t, p in PREFIX.items()}[prefix]
@@ -404,8 +444,12 @@ class HubServer:
             repo = self.readable(h, repo_id, repo_type)
             token = h.headers.get("Authorization", "").removeprefix("Bearer ")
             if repo.gated and token not in repo.granted:  # as the Hub: 401 without a token, 403 with one
-                raise HubError(401 if not token else 403, f"Access to {repo_type} {repo_id} is restricted and you are "
-                               f"not in the authorized list. Visit {self.url(repo)} to ask for access.", "GatedRepo")
+                raise HubError(
+                    401 if not token else 403,
+                    f"Access to {repo_type} {repo_id} is restricted and you are "
+                    f"not in the authorized list. Visit {self.url(repo)} to ask for access.",
+                    "GatedRepo",
+                )
             commit = repo.resolve(rev)
         headers = {"X-Repo-Commit": commit.oid}
         if path not in commit.files:  # X-Repo-Commit lets the client cache the absence (.no_exist)
@@ -415,8 +459,7 @@ class HubServer:
         if (span := parse_range(h.headers.get("Range"), len(data))) is None:
             return 200, data, headers
         headers["Content-Range"] = f"bytes {span[0]}-{span[1]}/{len(data)}"
-        return 206, data[span[0]: span[1] + 1], headers
-
+        return 206, data[span[0] : span[1] + 1], headers
 
     def lfs_batch(self, h, body, prefix, repo_id):
         self.repo(repo_id, {p: t for t, p in PREFIX.items()}[prefix])

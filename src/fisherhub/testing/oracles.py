@@ -19,7 +19,12 @@ def softmax_errors(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 
 def synthetic_task(
-    n: int, d: int, vocab_size: int, *, seed: int, label_block: tuple[int, int] | None = None,
+    n: int,
+    d: int,
+    vocab_size: int,
+    *,
+    seed: int,
+    label_block: tuple[int, int] | None = None,
     activations: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """A task: activations (shared mean + noise) and errors of a random head whose softmax is
@@ -39,7 +44,11 @@ def synthetic_task(
 
 def sketch(spec: SketchSpec, activations: torch.Tensor, errors: torch.Tensor, doc_index: torch.Tensor | None = None):
     doc_index = torch.arange(len(activations)) if doc_index is None else doc_index
-    return SketchState(spec).update(HeadBatch(activations=activations, doc_index=doc_index, errors=errors)).finalize({"dataset": "synthetic"})
+    return (
+        SketchState(spec)
+        .update(HeadBatch(activations=activations, doc_index=doc_index, errors=errors))
+        .finalize({"dataset": "synthetic"})
+    )
 
 
 def upper_pairs(matrix: torch.Tensor) -> torch.Tensor:
@@ -75,8 +84,9 @@ def simulated_projection_alignments(exact: dict[str, torch.Tensor], m: int, draw
     return torch.stack(alignments)
 
 
-def random_projection_reference(exact: dict[str, torch.Tensor], m: int, draws: int = 400, threshold: float = 0.02
-                                ) -> dict[str, float]:
+def random_projection_reference(
+    exact: dict[str, torch.Tensor], m: int, draws: int = 400, threshold: float = 0.02
+) -> dict[str, float]:
     """What a Gaussian random projection of the exact Fisher matrices, with exact norms, scores: the reference
     for any sketch of m numbers that is linear in F and chosen before the data
     (``simulated_projection_alignments``). Spearman of A over all pairs and over pairs with A ≥ ``threshold``, and MAE:

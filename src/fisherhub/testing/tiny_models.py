@@ -34,8 +34,15 @@ def _config(arch: str, tie_word_embeddings: bool, vocab_size: int, hidden_size: 
     heads = hidden_size // 8
     if arch == "gpt2":
         return transformers.GPT2Config(
-            vocab_size=vocab_size, n_embd=hidden_size, n_layer=num_layers, n_head=heads, n_positions=512,
-            tie_word_embeddings=tie_word_embeddings, initializer_range=0.1, bos_token_id=2, eos_token_id=1,
+            vocab_size=vocab_size,
+            n_embd=hidden_size,
+            n_layer=num_layers,
+            n_head=heads,
+            n_positions=512,
+            tie_word_embeddings=tie_word_embeddings,
+            initializer_range=0.1,
+            bos_token_id=2,
+            eos_token_id=1,
             pad_token_id=0,
         )
     config_classes = {
@@ -56,15 +63,30 @@ def _config(arch: str, tie_word_embeddings: bool, vocab_size: int, hidden_size: 
         "granite": {"logits_scaling": 4.0},
     }.get(arch, {})
     return config_classes[arch](
-        vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=2 * hidden_size,
-        num_hidden_layers=num_layers, num_attention_heads=heads, num_key_value_heads=max(1, heads // 2),
-        head_dim=8, max_position_embeddings=512, tie_word_embeddings=tie_word_embeddings,
-        initializer_range=0.1, bos_token_id=2, eos_token_id=1, pad_token_id=0, **extra,
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 2),
+        head_dim=8,
+        max_position_embeddings=512,
+        tie_word_embeddings=tie_word_embeddings,
+        initializer_range=0.1,
+        bos_token_id=2,
+        eos_token_id=1,
+        pad_token_id=0,
+        **extra,
     )
 
 
 def tiny_causal_lm(
-    arch: str, tie_word_embeddings: bool, vocab_size: int = 64, seed: int = 0, *, hidden_size: int = 32,
+    arch: str,
+    tie_word_embeddings: bool,
+    vocab_size: int = 64,
+    seed: int = 0,
+    *,
+    hidden_size: int = 32,
     num_layers: int = 2,
 ) -> transformers.PreTrainedModel:
     """A random-weight causal LM of family ``arch`` (see ``ARCHITECTURES``), deterministic in ``seed``.
@@ -97,7 +119,11 @@ def tiny_tokenizer(vocab_size: int = 64) -> transformers.PreTrainedTokenizerFast
         single="<bos> $A", pair="<bos> $A $B", special_tokens=[("<bos>", vocab["<bos>"])]
     )
     return transformers.PreTrainedTokenizerFast(
-        tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>", unk_token="<unk>",
+        tokenizer_object=backend,
+        pad_token="<pad>",
+        eos_token="<eos>",
+        bos_token="<bos>",
+        unk_token="<unk>",
     )
 
 
