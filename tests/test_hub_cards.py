@@ -11,6 +11,7 @@ import pytest
 from huggingface_hub import CommitOperationAdd, ModelCard, RepoCard
 from test_hub import DATA, card_of, cli, dataset_repo, make_signature  # noqa: F401  (a fixture)
 
+from fisherhub.core.errors import InputError
 from fisherhub.hub import (
     INDEX_PATH,
     SIGNATURE_TAG,
@@ -239,3 +240,23 @@ def test_cards_are_read_as_their_repo_types_card_class(hub, hf_api, tmp_path):
     assert "```yaml\nlicense: mit\nmodel-index: [{results: oops}]\n```" in repaired.text
     assert repaired.text.endswith("# Body\n")
     assert RepoCard(str(repaired)).data.license == "mit"  # what is pushed parses again
+
+
+def test_push_with_index_links_the_index_from_the_section(hub, hf_api, tmp_path):
+    signature = make_signature("org/base", "org/train-data")
+    signature.save(tmp_path / "sig.safetensors")
+    hf_api.create_repo("org/adapter")
+    assert cli("push", str(tmp_path / "sig.safetensors"), "org/adapter", "--index", "datasets/org/base-index") == 0
+    section = section_of(card_of(hub, "org/adapter", "model").text)
+    assert "signature index [org/base-index](/datasets/org/base-index)" in section
+    # without an index the section links to none
+    hf_api.create_repo("org/other")
+    push_signature(signature, "org/other")
+    assert "signature index" not in section_of(card_of(hub, "org/other", "model").text)
+    # a bad index is refused naming the flag, before anything is pushed
+    commits = hub.commit_count("org/other", "model")
+    with pytest.raises(InputError, match=r"^--index 'not a repo!': an index is a dataset repo"):
+        cli("push", str(tmp_path / "sig.safetensors"), "org/other", "--index", "not a repo!")
+    with pytest.raises(InputError, match="'spaces/org/x': an index is a dataset repo"):
+        push_signature(signature, "org/other", index="spaces/org/x")
+    assert hub.commit_count("org/other", "model") == commits

@@ -4,6 +4,7 @@ commit, and ranked (selection/index_ranking.py) to exactly what ranking the shor
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -22,6 +23,7 @@ from fisherhub.hub import push_signature
 from fisherhub.hub.pool import bounded_map
 from fisherhub.hub.refs import SIGNATURE_FOLDER, SignatureRef
 from fisherhub.hub.signature_index import (
+    FIGURE_PATH,
     STATE_PATH,
     InterruptedBuild,
     Layout,
@@ -76,11 +78,20 @@ def test_build_push_load_dataset_and_rank(adapters, hub, tmp_path):
     assert "| adapter | dataset | tokens | nearest | A |" in card and "6 signatures from 7 repos" in card
     assert STATE_PATH in files and any(p.startswith("data/") and p.endswith(".parquet") for p in files)
     assert all(hub.commit_count(repo) == 3 for repo in adapters)  # nothing written to the repos read
+    # the card's heatmap, committed with the card, linked relatively, a PNG of the 6 rows' alignments
+    assert f"![A among the signatures with the most tokens]({FIGURE_PATH})" in card
+    commits = hub.repo("tester/base-index", "dataset").commits
+    before = commits[commits[commit].parent].files  # the rows' commit: neither the card nor the figure yet
+    assert FIGURE_PATH in commits[commit].files and FIGURE_PATH not in before and before["README.md"] != card.encode()
+    from PIL import Image
+
+    with Image.open(io.BytesIO(files[FIGURE_PATH])) as image:
+        assert image.format == "PNG" and min(image.size) > 100
 
     import datasets
 
     loaded = datasets.load_dataset("tester/base-index", split="train")
-    assert sorted(loaded["repo_id"]) == sorted(adapters)
+    assert len(loaded) == 6 and sorted(loaded["repo_id"]) == sorted(adapters)
     assert set(loaded["obtained"]) == {"published"} and all(len(c) == 40 for c in loaded["commit"])
 
     target = make_signature(BASE, "org/target", seed=30)
@@ -240,6 +251,7 @@ def test_cli_build_select_show(adapters, hub, tmp_path, capsys):
     assert main(["index", "build", BASE, "--push", INDEX, "--work", str(tmp_path / "work"), "--workers", "3"]) == 0
     out = capsys.readouterr().out
     assert "6 signatures from 7 repos" in out
+    assert hub.files("tester/base-index", "dataset")[FIGURE_PATH].startswith(b"\x89PNG\r\n\x1a\n")
     assert main(["select", str(target), "--index", "tester/base-index", "--shortlist", "2"]) == 0
     out = capsys.readouterr().out
     assert f"best: {select_adapter(str(target), adapters).best.candidate}@" in out
@@ -281,3 +293,16 @@ def test_named_candidates_are_read_concurrently_in_a_bounded_pool(adapters, hub)
     hub.most_in_flight = 0
     pooled = select_adapter(target, adapters, workers=4)
     assert 2 <= hub.most_in_flight <= 4 and pooled.table() == sequential.table()
+
+
+def test_without_matplotlib_the_card_goes_without_its_figure(adapters, hub, tmp_path, monkeypatch):
+    import fisherhub.extras
+
+    def missing(module):
+        raise InputError(f"figures need the optional package `{module}`")
+
+    monkeypatch.setattr(fisherhub.extras, "require", missing)
+    build_index(BASE, INDEX, work=tmp_path / "work")
+    files = hub.files("tester/base-index", "dataset")
+    assert FIGURE_PATH not in files and FIGURE_PATH not in files["README.md"].decode()
+    assert "6 signatures from 7 repos" in files["README.md"].decode()

@@ -160,35 +160,14 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
-#: rows shown in ``index show --plot``
-PLOTTED_ROWS = 24
-
-
 def plot_rows(loaded, path: str) -> str:
-    """A heatmap of A among the rows of the most common sketch id with the most tokens."""
-    from fisherhub.extras import require
-
-    require("matplotlib")
-    from matplotlib.figure import Figure
-
+    """The card's heatmap of A among the rows with the most tokens (``signature_index.rows_figure``), saved."""
     from fisherhub.core.errors import InputError
-    from fisherhub.core.geometry import label
-    from fisherhub.hub.signature_index import largest_rows, read_rows, row_alignments
+    from fisherhub.hub.signature_index import read_rows, rows_figure
 
     where = f"datasets/{loaded.ref.repo_id}"
-    rows = read_rows(loaded.table, loaded.base_model, where, loaded.commit)
-    chosen = largest_rows(rows, PLOTTED_ROWS)
-    if not chosen:
-        raise InputError(f"{where}: no usable rows to plot")
-    matrix = row_alignments(rows, chosen)
-    names = [rows.rows[i]["repo_id"] for i in chosen]
-    figure = Figure(figsize=(2 + 0.35 * len(names), 1.5 + 0.35 * len(names)))
-    axis = figure.subplots()
-    image = axis.imshow(matrix, cmap="viridis")
-    axis.set_xticks(range(len(names)), names, rotation=90, fontsize=6)
-    axis.set_yticks(range(len(names)), names, fontsize=6)
-    axis.set_title(f"{label('fisher')} among {len(names)} rows of {loaded.base_model}'s index", fontsize=8)
-    figure.colorbar(image, ax=axis, shrink=0.8)
-    figure.tight_layout()
+    figure = rows_figure(read_rows(loaded.table, loaded.base_model, where, loaded.commit), loaded.base_model)
+    if figure is None:
+        raise InputError(f"{where}: fewer than two usable rows of one sketch id to plot")
     figure.savefig(path, dpi=120)
     return path

@@ -21,14 +21,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--create-pr", action="store_true", help="open a pull request (for repos you cannot write to)")
     parser.add_argument("--create-repo", action="store_true", help="create the repo when it does not exist")
     parser.add_argument("--message", help="commit message")
+    parser.add_argument(
+        "--index",
+        default=None,
+        metavar="datasets/ORG/NAME",
+        help="the signature index the repo is in (`fisherhub index`): the card links to it",
+    )
     parser.add_argument("--repair-card", action="store_true", help="rewrite a malformed card header (the body is kept)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from fisherhub.core.errors import InputError
     from fisherhub.core.signature import Signature
     from fisherhub.hub import push_signature
+    from fisherhub.hub.signature_index import index_ref
 
+    if args.index is not None:
+        try:
+            index_ref(args.index)
+        except InputError as exc:
+            raise InputError(f"--index {exc}") from exc
     repo = repo_from_args(args)
     result = push_signature(
         Signature.load(args.signature),
@@ -37,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         commit_message=args.message,
         repair_card=args.repair_card,
         create_repo=args.create_repo,
+        index=args.index,
     )
     if not result.committed:
         print(f"{result.location}: already there, nothing to commit")

@@ -165,14 +165,15 @@ def read_card(text: str | None, where: str, repo_type: str, *, repair: bool = Fa
     return card_class(f"---\n{data.to_yaml()}\n---\n{old_header}{body}")
 
 
-def render_section(entries: list[dict[str, Any]], repo_type: str, name: str) -> str:
+def render_section(entries: list[dict[str, Any]], repo_type: str, name: str, index: str | None = None) -> str:
     """The human section for ``entries`` from ``repo_type``'s template in ``hub_cards/``; every value that
     comes from metadata goes through the escaping filters (``md``, ``code``, ``count``, ``hub_link``,
-    ``dataset_link``, ``file_link``, ``py``)."""
+    ``dataset_link``, ``file_link``, ``py``). ``index``: the signature index dataset (``org/name``) the repo is
+    in, linked from the section."""
     rows = [{**dict.fromkeys(ENTRY_KEYS), **entry} for entry in entries]
     base_models = [row["base_model"] for row in rows if _is_repo_id(row["base_model"])]
     return _TEMPLATES.get_template(SECTION_TEMPLATES[repo_type]).render(
-        signatures=rows, repo=name, example_base_model=base_models[0] if base_models else None
+        signatures=rows, repo=name, example_base_model=base_models[0] if base_models else None, index=index
     )
 
 
@@ -189,13 +190,19 @@ def _with_section(body: str, section: str) -> str:
 
 
 def set_entries(
-    card: RepoCard, entries: list[dict[str, Any]], repo_type: str, name: str, adapter_of: str | None = None
+    card: RepoCard,
+    entries: list[dict[str, Any]],
+    repo_type: str,
+    name: str,
+    adapter_of: str | None = None,
+    index: str | None = None,
 ) -> None:
     """Make the card list ``entries`` (the index's): its YAML block, the signature tag and the human section
     (for a ``repo_type`` repo that ``load_signature(name)`` reads).
     ``adapter_of``: the base model of an adapter repo, written as ``base_model`` with ``library_name: peft``
     where the card has none (so the Hub's ``base_model:adapter:`` filter finds the repo), and the Hub datasets
-    its signatures name as ``datasets:`` where the card names none (what it was trained on)."""
+    its signatures name as ``datasets:`` where the card names none (what it was trained on).
+    ``index``: the signature index dataset (``org/name``) the section links to."""
     card.data[CARD_KEY] = entries
     tags = card.data.get("tags") or []
     tags = [tags] if isinstance(tags, str) else list(tags)
@@ -210,4 +217,4 @@ def set_entries(
         )
         if trained_on and not card.data.get("datasets"):
             card.data["datasets"] = trained_on
-    card.text = _with_section(card.text, render_section(entries, repo_type, name))
+    card.text = _with_section(card.text, render_section(entries, repo_type, name, index))

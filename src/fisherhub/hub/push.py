@@ -70,12 +70,13 @@ def _update(
     name: str,
     adapter_of: str | None,
     repair_card: bool,
+    index: str | None,
 ) -> _Update:
     """The new index lists the ``.fisher_signatures/`` entries; the card lists every entry (legacy ones too)."""
     path = signature_path(signature)
     entries = with_entry(entries, entry_for(signature, path))
     card = read_card(old_card, where, repo_type, repair=repair_card)
-    set_entries(card, entries, repo_type, name, adapter_of)
+    set_entries(card, entries, repo_type, name, adapter_of, index)
     return _Update(path, signature.to_bytes(), render_index(written_entries(entries)), str(card))
 
 
@@ -111,6 +112,7 @@ def push_signature(
     commit_message: str | None = None,
     repair_card: bool = False,
     create_repo: bool = False,
+    index: str | None = None,
 ) -> PushResult:
     """Add ``signature`` under ``.fisher_signatures/`` of a dataset or model (adapter) repo, or of a local
     folder, and list it in ``.fisher_signatures/index.json`` and the card; on the Hub in one commit on
@@ -126,15 +128,20 @@ def push_signature(
     someone else in between fails with ``ConcurrentPushError`` instead of being overwritten. ``create_pr``
     opens a pull request (for repos one cannot write to). When the same file, index and card are already
     there, nothing is committed. A malformed card is refused unless ``repair_card`` (see ``cards.read_card``).
+    ``index``: the signature index (``datasets/org/name`` or ``org/name``, see ``fisherhub index``) the repo is
+    in; the card's section links to it.
     """
+    from fisherhub.hub.signature_index import index_ref
+
     signature = published(signature)
+    index = index_ref(index).repo_id if index is not None else None
     if not isinstance(repo, SignatureRef) and is_local_folder(repo):
         if revision is not None or create_pr or parent_commit is not None or create_repo:
             raise InputError(
                 f"{os.fspath(repo)} is a local folder: revision, create_pr, parent_commit and create_repo apply to Hub repos"
             )
         return _push_to_folder(
-            signature, Path(repo), repair_card, repo_type and check_repo_type(repo_type, PUSH_REPO_TYPES)
+            signature, Path(repo), repair_card, repo_type and check_repo_type(repo_type, PUSH_REPO_TYPES), index
         )
     target = repo.at(revision) if isinstance(repo, SignatureRef) else repo_ref(os.fspath(repo), repo_type, revision)
     check_repo_type(target.repo_type, PUSH_REPO_TYPES)
@@ -158,6 +165,7 @@ def push_signature(
         target.repo,
         signature.metadata.get("base_model") if adapter else None,
         repair_card,
+        index,
     )
     head = snapshot.ref.with_path(update.path)
     if (
@@ -201,15 +209,19 @@ def push_signature(
     return PushResult(pushed, True, commit.commit_url, commit.pr_url)
 
 
-def _push_to_folder(signature: Signature, folder: Path, repair_card: bool, repo_type: str | None = None) -> PushResult:
+def _push_to_folder(
+    signature: Signature, folder: Path, repair_card: bool, repo_type: str | None = None, index: str | None = None
+) -> PushResult:
     """The folder's signature file, index and card (each written atomically; the card last, so a folder
     interrupted in between still lists the signature through its index), under the folder's lock. ``repo_type``:
     what the folder will be on the Hub (default: ``model`` when it holds an adapter, else ``dataset``)."""
     with locked_folder(folder):
-        return _write_to_folder(signature, folder, repair_card, repo_type)
+        return _write_to_folder(signature, folder, repair_card, repo_type, index)
 
 
-def _write_to_folder(signature: Signature, folder: Path, repair_card: bool, repo_type: str | None) -> PushResult:
+def _write_to_folder(
+    signature: Signature, folder: Path, repair_card: bool, repo_type: str | None, index: str | None
+) -> PushResult:
     old_card = folder_card(folder)
     repo_type = repo_type or folder_repo_type(folder)
     update = _update(
@@ -221,6 +233,7 @@ def _write_to_folder(signature: Signature, folder: Path, repair_card: bool, repo
         folder.resolve().name,
         signature.metadata.get("base_model") if repo_type == "model" else None,
         repair_card,
+        index,
     )
     file = folder / update.path
     outputs = [

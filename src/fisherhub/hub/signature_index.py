@@ -59,6 +59,10 @@ OBTAINED = {
 }
 #: signatures whose nearest neighbour the card and ``index show`` list
 NEIGHBOUR_ROWS = 10
+#: rows in the heatmap of the card and of ``index show --plot``
+PLOTTED_ROWS = 24
+#: the card's heatmap: in a hidden folder, which ``datasets`` never resolves as data (and outside ``configs:``)
+FIGURE_PATH = ".fisherhub/alignments.png"
 #: rows written to one resume chunk of the work folder
 CHUNK_ROWS = 256
 #: a stored unit vector is refused when its length is this far from 1 (float16 rounding stays < 1e-3)
@@ -392,6 +396,31 @@ def nearest_neighbours(rows: IndexRows, limit: int) -> list[tuple[int, int, floa
     return [(i, chosen[int(np.argmax(matrix[k]))], float(np.max(matrix[k]))) for k, i in enumerate(chosen)]
 
 
+def rows_figure(rows: IndexRows, base_model: str, limit: int = PLOTTED_ROWS):
+    """A heatmap (matplotlib ``Figure``) of A among the ``largest_rows``; None with fewer than two."""
+    from fisherhub.extras import require
+
+    require("matplotlib")
+    from matplotlib.figure import Figure
+
+    from fisherhub.core.geometry import label
+
+    chosen = largest_rows(rows, limit)
+    if len(chosen) < 2:
+        return None
+    matrix = row_alignments(rows, chosen)
+    names = [rows.rows[i]["repo_id"] for i in chosen]
+    figure = Figure(figsize=(2 + 0.35 * len(names), 1.5 + 0.35 * len(names)))
+    axis = figure.subplots()
+    image = axis.imshow(matrix, cmap="viridis")
+    axis.set_xticks(range(len(names)), names, rotation=90, fontsize=6)
+    axis.set_yticks(range(len(names)), names, fontsize=6)
+    axis.set_title(f"{label('fisher')} among {len(names)} rows of {base_model}'s index", fontsize=8)
+    figure.colorbar(image, ax=axis, shrink=0.8)
+    figure.tight_layout()
+    return figure
+
+
 # ----- the rows of one repo ------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class RepoResult:
@@ -687,8 +716,11 @@ class IndexSummary:
         ]
 
 
-def render_card(summary: IndexSummary, layout: Layout, existing: dict[str, Any], repo_id: str) -> str:
-    """The index's README.md: ``configs:`` (the data files), the tag, the ``fisherhub_index:`` block, a summary."""
+def render_card(
+    summary: IndexSummary, layout: Layout, existing: dict[str, Any], repo_id: str, figure: bool = False
+) -> str:
+    """The index's README.md: ``configs:`` (the data files), the tag, the ``fisherhub_index:`` block, a summary
+    (with ``figure``: the heatmap at ``FIGURE_PATH``, linked relatively)."""
     import yaml
 
     metadata = dict(existing)
@@ -722,6 +754,7 @@ def render_card(summary: IndexSummary, layout: Layout, existing: dict[str, Any],
             "",
             *summary.neighbour_table(),
             "",
+            *([f"![A among the signatures with the most tokens]({FIGURE_PATH})", ""] if figure else []),
             "Rank every adapter for your data in one download:",
             "",
             "```bash",
@@ -744,7 +777,9 @@ def push_index(
     private: bool = False,
 ) -> str:
     """Push ``table`` as the index ``repo``: the Parquet shards through ``datasets`` (``push_to_hub``), then the
-    card and state file in one commit; returns that commit (the index's)."""
+    card, state file and (with matplotlib installed) the card's heatmap in one commit; returns that commit."""
+    import io
+
     import datasets
     from huggingface_hub import CommitOperationAdd, DatasetCard, HfApi, hf_hub_download
 
@@ -765,14 +800,21 @@ def push_index(
         existing = DatasetCard.load(card_file).data.to_dict()
         summary = IndexSummary.of(table, base_model, work.entries())
         state = render_state(base_model, layout, work, sorted(summary.sketch_ids))
+        try:
+            figure = rows_figure(read_rows(table, base_model, where), base_model)
+        except InputError:  # matplotlib is not installed: the card goes without its figure
+            figure = None
+        operations = [CommitOperationAdd(STATE_PATH, state)]
+        if figure is not None:
+            png = io.BytesIO()
+            figure.savefig(png, format="png", dpi=120)
+            operations.append(CommitOperationAdd(FIGURE_PATH, png.getvalue()))
+        card = render_card(summary, layout, existing, repo.repo_id, figure is not None)
         info = api.create_commit(
             repo.repo_id,
             repo_type="dataset",
             commit_message=f"signature index of {base_model}: {table.num_rows} rows",
-            operations=[
-                CommitOperationAdd("README.md", render_card(summary, layout, existing, repo.repo_id).encode()),
-                CommitOperationAdd(STATE_PATH, state),
-            ],
+            operations=[CommitOperationAdd("README.md", card.encode()), *operations],
         )
     return info.oid
 
