@@ -146,7 +146,8 @@ def test_cli_sign_writes_its_report(world, hub, tmp_path, capsys):
 
 def test_two_processes_split_the_datasets_and_add_the_rows_one_process_adds(world, hf_api, hf_hub_cache, tmp_path):
     """``accelerate launch`` (2 CPU processes) of ``index sign``: each dataset sketched by one process, the
-    main one pushes; the index gets the rows a one-process run gives another index built alike."""
+    main one pushes; the index gets the rows a one-process run gives another index built alike; a second
+    launch with the same work folder sketches nothing again."""
     import os
     import subprocess
     import sys
@@ -186,6 +187,9 @@ def test_two_processes_split_the_datasets_and_add_the_rows_one_process_adds(worl
     ]
     assert sorted(entry["dataset"] for entry in journals) == ["org/ds-cooking", "org/ds-physics", "org/ds-sport"]
     assert all((work / "sign" / f"sketched-{rank}.jsonl").read_text() for rank in (0, 1))  # both sketched
+    again = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and json.loads(report.read_text())["rows_added"] == 4, again.stderr[-3000:]
+    assert sum(len(p.read_text().splitlines()) for p in (work / "sign").glob("sketched-*.jsonl")) == 3  # none again
 
     def rows(repo_id: str) -> dict:
         table = datasets.load_dataset(repo_id, split="train").to_list()
