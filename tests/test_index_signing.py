@@ -142,3 +142,69 @@ def test_cli_sign_writes_its_report(world, hub, tmp_path, capsys):
     assert "3 rows added" in capsys.readouterr().out
     assert main([*argv[:-2], "--max-documents", "0"]) == 1
     assert "--max-documents must be a positive integer" in capsys.readouterr().err
+
+
+def test_two_processes_split_the_datasets_and_add_the_rows_one_process_adds(world, hf_api, hf_hub_cache, tmp_path):
+    """``accelerate launch`` (2 CPU processes) of ``index sign``: each dataset sketched by one process, the
+    main one pushes; the index gets the rows a one-process run gives another index built alike; a second
+    launch with the same work folder sketches nothing again."""
+    import os
+    import subprocess
+    import sys
+
+    import datasets
+    import torch
+
+    from sketch_helpers import LAUNCH_TWO_CPU_PROCESSES, single_thread
+
+    model, tokenizer, _, _ = world
+    dataset(hf_api, "ds-cooking", [{"text": t} for t in texts(0)])
+    adapter(hf_api, "cooking", ["org/ds-cooking"])  # a third dataset to sketch: each process gets some
+    build_index(BASE, "datasets/tester/launched-index", work=str(tmp_path / "build"))
+    with single_thread():
+        one = index_signing.sign_unsigned(
+            BASE, INDEX, model=model, tokenizer=tokenizer, max_documents=6, work=str(tmp_path / "one")
+        )
+    folder = tmp_path / "base"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    report, work = tmp_path / "report.json", tmp_path / "two"
+    command = [sys.executable, *LAUNCH_TWO_CPU_PROCESSES, "-m", "fisherhub", "index", "sign", BASE]
+    command += ["--index", "tester/launched-index", "--model", str(folder), "--max-documents", "6"]
+    command += ["--report", str(report), "--work", str(work)]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("rows added") == 1  # the main process alone reports
+    two = json.loads(report.read_text())
+    assert {k: v for k, v in two.items() if k != "commit"} == {
+        k: v for k, v in json.loads(json.dumps(one.as_dict())).items() if k != "commit"
+    }
+    journals = [
+        json.loads(line)
+        for path in sorted((work / "sign").glob("sketched-*.jsonl"))
+        for line in path.read_text().splitlines()
+    ]
+    assert sorted(entry["dataset"] for entry in journals) == ["org/ds-cooking", "org/ds-physics", "org/ds-sport"]
+    assert all((work / "sign" / f"sketched-{rank}.jsonl").read_text() for rank in (0, 1))  # both sketched
+    again = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and json.loads(report.read_text())["rows_added"] == 4, again.stderr[-3000:]
+    assert sum(len(p.read_text().splitlines()) for p in (work / "sign").glob("sketched-*.jsonl")) == 3  # none again
+
+    def rows(repo_id: str) -> dict:
+        table = datasets.load_dataset(repo_id, split="train").to_list()
+        return {(row["repo_id"], row["path"]): row for row in table}
+
+    by_one, by_two = rows("tester/base-index"), rows("tester/launched-index")
+    assert by_one.keys() == by_two.keys() and sum(r["obtained"] == "sketched" for r in by_two.values()) == 4
+    for key, row in by_one.items():
+        other = by_two[key]
+        for column, value in row.items():
+            if column in ("file_repo", "file_commit"):  # the index repo each run pushed its files to
+                continue
+            if column == "metadata":  # all but the time each was sketched
+                value, other[column] = (json.loads(m) | {"created": None} for m in (value, other[column]))
+            if isinstance(value, list):
+                assert torch.allclose(torch.tensor(value), torch.tensor(other[column]), rtol=1e-5, atol=1e-7), column
+            else:
+                assert value == other[column], column

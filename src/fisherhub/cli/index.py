@@ -5,7 +5,8 @@ of requests), one row per signature, and pushes the rows as Parquet (``load_data
 a build that was interrupted resumes from its work folder. ``update ORG/NAME`` reads again only the adapters
 whose commit changed (one listing). ``sign BASE_MODEL --index ORG/NAME`` sketches the datasets that unsigned
 adapters' cards name (each dataset@revision once, into the index repo, never into anyone's repo) and adds
-their rows. ``show ORG/NAME`` prints what the index holds. Rank from it with
+their rows; under ``accelerate launch --num_processes N -m fisherhub index sign ...`` the N processes split
+the datasets (each sketched by one process) and the main one pushes. ``show ORG/NAME`` prints what the index holds. Rank from it with
 ``fisherhub select TARGET --index ORG/NAME``.
 """
 
@@ -123,14 +124,27 @@ def run_update(args: argparse.Namespace) -> int:
 
 
 def run_sign(args: argparse.Namespace) -> int:
-    import json
-
-    from fisherhub.lm.loading import load_model_and_tokenizer
+    from fisherhub.cli.process_group import run_and_release
     from fisherhub.options import check_positive
-    from fisherhub.pipeline.index_signing import sign_unsigned
 
     check_positive(args, ("max_documents",), optional=True)
+    return run_and_release(lambda: _sign(args))
+
+
+def _sign(args: argparse.Namespace) -> int:
+    """Sketch (each process its share of the datasets); the main process writes the report and pushes."""
+    import json
+
+    from accelerate import PartialState
+
+    from fisherhub.lm.loading import load_model_and_tokenizer
+    from fisherhub.pipeline.index_signing import sign_unsigned
+    from fisherhub.pipeline.loop import no_accelerator
+
+    state = PartialState(cpu=no_accelerator())
     model, tokenizer = load_model_and_tokenizer(args.model or args.base_model)
+    if state.num_processes > 1:  # each process on its own device
+        model.to(state.device)
     report = sign_unsigned(
         args.base_model,
         args.index,
@@ -141,6 +155,8 @@ def run_sign(args: argparse.Namespace) -> int:
         work=args.work,
         token=args.token,
     )
+    if report is None:  # not the main process: its share is in the work folder, the main one pushed it
+        return 0
     with open(args.report, "w", encoding="utf-8") as handle:
         json.dump(report.as_dict(), handle, indent=1)
     print("\n".join(report.lines()))

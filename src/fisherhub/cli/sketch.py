@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import logging
 import os
 import shlex
 import sys
@@ -52,26 +51,11 @@ def sketch_args(namespace: argparse.Namespace) -> SketchArgs:
 
 def run(namespace: argparse.Namespace) -> int:
     args = sketch_args(namespace)  # bad options and a missing data file are refused before anything heavy loads
-    from accelerate import PartialState
-    from accelerate.state import is_initialized
-
     from fisherhub.cli.allocator import keep_freed_memory
+    from fisherhub.cli.process_group import run_and_release
 
     keep_freed_memory()
-    launched = False
-    try:
-        status = _sketch_and_write(args, namespace)
-    finally:  # a process that exits with its gloo group alive can abort in interpreter shutdown (SIGABRT)
-        if is_initialized():  # the sketch made its Accelerator (PartialState() itself would set one up)
-            state = PartialState()
-            launched = state.num_processes > 1
-            state.destroy_process_group()
-    if launched:  # the work is written: skip the interpreter's teardown, where gloo's threads can still abort it
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
-    return status
+    return run_and_release(lambda: _sketch_and_write(args, namespace))
 
 
 def _sketch_and_write(args: SketchArgs, namespace: argparse.Namespace) -> int:

@@ -6,6 +6,10 @@ The sketched files go into the index's own dataset repo (``.fisher_signatures/sk
 adapters' or datasets' repos; their rows name the adapter (its commit) as the candidate and the index repo
 (at the commit the files were pushed in) as where the file is. Finished datasets are kept in a work folder,
 so a run that was killed resumes without sketching them again.
+
+Under ``accelerate launch`` with N processes, dataset i (in the order the cards name them) goes to process
+i mod N, which sketches it alone; the main process then gathers every outcome and alone pushes the files
+and the rows, so the index gets the rows a one-process run gives.
 """
 
 from __future__ import annotations
@@ -90,16 +94,17 @@ def _file_name(dataset: str, revision: str) -> str:
 
 
 class SignJournal:
-    """``sketched.jsonl`` in the work folder: one line per dataset sketched (name, revision, file); the file
-    is saved before its line is written."""
+    """The work folder's journal of finished datasets: each process appends to its own
+    ``sketched-RANK.jsonl`` (one line per dataset sketched: name, revision, file; the file, named after the
+    dataset@revision, is saved before its line is written), and every journal file is read back."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, process_index: int = 0):
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / "sketched.jsonl"
+        self.path = folder / f"sketched-{process_index}.jsonl"
         self.done: dict[tuple[str, str], str] = {}
-        if self.path.is_file():
-            for line in self.path.read_text().splitlines():
+        for journal in sorted(folder.glob("sketched-*.jsonl")):
+            for line in journal.read_text().splitlines():
                 try:
                     entry = json.loads(line)
                 except json.JSONDecodeError:
@@ -108,7 +113,7 @@ class SignJournal:
                     self.done[(entry["dataset"], entry["revision"])] = entry["file"]
 
     def add(self, dataset: str, revision: str, signature: Signature) -> str:
-        name = f"{len(self.done):05d}.safetensors"
+        name = Path(_file_name(dataset, revision)).name
         signature.save(self.folder / name)
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps({"dataset": dataset, "revision": revision, "file": name}) + "\n")
@@ -129,14 +134,18 @@ def sign_unsigned(
     work: str | os.PathLike | None = None,
     token: str | None = None,
     stop_after: int | None = None,
-) -> SignReport:
+) -> SignReport | None:
     """Sketch the datasets that unsigned adapters of ``base_model`` name in their card, under ``model`` /
     ``tokenizer`` (the base model) with the spec of the index's rows (so the rows compare), at most
     ``max_documents`` per dataset, and add one row per (adapter, sketched dataset) to the index ``index``
-    (built before). ``stop_after``: stop after sketching that many datasets (a stand-in for a kill)."""
+    (built before). ``stop_after``: stop after this process sketched that many datasets (a stand-in for a
+    kill). Under N processes (``accelerate.PartialState``) each sketches its share of the datasets; the main
+    process returns the report, the others None."""
+    from accelerate import PartialState
+    from accelerate.utils import gather_object
     from huggingface_hub import CommitOperationAdd, HfApi
 
-    from fisherhub.pipeline.loop import sketch_dataset
+    from fisherhub.pipeline.loop import no_accelerator, sketch_dataset
 
     options = DataArgs("", max_documents=max_documents, text_column=text_column)  # refused here, not per dataset
     loaded = load_index(index, token)
@@ -154,9 +163,12 @@ def sign_unsigned(
     for repo_id, (_, names) in naming.items():
         for name in names:
             by_dataset.setdefault(name, []).append(repo_id)
-    journal = SignJournal(Path(work or default_work(loaded.ref)) / "sign")
+    state = PartialState(cpu=no_accelerator())
+    sign_folder = Path(work or default_work(loaded.ref)) / "sign"
+    journal = SignJournal(sign_folder, state.process_index)
     api, outcomes, sketched_now = HfApi(token=token), [], 0
-    for dataset, adapters in by_dataset.items():
+    shares = list(by_dataset.items())[state.process_index :: state.num_processes]
+    for dataset, adapters in shares:
         try:
             with hub_errors(f"datasets/{dataset}"):
                 revision = api.dataset_info(dataset).sha
@@ -186,6 +198,12 @@ def sign_unsigned(
         outcomes.append(
             DatasetOutcome(dataset, revision, "sketched", None, tuple(adapters), _file_name(dataset, revision))
         )
+    outcomes = gather_object(outcomes)  # every process's share (waits for all of them)
+    if not state.is_main_process:
+        return None
+    order = list(by_dataset)
+    outcomes.sort(key=lambda outcome: order.index(outcome.dataset))
+    journal = SignJournal(sign_folder)  # the files the other processes sketched
     sketched = [o for o in outcomes if o.status == "sketched"]
     if not sketched:
         return SignReport(len(unsigned), len(naming), outcomes, 0, None)

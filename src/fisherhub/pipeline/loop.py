@@ -274,16 +274,19 @@ def sketch_texts(
 
 
 # -- the accelerate entry point ------------------------------------------------------------------------
+def no_accelerator() -> bool:
+    """True when ``ACCELERATE_USE_CPU`` says so or no accelerator device is available (accelerate's state
+    must then be made with ``cpu=True`` to see the processes ``accelerate launch`` started)."""
+    return (
+        os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes") or not torch.accelerator.is_available()
+    )
+
+
 def make_accelerator(cpu: bool | None = None):
     """An ``Accelerator``; ``cpu=None`` uses the CPU when no accelerator device is available."""
     from accelerate import Accelerator
 
-    if cpu is None:
-        cpu = (
-            os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes")
-            or not torch.accelerator.is_available()
-        )
-    return Accelerator(cpu=cpu)
+    return Accelerator(cpu=no_accelerator() if cpu is None else cpu)
 
 
 def _reduce_totals(accelerator, state: SketchState, counts: DocumentCounts) -> DocumentCounts:
