@@ -5,7 +5,6 @@ Tiny random causal LMs from configs (fisherhub.testing.tiny_models), a character
 
 from __future__ import annotations
 
-import random
 
 import numpy as np
 import peft
@@ -13,6 +12,8 @@ import pytest
 import torch
 import transformers
 from fisherhub.testing.tiny_models import (
+    code_documents,
+    prose_documents,
     ARCHITECTURES,
     SCALED_ARCHITECTURES,
     SOFTCAPPED_ARCHITECTURES,
@@ -32,35 +33,6 @@ from fisherhub.lm.probe_text import PROBE_DOCUMENTS
 
 VOCAB_SIZE = 64
 TOKENIZER = tiny_tokenizer(VOCAB_SIZE)
-WORDS = [
-    "the",
-    "a",
-    "river",
-    "stone",
-    "bridge",
-    "old",
-    "city",
-    "light",
-    "water",
-    "market",
-    "bread",
-    "green",
-    "slow",
-    "rain",
-]
-
-
-def prose_documents(count: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 5))) + "." for _ in range(count)]
-
-
-def code_documents(count: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    return [
-        f"x{rng.randint(0, 9)} = {rng.randint(0, 99)} * (y{rng.randint(0, 9)} + {rng.randint(0, 9)});"
-        for _ in range(count)
-    ]
 
 
 def encode(texts: list[str], first_document: int = 0, padding_side: str = "right") -> dict[str, torch.Tensor]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
+from sketch_helpers import LAUNCH_TWO_CPU_PROCESSES
 from wheel_build import REPO, build_wheel
 from wheel_build import run_clean as _run
 
@@ -104,22 +105,7 @@ def test_python_m_runs_the_sketcher(installed, tiny, reference, module):
 
 
 def test_accelerate_launch_two_processes_gives_the_one_process_signature(installed, tiny, reference):
-    launch = [
-        str(installed),
-        "-m",
-        "accelerate.commands.launch",
-        "--multi_gpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        "--main_process_port",
-        "0",
-    ]
+    launch = [str(installed), *LAUNCH_TWO_CPU_PROCESSES]
     checkpoint = tiny / "launch2-checkpoint"
     result = _run(
         [

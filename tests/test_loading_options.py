@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from sketch_helpers import LAUNCH_TWO_CPU_PROCESSES
 from tiny_gguf import write_tiny_gguf
 from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
@@ -119,21 +120,7 @@ def test_device_map(folders, device_map):
 
 
 def test_device_map_is_refused_under_several_processes(folders):
-    launch = [
-        "-m",
-        "accelerate.commands.launch",
-        "--multi_gpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        "--main_process_port",
-        "0",
-    ]
+    launch = LAUNCH_TWO_CPU_PROCESSES
     options = [
         "--dataset",
         str(folders["docs"]),

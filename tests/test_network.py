@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import random
 
 import peft
 import pytest
 import torch
-from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
+from fisherhub.testing.tiny_models import code_documents, prose_documents, tiny_causal_lm, tiny_tokenizer
 
 from fisherhub import IncompatibleSignaturesError, InputError, Signature, SketchSpec, SketchState, alignment
 from fisherhub.lm import head_batches, sketch_batch, spec_for_model
@@ -31,42 +30,16 @@ from fisherhub.pipeline import sketch_network_kernels, sketch_texts
 
 VOCAB_SIZE = 64
 TOKENIZER = tiny_tokenizer(VOCAB_SIZE)
-WORDS = [
-    "the",
-    "a",
-    "river",
-    "stone",
-    "bridge",
-    "old",
-    "city",
-    "light",
-    "water",
-    "market",
-    "bread",
-    "green",
-    "slow",
-    "rain",
-]
 LLAMA_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"]
-
-
-def prose(count: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 5))) + "." for _ in range(count)]
-
-
-def code(count: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    return [
-        f"x{rng.randint(0, 9)} = {rng.randint(0, 99)} * (y{rng.randint(0, 9)} + {rng.randint(0, 9)});"
-        for _ in range(count)
-    ]
 
 
 def tasks(count: int, seed: int = 0) -> dict[str, list[str]]:
     """prose, and half prose half code (partly aligned)."""
     half = count // 2
-    return {"prose": prose(count, seed), "mixed": prose(half, seed + 1) + code(half, seed + 1)}
+    return {
+        "prose": prose_documents(count, seed),
+        "mixed": prose_documents(half, seed + 1) + code_documents(half, seed + 1),
+    }
 
 
 def encode(texts: list[str], first_document: int = 0, padding_side: str = "right") -> dict[str, torch.Tensor]:
@@ -208,7 +181,7 @@ def split_half_cosine(ref_i: Reference, ref_j: Reference, granularity: str, kern
 def test_per_document_sums_of_captured_gradients_are_the_parameter_gradients(arch, tied, suffixes):
     model = tiny_causal_lm(arch, tie_word_embeddings=tied, vocab_size=VOCAB_SIZE, hidden_size=16, num_layers=1)
     selected = linear_modules(model, suffixes)
-    ref = reference(model, [name for name, _ in selected], prose(6, seed=7))
+    ref = reference(model, [name for name, _ in selected], prose_documents(6, seed=7))
     for k, (_name, module) in enumerate(selected):
         for doc in range(6):
             rows = ref.documents == doc
@@ -291,7 +264,7 @@ def test_head_only_network_sketch_with_the_head_projectors_is_the_head_sketch(gr
     projectors = NetworkFeatureMap(
         network_spec.modules, 512, [(head_map.activation_projector, head_map.error_projector)]
     )
-    texts = prose(10, seed=5) + code(10, seed=5)
+    texts = prose_documents(10, seed=5) + code_documents(10, seed=5)
     head_state, network_state = SketchState(head_spec), NetworkSketchState(network_spec)
     for start in range(0, 20, 7):
         batch = encode(texts[start : start + 7], start)
@@ -308,7 +281,7 @@ def test_padding_contributes_nothing():
     model = tiny_causal_lm("gpt2", tie_word_embeddings=True, vocab_size=VOCAB_SIZE)  # left padding shifts its positions
     spec = network_spec_for_model(model, TOKENIZER, modules="all-linear", m=256, granularity="token")
     specs = [spec, dataclasses.replace(spec, granularity="sequence")]
-    texts = prose(8, seed=6) + code(8, seed=6)
+    texts = prose_documents(8, seed=6) + code_documents(8, seed=6)
     alone = [NetworkSketchState(s) for s in specs]
     for index, text in enumerate(texts):  # one document per batch: no padding at all
         sketch_network_batch(alone[:1], model, encode([text], index))
@@ -330,7 +303,7 @@ def test_padding_contributes_nothing():
 
 def test_two_processes_merged_equal_one_process_and_the_signature_round_trips(tmp_path):
     model = tiny_causal_lm("llama", tie_word_embeddings=True, vocab_size=VOCAB_SIZE)
-    texts = prose(16, seed=8) + code(16, seed=8)
+    texts = prose_documents(16, seed=8) + code_documents(16, seed=8)
     for granularity in ("token", "sequence"):
         spec = network_spec_for_model(model, TOKENIZER, modules=["q_proj", "v_proj"], m=256, granularity=granularity)
         specs = [spec, dataclasses.replace(spec, kernel="block")]
@@ -363,7 +336,7 @@ def test_projections_are_deterministic_and_the_sketch_id_names_the_modules():
         assert all(torch.equal(a, b) for a, b in zip(first, again))
     q0, q1 = rows[0][0], rows[7][0]  # layer 0 and layer 1 q_proj inputs: same shape, independent signs
     assert q0.shape == q1.shape and float((q0 * q1).mean().abs()) < 0.1
-    texts = prose(12, seed=9)
+    texts = prose_documents(12, seed=9)
     signatures = [sketch_texts(texts, model, TOKENIZER, spec, batch_size=5) for _ in range(2)]
     for name in ("joint", "activation", "error", "split_norms"):
         assert torch.equal(getattr(signatures[0], name), getattr(signatures[1], name))
@@ -412,14 +385,14 @@ def test_module_sets_from_names_all_linear_and_adapter_configs(tmp_path):
         )
     other = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=VOCAB_SIZE, hidden_size=16)
     with pytest.raises(InputError):
-        sketch_texts(prose(4, 0), other, TOKENIZER, network_spec_for_model(model, modules=["q_proj"]))
+        sketch_texts(prose_documents(4, 0), other, TOKENIZER, network_spec_for_model(model, modules=["q_proj"]))
 
 
 def test_kernels_from_one_pass_equal_separate_passes():
     model = tiny_causal_lm("llama", tie_word_embeddings=True, vocab_size=VOCAB_SIZE)
     import datasets
 
-    texts = prose(10, seed=10) + code(10, seed=10)
+    texts = prose_documents(10, seed=10) + code_documents(10, seed=10)
     both = sketch_network_kernels(
         datasets.Dataset.from_dict({"text": texts}), model, TOKENIZER, modules=["o_proj"], m=128
     )

@@ -11,6 +11,8 @@ Architectures: ``ARCHITECTURES`` (Llama, Qwen2, GPT-2, Gemma v1: plain heads) an
 
 from __future__ import annotations
 
+import random
+
 import string
 
 import torch
@@ -132,3 +134,35 @@ def saved_tiny_model(folder, arch: str, tie_word_embeddings: bool, vocab_size: i
     tiny_causal_lm(arch, tie_word_embeddings=tie_word_embeddings, vocab_size=vocab_size).save_pretrained(folder)
     tiny_tokenizer(vocab_size).save_pretrained(folder)
     return folder
+
+
+#: the vocabulary of ``prose_documents``: short sentences of common words
+WORDS = [
+    "the",
+    "a",
+    "river",
+    "stone",
+    "bridge",
+    "old",
+    "city",
+    "light",
+    "water",
+    "market",
+    "bread",
+    "green",
+    "slow",
+    "rain",
+]
+
+
+def prose_documents(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 5))) + "." for _ in range(count)]
+
+
+def code_documents(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [
+        f"x{rng.randint(0, 9)} = {rng.randint(0, 99)} * (y{rng.randint(0, 9)} + {rng.randint(0, 9)});"
+        for _ in range(count)
+    ]
