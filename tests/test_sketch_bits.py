@@ -89,22 +89,80 @@ def test_sketch_bits_do_not_depend_on_the_cpu_block_sizes(estimator, block_bytes
         assert digest(estimator, "sequence", "K8195", path) == DIGESTS[case_name(estimator, "sequence", "K8195", path)]
 
 
+def ranges(count: int, work) -> list:
+    """What ``map_row_ranges`` hands ``then``, in the order it does: (result, intra-op threads of ``then``)."""
+    seen: list = []
+    map_row_ranges(count, work, torch.device("cpu"), then=lambda result: seen.append((result, torch.get_num_threads())))
+    return seen
+
+
 def test_row_ranges_cover_the_rows_in_order_with_one_thread_each_and_restore_the_thread_count():
     previous = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        seen = map_row_ranges(45, lambda rows: (rows, torch.get_num_threads()), torch.device("cpu"))
-        assert [rows for rows, _ in seen] == [slice(0, 22), slice(22, 45)]
-        assert [threads for _, threads in seen] == [1, 1]
+        seen = ranges(45, lambda rows: (rows, torch.get_num_threads()))
+        assert [rows for (rows, _), _ in seen] == [slice(0, 22), slice(22, 45)]
+        assert [threads for (_, threads), _ in seen] == [1, 1]  # each range's work
+        assert [threads for _, threads in seen] == [1, 1]  # and each then
         assert torch.get_num_threads() == 2
-        assert map_row_ranges(31, lambda rows: rows, torch.device("cpu")) == [slice(0, 31)]  # < 16 rows per thread
+        assert [rows for rows, _ in ranges(31, lambda rows: rows)] == [slice(0, 31)]  # < 16 rows per thread
+    finally:
+        torch.set_num_threads(previous)
+
+
+def test_row_ranges_wait_for_every_range_when_one_fails_and_restore_the_thread_count():
+    import time
+
+    finished: list[slice] = []
+
+    def work(rows: slice) -> slice:
+        if rows.start == 0:
+            raise ValueError("the first range fails")
+        time.sleep(0.2)  # still at work when the first range's error reaches the caller
+        finished.append(rows)
+        return rows
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(ValueError, match="first range"):
+            ranges(40, work)
+        assert finished == [slice(20, 40)]
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(previous)
+
+
+def test_a_refused_batch_adds_nothing_even_when_an_earlier_range_was_added():
+    """Two row ranges (2 threads): the second's logits are not finite, so the update is refused after the
+    first range was added; the state is as before, and the next batch gives the sums of a state that never saw
+    the refused one."""
+    from fisherhub.core.errors import InputError
+
+    batch = case_batch("K1000", "logits")
+    vocab_size, d, m, _ = SHAPES["K1000"]
+    spec = SketchSpec(d=d, vocab_size=vocab_size, m=m, seed=5)
+    refused = HeadBatch(
+        activations=batch.activations,
+        doc_index=batch.doc_index + 10,
+        logits=torch.cat([batch.logits[:40], torch.full_like(batch.logits[40:], float("inf"))]),
+        targets=batch.targets,
+    )
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        state = SketchState(spec).update(batch).flush()
+        with pytest.raises(InputError, match="NaN or \\+inf"):
+            state.update(refused)
+        assert torch.equal(state.sums, SketchState(spec).update(batch).flush().sums)
+        assert state.num_tokens == SketchState(spec).update(batch).num_tokens
     finally:
         torch.set_num_threads(previous)
 
 
 def _ranges_in_a_child(queue) -> None:
     torch.set_num_threads(2)
-    queue.put(map_row_ranges(40, lambda rows: rows.stop - rows.start, torch.device("cpu")))
+    queue.put([size for size, _ in ranges(40, lambda rows: rows.stop - rows.start)])
 
 
 def test_row_ranges_run_in_a_forked_child_of_a_process_that_used_them():
@@ -113,7 +171,7 @@ def test_row_ranges_run_in_a_forked_child_of_a_process_that_used_them():
     previous = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        assert map_row_ranges(40, lambda rows: rows.stop - rows.start, torch.device("cpu")) == [20, 20]  # pool made
+        assert [size for size, _ in ranges(40, lambda rows: rows.stop - rows.start)] == [20, 20]  # pool made
     finally:
         torch.set_num_threads(previous)
     context = multiprocessing.get_context("fork")

@@ -28,18 +28,25 @@ def _pool(threads: int, process: int) -> concurrent.futures.ThreadPoolExecutor:
     return concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="fisherhub-rows")
 
 
-def map_row_ranges(count: int, work: Callable[[slice], Result], device: torch.device) -> list[Result]:
-    """``work(rows)`` for contiguous row ranges covering ``range(count)``, in order: one range per intra-op
-    thread on the CPU, each run with one intra-op thread; one range (the caller's threads) elsewhere or for
-    fewer than ``MIN_ROWS_PER_THREAD`` rows per thread."""
+def map_row_ranges(
+    count: int, work: Callable[[slice], Result], device: torch.device, then: Callable[[Result], None]
+) -> None:
+    """``then(work(rows))`` for contiguous row ranges covering ``range(count)``, ``then`` in row order in the
+    calling thread: one range per intra-op thread on the CPU, each ``work`` run with one intra-op thread and
+    each ``then`` too, as soon as its range and those before it are done (so it overlaps the later ranges'
+    work); one range (the caller's threads) elsewhere or for fewer than ``MIN_ROWS_PER_THREAD`` rows per
+    thread. If ``work`` or ``then`` raises, the other ranges' work is waited for, then the error is raised."""
     threads = min(torch.get_num_threads(), count // MIN_ROWS_PER_THREAD) if device.type == "cpu" else 1
     if threads <= 1:
-        return [work(slice(0, count))]
+        then(work(slice(0, count)))
+        return
     bounds = [count * i // threads for i in range(threads + 1)]
     previous = torch.get_num_threads()
     torch.set_num_threads(1)  # read by each pool thread at its first op; it keeps 1 thereafter
+    futures = [_pool(threads, os.getpid()).submit(work, slice(lo, hi)) for lo, hi in itertools.pairwise(bounds)]
     try:
-        futures = [_pool(threads, os.getpid()).submit(work, slice(lo, hi)) for lo, hi in itertools.pairwise(bounds)]
-        return [future.result() for future in futures]
+        for future in futures:
+            then(future.result())
     finally:
+        concurrent.futures.wait(futures)  # no range still at work (on its thread's scratch) after a failure
         torch.set_num_threads(previous)

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import warnings
+from collections.abc import Callable
 from typing import NamedTuple, cast
 
 import torch
@@ -23,7 +24,7 @@ from fisherhub.core.errors import InputError, SignatureFileError, TooFewDocument
 from fisherhub.core.features import SKETCHES, feature_map
 from fisherhub.core.network import NetworkBatch
 from fisherhub.core.parallel import map_row_ranges
-from fisherhub.core.projectors import _VocabularyProjector
+from fisherhub.core.projectors import CPU_TRANSFORM_BLOCK_BYTES, _VocabularyProjector, row_blocks
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
 
 #: a split-sample norm within this many of its standard errors of zero is not resolved: it is clamped to that
@@ -34,16 +35,16 @@ SPLIT_NORM_Z = 2.0
 MIN_DOCUMENTS = 20
 #: signature metadata key: the sketches (comma-separated names) whose split-sample norm was clamped.
 CLAMPED_NORMS_KEY = "clamped_split_norms"
+#: the float64 features of a block of rows (``_accumulate``) stay within this many bytes, so they stay in cache.
+ACCUMULATE_BYTES = CPU_TRANSFORM_BLOCK_BYTES
 
 
 class RangeTerms(NamedTuple):
-    """What a range of a batch's tokens adds to a state: the features of the sketches summed per token, float64
-    (3, n, m) (token granularity) or (2, n, m) (sequence: ψ^a, ψ^e); for sequence granularity the products
-    ((s·e)(u·a), (t·e)(v·a)), float64 (2, n, m), summed per document; and whether its error projections are finite."""
+    """A range of a batch's scored tokens: its rows, its four projections (u·a, v·a, s·e, t·e), each (n, m)
+    float32, and whether its error projections are finite."""
 
     rows: slice
-    features: torch.Tensor
-    products: torch.Tensor | None
+    projections: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
     finite: bool
 
 
@@ -97,14 +98,36 @@ class SketchState:
         device = self.sums.device
         rows = batch.scored_rows()
         batch = batch.scored()
-        terms = self._range_terms(batch, None if rows is None else rows.to(device))
-        if batch.from_logits and not all(term.finite for term in terms):
-            raise InputError("logits contain NaN or +inf in scored rows; run the model in float32 or check the inputs")
-        return self._accumulate(terms, batch.doc_index.to(device))
+        doc_index = batch.doc_index.to(device)
+        halves = doc_index % 2
+        documents, inverse = doc_index.unique(return_inverse=True)
+        products = None if self.spec.granularity == "token" else self.sums.new_zeros(2, len(documents), self.spec.m)
+        sums = self.sums.clone()  # put back if a range is refused: a refused batch adds nothing
 
-    def _range_terms(self, batch: HeadBatch, rows: torch.Tensor | None) -> list[RangeTerms]:
-        """The float64 terms of a scored batch's row ranges, computed in parallel (``parallel.map_row_ranges``:
-        the bits of one single-threaded range). ``rows``: the logits rows scored."""
+        def add(term: RangeTerms) -> None:
+            if batch.from_logits and not term.finite:
+                raise InputError(
+                    "logits contain NaN or +inf in scored rows; run the model in float32 or check the inputs"
+                )
+            self._add_range(term, halves, inverse, products)
+
+        try:
+            self._project_ranges(batch, None if rows is None else rows.to(device), add)
+        except InputError:
+            self.sums.copy_(sums)
+            raise
+        self.token_counts += torch.bincount(halves, minlength=2)
+        for row, doc in enumerate(documents.tolist()):
+            previous = self._open_documents.get(int(doc))
+            if products is None:
+                self._open_documents.setdefault(int(doc), torch.empty(0))
+            else:
+                self._open_documents[int(doc)] = products[:, row] if previous is None else previous + products[:, row]
+        return self
+
+    def _project_ranges(self, batch: HeadBatch, rows: torch.Tensor | None, add: Callable[[RangeTerms], None]) -> None:
+        """``add`` the ``RangeTerms`` of a scored batch's row ranges in row order, the ranges projected in parallel
+        (``parallel.map_row_ranges``: the bits of one single-threaded range). ``rows``: the logits rows scored."""
         device = self.sums.device
         fmap = feature_map(self.spec)
         activations = batch.activations.to(device).float()
@@ -124,17 +147,10 @@ class SketchState:
                 se, te = vocabulary.project_softmax_errors(logits[part], targets[part])
             else:
                 se, te = vocabulary.project_softmax_errors(logits, targets[part], rows[part])
-            return self._terms(part, ua, va, se, te)
+            finite = bool(torch.isfinite(se.sum(dim=1)).all() and torch.isfinite(te.sum(dim=1)).all())
+            return RangeTerms(part, (ua, va, se, te), finite)
 
-        return map_row_ranges(activations.shape[0], terms, device)
-
-    def _terms(self, rows: slice, ua: torch.Tensor, va: torch.Tensor, se: torch.Tensor, te: torch.Tensor) -> RangeTerms:
-        """The ``RangeTerms`` of the tokens ``rows`` from their four projections (each (n, m))."""
-        features = feature_map(self.spec).features_from_projections(ua, va, se, te)  # (3, n, m)
-        first_sketch = 0 if self.spec.granularity == "token" else 1  # sequence: φ per document, at the flush
-        products = None if first_sketch == 0 else torch.stack([se * ua, te * va]).double()
-        finite = bool(torch.isfinite(se.sum(dim=1)).all() and torch.isfinite(te.sum(dim=1)).all())
-        return RangeTerms(rows, features[first_sketch:].double(), products, finite)
+        map_row_ranges(activations.shape[0], terms, device, then=add)
 
     def _update_network(self, batch: NetworkBatch) -> SketchState:
         """Add a batch's features of this state's kernel: joint and error over all positions, activation
@@ -159,34 +175,26 @@ class SketchState:
         self.document_counts += torch.bincount(documents[scored_documents] % 2, minlength=2)
         return self
 
-    def _accumulate(self, terms: list[RangeTerms], doc_index: torch.Tensor) -> SketchState:
-        """Add the features of the ranges' tokens to the half sums, range by range in row order (the bits of
-        one sum over all rows)."""
-        halves = doc_index % 2
-        first_sketch = len(SKETCHES) - len(terms[0].features)
-        for term in terms:
-            for offset, features in enumerate(term.features):
-                self.sums[first_sketch + offset].index_add_(0, halves[term.rows], features)
-        self.token_counts += torch.bincount(halves, minlength=2)
-        if self.spec.granularity == "token":
-            for doc in doc_index.unique().tolist():
-                self._open_documents.setdefault(int(doc), torch.empty(0))
-        else:
-            parts = [
-                term.products for term in terms if term.products is not None
-            ]  # every range's, at sequence granularity
-            products = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
-            self._accumulate_documents(doc_index, products[0], products[1])
-        return self
-
-    def _accumulate_documents(self, doc_index: torch.Tensor, first: torch.Tensor, second: torch.Tensor) -> None:
-        docs, inverse = doc_index.unique(return_inverse=True)
-        partial = torch.zeros(2, len(docs), self.spec.m, dtype=torch.float64, device=first.device)
-        partial[0].index_add_(0, inverse, first)
-        partial[1].index_add_(0, inverse, second)
-        for row, doc in enumerate(docs.tolist()):
-            previous = self._open_documents.get(int(doc))
-            self._open_documents[int(doc)] = partial[:, row] if previous is None else previous + partial[:, row]
+    def _add_range(
+        self, term: RangeTerms, halves: torch.Tensor, inverse: torch.Tensor, products: torch.Tensor | None
+    ) -> None:
+        """Add a range's features to the half sums (token granularity: φ, ψ^a, ψ^e; sequence: ψ^a, ψ^e, and the
+        products ((s·e)(u·a), (t·e)(v·a)) to ``products``, per document ``inverse``), row by row: ranges added
+        in row order give the bits of one float64 sum over all rows. The features are formed and widened to
+        float64 over blocks of rows that stay in cache (``projectors.row_blocks``), never for the whole range."""
+        first_sketch = 0 if products is None else 1  # sequence: φ per document, at the flush
+        fmap = feature_map(self.spec)
+        row_bytes = 8 * len(SKETCHES) * self.spec.m
+        for block in row_blocks(term.rows.stop - term.rows.start, row_bytes, self.sums.device, ACCUMULATE_BYTES):
+            ua, va, se, te = (projection[block] for projection in term.projections)
+            features = fmap.features_from_projections(ua, va, se, te).double()
+            block_halves = halves[term.rows][block]
+            for sketch in range(first_sketch, len(SKETCHES)):
+                self.sums[sketch].index_add_(0, block_halves, features[sketch])
+            if products is not None:
+                block_documents = inverse[term.rows][block]
+                products[0].index_add_(0, block_documents, (se * ua).double())
+                products[1].index_add_(0, block_documents, (te * va).double())
 
     def flush(self) -> SketchState:
         """Close the documents seen since the last flush (count them; sequence: add their φ)."""
