@@ -160,6 +160,20 @@ SUITES = {
             ("--quick", "--random-weights"),
         ),
         Suite(
+            "throughput_cpu_time",
+            "benchmarks.throughput",
+            "the update against its exp + sum floor in CPU time, 1 and 2 threads, with a profile",
+            ("throughput_cpu_time.json", "throughput_cpu_time.png"),
+            ("--quick", "--cpu-time"),
+        ),
+        Suite(
+            "throughput_sketch_texts",
+            "benchmarks.throughput",
+            "sketch_texts against a bare forward pass at K = 262,144 (random Gemma-3-270M shape)",
+            ("throughput_sketch_texts.json", "throughput_sketch_texts.png"),
+            ("--quick", "--sketch-texts"),
+        ),
+        Suite(
             "head_fingerprint",
             "benchmarks.head_fingerprint",
             "one-time cost of a big head",

@@ -131,6 +131,23 @@ REDUCED = Config(
 #: ``--cpu-time``: (name, K, d) of the shapes timed, N tokens per update, rounds, profiled updates
 CPU_TIME_SHAPES = (("SmolLM2-135M shape", SMOLLM2_VOCAB, 576), ("Gemma-3 vocabulary", 262_144, 640))
 CPU_TIME_TOKENS, CPU_TIME_ROUNDS, PROFILED_UPDATES = 256, 9, 3
+#: ``--sketch-texts``: a random model of Gemma-3-270M's shape (K = 262,144), and its --quick miniature
+GEMMA3_270M = {
+    "vocab_size": 262_144,
+    "hidden_size": 640,
+    "intermediate_size": 2048,
+    "num_hidden_layers": 18,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 256,
+    "max_position_embeddings": 32_768,
+    "bos_token_id": 2,
+    "eos_token_id": 1,
+    "pad_token_id": 0,
+}
+QUICK_GEMMA3 = {**GEMMA3_270M, "vocab_size": 4_096, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2}
+#: ``--sketch-texts``: documents of one batch (``sketch_texts``' default batch size), characters each, rounds
+SKETCH_TEXTS_DOCUMENTS, SKETCH_TEXTS_CHARACTERS, SKETCH_TEXTS_ROUNDS = 8, 255, 5
 #: seconds: 2-layer models with small heads (SmolLM2-shaped, random weights), the code paths only
 QUICK = Config(
     batch_size=2,
@@ -682,6 +699,125 @@ def main_cpu_time(output: Path, rounds: int, tokens: int) -> int:
     return report(results, started, output / "throughput_cpu_time", print_cpu_time_tables, plot_cpu_time)
 
 
+# -- sketch_texts against a bare forward pass ------------------------------------------------------------
+def run_sketch_texts(quick: bool, rounds: int) -> list[dict]:
+    """``sketch_texts`` of one batch of texts (tokenizing, forward, update, signature) against the bare forward pass
+    of the same tokens (logits at every position, ``no_grad``), interleaved rounds at 1 and 2 threads, on a random
+    model of Gemma-3-270M's shape: best wall time of each, and the median of the per-round ratios."""
+    import transformers
+
+    from fisherhub import sketch_texts, spec_for_model
+    from fisherhub.testing.tiny_models import tiny_tokenizer
+
+    set_malloc_mode(measuring_memory=False)
+    torch.manual_seed(0)
+    config = transformers.Gemma3TextConfig(**(QUICK_GEMMA3 if quick else GEMMA3_270M))
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    tokenizer = tiny_tokenizer(64)  # character ids: valid ids of the large vocabulary
+    sentence = "the quick brown fox jumps over the lazy dog "
+    texts = [(sentence * 8)[i : i + SKETCH_TEXTS_CHARACTERS] for i in range(SKETCH_TEXTS_DOCUMENTS)]
+    encoded = tokenizer(texts, return_tensors="pt", padding=True)
+    spec = spec_for_model(model, tokenizer)
+
+    def forward():
+        with torch.no_grad():
+            model(**encoded)
+
+    calls = {"forward": forward, "sketch_texts": lambda: sketch_texts(texts, model, tokenizer, spec)}
+    rows = []
+    for threads in THREAD_COUNTS:
+        torch.set_num_threads(threads)
+        for call in calls.values():
+            call()
+        times: dict[str, list[float]] = {name: [] for name in calls}
+        load_before = os.getloadavg()[0]
+        for _ in range(rounds):
+            for name, call in calls.items():
+                started = time.perf_counter()
+                call()
+                times[name].append(time.perf_counter() - started)
+        ratios = [sketched / bare for sketched, bare in zip(times["sketch_texts"], times["forward"])]
+        rows.append(
+            {
+                "threads": threads,
+                "vocab_size": config.vocab_size,
+                "tokens": int(encoded["attention_mask"].sum()),
+                "load_average": [load_before, os.getloadavg()[0]],
+                "seconds": times,
+                "best_ratio": min(times["sketch_texts"]) / min(times["forward"]),
+                "median_paired_ratio": statistics.median(ratios),
+            }
+        )
+    torch.set_num_threads(1)
+    return rows
+
+
+def print_sketch_texts_table(results: dict) -> None:
+    from benchmarks.paper.report import print_table
+
+    print_table(
+        [
+            "threads",
+            "K",
+            "tokens",
+            "load avg",
+            "forward s (best)",
+            "sketch_texts s (best)",
+            "ratio best",
+            "median paired",
+        ],
+        [
+            [
+                row["threads"],
+                f"{row['vocab_size']:,}",
+                row["tokens"],
+                "–".join(f"{v:.1f}" for v in row["load_average"]),
+                f"{min(row['seconds']['forward']):.3f}",
+                f"{min(row['seconds']['sketch_texts']):.3f}",
+                f"{row['best_ratio']:.3f}",
+                f"{row['median_paired_ratio']:.3f}",
+            ]
+            for row in results["sketch_texts"]
+        ],
+        title=f"sketch_texts vs a bare forward pass, random Gemma-3-270M shape, best of {results['rounds']} rounds "
+        f"(code: {results['code']['commit'][:10]}; target ≤ 1.05)",
+    )
+
+
+def plot_sketch_texts(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6, 4), constrained_layout=True)
+    rows = results["sketch_texts"]
+    axis.bar([f"{row['threads']} thread(s)" for row in rows], [row["median_paired_ratio"] for row in rows])
+    axis.axhline(1.05, color="k", linestyle="--", label="target (1.05×)")
+    axis.set_ylim(1.0, max(1.2, *(row["median_paired_ratio"] + 0.02 for row in rows)))
+    axis.set_ylabel("sketch_texts / forward (median of rounds)")
+    axis.set_title(f"sketch_texts vs forward, K = {rows[0]['vocab_size']:,}")
+    axis.legend()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def main_sketch_texts(output: Path, quick: bool, rounds: int) -> int:
+    started = time.perf_counter()
+    results = {
+        "code": code_under_test(),
+        "rounds": rounds,
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "torch": torch.__version__,
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        },
+        "sketch_texts": run_sketch_texts(quick, rounds),
+    }
+    return report(results, started, output / "throughput_sketch_texts", print_sketch_texts_table, plot_sketch_texts)
+
+
 def report(
     results: dict,
     started: float,
@@ -841,6 +977,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the default's update vs its exp + sum floor in CPU time, 1 and 2 threads, with a profile",
     )
+    parser.add_argument(
+        "--sketch-texts",
+        action="store_true",
+        help="sketch_texts against a bare forward pass at K = 262,144 (random Gemma-3-270M shape), 1 and 2 threads",
+    )
     parser.add_argument("--repeats", type=int, default=None, help="timed runs of each pass (best is kept)")
     parser.add_argument("--output-dir", default=None, help="where the JSON and PNG go")
     options = parser.parse_args(argv)
@@ -854,6 +995,10 @@ def main(argv: list[str] | None = None) -> int:
             output,
             options.repeats or (1 if options.quick else CPU_TIME_ROUNDS),
             32 if options.quick else CPU_TIME_TOKENS,
+        )
+    if options.sketch_texts:
+        return main_sketch_texts(
+            output, options.quick, options.repeats or (1 if options.quick else SKETCH_TEXTS_ROUNDS)
         )
     started = time.perf_counter()
     results = {

@@ -116,6 +116,18 @@ CHECKS = {
     "throughput": lambda r: all(
         _finite(t["seconds"]) and t["seconds"] > 0 for row in r["smollm2"] for t in row["timings"].values()
     ),
+    "throughput_cpu_time": lambda r: (
+        all(
+            figures["floor_ratio_cpu"] > 0 and _finite(figures["floor_ratio_cpu"])
+            for row in r["cpu_time"]
+            for figures in row["threads"].values()
+        )
+        and all(row["profile_1_thread"] for row in r["cpu_time"])
+    ),
+    "throughput_sketch_texts": lambda r: (
+        [row["threads"] for row in r["sketch_texts"]] == [1, 2]
+        and all(_finite(row["median_paired_ratio"]) and row["median_paired_ratio"] > 0 for row in r["sketch_texts"])
+    ),
     "head_fingerprint": lambda r: r["vocab_size"] == 4096 and all(step["seconds"] >= 0 for step in r["steps"]),
     "network_cost": lambda r: all(s > 0 for run in r["runs"] for s in run["best_seconds"].values()),
     "mixing": lambda r: all(

@@ -53,6 +53,8 @@ class Setup:
     quick: bool = False
     cache_dir: Path = CACHE_DIR
     results_dir: Path = RESULTS_DIR
+    #: a causal LM folder or id to run on instead of the embedded default (``--model``)
+    model: str | None = None
 
 
 #: the setup of this process's suite (``paper_arguments`` sets it from the command line)
@@ -74,6 +76,12 @@ def paper_arguments(description: str, official: bool = False, argv: Sequence[str
         help="seconds: a tiny random model on tiny random domains, results in a temp folder",
     )
     parser.add_argument("--output-dir", type=Path, help=f"where the JSON and PNG go (default {RESULTS_DIR})")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="a causal LM folder or id instead of SmolLM2-135M-Instruct; its cache and (unless --output-dir) its "
+        f"results go to folders of their own: {CACHE_DIR}/models/NAME and {RESULTS_DIR}/models/NAME",
+    )
     if official:
         parser.add_argument(
             "--no-official",
@@ -87,8 +95,15 @@ def paper_arguments(description: str, official: bool = False, argv: Sequence[str
 
         official_python()
     if options.quick:
+        if options.model:
+            parser.error("--quick runs on a tiny random model: leave out --model")
         folder = options.output_dir or Path(tempfile.mkdtemp(prefix="fisherhub-paper-quick-"))
         SETUP = Setup(True, folder / "cache", folder)
+    elif options.model:
+        name = Path(options.model).name
+        SETUP = Setup(
+            False, CACHE_DIR / "models" / name, options.output_dir or RESULTS_DIR / "models" / name, options.model
+        )
     elif options.output_dir:
         SETUP = Setup(False, CACHE_DIR, options.output_dir)
     return options
@@ -96,16 +111,24 @@ def paper_arguments(description: str, official: bool = False, argv: Sequence[str
 
 # -- model -----------------------------------------------------------------------------------------
 def load_base_model():
-    """SmolLM2-135M-Instruct (float32, eval mode, frozen) and its tokenizer; a tiny random Llama if quick."""
+    """SmolLM2-135M-Instruct, or ``SETUP.model`` (float32, eval mode, frozen), and its tokenizer; a tiny random
+    Llama if quick."""
     if SETUP.quick:
         from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
         model = tiny_causal_lm("llama", tie_word_embeddings=True, vocab_size=QUICK_VOCAB, num_layers=QUICK_LAYERS)
         tokenizer = tiny_tokenizer(QUICK_VOCAB)
     else:
-        model, tokenizer = load_model_and_tokenizer(None)
+        model, tokenizer = load_model_and_tokenizer(SETUP.model)
     model.requires_grad_(False)
     return model, tokenizer
+
+
+def model_name() -> str:
+    """The name of the model a suite runs on, for titles and descriptions."""
+    if SETUP.quick:
+        return "a tiny random Llama"
+    return Path(SETUP.model).name if SETUP.model else "SmolLM2-135M-Instruct"
 
 
 def paper_spec(model, tokenizer) -> SketchSpec:

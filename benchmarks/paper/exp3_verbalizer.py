@@ -203,13 +203,13 @@ def main(argv: list[str] | None = None) -> None:
         {"transfer (nats, mean over seeds)": mean_transfer} | {labels_of[k]: v for k, v in scores.items()},
         names,
         common.SETUP.results_dir / "paper_exp3_verbalizer.png",
-        "Exp. 3: verbalizer shift on SmolLM2-135M (rows: source, columns: target)",
+        f"Exp. 3: verbalizer shift on {common.model_name()} (rows: source, columns: target)",
         columns=4,
     )
     path = write_json(
         "paper_exp3_verbalizer",
         {
-            "description": "Verbalizer-shift source selection, SmolLM2-135M-Instruct, VADER snippets",
+            "description": f"Verbalizer-shift source selection, {common.model_name()}, VADER snippets",
             "paper": PAPER,
             "sketch_id": spec.sketch_id,
             "tasks": names,

@@ -171,7 +171,8 @@ def bootstrap_rows(bootstrap: Mapping, labels: Mapping[str, str], references: Se
 def print_bootstrap(bootstrap: Mapping, labels: Mapping[str, str], references: Sequence[str], title: str) -> str:
     headers = ["method", "top-1 [95% CI]", "mean regret", "max regret"]
     for reference in references:
-        headers += [f"Δtop-1 vs {reference}", f"Δmean regret vs {reference}"]
+        name = labels.get(reference, reference)
+        headers += [f"Δtop-1 vs {name}", f"Δmean regret vs {name}"]
     return print_table(headers, bootstrap_rows(bootstrap, labels, references), title=title)
 
 

@@ -161,7 +161,8 @@ def paired_bootstrap(
 
 def measured_verdict(names: Sequence[str], losses: Sequence[float], draws: torch.Tensor) -> Verdict:
     """The verdict on the lowest measured loss: its lead over the runner-up in bootstrap standard errors of the
-    paired difference, and P(best) = the share of resamples in which it has the lowest loss."""
+    paired difference, and P(best) = the share of resamples in which it has the lowest loss: the best of the
+    measured adapters, not of every candidate (the first stage's recall bounds that)."""
     order = sorted(range(len(losses)), key=lambda i: losses[i])
     best = order[0]
     runner_up = order[1] if len(order) > 1 else None
@@ -191,7 +192,8 @@ def measured_verdict(names: Sequence[str], losses: Sequence[float], draws: torch
         f"({gap_z:.1f} se)"
     )
     message = (f"{lead}: clearly better" if clear else f"no adapter is clearly better: {lead}") + (
-        f"; P(best) {p_best:.0%} vs {random_top1:.0%} at random over the target's documents"
+        f"; P(best of the {len(losses)} measured) {p_best:.0%} vs {random_top1:.0%} at random over the target's "
+        "documents (an adapter not measured, ranked by its signature only, can still be better)"
     )
     return Verdict(geometry, best, runner_up, gap_z, p_best, random_top1, (geometry,), (geometry,), clear, message)
 
