@@ -177,6 +177,8 @@ def test_signature_target_local_folders_and_scores(world, target_signature, tmp_
     target = target_signature
     selection = select_adapter(target, world["folders"])
     assert selection.best.candidate == str(world["folders"][0])
+    assert selection.choice is not None and selection.score == selection.choice.geometry  # auto by default
+    assert select_adapter(target, world["folders"], score="fisher").choice is None
     sources = {row.candidate: row.signature_source for row in selection.ranking}
     assert sources[str(world["folders"][2])].startswith(f"datasets/{dataset_repo(2)}@")  # the card names it
     by_activation = select_adapter(target, world["folders"], score="activation")

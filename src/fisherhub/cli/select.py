@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from fisherhub.cli.arguments import HelpFormatter, add_arguments
-from fisherhub.core.geometry import SCORES
+from fisherhub.core.geometry import DEFAULT_SCORE, SCORES
 from fisherhub.extras import require
 from fisherhub.options import DataArgs
 
@@ -31,11 +31,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--base-model", default=None, help="base model id (discovery, filtering, and to sketch TARGET)")
     parser.add_argument(
         "--score",
-        default="fisher",
+        default=DEFAULT_SCORE,
         choices=SCORES,
-        help="rank by A (fisher), S_a or S_e only; auto ranks by whichever of them tells these "
-        "candidates apart, and the line under the table says which and why (the verdict: how far "
-        "to trust the pick)",
+        help="auto (default) ranks by whichever of A, S_a and S_e tells these candidates apart, and the line "
+        "under the table says which and why (the verdict: how far to trust the pick); or rank by A (fisher), "
+        "S_a or S_e only",
     )
     parser.add_argument(
         "--index",

@@ -116,6 +116,9 @@ HEAD_SCORES = ("fisher", "activation", "error")
 #: what selection ranks candidates by: one of ``HEAD_SCORES``, or auto: the geometry that carries the signal
 #: among the candidates (``analysis.auto``: the regime readout)
 SCORES = (*HEAD_SCORES, "auto")
+#: what ``select_adapter`` and ``fisherhub select`` rank by unless told: auto was never significantly worse than A
+#: on the four selection suites and better on the verbalizer one (benchmarks/RESULTS.md)
+DEFAULT_SCORE = "auto"
 #: the head decomposition A = ρ · S_a · S_e, as tables and heatmaps show it
 DECOMPOSITION = (*HEAD_SCORES, "coupling")
 #: the geometries computed from the candidates' alignments (ρ shrunk), not read from one alignment

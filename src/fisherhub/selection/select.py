@@ -9,7 +9,7 @@ from typing import Any
 from fisherhub.core.alignment import alignment
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.analysis.verdict import score_selection
-from fisherhub.core.geometry import HEAD_SCORES
+from fisherhub.core.geometry import DEFAULT_SCORE, HEAD_SCORES
 from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_map
 from fisherhub.selection.candidates import candidate_name, discover, resolve_candidate
 from fisherhub.selection.errors import NoCompatibleCandidatesError, Skip
@@ -47,7 +47,7 @@ def select_adapter(
     base_model: str | None = None,
     top_k: int | None = None,
     load: bool = False,
-    score: str = "fisher",
+    score: str = DEFAULT_SCORE,
     *,
     model=None,
     tokenizer=None,
@@ -71,8 +71,8 @@ def select_adapter(
     target's signatures name, else the one the candidates' signatures name) filters signatures and adapters,
     and is what is loaded when ``model`` / ``tokenizer`` are not given. A candidate that cannot be compared
     with the target (another base model, sketch id or pilot direction) is skipped, with its reason.
-    ``score``: ``fisher`` (default), ``activation`` (S_a only), ``error`` (S_e only) or ``auto`` (the geometry
-    that carries the signal among these candidates, from their regime: ``fisherhub.analysis``). Every selection
+    ``score``: ``auto`` (default: the geometry that carries the signal among these candidates, from their regime:
+    ``fisherhub.analysis``), ``fisher`` (A), ``activation`` (S_a only) or ``error`` (S_e only). Every selection
     carries a ``verdict`` (the gap between #1 and #2 in standard errors, P(best) against random, which geometries
     agree, or "no candidate is clearly better"), shown under its table. With ``load=True`` the
     best ``top_k`` (default 1) adapters are loaded onto ``model`` (or the loaded base model) into
