@@ -91,13 +91,13 @@ def added_methods(
     examples: Mapping[str, Sequence[common.Example]],
     head: AlignmentMatrix,
     error_path_of,
-    network_sets: Sequence[str] = ("lora",),
+    network_sets: Sequence[str] | None = None,
     official_package: bool = True,
 ) -> tuple[dict[str, torch.Tensor], dict[str, list[dict]], dict | None]:
     """The score matrices of issue 19's methods on a suite, the scored selections of the two autos, and the
     official package's raw recommendations.
 
-    head-input A; network-level A for each of ``network_sets``; ``auto_head`` (auto over the head and
+    head-input A; network-level A for each of ``network_sets`` (default: the suite's, ``network.SUITE_NETWORK_SETS``); ``auto_head`` (auto over the head and
     head-input geometries), ``auto`` (also over the first network set), A with the shrunk ρ; the official
     package's ``recommend(method="auto")`` unless not ``official_package`` (it costs about 0.2 s per token on one
     CPU thread). ``error_path_of(k)``: the .npy file of task k's e (written if missing).
@@ -109,6 +109,8 @@ def added_methods(
             for task, name in zip(inputs, names)
         ]
     }
+    if network_sets is None:
+        network_sets = network.SUITE_NETWORK_SETS.get(suite, ("lora",))
     for module_set in network_sets:
         kinds[f"network_{module_set}"] = network.suite_network_signatures(suite, module_set, tokenizer, dict(examples))
     matrices = extra_matrices(kinds, names)

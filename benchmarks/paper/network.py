@@ -16,12 +16,16 @@ from fisherhub.core.state import NetworkSketchState
 from fisherhub.lm.network import sketch_network_batch
 from fisherhub.lm.specs import network_spec_for_model
 
-#: module sets of the network-level signatures, fixed before any result: the adapters' targets, and all linear
-NETWORK_SETS = ("lora", "all_linear")
 #: m of the network sketches: a quarter of the head's, because their projections (four per module and
 #: position) make them the slowest part of every suite on 2 shared CPU cores (measured: 32 s per batch of 8
 #: prompts for the 20 LoRA modules at m = 4096)
 NETWORK_M = 1024
+#: module sets of the network-level signatures, name → (modules, m), fixed before any result: the adapters'
+#: targets and all linear modules at ``NETWORK_M``; the adapters' targets at the head's m (issue 27: at m = 1,024
+#: exp. 4's network-level A separated no candidate)
+NETWORK_SETS = {"lora": ("lora", NETWORK_M), "all_linear": ("all-linear", NETWORK_M), "lora_m4096": ("lora", 4096)}
+#: the module sets each suite sketches (the first is the one ``auto`` reads); others: "lora" only
+SUITE_NETWORK_SETS = {"exp4": ("lora", "lora_m4096")}
 
 
 #: granularity of the network sketches per suite, fixed before any result: a verbalizer task has one scored
@@ -98,9 +102,10 @@ def top_layers(model, first_layer: int):
 
 
 def network_spec(model, tokenizer, module_set: str, lora: common.LoraSettings, granularity: str):
-    """The network spec of a module set (``NETWORK_SETS``: for "lora" the adapters' targets in the top layers);
-    m = ``NETWORK_M``, the head's seed."""
-    if module_set == "lora":
+    """The network spec of a module set (``NETWORK_SETS``: its modules, "lora" the adapters' targets in the top
+    layers, and its m), the head's seed."""
+    kind, m = NETWORK_SETS[module_set]
+    if kind == "lora":
         modules = [
             f"model.layers.{layer}.self_attn.{target}"
             for layer in range(lora.first_layer, len(model.get_decoder().layers))
@@ -109,7 +114,7 @@ def network_spec(model, tokenizer, module_set: str, lora: common.LoraSettings, g
     else:
         modules = "all-linear"
     return network_spec_for_model(
-        model, tokenizer, modules=modules, m=NETWORK_M, seed=common.SKETCH_SEED, granularity=granularity
+        model, tokenizer, modules=modules, m=m, seed=common.SKETCH_SEED, granularity=granularity
     )
 
 
@@ -138,7 +143,8 @@ def network_signature(
             embeddings.rows = [prefix[common.prefix_key(e)] for e in chunk]
             head.mask = scored_mask(batch)
         sketch_network_batch([state], model, batch)
-    signature = state.finalize({"base_model": "HuggingFaceTB/SmolLM2-135M-Instruct", "dataset": name})
+    base_model = common.SETUP.model or "HuggingFaceTB/SmolLM2-135M-Instruct"
+    signature = state.finalize({"base_model": base_model, "dataset": name})
     path.parent.mkdir(parents=True, exist_ok=True)
     signature.save(path)
     return signature
@@ -154,7 +160,7 @@ def suite_network_signatures(
     cache = common.SETUP.cache_dir / "network"
     model, _ = common.load_base_model()
     lora = common.lora_settings()
-    first_layer = lora.first_layer if module_set == "lora" else 0
+    first_layer = lora.first_layer if NETWORK_SETS[module_set][0] == "lora" else 0
     spec = network_spec(model, tokenizer, module_set, lora, GRANULARITY[suite])
     signatures = []
     for name, examples in tasks.items():

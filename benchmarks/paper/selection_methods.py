@@ -147,6 +147,7 @@ for _name, _label in (
     ("auto", "auto (+ network-level)"),
 ):
     method(_name, _label)(_added(_name))
+method("network_lora_m4096", network_label("LoRA modules, m = 4,096"), suites=("exp4",))(_added("network_lora_m4096"))
 method("official_auto", "official fishersketch recommend(auto)", needs=(OFFICIAL_PACKAGE,))(_added("official_auto"))
 
 
