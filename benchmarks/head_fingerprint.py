@@ -28,30 +28,7 @@ from fisherhub.testing.tiny_models import tiny_tokenizer  # noqa: E402
 from fisherhub import sketch_texts, spec_for_model  # noqa: E402
 from fisherhub.lm import HeadModel  # noqa: E402
 from benchmarks.synthetic import add_output_arguments, write_results
-from benchmarks.throughput import peak_extra_memory
-
-GEMMA3_270M = {
-    "vocab_size": 262_144,
-    "hidden_size": 640,
-    "intermediate_size": 2048,
-    "num_hidden_layers": 18,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 1,
-    "head_dim": 256,
-    "max_position_embeddings": 32_768,
-    "bos_token_id": 2,
-    "eos_token_id": 1,
-    "pad_token_id": 0,
-}
-#: ``--quick``: the same family at K = 4,096, d = 64, 2 layers (seconds; the code path, not the cost)
-QUICK_SHAPE = GEMMA3_270M | {
-    "vocab_size": 4096,
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "head_dim": 16,
-    "max_position_embeddings": 512,
-}
+from benchmarks.throughput import GEMMA3_270M, QUICK_GEMMA3, peak_extra_memory
 
 
 def measured(call):
@@ -68,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     add_output_arguments(parser)
     options = parser.parse_args(argv)
     torch.manual_seed(0)
-    config = transformers.Gemma3TextConfig(**(QUICK_SHAPE if options.quick else GEMMA3_270M))
+    config = transformers.Gemma3TextConfig(**(QUICK_GEMMA3 if options.quick else GEMMA3_270M))
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
     parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     tokenizer = tiny_tokenizer(64)

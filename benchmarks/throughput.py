@@ -131,7 +131,7 @@ REDUCED = Config(
 #: ``--cpu-time``: (name, K, d) of the shapes timed, N tokens per update, rounds, profiled updates
 CPU_TIME_SHAPES = (("SmolLM2-135M shape", SMOLLM2_VOCAB, 576), ("Gemma-3 vocabulary", 262_144, 640))
 CPU_TIME_TOKENS, CPU_TIME_ROUNDS, PROFILED_UPDATES = 256, 9, 3
-#: ``--sketch-texts``: a random model of Gemma-3-270M's shape (K = 262,144), and its --quick miniature
+#: ``--sketch-texts`` (and ``head_fingerprint``): a random model of Gemma-3-270M's shape (K = 262,144)
 GEMMA3_270M = {
     "vocab_size": 262_144,
     "hidden_size": 640,
@@ -145,7 +145,15 @@ GEMMA3_270M = {
     "eos_token_id": 1,
     "pad_token_id": 0,
 }
-QUICK_GEMMA3 = {**GEMMA3_270M, "vocab_size": 4_096, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2}
+#: ``--quick``: the same family at K = 4,096, d = 64, 2 layers (seconds; the code path, not the cost)
+QUICK_GEMMA3 = GEMMA3_270M | {
+    "vocab_size": 4096,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "head_dim": 16,
+    "max_position_embeddings": 512,
+}
 #: ``--sketch-texts``: documents of one batch (``sketch_texts``' default batch size), characters each, rounds
 SKETCH_TEXTS_DOCUMENTS, SKETCH_TEXTS_CHARACTERS, SKETCH_TEXTS_ROUNDS = 8, 255, 5
 #: seconds: 2-layer models with small heads (SmolLM2-shaped, random weights), the code paths only
@@ -683,9 +691,9 @@ def plot_cpu_time(results: dict, path: Path) -> None:
     plt.close(figure)
 
 
-def main_cpu_time(output: Path, rounds: int, tokens: int) -> int:
-    started = time.perf_counter()
-    results = {
+def run_header(rounds: int) -> dict:
+    """What every timing JSON of ``--cpu-time`` and ``--sketch-texts`` starts with: the code, rounds and machine."""
+    return {
         "code": code_under_test(),
         "rounds": rounds,
         "machine": {
@@ -694,6 +702,13 @@ def main_cpu_time(output: Path, rounds: int, tokens: int) -> int:
             "torch": torch.__version__,
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         },
+    }
+
+
+def main_cpu_time(output: Path, rounds: int, tokens: int) -> int:
+    started = time.perf_counter()
+    results = {
+        **run_header(rounds),
         "cpu_time": run_cpu_time(tokens, rounds),
     }
     return report(results, started, output / "throughput_cpu_time", print_cpu_time_tables, plot_cpu_time)
@@ -805,14 +820,7 @@ def plot_sketch_texts(results: dict, path: Path) -> None:
 def main_sketch_texts(output: Path, quick: bool, rounds: int) -> int:
     started = time.perf_counter()
     results = {
-        "code": code_under_test(),
-        "rounds": rounds,
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "torch": torch.__version__,
-            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
-        },
+        **run_header(rounds),
         "sketch_texts": run_sketch_texts(quick, rounds),
     }
     return report(results, started, output / "throughput_sketch_texts", print_sketch_texts_table, plot_sketch_texts)
