@@ -30,7 +30,7 @@ from fisherhub import Signature, SketchSpec, SketchState
 from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.lm import head_batches, spec_for_model
 from fisherhub.lm.head import output_head
-from fisherhub.lm.loading import load_model_and_tokenizer
+from fisherhub.lm.loading import DEFAULT_MODEL_ID, load_model_and_tokenizer
 from fisherhub.core.errors import InputError
 
 BENCHMARKS_DIR = Path(__file__).resolve().parents[1]
@@ -124,11 +124,14 @@ def load_base_model():
     return model, tokenizer
 
 
+def base_model_id() -> str:
+    """The base model a suite's signatures name: ``SETUP.model``, else the embedded default's id."""
+    return SETUP.model or DEFAULT_MODEL_ID
+
+
 def model_name() -> str:
     """The name of the model a suite runs on, for titles and descriptions."""
-    if SETUP.quick:
-        return "a tiny random Llama"
-    return Path(SETUP.model).name if SETUP.model else "SmolLM2-135M-Instruct"
+    return "a tiny random Llama" if SETUP.quick else Path(base_model_id()).name
 
 
 def paper_spec(model, tokenizer) -> SketchSpec:
@@ -348,15 +351,16 @@ def capture_task(
                 parts.append((chunk.activations, chunk.targets, chunk.doc_index))
             state.flush()
         inputs = HeadInputs(*(torch.cat(column) for column in zip(*parts)))
-        signature = state.finalize(_provenance(name))
+        signature = state.finalize(provenance(name))
         inputs.save(inputs_path)
     signature_path.parent.mkdir(parents=True, exist_ok=True)
     signature.save(signature_path)
     return inputs, signature
 
 
-def _provenance(name: str) -> dict[str, str]:
-    return {"base_model": "HuggingFaceTB/SmolLM2-135M-Instruct", "dataset": name}
+def provenance(name: str) -> dict[str, str]:
+    """The metadata of a suite's signature of task ``name``."""
+    return {"base_model": base_model_id(), "dataset": name}
 
 
 @dataclasses.dataclass
@@ -397,7 +401,7 @@ def sketch_head_inputs(spec: SketchSpec, model, inputs: HeadInputs, name: str, c
             )
         )
     state.flush()
-    return state.finalize(_provenance(name))
+    return state.finalize(provenance(name))
 
 
 # -- exact Gram form ---------------------------------------------------------------------------------

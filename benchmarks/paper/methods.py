@@ -47,7 +47,7 @@ def head_input_signature(
                 )
             )
     state.flush()
-    signature = state.finalize({"base_model": "HuggingFaceTB/SmolLM2-135M-Instruct", "dataset": name})
+    signature = state.finalize(common.provenance(name))
     path.parent.mkdir(parents=True, exist_ok=True)
     signature.save(path)
     return signature

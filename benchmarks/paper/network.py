@@ -143,8 +143,7 @@ def network_signature(
             embeddings.rows = [prefix[common.prefix_key(e)] for e in chunk]
             head.mask = scored_mask(batch)
         sketch_network_batch([state], model, batch)
-    base_model = common.SETUP.model or "HuggingFaceTB/SmolLM2-135M-Instruct"
-    signature = state.finalize({"base_model": base_model, "dataset": name})
+    signature = state.finalize(common.provenance(name))
     path.parent.mkdir(parents=True, exist_ok=True)
     signature.save(path)
     return signature

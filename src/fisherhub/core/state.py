@@ -35,7 +35,7 @@ SPLIT_NORM_Z = 2.0
 MIN_DOCUMENTS = 20
 #: signature metadata key: the sketches (comma-separated names) whose split-sample norm was clamped.
 CLAMPED_NORMS_KEY = "clamped_split_norms"
-#: the float64 features of a block of rows (``_accumulate``) stay within this many bytes, so they stay in cache.
+#: the float64 features of a block of rows (``_add_range``) stay within this many bytes, so they stay in cache.
 ACCUMULATE_BYTES = CPU_TRANSFORM_BLOCK_BYTES
 
 
