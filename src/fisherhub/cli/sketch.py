@@ -82,8 +82,10 @@ def _sketch_and_write(args: SketchArgs, namespace: argparse.Namespace) -> int:
         if args.push_to_hub:
             from fisherhub.hub import push_signature
 
+            from fisherhub.cli.push import replacements
+
             result = push_signature(signature, args.push_to_hub, repo_type=args.push_repo_type, create_repo=True)
-            print(f"pushed: {result.ref}")
+            print(f"pushed: {result.ref or result.location}", *replacements(result), sep="\n")
     if args.checkpoint and not args.keep_checkpoint:  # the result is safe: the checkpoints have served
         state.wait_for_everyone()
         remove_checkpoints(args.checkpoint, state.process_index, state.num_processes)

@@ -5,7 +5,8 @@ Repos (model / dataset / space) live in memory with a git-like history: commits 
 parent, files as bytes identified by their git blob sha1, branches (``main``) and PR refs (``refs/pr/N``).
 A new repo has the Hub's "initial commit" (a ``.gitattributes``). Protocol notes: /work/shared/hub-protocol.md.
 
-{t} = models|datasets|spaces; {id} = namespace/name; {rev} (URL-quoted) = a branch, refs/heads/<b>,
+{t} = models|datasets|spaces; {id} = namespace/name (a model id without a namespace, such as ``gpt2``, is read
+as the Hub reads one: here never found, as no repo is created without a namespace); {rev} (URL-quoted) = a branch, refs/heads/<b>,
 refs/pr/<n> or a commit id (40 hex, or a unique prefix of 7+).
 
   POST /api/repos/create           {name, organization, type, visibility|private, sdk} -> {url}; 409 if it exists
@@ -23,6 +24,11 @@ refs/pr/<n> or a commit id (40 hex, or a unique prefix of 7+).
   POST /[datasets/|spaces/]{id}.git/info/lfs/objects/batch   LFS "basic" upload actions -> PUT /lfs-upload/{sha256}
                                    (files named ``*LFS_SUFFIXES`` are "lfs" at preupload, as the Hub answers for
                                    Parquet; the commit names them by ``lfsFile`` sha256)
+
+``root`` (a folder; default none: in memory) keeps the repos across restarts: each file once under
+``root/objects/`` by its git blob sha1, and the repos, refs and commits in ``root/state.json``, rewritten
+atomically after every change; a second server on the same folder is refused (``root/.lock``).
+``fisherhub hub serve`` runs one for people (a development tool: loopback only).
 
 ``latency`` (seconds, default 0) is slept before every answer, as a distant Hub would take; while it is set,
 ``most_in_flight`` counts the most requests answered at once (since ``reset()``).
@@ -44,13 +50,15 @@ import base64
 import copy
 import hashlib
 import json
+import os
 import re
 import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
@@ -61,6 +69,10 @@ TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
 YAML_BLOCK = re.compile(r"^(\s*---(?:\r\n|\r|\n))([\S\s]*?)((?:\r\n|\r|\n)---[ \t]*(\r\n|\n|$))")  # the client's
 CONFLICT = "A commit has happened since. Please refresh and try again."  # the Hub's 412 message
 LFS_SUFFIXES = (".parquet",)  # uploaded through LFS (the Hub's preupload answer for these); the rest inline
+STATE_FILE, OBJECTS, LOCK_FILE = "state.json", "objects", ".lock"  # under ``root``
+STATE_KIND, STATE_VERSION = "fisherhub-local-hub", 1
+#: what a repo keeps across restarts, besides its commits
+REPO_FIELDS = ("type", "id", "private", "sdk", "created", "prs", "gated", "read_only", "refs")
 
 
 def git_blob_sha(data: bytes) -> str:
@@ -88,6 +100,10 @@ def as_list(value) -> list[str]:
 
 def flag(query: dict, name: str) -> bool:
     return query.get(name, [""])[0].lower() in ("1", "true")
+
+
+class StateLockedError(RuntimeError):
+    """Another server keeps its state in the folder asked for."""
 
 
 class HubError(Exception):
@@ -125,6 +141,30 @@ class Repo:
         oid = hashlib.sha1(seed.encode()).hexdigest()
         self.commits[oid] = Commit(oid, parent, dict(files), title, message)
         return oid
+
+    def to_state(self) -> dict:
+        """The repo as ``state.json`` holds it: its fields, and each commit with its files by blob sha1."""
+        commits = [
+            {**asdict(c), "files": {p: git_blob_sha(b) for p, b in c.files.items()}} for c in self.commits.values()
+        ]
+        return {
+            **{name: getattr(self, name) for name in REPO_FIELDS},
+            "granted": sorted(self.granted),
+            "commits": commits,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict, blob) -> Repo:
+        """The repo ``to_state`` described; ``blob(sha1)`` gives a file's bytes."""
+        repo = cls.__new__(cls)
+        for name in REPO_FIELDS:
+            setattr(repo, name, state[name])
+        repo.granted, repo.cards = set(state["granted"]), {}
+        repo.commits = {
+            c["oid"]: Commit(**{**c, "files": {p: blob(sha) for p, sha in c["files"].items()}})
+            for c in state["commits"]
+        }
+        return repo
 
     def ref_name(self, rev: str) -> str | None:
         return next((name for name in (rev, f"refs/heads/{rev}") if name in self.refs), None)
@@ -227,11 +267,15 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
 
 
 class HubServer:
-    """In-memory Hub on a free loopback port: ``start()``, ``stop()``, ``endpoint``, ``reset()``; for tests
-    ``repo()``, ``files()``, ``commit_count()`` and ``requests`` (method, path, Range header) seen since reset."""
+    """A Hub on a loopback port (``port`` 0: a free one): ``start()``, ``stop()``, ``endpoint``, ``reset()``; for
+    tests ``repo()``, ``files()``, ``commit_count()`` and ``requests`` (method, path, Range header) seen since
+    reset. ``root``: the folder that keeps its state across restarts (None: in memory)."""
 
-    def __init__(self, user: str = "tester", host: str = "127.0.0.1"):
-        self.user, self.host, self.endpoint = user, host, ""
+    def __init__(
+        self, user: str = "tester", host: str = "127.0.0.1", *, root: str | os.PathLike | None = None, port: int = 0
+    ):
+        self.user, self.host, self.port, self.endpoint = user, host, port, ""
+        self.root = Path(root) if root is not None else None
         self.repos: dict[tuple[str, str], Repo] = {}  # (repo type, repo id) -> Repo
         self.requests: list[tuple[str, str, str | None]] = []
         self.lfs: dict[str, bytes] = {}  # sha256 -> content uploaded through LFS, until a commit names it
@@ -239,9 +283,19 @@ class HubServer:
         self.in_flight = self.most_in_flight = 0
         self.lock = threading.RLock()
         self._httpd: ThreadingHTTPServer | None = None
+        self._root_lock = None
 
     def start(self) -> HubServer:
-        self._httpd = ThreadingHTTPServer((self.host, 0), type("Handler", (_Handler,), {"hub": self}))
+        """Serve (after loading the state ``root`` holds); ``OSError`` when the port is taken, ``StateLockedError``
+        when another server keeps its state in ``root``."""
+        if self.root is not None:
+            self._lock_root()
+            self.load()
+        try:
+            self._httpd = ThreadingHTTPServer((self.host, self.port), type("Handler", (_Handler,), {"hub": self}))
+        except OSError:
+            self._release_root()
+            raise
         self._httpd.daemon_threads = True
         self.endpoint = f"http://{self.host}:{self._httpd.server_address[1]}"
         threading.Thread(target=self._httpd.serve_forever, name="hub-server", daemon=True).start()
@@ -252,6 +306,7 @@ class HubServer:
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
+        self._release_root()
 
     def reset(self) -> None:
         with self.lock:
@@ -260,6 +315,73 @@ class HubServer:
             self.lfs.clear()
             self.latency = 0.0
             self.most_in_flight = 0
+            self.save()
+
+    # ----- state kept in ``root`` -----
+    def _lock_root(self) -> None:
+        from filelock import FileLock, Timeout
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(self.root / LOCK_FILE))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            raise StateLockedError(f"another local Hub keeps its state in {self.root} (it holds {LOCK_FILE})") from None
+        self._root_lock = lock
+
+    def _release_root(self) -> None:
+        if self._root_lock is not None:
+            self._root_lock.release()
+            self._root_lock = None
+
+    def _blob_path(self, sha: str) -> Path:
+        return self.root / OBJECTS / sha[:2] / sha[2:]
+
+    def load(self) -> None:
+        """The repos ``root/state.json`` describes (none when there is no state yet)."""
+        state_file = self.root / STATE_FILE
+        if not state_file.is_file():
+            return
+        state = json.loads(state_file.read_text(encoding="utf-8"))
+        if state.get("kind") != STATE_KIND or state.get("version") != STATE_VERSION:
+            raise ValueError(
+                f"{state_file} is not the state of a local Hub this version reads ({STATE_KIND} v{STATE_VERSION})"
+            )
+        blobs: dict[str, bytes] = {}
+
+        def blob(sha: str) -> bytes:
+            if sha not in blobs:
+                data = self._blob_path(sha).read_bytes()
+                if git_blob_sha(data) != sha:
+                    raise ValueError(f"{self._blob_path(sha)} does not hash to its name: the folder was edited")
+                blobs[sha] = data
+            return blobs[sha]
+
+        with self.lock:
+            self.repos = {(r["type"], r["id"]): Repo.from_state(r, blob) for r in state["repos"]}
+
+    def save(self) -> None:
+        """Write every file not yet under ``root/objects/``, then ``root/state.json`` (atomically: a crash leaves
+        the previous state whole). Nothing without a ``root``."""
+        if self.root is None:
+            return
+        from fisherhub.core.atomic import atomic_path
+
+        def write(path: Path, data: bytes) -> None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(path) as temporary:
+                Path(temporary).write_bytes(data)
+
+        with self.lock:
+            repos = [repo.to_state() for repo in self.repos.values()]
+            for repo in self.repos.values():
+                for commit in repo.commits.values():
+                    for data in commit.files.values():
+                        path = self._blob_path(git_blob_sha(data))
+                        if not path.is_file():
+                            write(path, data)
+            document = {"kind": STATE_KIND, "version": STATE_VERSION, "repos": repos}
+            write(self.root / STATE_FILE, json.dumps(document, indent=1).encode("utf-8"))
 
     def repo(self, repo_id: str, repo_type: str = "model") -> Repo:
         with self.lock:
@@ -302,6 +424,7 @@ class HubServer:
                 raise HubError(409, f"You already created this {repo_type} repo", url=self.url(self.repos[key]))
             private = body.get("visibility") == "private" or bool(body.get("private"))
             self.repos[key] = repo = Repo(repo_type, key[1], private, body.get("sdk"))
+            self.save()
         return 200, {"url": self.url(repo), "name": repo.id, "id": repo.id}
 
     def whoami(self, h, body):
@@ -430,6 +553,7 @@ class HubServer:
                 repo.prs += 1
                 ref, pr_url = f"refs/pr/{repo.prs}", f"{self.url(repo)}/discussions/{repo.prs}"
             repo.refs[ref] = oid
+            self.save()
         return 200, {
             "success": True,
             "commitOid": oid,
@@ -485,11 +609,13 @@ ROUTES = [  # (method, path pattern on the raw path, HubServer method); groups a
     ("POST", r"/api/validate-yaml", "validate_yaml"),
     ("GET", r"/api/(models|datasets|spaces)", "list_repos"),
     ("GET", API + r"(?:/revision/([^/]+))?", "repo_info"),
+    ("GET", r"/api/(models|datasets|spaces)/([^/]+)(?:/revision/([^/]+))?", "repo_info"),  # gpt2: never one here
     ("GET", API + r"/tree/([^/]+)(?:/(.+))?", "tree"),
     ("GET", API + r"/commits/" + SEG, "commits"),
     ("POST", API + r"/preupload/" + SEG, "preupload"),
     ("POST", API + r"/commit/" + SEG, "commit"),
     ("GET", r"/(datasets/|spaces/|)([^/]+/[^/]+)/resolve/" + SEG + r"/(.+)", "resolve_file"),
+    ("GET", r"/()([^/]+)/resolve/" + SEG + r"/(.+)", "resolve_file"),  # a model id without a namespace
     ("POST", r"/(datasets/|spaces/|)([^/]+/[^/]+)\.git/info/lfs/objects/batch", "lfs_batch"),
     ("PUT", r"/lfs-upload/([0-9a-f]{64})", "lfs_upload"),
 ]
