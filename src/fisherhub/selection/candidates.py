@@ -43,6 +43,13 @@ def other_base_model(whose: str, named: list[str], base_model: str | None) -> Sk
     return Skip(f"other base model: {whose} for {', '.join(map(repr, named))}, not {base_model!r}{hint}")
 
 
+#: why an adapter without a signature is skipped
+NO_SIGNATURE = (
+    "no signature: neither the adapter nor the dataset repos its card names carry one (sign it: `fisherhub push "
+    "SIG REPO` with a signature of its training data, or `fisherhub index sign`)"
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class SignatureOption:
     """A signature a candidate could be compared with; ``load`` fetches it (Hub signatures lazily)."""
@@ -66,7 +73,7 @@ class Candidate:
     def options_for(self, base_model: str | None) -> list[SignatureOption]:
         """The signature options usable under ``base_model`` (``Skip`` when there are none)."""
         if not self.options:
-            raise Skip("no signature: neither the adapter nor the dataset repos its card names carry one")
+            raise Skip(NO_SIGNATURE)
         matching = [option for option in self.options if option.is_for(base_model)]
         if not matching:
             raise other_base_model(
@@ -265,17 +272,17 @@ def resolve_candidate(name, base_model: str | None, token: str | None = None) ->
     return _hub_candidate(text, base_model, token=token)
 
 
-def discover(base_model: str | None, token: str | None = None) -> list:
-    """The adapters of ``base_model`` that the Hub lists."""
-    from fisherhub.hub import find_adapters
+def discover(base_model: str | None, token: str | None = None) -> tuple[list, list]:
+    """(the adapters of ``base_model`` that the Hub lists and that may be signed, the others: unsigned)."""
+    from fisherhub.hub.discovery import list_adapters
     from fisherhub.lm.loading import canonical_model_id
 
     if base_model is None:
         raise InputError("no candidates given: pass adapter repo ids or folders, or base_model= to discover adapters")
-    found = find_adapters(canonical_model_id(base_model), token=token)
-    if not found:
+    found = list_adapters(canonical_model_id(base_model), token=token)
+    if not found.signed and not found.unsigned:
         raise InputError(
             f"no candidates: the Hub lists no adapters of {base_model!r} (tag base_model:adapter:{base_model}). "
             "Pass adapter repo ids or local adapter folders explicitly"
         )
-    return found
+    return found.signed, found.unsigned

@@ -11,7 +11,7 @@ from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.analysis.verdict import score_selection
 from fisherhub.core.geometry import DEFAULT_SCORE, HEAD_SCORES
 from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_map
-from fisherhub.selection.candidates import candidate_name, discover, resolve_candidate
+from fisherhub.selection.candidates import NO_SIGNATURE, candidate_name, discover, resolve_candidate
 from fisherhub.selection.errors import NoCompatibleCandidatesError, Skip
 from fisherhub.selection.index_ranking import SHORTLIST, check_shortlist, rank_index
 from fisherhub.selection.ranking import (
@@ -116,8 +116,13 @@ def select_adapter(
         targets = Target(given, sketcher)
         ranking = rank_index(loaded, targets, base_model, score, token)
         names, skipped = ranking.candidates(shortlist), list(ranking.skipped)
+    elif candidates is not None:
+        names = list(candidates)
     else:
-        names = list(candidates) if candidates is not None else discover(base_model, token)
+        names, unsigned = discover(base_model, token)
+        skipped += [Skipped(candidate_name(snapshot), NO_SIGNATURE) for snapshot in unsigned]
+        if not names:
+            raise NoCompatibleCandidatesError(skipped)
     if not names:
         raise InputError("no candidates given: pass adapter repo ids or folders, or None and base_model= to discover")
     resolved = []
