@@ -49,6 +49,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--top-k", type=int, default=None, help="show the k best candidates only")
     parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="one line per candidate with every column (signature source and provenance too), however wide; "
+        "default: the table fits the terminal (100 columns when unknown), those two below it",
+    )
+    parser.add_argument(
         "--rerank",
         type=int,
         default=0,
@@ -79,6 +85,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fisherhub.selection import SketchOptions, select_adapter
+    from fisherhub.selection.report import below_table, fill, short_source, table_width
 
     data = DataArgs(args.target, split=args.split, text_column=args.text_column, max_documents=args.max_documents)
     selection = select_adapter(
@@ -98,17 +105,18 @@ def run(args: argparse.Namespace) -> int:
         require("rich")
         from rich.console import Console
 
-        Console().print(selection.rich_table(limit=args.top_k))
+        Console().print(selection.rich_table(limit=args.top_k, wide=args.wide, caption=False))
+        print(below_table(selection, args.top_k, wide=args.wide))
     else:
-        print(selection.table(limit=args.top_k))
+        print(selection.table(limit=args.top_k, wide=args.wide))
     best = selection.best
     measured = (
         [] if selection.rerank is None else [m for m in selection.rerank.measured if m.candidate == best.candidate]
     )
     loss = "".join(f"target loss {m.loss:.4f} ± {m.stderr:.4f}, " for m in measured)
-    print(
-        f"best: {best.candidate} ({loss}{selection.score} {best.score:.3f} ± {best.stderr:.3f}), from {best.signature_source}"
-    )
+    source = best.signature_source if args.wide else short_source(best.signature_source)
+    line = f"best: {best.candidate} ({loss}{selection.score} {best.score:.3f} ± {best.stderr:.3f}), from {source}"
+    print(line if args.wide else "\n".join(fill(line, table_width())))
     if args.plot:
         print(f"wrote {selection.plot(args.plot, limit=args.top_k)}")
     return 0

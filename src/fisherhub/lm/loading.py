@@ -232,31 +232,25 @@ def _hub_model_options(
 ) -> dict[str, bool]:
     """One ``model_info`` request for a Hub id, so that what is wrong is said at once, not after transformers has
     looked for each file in turn with retries (about 50 s with no network): a repo or revision the Hub does not
-    have (or a dataset id given as a model), a repo that is no model (an adapter, no ``config.json``), a Hub that
-    cannot be reached. Unreachable with a copy in the local cache: that copy is loaded (``local_files_only``), with
+    have, a repo that is no model (an adapter, no ``config.json``), a Hub that cannot be reached. Unreachable with a copy in the local cache: that copy is loaded (``local_files_only``), with
     a warning. The ``from_pretrained`` options it adds; none for a folder or offline (the cache answers then)."""
     from huggingface_hub import HfApi, constants, try_to_load_from_cache
     from huggingface_hub.errors import HfHubHTTPError, HTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
     if Path(source).exists() or constants.HF_HUB_OFFLINE:
         return {}
-    name, api = os.fspath(source), HfApi(token=token)
+    name = os.fspath(source)
     try:
-        info = api.model_info(name, revision=revision)
+        info = HfApi(token=token).model_info(name, revision=revision)
     except RevisionNotFoundError:
         raise InputError(
             f"cannot load model {name!r} (revision {revision!r}): the Hub has no such revision of it; check the revision"
         ) from None
     except RepositoryNotFoundError:
-        dataset = _exists(lambda: api.repo_exists(name, repo_type="dataset"))
         raise InputError(
-            f"model {name!r}: no such folder (from {os.getcwd()}), and the Hub ({constants.ENDPOINT}) has no model "
-            "repo of that id"
-            + (
-                "; it is a dataset repo: pass it as --dataset (or load it with datasets)"
-                if dataset
-                else " (or it is private: log in with `hf auth login` or set HF_TOKEN); check the spelling"
-            )
+            f"model {name!r}: no such folder (from {os.getcwd()}), and the Hub has no model repo of that id "
+            f"({constants.ENDPOINT}); check the spelling (a dataset id goes to --dataset; a private repo needs a "
+            "token: `hf auth login` or HF_TOKEN)"
         ) from None
     except HfHubHTTPError as exc:
         status = exc.response.status_code if exc.response is not None else None
@@ -293,14 +287,6 @@ def _hub_model_options(
             + (f"; it holds GGUF files: pass one with --gguf-file (e.g. {gguf[0]})" if gguf else "; check the id")
         )
     return {}
-
-
-def _exists(ask) -> bool:
-    """``ask()``, False when it cannot be answered."""
-    try:
-        return bool(ask())
-    except Exception:  # noqa: BLE001 (a second look only words the error better)
-        return False
 
 
 def _check_model_reference(source: str | os.PathLike) -> None:

@@ -145,6 +145,7 @@ def sign_unsigned(
     from accelerate.utils import gather_object
     from huggingface_hub import CommitOperationAdd, HfApi
 
+    from fisherhub.pipeline.launch import warn_if_fewer_processes
     from fisherhub.pipeline.loop import no_accelerator, sketch_dataset
 
     options = DataArgs("", max_documents=max_documents, text_column=text_column)  # refused here, not per dataset
@@ -164,6 +165,7 @@ def sign_unsigned(
         for name in names:
             by_dataset.setdefault(name, []).append(repo_id)
     state = PartialState(cpu=no_accelerator())
+    warn_if_fewer_processes(state.num_processes, "index sign")
     sign_folder = Path(work or default_work(loaded.ref)) / "sign"
     journal = SignJournal(sign_folder, state.process_index)
     api, outcomes, sketched_now = HfApi(token=token), [], 0
