@@ -122,7 +122,8 @@ def test_the_checker_sees_a_cycle_and_a_forbidden_core_import(tmp_path):
 #: ``extras`` (imports of the optional packages) sits with ``core``; ``legend`` and ``plotting`` show alignments (over ``core`` only) at the analysis level, so that ``selection``
 #: and ``cli`` can use them; ``training_callback`` is a Trainer integration over ``hub`` and ``pipeline``, beside
 #: ``selection`` and ``metric``; ``config`` (the option dataclasses, once split out of ``options``) sits with
-#: ``options``; ``testing`` (oracles and tiny models for tests and benchmarks) and ``__main__`` are entry points.
+#: ``options``; ``testing`` (oracles, tiny models and the local Hub server for tests and benchmarks) sits just
+#: below ``cli``, whose ``hub serve`` runs that server for people; ``__main__`` is the entry point.
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(names.split())
     for names in (
@@ -131,9 +132,9 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "data lm hub",
         "pipeline",
         "analysis legend plotting",
-        "selection metric training_callback verify",
+        "selection metric training_callback verify testing",
         "cli",
-        "__main__ testing",
+        "__main__",
     )
 )
 

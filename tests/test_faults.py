@@ -118,7 +118,10 @@ def test_a_launch_that_starts_fewer_processes_than_asked_says_so(tiny):
     assert warning.startswith("warning: accelerate launch was asked for 2 processes but started 1: ")
     assert f"accelerate launch {' '.join(LAUNCH_TWO_CPU_PROCESSES[2:])} -m fisherhub sketch --cpu" in warning
     documented = " ".join((REPO / "scripts" / "sketch.py").read_text().replace("\\\n", " ").split())
-    assert f"accelerate launch {' '.join(LAUNCH_TWO_CPU_PROCESSES[2:]).replace(' 2 ', ' N ', 1)} scripts/sketch.py --cpu" in documented
+    assert (
+        f"accelerate launch {' '.join(LAUNCH_TWO_CPU_PROCESSES[2:]).replace(' 2 ', ' N ', 1)} scripts/sketch.py --cpu"
+        in documented
+    )
 
 
 # -- 7: NaN / inf in the model -----------------------------------------------------------------------------

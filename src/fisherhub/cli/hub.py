@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=HelpFormatter,
     )
-    commands = parser.add_subparsers(dest="hub_command", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(dest="hub_command", metavar="COMMAND", required=True, help="serve: run the local Hub")
     serve = commands.add_parser(
         "serve",
         help="serve a local Hub on 127.0.0.1 and print the environment that points the Hub clients at it",
@@ -90,8 +90,9 @@ def run_serve(args: argparse.Namespace) -> int:
             "program) has the port; pass --port N, or --port 0 for any free one"
         ) from None
     cache = root / CACHE_FOLDER if root is not None else Path(tempfile.mkdtemp(prefix="fisherhub-local-hub-cache-"))
+    count = len(server.repos)
     kept = (
-        f"kept in {root} ({len(server.repos)} repos now; they survive a restart)"
+        f"kept in {root} ({count} repo{'' if count == 1 else 's'} now; they survive a restart)"
         if root is not None
         else "in memory: lost when it stops (--root DIR keeps it)"
     )

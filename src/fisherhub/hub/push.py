@@ -95,7 +95,7 @@ def replaced_files(
     documents recorded under another name, e.g. a local file, then its Hub dataset). ``old(path)`` loads a listed
     file (None when it cannot be read: it is then kept)."""
     from fisherhub.core.alignment import same_data
-    from fisherhub.selection.candidates import same_base_model
+    from fisherhub.lm.loading import same_base_model
 
     replaced = {}
     for entry in written_entries(entries):
@@ -375,7 +375,7 @@ def check_adapter_base(signature: Signature, where: str, named: list[Any]) -> No
     ``base_model``, a value or list, or a callable reading the adapter config); the first that names one decides, and
     the signature fits when it is any of the models named there (a local path counts by its folder name, as a push
     publishes it)."""
-    from fisherhub.selection.candidates import same_base_model
+    from fisherhub.lm.loading import same_base_model
 
     sketched = signature.metadata.get("base_model")
     for source in named:

@@ -14,15 +14,9 @@ import yaml
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.core.signature import Signature
 from fisherhub.hub.refs import ADAPTER_CONFIG
+from fisherhub.lm.loading import same_base_model
 from fisherhub.selection.errors import Skip
 from fisherhub.selection.rows import AdapterLocation
-
-
-def same_base_model(name: str | None, other: str | None) -> bool:
-    """Whether two recorded base models are one (the embedded default's id, cache folder and GGUF revision are)."""
-    from fisherhub.lm.loading import canonical_model_id
-
-    return canonical_model_id(name) == canonical_model_id(other)
 
 
 def other_base_model(whose: str, named: list[str], base_model: str | None) -> Skip:
