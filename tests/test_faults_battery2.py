@@ -98,7 +98,7 @@ def stray_temporaries(folder: Path) -> list[str]:
 
 
 # -- local folders ----------------------------------------------------------------------------------------
-def test_two_pushers_into_one_folder_keep_every_index_entry(signature, tmp_path, monkeypatch):
+def test_two_pushers_into_one_folder_keep_every_index_entry(tiny, tmp_path, monkeypatch):
     """Each pusher reads the index and writes it back; without a lock both read it before either writes, and the
     index forgets one signature (here the reads are slowed down so that they always overlap)."""
     from fisherhub.hub import push as push_module
@@ -112,8 +112,9 @@ def test_two_pushers_into_one_folder_keep_every_index_entry(signature, tmp_path,
         return entries
 
     monkeypatch.setattr(push_module, "folder_entries", slow_read)
-    signatures = [
-        dataclasses.replace(signature, metadata={**signature.metadata, "dataset": f"org/data-{k}"}) for k in range(2)
+    signatures = [  # of other documents each (a push replaces a signature of the same data under another name)
+        sketch_texts(TEXTS[k:], *loaded(tiny), m=M, metadata={"base_model": "tester/tiny", "dataset": f"org/data-{k}"})
+        for k in range(2)
     ]
     errors = []
 

@@ -38,7 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=HelpFormatter,
     )
-    commands = parser.add_subparsers(dest="hub_command", metavar="COMMAND", required=True, help="serve: run the local Hub")
+    commands = parser.add_subparsers(
+        dest="hub_command", metavar="COMMAND", required=True, help="serve: run the local Hub"
+    )
     serve = commands.add_parser(
         "serve",
         help="serve a local Hub on 127.0.0.1 and print the environment that points the Hub clients at it",

@@ -1,13 +1,13 @@
 """A local stand-in for the part of the Hugging Face Hub HTTP API that `huggingface_hub` 2.4 uses.
 
 Tests point the real client at it (``HF_ENDPOINT``, set in ``conftest.py``); nothing here contacts the Hub.
-Repos (model / dataset / space) live in memory with a git-like history: commits with 40-hex ids and one
+Repos (model / dataset / space) live in memory (or in ``root``, below) with a git-like history: commits with 40-hex ids and one
 parent, files as bytes identified by their git blob sha1, branches (``main``) and PR refs (``refs/pr/N``).
 A new repo has the Hub's "initial commit" (a ``.gitattributes``). Protocol notes: /work/shared/hub-protocol.md.
 
-{t} = models|datasets|spaces; {id} = namespace/name (a model id without a namespace, such as ``gpt2``, is read
-as the Hub reads one: here never found, as no repo is created without a namespace); {rev} (URL-quoted) = a branch, refs/heads/<b>,
-refs/pr/<n> or a commit id (40 hex, or a unique prefix of 7+).
+{t} = models|datasets|spaces; {id} = namespace/name (a model id without a namespace, such as ``gpt2``, is
+answered as the Hub answers one it lacks: 404 RepoNotFound, as no repo here is made without a namespace);
+{rev} (URL-quoted) = a branch, refs/heads/<b>, refs/pr/<n> or a commit id (40 hex, or a unique prefix of 7+).
 
   POST /api/repos/create           {name, organization, type, visibility|private, sdk} -> {url}; 409 if it exists
   GET  /api/whoami-v2              the test user
