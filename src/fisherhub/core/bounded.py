@@ -70,8 +70,11 @@ def tree_problem(value: Any, max_depth: int, max_values: int) -> str | None:
     return None
 
 
-def _too_large(where: str, size: int, max_bytes: int) -> str:
-    return f"{where} is {size:,} bytes, larger than the {max_bytes:,} such a file may have: not read"
+def check_size(size: int | None, where: str, *, max_bytes: int, error: type[FisherHubError] = InputError) -> None:
+    """``error`` naming ``where`` when ``size`` (bytes; None: not known) is larger than ``max_bytes``: a file a
+    listing gives the size of is refused before it is downloaded."""
+    if size is not None and size > max_bytes:
+        raise error(f"{where} is {size:,} bytes, larger than the {max_bytes:,} such a file may have: not read")
 
 
 def read_file(
@@ -83,8 +86,7 @@ def read_file(
         status = os.stat(path)
         if not stat.S_ISREG(status.st_mode):
             raise error(f"{where} is not a regular file: not read")
-        if status.st_size > max_bytes:
-            raise error(_too_large(where, status.st_size, max_bytes))
+        check_size(status.st_size, where, max_bytes=max_bytes, error=error)
         with open(path, "rb") as handle:
             return handle.read(max_bytes + 1)  # a file that grew since is refused by its reader
     except OSError as exc:
@@ -92,8 +94,7 @@ def read_file(
 
 
 def _text(data: bytes | str, where: str, max_bytes: int, error: type[FisherHubError]) -> str:
-    if len(data) > max_bytes:
-        raise error(_too_large(where, len(data), max_bytes))
+    check_size(len(data), where, max_bytes=max_bytes, error=error)
     try:
         return data.decode("utf-8") if isinstance(data, bytes) else data
     except UnicodeDecodeError as exc:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from fisherhub.core.bounded import read_file, read_json
+from fisherhub.core.bounded import check_size, read_file, read_json
 from fisherhub.core.errors import FisherHubError, InputError, SignatureFileError
 from fisherhub.core.features import SKETCHES
 from fisherhub.core.signature import Signature
@@ -893,13 +893,17 @@ def load_index(name: str | SignatureRef, token: str | None = None, columns: list
     ref = name if isinstance(name, SignatureRef) else index_ref(name)
     where = f"datasets/{ref.repo_id}"
     with hub_errors(where):
-        info = HfApi(token=token).repo_info(ref.repo_id, repo_type="dataset", revision=ref.revision)
+        info = HfApi(token=token).repo_info(
+            ref.repo_id, repo_type="dataset", revision=ref.revision, files_metadata=True
+        )
     files = sorted(s.rfilename for s in info.siblings or [])
+    sizes = {s.rfilename: s.size for s in info.siblings or []}
     if STATE_PATH not in files:
         raise InputError(
             f"{where}: not a fisherhub signature index (no {STATE_PATH}); build one with `fisherhub index build`"
         )
     shards = [f for f in files if f.startswith(f"{DATA_DIR}/") and f.endswith(".parquet")]
+    check_size(sizes[STATE_PATH], f"{where}: {STATE_PATH}", max_bytes=MAX_STATE_BYTES)  # before any download
 
     def fetch(path: str) -> str:
         with hub_errors(where, path):

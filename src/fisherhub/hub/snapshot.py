@@ -12,10 +12,10 @@ from typing import Any
 from huggingface_hub import HfApi, constants, hf_hub_download, snapshot_download, try_to_load_from_cache
 from huggingface_hub.errors import IncompleteSnapshotError, LocalEntryNotFoundError
 
-from fisherhub.core.bounded import check_tree
+from fisherhub.core.bounded import check_size, check_tree
 from fisherhub.hub.cards import CARD_NAME, MAX_CARD_BYTES, card_text, parse_card, read_card, signature_entries
 from fisherhub.hub.errors import CardError, OfflineCacheError, hub_errors
-from fisherhub.hub.index import INDEX_FOLDERS, index_bytes, merge_entries, parse_index
+from fisherhub.hub.index import INDEX_FOLDERS, MAX_INDEX_BYTES, index_bytes, merge_entries, parse_index
 from fisherhub.hub.refs import SignatureRef, is_signature_file
 
 logger = logging.getLogger(__name__)
@@ -80,7 +80,9 @@ class RepoSnapshot:
         if not self.complete or any(path in self.files for path in INDEX_FOLDERS):
             return merge_entries(self._indexed("", str(self.ref), token), card)
         if CARD_NAME in self.files and not self.listed:  # cached for offline use, read as the Hub did
-            text = card_text(self.download(CARD_NAME, token), str(self.ref))
+            where = str(self.ref)
+            check_size(self.files[CARD_NAME], f"{where}: {CARD_NAME}", max_bytes=MAX_CARD_BYTES, error=CardError)
+            text = card_text(self.download(CARD_NAME, token), where)
             card = signature_entries(read_card(text, str(self.ref), self.ref.repo_type).data, str(self.ref))
         return card
 
@@ -91,9 +93,11 @@ class RepoSnapshot:
             if not self.complete:
                 cached = self.cached_file(prefix + path)
                 data = index_bytes(cached, where, path) if cached is not None else None
+            elif prefix + path in self.files:
+                check_size(self.files[prefix + path], f"{where}: {path}", max_bytes=MAX_INDEX_BYTES, error=CardError)
+                data = index_bytes(self.download(prefix + path, token), where, path)
             else:
-                downloaded = self.download(prefix + path, token) if prefix + path in self.files else None
-                data = index_bytes(downloaded, where, path) if downloaded is not None else None
+                data = None
             if data is not None:
                 listings.append(parse_index(data, where, path))
         return merge_entries(*listings)

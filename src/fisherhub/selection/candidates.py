@@ -181,7 +181,14 @@ def _adapter_config_base(snapshot, subfolder: str | None, token: str | None) -> 
     """``base_model_name_or_path`` of the repo's ``adapter_config.json`` (under ``subfolder``), read with
     ``peft.PeftConfig`` (``Skip`` for a type that is not ranked); one small download through the cache
     (offline: the cached copy)."""
+    from fisherhub.core.bounded import check_size
+    from fisherhub.lm.adapter_config import MAX_ADAPTER_CONFIG_BYTES
+
     path = f"{subfolder}/{ADAPTER_CONFIG}" if subfolder else ADAPTER_CONFIG
+    try:  # a size the listing gives: refused before the download
+        check_size(snapshot.files.get(path), path, max_bytes=MAX_ADAPTER_CONFIG_BYTES)
+    except InputError as exc:
+        raise Skip(str(exc)) from exc
     local = snapshot.download(path, token) if snapshot.complete else snapshot.cached_file(path)
     if local is None or not local.is_file():
         return None  # offline and never fetched: nothing names the base model

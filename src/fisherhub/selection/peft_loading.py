@@ -102,8 +102,9 @@ def check_adapter(
     name, size = _weights_file(adapter, token)
     if size is not None and size > max_bytes:
         raise Skip(
-            f"{name} is {size:,} bytes, more than an adapter of this base model may be ({max_bytes:,}: the base "
-            "model's parameters at 4 bytes each); pass max_adapter_bytes= (--max-adapter-mb) to load it"
+            f"{name} is {size:,} bytes, more than the {max_bytes:,} an adapter may have here (by default its base "
+            "model's parameters at 4 bytes each: no low-rank update is larger); pass max_adapter_bytes= "
+            "(--max-adapter-mb) to load it"
         )
 
 
@@ -133,10 +134,11 @@ def adapter_on(model, adapter: AdapterLocation, token: str | None = None) -> Ite
     """``adapter`` loaded onto ``model`` alone (a ``peft.PeftModel`` in eval mode, the adapter named
     ``MEASURED_ADAPTER``); afterwards, whatever was raised, every PEFT layer is out of ``model`` again, which is
     the plain base model with the same parameters (``InputError`` if not: it cannot be measured under another
-    adapter). ``Skip`` with peft's reason when it cannot load the adapter."""
+    adapter; the ``requires_grad`` flags peft turns off are turned back). ``Skip`` with peft's reason when it
+    cannot load the adapter."""
     from peft import PeftModel
 
-    parameters = [name for name, _ in model.named_parameters()]
+    trainable = {name: parameter.requires_grad for name, parameter in model.named_parameters()}
     try:
         try:
             peft_model = PeftModel.from_pretrained(
@@ -147,11 +149,14 @@ def adapter_on(model, adapter: AdapterLocation, token: str | None = None) -> Ite
         yield peft_model.eval()
     finally:
         _strip_adapter_layers(model)
-        if [name for name, _ in model.named_parameters()] != parameters:
+        parameters = dict(model.named_parameters())
+        if list(parameters) != list(trainable):
             raise InputError(
                 f"loading {adapter.path} changed the base model's parameters, and taking it out did not restore "
                 "them: load the base model again"
             )
+        for name, parameter in parameters.items():
+            parameter.requires_grad_(trainable[name])
 
 
 def load_base_model(base_model: str | None, signature: Signature | None = None, token: str | None = None):
