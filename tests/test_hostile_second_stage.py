@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from test_selection import DOMAINS, SIGNED_DOCUMENTS, TRAIN_BATCH, TRAIN_STEPS, VOCAB_SIZE, M, domain_texts, train_lora
+from test_selection import VOCAB_SIZE, domain_texts
+from test_selection_rerank import signed_lora_folders
 
 from fisherhub.cli import main
-from fisherhub.pipeline.loop import sketch_texts
 from fisherhub.selection import select_adapter
 from fisherhub.selection.errors import Skip, UnmeasurableAdaptersError
 from fisherhub.selection.peft_loading import default_max_adapter_bytes
@@ -74,16 +74,7 @@ def world(tmp_path_factory):
     tokenizer = tiny_tokenizer(VOCAB_SIZE)
     base.save_pretrained(folder / "base")
     tokenizer.save_pretrained(folder / "base")
-    good = []
-    for domain in range(DOMAINS - 1):
-        texts = domain_texts(domain, TRAIN_STEPS * TRAIN_BATCH, seed=100 + domain)
-        path = folder / f"lora-{domain}"
-        train_lora(base, tokenizer, texts).save_pretrained(path)
-        (path / ".fisher_signatures").mkdir()
-        sketch_texts(texts[:SIGNED_DOCUMENTS], base, tokenizer, m=M, reflection=True).save(
-            path / ".fisher_signatures" / "training-data.safetensors"
-        )
-        good.append(path)
+    good = signed_lora_folders(base, tokenizer, folder, 2)
     broken = {kind: _broken_copy(good[0], folder / kind, kind) for kind in [*REASONS, "other-base"]}
     ia3 = get_peft_model(
         tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=VOCAB_SIZE),
@@ -237,6 +228,23 @@ def test_measure_adapter_skips_with_the_reason_and_gives_the_base_model_back(wor
         assert_same_base(model, before)
     finally:
         model.lm_head.weight.requires_grad_(False)
+
+
+def test_an_adapter_whose_forward_pass_fails_is_skipped(world, monkeypatch):
+    import fisherhub.selection.rerank as rerank
+
+    measured_under = rerank.document_losses
+
+    def failing_under_an_adapter(model, batches, device=None):
+        if hasattr(model, "peft_config"):
+            raise RuntimeError("an adapter layer failed " + "at length " * 100)
+        return measured_under(model, batches, device)
+
+    monkeypatch.setattr(rerank, "document_losses", failing_under_an_adapter)
+    before = base_state(world["base"])
+    with pytest.raises(UnmeasurableAdaptersError, match=r"it fails on the target's documents \(RuntimeError: an "):
+        select(world, world["good"], rerank=2)
+    assert_same_base(world["base"], before)
 
 
 def test_a_larger_bound_lets_a_large_adapter_through_to_the_next_check(world, capsys):

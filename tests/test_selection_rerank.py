@@ -30,15 +30,11 @@ from fisherhub.selection.peft_loading import adapter_on
 from fisherhub.selection.rerank import second_stage_candidates
 
 
-@pytest.fixture(scope="module")
-def adapters(tmp_path_factory):
-    """A tiny base model and one LoRA adapter folder per domain, its training data's signature inside."""
-    folder = tmp_path_factory.mktemp("rerank")
-    base = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=VOCAB_SIZE)
-    base.requires_grad_(False)
-    tokenizer = tiny_tokenizer(VOCAB_SIZE)
+def signed_lora_folders(base, tokenizer, folder, domains: int) -> list:
+    """``folder/lora-<domain>``: a LoRA adapter trained on each of the first ``domains`` domains, its training
+    data's signature inside."""
     folders = []
-    for domain in range(DOMAINS):
+    for domain in range(domains):
         texts = domain_texts(domain, TRAIN_STEPS * TRAIN_BATCH, seed=100 + domain)
         path = folder / f"lora-{domain}"
         train_lora(base, tokenizer, texts).save_pretrained(path)
@@ -47,6 +43,17 @@ def adapters(tmp_path_factory):
             path / ".fisher_signatures" / "training-data.safetensors"
         )
         folders.append(path)
+    return folders
+
+
+@pytest.fixture(scope="module")
+def adapters(tmp_path_factory):
+    """A tiny base model and one LoRA adapter folder per domain, its training data's signature inside."""
+    folder = tmp_path_factory.mktemp("rerank")
+    base = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=VOCAB_SIZE)
+    base.requires_grad_(False)
+    tokenizer = tiny_tokenizer(VOCAB_SIZE)
+    folders = signed_lora_folders(base, tokenizer, folder, DOMAINS)
     return {"base": base, "tokenizer": tokenizer, "folders": folders, "target": domain_texts(0, 40, seed=999)}
 
 

@@ -108,6 +108,12 @@ def check_adapter(
         )
 
 
+def brief(exc: BaseException, limit: int = 240) -> str:
+    """``exc`` on one line: its type and the start of its message (a stranger's file can make it long)."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:limit]}{'…' if len(text) > limit else ''}"
+
+
 def _strip_adapter_layers(model) -> None:
     """Every PEFT layer of ``model`` replaced by the module it wraps, as ``PeftModel.unload`` does (nothing
     merged), also after a load that failed half way, when there is no ``PeftModel`` to unload."""
@@ -145,7 +151,7 @@ def adapter_on(model, adapter: AdapterLocation, token: str | None = None) -> Ite
                 model, adapter.path, adapter_name=MEASURED_ADAPTER, **adapter.hub_kwargs(token)
             )
         except Exception as exc:  # noqa: BLE001 (peft on a stranger's files: whatever it raises, the adapter is at fault)
-            raise Skip(f"peft cannot load it ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})") from exc
+            raise Skip(f"peft cannot load it ({brief(exc)})") from exc
         yield peft_model.eval()
     finally:
         _strip_adapter_layers(model)

@@ -36,7 +36,13 @@ from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.core.errors import InputError
 from fisherhub.core.geometry import CLEAR_GAP_Z
 from fisherhub.selection.errors import Skip, UnmeasurableAdaptersError
-from fisherhub.selection.peft_loading import MEASURED_ADAPTER, adapter_on, check_adapter, default_max_adapter_bytes
+from fisherhub.selection.peft_loading import (
+    MEASURED_ADAPTER,
+    adapter_on,
+    brief,
+    check_adapter,
+    default_max_adapter_bytes,
+)
 from fisherhub.selection.ranking import best_first
 from fisherhub.selection.rows import Skipped
 
@@ -146,9 +152,7 @@ def measure_adapter(
         try:
             losses = document_losses(peft_model, batches)
         except Exception as exc:  # noqa: BLE001 (a stranger's adapter on the target: any failure is the adapter's)
-            raise Skip(
-                f"it fails on the target's documents ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
-            ) from exc
+            raise Skip(f"it fails on the target's documents ({brief(exc)})") from exc
     if not bool(torch.isfinite(losses.nll).all()):
         raise Skip("its loss on the target is not finite (NaN or inf): a broken adapter, not measured")
     return losses
