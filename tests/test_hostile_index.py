@@ -208,6 +208,25 @@ def test_a_signature_whose_spec_is_nested_too_deep_is_refused():
         Signature.from_bytes(forged(make_signature(BASE, "org/a", seed=1), spec=DEEP.decode()))
 
 
+def test_a_signature_header_nested_too_deep_on_the_hub_is_a_problem_of_that_file(adapters, hub, tmp_path):
+    """The client parses a Hub file's safetensors header with ``json``, unbounded: the file is refused, the rest
+    of the repo listed and the build goes on."""
+    import struct
+
+    from fisherhub.hub import list_signatures
+
+    header = b'{"a":' + b"[" * 5000 + b"]" * 5000 + b"}"
+    set_files(
+        hub, adapters[0], "model", {f"{SIGNATURE_FOLDER}/evil.safetensors": struct.pack("<Q", len(header)) + header}
+    )
+    problems = {info.path: info.problem for info in list_signatures(adapters[0])}
+    assert problems[f"{SIGNATURE_FOLDER}/evil.safetensors"] == (
+        "not a readable safetensors file (its header is not a JSON mapping a safetensors reader accepts)"
+    )
+    assert list(problems.values()).count(None) == 1
+    assert build_index(BASE, INDEX, work=tmp_path / "work")[1].problems == 1
+
+
 # -- item 5: a regular file as the work folder -----------------------------------------------------------------
 def test_a_file_as_the_work_folder_is_a_clear_error_and_is_kept(adapters, hub, tmp_path, capsys):
     work = tmp_path / "notes.txt"
