@@ -666,7 +666,10 @@ def _state_problem(document: dict[str, Any]) -> str | None:
             and isinstance(entry.get("problems", []), list)
         ):
             return f"repo entry {number} is not a mapping with a repo_id, a repo_type and a commit"
-    if not isinstance(document.get("layout", {}), dict) or not isinstance(document.get("sketch_ids", []), list):
+    layout = document.get("layout", {})
+    if not (isinstance(layout, dict) and isinstance(layout.get("sketches", []), list)) or not isinstance(
+        document.get("sketch_ids", []), list
+    ):
         return "its layout or sketch ids are malformed"
     return None
 
