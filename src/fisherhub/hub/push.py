@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +14,7 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.hf_api import RepoSibling
 
+from fisherhub.core.bounded import read_file, read_json
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.core.signature import Signature
 from fisherhub.hub.cards import CARD_NAME, download_card, read_card, set_entries
@@ -228,7 +228,8 @@ def push_signature(
     adapter = target.repo_type == "model" and (created or ADAPTER_CONFIG in files)
     if adapter and not created and not force:
         card_base = (snapshot.card_data or {}).get("base_model")
-        check_adapter_base(signature, str(target), [card_base, lambda: _hub_adapter_base(snapshot, token)])
+        commit = snapshot.ref.revision
+        check_adapter_base(signature, str(target), [card_base, lambda: _adapter_base(target.repo_id, commit, token)])
     update = _update(
         signature,
         _entries(lambda: snapshot.entries(token), repair_card),
@@ -307,7 +308,7 @@ def _write_to_folder(
     old_card = folder_card(folder)
     repo_type = repo_type or folder_repo_type(folder)
     if repo_type == "model" and (folder / ADAPTER_CONFIG).is_file() and not force:
-        check_adapter_base(signature, str(folder), [lambda: _folder_adapter_base(folder)])
+        check_adapter_base(signature, str(folder), [lambda: _adapter_base(folder)])
     update = _update(
         signature,
         _entries(lambda: folder_entries(folder), repair_card),
@@ -345,27 +346,19 @@ def _readable(load: Callable[[], Signature]) -> Signature | None:
         return None
 
 
-def _hub_adapter_base(snapshot: RepoSnapshot, token: str | None) -> str | None:
-    """``base_model_name_or_path`` of the repo's ``adapter_config.json`` (one small download), None when unreadable."""
+def _adapter_base(source: str | os.PathLike, revision: str | None = None, token: str | None = None) -> str | None:
+    """``base_model_name_or_path`` of the ``adapter_config.json`` of a local adapter folder or Hub repo (at
+    ``revision``; one small download), read by the bounded reader; None when it cannot be read."""
+    from fisherhub.lm.adapter_config import MAX_ADAPTER_CONFIG_BYTES, adapter_config_file
+
     try:
-        with open(snapshot.download(ADAPTER_CONFIG, token), encoding="utf-8") as handle:
-            return _config_base(handle.read())
+        file = adapter_config_file(source, revision=revision, token=token)
+        where = str(file)
+        data = read_file(file, where, max_bytes=MAX_ADAPTER_CONFIG_BYTES)
+        document = read_json(data, where, max_bytes=MAX_ADAPTER_CONFIG_BYTES)
     except (FisherHubError, OSError):
         return None
-
-
-def _folder_adapter_base(folder: Path) -> str | None:
-    try:
-        return _config_base((folder / ADAPTER_CONFIG).read_text(encoding="utf-8"))
-    except OSError:
-        return None
-
-
-def _config_base(text: str) -> str | None:
-    try:
-        value = json.loads(text).get("base_model_name_or_path")
-    except (ValueError, AttributeError, RecursionError):
-        return None
+    value = document.get("base_model_name_or_path") if isinstance(document, dict) else None
     return value if isinstance(value, str) and value else None
 
 
