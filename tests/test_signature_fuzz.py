@@ -226,7 +226,7 @@ def test_fuzzed_values_are_refused_or_flagged_and_never_ranked_above_plausible(s
     import math
 
     from fisherhub.selection import select_adapter
-    from fisherhub.selection.ranking import PLAUSIBLE_Z
+    from fisherhub.core.plausibility import PLAUSIBLE_Z
 
     spec = signature.spec
     target = sketch(spec, *synthetic_task(300, 8, 64, seed=1), doc_index=torch.arange(300) // 3)

@@ -78,6 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fisherhub.core.errors import InputError
     from fisherhub.selection import SketchOptions, select_adapter
 
     data = DataArgs(args.target, split=args.split, text_column=args.text_column, max_documents=args.max_documents)
@@ -96,12 +97,17 @@ def run(args: argparse.Namespace) -> int:
         selection.verify(top_k=args.verify)
     if sys.stdout.isatty():
         require("rich")
-        from rich.console import Console
+        from fisherhub.safe_text import console
 
-        Console().print(selection.rich_table(limit=args.top_k))
+        console().print(selection.rich_table(limit=args.top_k))
     else:
         print(selection.table(limit=args.top_k))
     best = selection.best
+    if best.implausible:
+        raise InputError(
+            f"no candidate is to be trusted: each fails a bounded-claims check (marked ! above), the first "
+            f"{best.candidate}: {best.doubt}"
+        )
     measured = (
         [] if selection.rerank is None else [m for m in selection.rerank.measured if m.candidate == best.candidate]
     )
