@@ -247,6 +247,14 @@ def test_select_ranks_it_last_or_skips_it(world, name):
         assert forged_row.doubt is None
 
 
+def test_a_doubted_candidate_is_never_mixed_in(world):
+    path, near = forged_file(world, "split norms x 1e-3"), world["files"]["near"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        selection = select_adapter(world["target"], [path, near])
+    assert selection.weights() == {near: 1.0, path: 0.0}
+
+
 def test_select_refuses_when_no_candidate_is_to_be_trusted(world, capsys):
     path = forged_file(world, "split norms x 1e-3")
     assert main(["select", world["files"]["target"], path]) == 1

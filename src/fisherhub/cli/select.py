@@ -112,8 +112,10 @@ def run(args: argparse.Namespace) -> int:
         [] if selection.rerank is None else [m for m in selection.rerank.measured if m.candidate == best.candidate]
     )
     loss = "".join(f"target loss {m.loss:.4f} ± {m.stderr:.4f}, " for m in measured)
+    noise = " ! (noise: its split norms are not resolved, see above)" if best.doubt else ""
     print(
-        f"best: {best.candidate} ({loss}{selection.score} {best.score:.3f} ± {best.stderr:.3f}), from {best.signature_source}"
+        f"best: {best.candidate} ({loss}{selection.score} {best.score:.3f} ± {best.stderr:.3f}), from "
+        f"{best.signature_source}{noise}"
     )
     if args.plot:
         print(f"wrote {selection.plot(args.plot, limit=args.top_k)}")

@@ -24,10 +24,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import warnings
 from pathlib import Path
 from collections.abc import Sequence
-
-import warnings
 
 import torch
 

@@ -43,7 +43,7 @@ class PlausibilityTally:
             self.add(signature)
             return signature
 
-        SketchState.finalize = checked  # type: ignore[method-assign]
+        SketchState.finalize = checked  # type: ignore[method-assign, assignment]
         try:
             yield self
         finally:
