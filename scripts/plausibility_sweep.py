@@ -4,8 +4,8 @@
     python scripts/plausibility_sweep.py benchmarks.run --all --quick     # every benchmark's quick run
     python scripts/plausibility_sweep.py benchmarks.run exp2              # one full suite
 
-Run from the repository root (``benchmarks`` is imported from there). Exits 1 when a signature is doubted (a false
-alarm: the benchmarks sketch honest data), else with the module's own exit code.
+Run from the repository root (``benchmarks`` is imported from there). Exits 1 when a signature or a pair is doubted
+(a false alarm: the benchmarks sketch honest data), else with the module's own exit code.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         except SystemExit as exit_:
             code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
     print("\n".join(tally.lines()))
-    return 1 if tally.doubted else code
+    return 1 if tally.doubted or tally.doubted_pairs else code
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ class Case:
 CASES = {
     "split norms x 1e-3": Case("near", "target", "doubt", SELF_DOMINANCE, _scaled(split_norms=1e-3)),
     "joint values x 40": Case("far", "target", "doubt", SELF_DOMINANCE, _scaled(joint=40.0)),
-    "joint values x 2, a near pair": Case("near", "target", "doubt", ALIGNMENT_RANGE, _scaled(joint=2.0)),
+    "joint values x 2.5, a near pair": Case("near", "target", "doubt", ALIGNMENT_RANGE, _scaled(joint=2.5)),
     "split norms x 1e-3, marked unresolved": Case(
         "near",
         "target",
@@ -270,7 +270,7 @@ def test_an_implausible_target_is_refused(world):
         rank_nearest(forgery, {"near": world["near"]})
 
 
-def test_a_short_signature_is_noise_not_refused():
+def test_a_short_signature_is_noise_not_refused(tmp_path, capsys):
     """A signature its writer marked unresolved (too few documents) whose R̂ is beyond the bound: noise, flagged and
     warned by compare, ranked after the plausible candidates, never refused (exit 0)."""
     spec = SketchSpec(d=8, vocab_size=16, m=64)
@@ -287,6 +287,48 @@ def test_a_short_signature_is_noise_not_refused():
     doubt, noise = short.findings()
     assert doubt is None and noise.startswith("unresolved split norms") and SELF_DOMINANCE in noise
     assert result.source_noise == noise and result.pair_doubt is None and result.norm_clamped
+    short.save(tmp_path / "short.safetensors")
+    other.save(tmp_path / "other.safetensors")
+    files = [str(tmp_path / "short.safetensors"), str(tmp_path / "other.safetensors")]
+    assert main(["compare", *files, "--heatmap", ""]) == 0
+    out = capsys.readouterr().out
+    assert "warning: short: unresolved split norms" in out and "!" not in out
+
+
+def test_nearest_on_the_hub(world, hub, hf_api, hf_hub_cache):
+    """``nearest_signatures``: a doubted signature ranks after the plausible ones, a refused file is left out with a
+    warning naming it and the check."""
+    from fisherhub.hub import push_signature
+    from fisherhub.selection.nearest import nearest_signatures
+    from fisherhub.testing.hub_repos import create_adapter
+
+    for repo, signature in {"org/near": world["near"], "org/far": world["far"]}.items():
+        push_signature(signature, create_adapter(hf_api, repo, BASE))
+    for repo, name in {"org/forged": "split norms x 1e-3", "org/refused": "header m against the body"}.items():
+        push_signature(world["far"], create_adapter(hf_api, repo, BASE))  # then the file replaced by a forgery
+        [path] = [p for p in hub.files(repo, "model") if p.endswith(".safetensors")]
+        hf_api.upload_file(path_or_fileobj=CASES[name].forge(world), path_in_repo=path, repo_id=repo)
+    with pytest.warns(UserWarning, match=f"org/refused.* left out: .*{HEADER_CHECK}"):
+        neighbours = nearest_signatures(world["target"])
+    assert [n.name.split("@")[0] for n in neighbours] == ["org/near", "org/far", "org/forged"]
+    assert neighbours[-1].doubt.startswith("source: implausible split norms") and neighbours[0].doubt is None
+
+
+def test_out_of_range_with_a_short_signature_is_noise_and_shared_documents_are_allowed():
+    from fisherhub.core.plausibility import pair_findings
+
+    cosines, stderrs = torch.tensor([[[1.0, 3.0], [3.0, 1.0]]] * 3), torch.full((3, 2, 2), 0.1)
+    doubts, noise = pair_findings(cosines, stderrs, torch.ones(3, 2), [10, 100], {})
+    assert (
+        doubts[0][1] is None and noise[0][1].startswith("noisy alignment") and "fewer than 20 documents" in noise[0][1]
+    )
+    doubts, noise = pair_findings(cosines, stderrs, torch.ones(3, 2), [20, 100], {})
+    assert doubts[0][1].startswith("implausible alignment") and noise[0][1] is None
+    # equal sketches (the same inputs under other labels, SPEC §5's witness): the estimate is R̂ itself
+    doubts, _ = pair_findings(
+        torch.full((3, 2, 2), 1.3), torch.full((3, 2, 2), 0.01), torch.full((3, 2), 1.3), [50] * 2, {}
+    )
+    assert doubts == ((None, None), (None, None))
 
 
 # -- the index: rows that fail the checks are left out, a doubted neighbour is marked -------------------------------
@@ -299,7 +341,7 @@ def test_index_show_and_select_index(world, hub, hf_api, hf_hub_cache, tmp_path,
 
     tampered = {
         "org/forged-norms": Signature.from_bytes(CASES["split norms x 1e-3"].forge(world)),
-        "org/forged-joint": Signature.from_bytes(CASES["joint values x 2, a near pair"].forge(world)),
+        "org/forged-joint": Signature.from_bytes(CASES["joint values x 2.5, a near pair"].forge(world)),
     }
     for repo, signature in {"org/near": world["near"], **tampered}.items():
         push_signature(signature, create_adapter(hf_api, repo, BASE))
@@ -332,7 +374,7 @@ def test_an_index_neighbour_is_a_plausible_one_where_there_is_one(world):
     signatures = {
         "near": world["near"],
         "far": world["far"],
-        "forged": Signature.from_bytes(CASES["joint values x 2, a near pair"].forge(world)),
+        "forged": Signature.from_bytes(CASES["joint values x 2.5, a near pair"].forge(world)),
     }
     rows = [
         signature_row(

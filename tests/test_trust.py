@@ -94,9 +94,12 @@ def test_implausible_estimates_are_flagged(world):
 
     result = alignment(world["good"], world["target"])
     assert result.doubt is None and result.plausible
-    assert "outside [0, 1] by more than 4 se (check: alignment range)" in range_doubt({"fisher": (5.0, 0.1)})
-    assert "fisher = nan" in range_doubt({"fisher": (math.nan, 0.1)})
-    assert range_doubt({"fisher": (1.3, 0.1)}) is None  # within 4 se of 1
+    doubt = range_doubt({"fisher": (5.0, 0.1, 0.0)})
+    assert "fisher = 5 ± 0.1 outside [0, 1] by more than 5 se" in doubt and doubt.endswith("(check: alignment range)")
+    assert "fisher = nan" in range_doubt({"fisher": (math.nan, 0.1, 0.0)})
+    assert range_doubt({"fisher": (1.45, 0.1, 0.0)}) is None  # within 5 se of 1
+    assert range_doubt({"fisher": (1.55, 0.1, 0.1)}) is None  # and of what shared documents add
+    assert "outside [0, 1.05]" in range_doubt({"fisher": (1.6, 0.1, 0.05)})
 
 
 def _adapter(folder, signature: Signature):

@@ -71,8 +71,15 @@ def doubt_lines(matrix: AlignmentMatrix) -> list[str]:
 
 
 def noise_lines(matrix: AlignmentMatrix) -> list[str]:
-    """The signatures of ``matrix`` whose unresolved split norms make their alignments noise ("NAME: noise")."""
-    return [f"{name}: {noise}" for name, noise in zip(matrix.names, matrix.signature_noise) if noise]
+    """The signatures of ``matrix`` whose unresolved split norms make their alignments noise ("NAME: noise"), then
+    the pairs whose estimates are out of range with too few documents to tell ("NAME vs NAME: noise")."""
+    names, n = matrix.names, len(matrix.names)
+    lines = [f"{name}: {noise}" for name, noise in zip(names, matrix.signature_noise) if noise]
+    for i in range(n):
+        for j in range(i + 1, n):
+            if noise := matrix.pair_noise[i][j] or matrix.pair_noise[j][i]:
+                lines.append(f"{names[i]} vs {names[j]}: {noise}")
+    return lines
 
 
 def matrix_significance(matrix: AlignmentMatrix) -> dict[str, torch.Tensor]:

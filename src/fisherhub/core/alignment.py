@@ -97,7 +97,7 @@ class AlignmentResult:
     #: a split-sample norm of either signature was not resolved: the values are shrunk toward 0, trust the stderr
     norm_clamped: bool = False
     #: why the source's / the target's own numbers are not what the math allows (``Signature.findings``), and why
-    #: the pair's are not (``plausibility.range_doubt``, ``parts_doubt``); None where they are
+    #: the pair's are not (``plausibility.pair_findings``); None where they are
     source_doubt: str | None = None
     target_doubt: str | None = None
     pair_doubt: str | None = None
@@ -105,6 +105,9 @@ class AlignmentResult:
     #: alignments are noise (warned, ranked after the plausible ones, not refused)
     source_noise: str | None = None
     target_noise: str | None = None
+    #: the pair's estimates outside what the math allows where a signature has too few documents to tell
+    #: (``plausibility.short_noise``)
+    pair_noise: str | None = None
 
     @property
     def doubt(self) -> str | None:
@@ -113,8 +116,9 @@ class AlignmentResult:
 
     @property
     def noise(self) -> str | None:
-        """Which side's split norms were not resolved beyond the self-dominance bound (None: neither's)."""
-        return _joined(("source", self.source_noise), ("target", self.target_noise))
+        """Why these numbers are noise (None: they are not): a side's split norms not resolved beyond the
+        self-dominance bound, or the pair's estimates out of range with too few documents to tell."""
+        return _joined(("source", self.source_noise), ("target", self.target_noise), ("", self.pair_noise))
 
     @property
     def plausible(self) -> bool:
@@ -150,8 +154,9 @@ class AlignmentMatrix:
     signature_doubts: tuple[str | None, ...] = ()
     #: per signature: its unresolved split norms beyond the self-dominance bound (``Signature.findings``), or None
     signature_noise: tuple[str | None, ...] = ()
-    #: (n, n): why a pair's estimates are not what the math allows (``plausibility.pair_doubts``), or None
+    #: (n, n): why a pair's estimates are not what the math allows, and their noise (``plausibility.pair_findings``)
     pair_doubts: tuple[tuple[str | None, ...], ...] = ()
+    pair_noise: tuple[tuple[str | None, ...], ...] = ()
 
     def doubt(self, i: int, j: int) -> str | None:
         """Why the alignment of tasks i and j cannot be taken at face value (None: it can), naming the tasks."""
@@ -159,8 +164,9 @@ class AlignmentMatrix:
         return _joined(*((self.names[k], self.signature_doubts[k]) for k in sides), ("", self.pair_doubts[i][j]))
 
     def noise(self, i: int, j: int) -> str | None:
-        """The unresolved split norms of tasks i and j beyond the self-dominance bound, naming the tasks."""
-        return _joined(*((self.names[k], self.signature_noise[k]) for k in ((i,) if i == j else (i, j))))
+        """Why the alignment of tasks i and j is noise (``AlignmentResult.noise``), naming the tasks."""
+        sides = (i,) if i == j else (i, j)
+        return _joined(*((self.names[k], self.signature_noise[k]) for k in sides), ("", self.pair_noise[i][j]))
 
     def doubted(self) -> torch.Tensor:
         """(n, n) bool: the pairs with a ``doubt``."""
@@ -188,6 +194,7 @@ class AlignmentMatrix:
             pair_doubt=self.pair_doubts[i][j],
             source_noise=self.signature_noise[i],
             target_noise=self.signature_noise[j],
+            pair_noise=self.pair_noise[i][j],
         )
 
 
@@ -311,6 +318,9 @@ def alignment_matrix(
         coupling = shrink_toward_separable(coupling, coupling_stderr)
     clamped = torch.tensor([bool(s.metadata.get(CLAMPED_NORMS_KEY)) for s in signatures])
     findings = [signature.findings() for signature in signatures]
+    pair_doubts, pair_noise = plausibility.pair_findings(
+        cosine, stderr, dominance, [s.num_documents for s in signatures], differing_parts(signatures, means[0], same)
+    )
     return AlignmentMatrix(
         names=list(names)
         if names is not None
@@ -327,7 +337,8 @@ def alignment_matrix(
         norm_clamped=clamped[:, None] | clamped[None, :],
         signature_doubts=tuple(doubt for doubt, _ in findings),
         signature_noise=tuple(noise for _, noise in findings),
-        pair_doubts=plausibility.pair_doubts(cosine, stderr, differing_parts(signatures, means[0], same)),
+        pair_doubts=pair_doubts,
+        pair_noise=pair_noise,
     )
 
 

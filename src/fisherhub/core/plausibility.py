@@ -26,9 +26,11 @@ import torch
 
 from fisherhub.core.features import SKETCHES
 from fisherhub.core.spec import SketchSpec
+from fisherhub.core.state import MIN_DOCUMENTS
 
-#: an estimate is implausible when it lies more than this many of its standard errors outside [0, 1]
-PLAUSIBLE_Z = 4.0
+#: an estimate is implausible when it lies more than this many of its standard errors outside [0, 1]: a
+#: one-sided normal tail of 3e-7, so that the matrices of the benchmarks (up to 10⁵ cells) raise no false alarm
+PLAUSIBLE_Z = 5.0
 #: the names of the checks, as the reasons end: "(check: NAME)"
 SELF_DOMINANCE = "self-dominance bound"
 ALIGNMENT_RANGE = "alignment range"
@@ -85,24 +87,50 @@ def self_dominance_findings(
     return doubt, None
 
 
-def range_doubt(values: dict[str, tuple[float, float]]) -> str | None:
-    """Why the estimates ``values`` (cosine name -> (value, stderr)) cannot be true (None: they can): a value or
-    standard error that is not a finite number, or a value more than ``PLAUSIBLE_Z`` standard errors outside
-    [0, 1], where every cosine of non-negative kernels lies."""
+def shared_allowance(dominances: torch.Tensor) -> torch.Tensor:
+    """(…, n, n) min((R̂_i − 1)₊, (R̂_j − 1)₊): the most two tasks that share documents add to a cosine. Their
+    shared tokens' self-pairs enter ⟨μ̂_i, μ̂_j⟩ but not the split norms; they are a part of each task's own
+    self-pairs, whose excess over its split norm is R̂ − 1 (a half against its whole: the half's excess / 2, which
+    is the whole's; two equal sketches: exactly R̂ − 1). ``dominances``: (…, n) R̂ of one sketch."""
+    excess = (dominances - 1.0).clamp_min(0.0)
+    return torch.minimum(excess[..., :, None], excess[..., None, :])
+
+
+def range_doubt(values: dict[str, tuple[float, float, float]]) -> str | None:
+    """Why the estimates ``values`` (cosine name -> (value, stderr, ``shared_allowance``)) cannot be true (None:
+    they can): a value or standard error that is not a finite number, or a value more than ``PLAUSIBLE_Z``
+    standard errors outside [0, 1 + allowance], where every cosine of non-negative kernels lies (up to what
+    shared documents add)."""
     problems = []
-    for name, (value, stderr) in values.items():
+    for name, (value, stderr, allowance) in values.items():
         if not (math.isfinite(value) and math.isfinite(stderr) and stderr >= 0):
             problems.append(f"{name} = {value:.3g} ± {stderr:.3g} is not a number")
-        elif not -PLAUSIBLE_Z * stderr <= value <= 1.0 + PLAUSIBLE_Z * stderr:
-            problems.append(f"{name} = {value:.3g} ± {stderr:.3g} outside [0, 1] by more than {PLAUSIBLE_Z:g} se")
-    return f"implausible alignment: {'; '.join(problems)} (check: {ALIGNMENT_RANGE})" if problems else None
+        elif not -PLAUSIBLE_Z * stderr <= value <= 1.0 + allowance + PLAUSIBLE_Z * stderr:
+            bound = f"[0, {1.0 + allowance:.3g}]"
+            problems.append(f"{name} = {value:.3g} ± {stderr:.3g} outside {bound} by more than {PLAUSIBLE_Z:g} se")
+    if not problems:
+        return None
+    return (
+        f"implausible alignment: {'; '.join(problems)}: no estimate of a cosine of non-negative kernels "
+        f"(check: {ALIGNMENT_RANGE})"
+    )
 
 
-def outside_range(values: torch.Tensor, stderr: torch.Tensor) -> torch.Tensor:
-    """Element-wise: the cells ``range_doubt`` refuses (not finite, or more than ``PLAUSIBLE_Z`` se outside [0, 1])."""
+def outside_range(values: torch.Tensor, stderr: torch.Tensor, allowance: torch.Tensor | float = 0.0) -> torch.Tensor:
+    """Element-wise: the cells ``range_doubt`` refuses (not finite, or more than ``PLAUSIBLE_Z`` se outside
+    [0, 1 + allowance])."""
     finite = values.isfinite() & stderr.isfinite() & (stderr >= 0)
-    inside = (values >= -PLAUSIBLE_Z * stderr) & (values <= 1.0 + PLAUSIBLE_Z * stderr)
+    inside = (values >= -PLAUSIBLE_Z * stderr) & (values <= 1.0 + allowance + PLAUSIBLE_Z * stderr)
     return ~(finite & inside)
+
+
+def short_noise(reason: str) -> str:
+    """A ``range_doubt`` of a pair with a signature of fewer than ``MIN_DOCUMENTS`` documents, as its noise: the
+    split-half estimate of such a signature's norm has noise its error bars do not show."""
+    return (
+        f"{reason.removesuffix(f' (check: {ALIGNMENT_RANGE})')}, from a signature of fewer than {MIN_DOCUMENTS} "
+        f"documents, whose error bars miss part of its noise (check: {ALIGNMENT_RANGE})"
+    ).replace("implausible alignment", "noisy alignment", 1)
 
 
 def parts_doubt(differing: Sequence[str]) -> str:
@@ -113,19 +141,34 @@ def parts_doubt(differing: Sequence[str]) -> str:
     )
 
 
-def pair_doubts(
-    cosines: torch.Tensor, stderrs: torch.Tensor, differing_parts: dict[tuple[int, int], list[str]]
-) -> tuple[tuple[str | None, ...], ...]:
-    """(n, n) doubts of the pairs of an alignment matrix: ``range_doubt`` of its three cosines ((3, n, n)
-    ``cosines`` and ``stderrs``, ``SKETCHES`` order), then ``parts_doubt`` of the pairs in ``differing_parts``
-    ((i, j) -> what differs although their joint sketches agree)."""
+def pair_findings(
+    cosines: torch.Tensor,
+    stderrs: torch.Tensor,
+    dominances: torch.Tensor,
+    documents: Sequence[int],
+    differing_parts: dict[tuple[int, int], list[str]],
+) -> tuple[tuple[tuple[str | None, ...], ...], tuple[tuple[str | None, ...], ...]]:
+    """(doubts, noise), each (n, n), of the pairs of an alignment matrix: ``range_doubt`` of its three cosines
+    ((3, n, n) ``cosines`` and ``stderrs``, ``SKETCHES`` order; ``dominances`` (3, n) the R̂ of each sketch), a
+    noise (``short_noise``) where either signature has fewer than ``MIN_DOCUMENTS`` ``documents``; then
+    ``parts_doubt`` of the pairs in ``differing_parts`` ((i, j) -> what differs although their joint sketches
+    agree)."""
     n = cosines.shape[-1]
-    flagged = outside_range(cosines, stderrs).any(dim=0)
+    allowance = shared_allowance(dominances)
+    flagged = outside_range(cosines, stderrs, allowance).any(dim=0)
     doubts: list[list[str | None]] = [[None] * n for _ in range(n)]
+    noise: list[list[str | None]] = [[None] * n for _ in range(n)]
     for i, j in flagged.nonzero().tolist():
-        doubts[i][j] = range_doubt(
-            {_COSINES[name]: (float(cosines[k, i, j]), float(stderrs[k, i, j])) for k, name in enumerate(SKETCHES)}
+        reason = range_doubt(
+            {
+                _COSINES[name]: (float(cosines[k, i, j]), float(stderrs[k, i, j]), float(allowance[k, i, j]))
+                for k, name in enumerate(SKETCHES)
+            }
         )
+        if min(documents[i], documents[j]) < MIN_DOCUMENTS and reason is not None:
+            noise[i][j] = short_noise(reason)
+        else:
+            doubts[i][j] = reason
     for (i, j), differing in differing_parts.items():
         doubts[i][j] = "; ".join(filter(None, (doubts[i][j], parts_doubt(differing))))
-    return tuple(tuple(row) for row in doubts)
+    return tuple(tuple(row) for row in doubts), tuple(tuple(row) for row in noise)

@@ -368,27 +368,30 @@ def row_alignments(rows: IndexRows, indices: list[int], sketch: str = "joint") -
     return matrix
 
 
-def row_alignment_stderr(rows: IndexRows, indices: list[int], alignments: np.ndarray, sketch: str = "joint"):
-    """(k, k) standard errors of ``alignments`` (``row_alignments`` of the rows ``indices``, of one spec), as
-    ``alignment_matrix`` computes them from files (``core.alignment.cosine_stderr``); 0 on the diagonal."""
+def row_alignment_checks(rows: IndexRows, indices: list[int], alignments: np.ndarray, sketch: str = "joint"):
+    """(standard errors, ``plausibility.shared_allowance``, doubted mask), each (k, k), of ``alignments``
+    (``row_alignments`` of the rows ``indices``, of one spec), as ``alignment_matrix`` computes them from files
+    (``core.alignment.cosine_stderr``, ``plausibility.outside_range``; a pair with a row of fewer than
+    ``MIN_DOCUMENTS`` documents is noise, not doubted); the diagonal is exact."""
     import torch
 
     from fisherhub.core.alignment import cosine_stderr, stderr_constants
+    from fisherhub.core.plausibility import shared_allowance
+    from fisherhub.core.state import MIN_DOCUMENTS
 
     k = SKETCHES.index(sketch)
     lengths, norms = rows.lengths[indices, k], rows.split_norms[indices, k]
     spec = rows.specs[indices[0]]
     c = getattr(stderr_constants(spec.estimator, spec.reflection is not None), sketch)
+    dominances = torch.from_numpy(lengths**2 / norms)
     means = torch.from_numpy(rows.units[sketch][indices].astype(np.float64) * lengths[:, None])
-    stderr = cosine_stderr(
-        means,
-        torch.from_numpy(norms),
-        torch.from_numpy(alignments),
-        torch.from_numpy(lengths**2 / norms),
-        torch.tensor(c, dtype=torch.float64),
-    ).numpy()
-    np.fill_diagonal(stderr, 0.0)
-    return stderr
+    cosines = torch.from_numpy(alignments)
+    stderr = cosine_stderr(means, torch.from_numpy(norms), cosines, dominances, torch.tensor(c, dtype=torch.float64))
+    stderr.fill_diagonal_(0.0)
+    allowance = shared_allowance(dominances)
+    long = torch.tensor([rows.rows[i]["num_documents"] >= MIN_DOCUMENTS for i in indices])
+    doubted = outside_range(cosines, stderr, allowance) & long[:, None] & long[None, :]
+    return stderr.numpy(), allowance.numpy(), doubted.numpy()
 
 
 def largest_rows(rows: IndexRows, limit: int) -> list[int]:
@@ -407,16 +410,14 @@ def nearest_neighbours(rows: IndexRows, limit: int) -> list[tuple[int, int, floa
     chosen = largest_rows(rows, limit)
     if len(chosen) < 2:
         return []
-    import torch
-
     matrix = row_alignments(rows, chosen)
-    stderr = row_alignment_stderr(rows, chosen, matrix)
-    doubted = outside_range(torch.from_numpy(matrix), torch.from_numpy(stderr)).numpy()
+    stderr, allowance, doubted = row_alignment_checks(rows, chosen, matrix)
     out = []
     for k, i in enumerate(chosen):
         others = [j for j in range(len(chosen)) if j != k]
         j = max([j for j in others if not doubted[k, j]] or others, key=lambda j: matrix[k, j])
-        out.append((i, chosen[j], float(matrix[k, j]), range_doubt({"fisher": (matrix[k, j], stderr[k, j])})))
+        doubt = range_doubt({"fisher": (matrix[k, j], stderr[k, j], allowance[k, j])}) if doubted[k, j] else None
+        out.append((i, chosen[j], float(matrix[k, j]), doubt))
     return out
 
 
@@ -429,23 +430,21 @@ def rows_figure(rows: IndexRows, base_model: str, limit: int = PLOTTED_ROWS):
 
     from fisherhub.core.geometry import label
 
-    import torch
-
     chosen = largest_rows(rows, limit)
     if len(chosen) < 2:
         return None
     matrix = row_alignments(rows, chosen)
-    doubted = outside_range(torch.from_numpy(matrix), torch.from_numpy(row_alignment_stderr(rows, chosen, matrix)))
+    doubted = row_alignment_checks(rows, chosen, matrix)[2]
     names = [printable(rows.rows[i]["repo_id"]) for i in chosen]
     figure = Figure(figsize=(2 + 0.35 * len(names), 1.5 + 0.35 * len(names)))
     axis = figure.subplots()
-    image = axis.imshow(np.where(doubted.numpy(), np.nan, matrix), cmap="viridis")
-    for i, j in doubted.nonzero().tolist():  # outside what [0, 1] and its error bar allow: not to be read
+    image = axis.imshow(np.where(doubted, np.nan, matrix), cmap="viridis")
+    for i, j in zip(*np.nonzero(doubted)):  # outside what [0, 1] and its error bar allow: not to be read
         axis.text(j, i, "!", ha="center", va="center", fontsize=6, color="red")
     axis.set_xticks(range(len(names)), names, rotation=90, fontsize=6)
     axis.set_yticks(range(len(names)), names, fontsize=6)
     title = f"{label('fisher')} among {len(names)} rows of {printable(base_model)}'s index"
-    axis.set_title(title + (" (! red: not to be trusted)" if bool(doubted.any()) else ""), fontsize=8)
+    axis.set_title(title + (" (! red: not to be trusted)" if doubted.any() else ""), fontsize=8)
     figure.colorbar(image, ax=axis, shrink=0.8)
     figure.tight_layout()
     return figure

@@ -92,9 +92,9 @@ Returns:
     doubt (`list` of `str` or `None`): why pair i's numbers are not to be trusted, naming the check that failed
         and the side ("source" is predictions[i], "target" references[i]): a signature that fails its own
         consistency checks (e.g. split norms too small for its sketch: a forged or damaged file) or estimates
-        outside [0, 1] by more than 4 standard errors; None where the pair is plausible. Such a pair also warns.
-    noisy (`list` of `bool`): a split-sample norm of either signature was not resolved (a short signature):
-        its values are noise around what its wide standard error allows.
+        outside [0, 1] by more than 5 standard errors; None where the pair is plausible. Such a pair also warns.
+    noisy (`list` of `bool`): a split-sample norm of either signature was not resolved, or an estimate is out of
+        range with a signature of fewer than 20 documents: its values are noise.
     sketch_id (`str`): the sketch id shared by all signatures.
 Examples:
     >>> import os

@@ -55,9 +55,9 @@ class RankedCandidate:
 
     @property
     def implausible(self) -> bool:
-        """Whether ``doubt`` is more than the noise of a short signature (``AlignmentResult.source_noise``, which
-        is warned about, not refused): numbers the math does not allow, or a failed re-sketch."""
-        return self.doubt is not None and self.doubt != self.alignment.source_noise
+        """Whether ``doubt`` is more than the noise of a short signature (``AlignmentResult.source_noise`` or
+        ``pair_noise``, which is warned about, not refused): numbers the math does not allow, or a failed re-sketch."""
+        return self.doubt is not None and self.doubt not in (self.alignment.source_noise, self.alignment.pair_noise)
 
     @property
     def score(self) -> float:

@@ -169,7 +169,7 @@ def select_adapter(
         except Skip as skip:
             skipped.append(Skipped(candidate.name, skip.reason))
             continue
-        doubt = result.source_doubt or result.pair_doubt or result.source_noise
+        doubt = result.source_doubt or result.pair_doubt or result.source_noise or result.pair_noise
         rows.append(
             RankedCandidate(
                 candidate.name,
