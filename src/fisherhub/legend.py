@@ -61,24 +61,22 @@ def matrix_legend(matrix: AlignmentMatrix, hatched: bool = False) -> list[str]:
 def doubt_lines(matrix: AlignmentMatrix) -> list[str]:
     """Why each doubted signature and pair of ``matrix`` is not to be trusted, one line each ("NAME: reason",
     "NAME vs NAME: reason")."""
-    names, n = matrix.names, len(matrix.names)
-    lines = [f"{name}: {doubt}" for name, doubt in zip(names, matrix.signature_doubts) if doubt]
-    for i in range(n):
-        for j in range(i + 1, n):
-            if doubt := matrix.pair_doubts[i][j] or matrix.pair_doubts[j][i]:
-                lines.append(f"{names[i]} vs {names[j]}: {doubt}")
-    return lines
+    return _reason_lines(matrix.names, matrix.signature_doubts, matrix.pair_doubts)
 
 
 def noise_lines(matrix: AlignmentMatrix) -> list[str]:
     """The signatures of ``matrix`` whose unresolved split norms make their alignments noise ("NAME: noise"), then
     the pairs whose estimates are out of range with too few documents to tell ("NAME vs NAME: noise")."""
-    names, n = matrix.names, len(matrix.names)
-    lines = [f"{name}: {noise}" for name, noise in zip(names, matrix.signature_noise) if noise]
+    return _reason_lines(matrix.names, matrix.signature_noise, matrix.pair_noise)
+
+
+def _reason_lines(names, per_signature, per_pair) -> list[str]:
+    n = len(names)
+    lines = [f"{name}: {reason}" for name, reason in zip(names, per_signature) if reason]
     for i in range(n):
         for j in range(i + 1, n):
-            if noise := matrix.pair_noise[i][j] or matrix.pair_noise[j][i]:
-                lines.append(f"{names[i]} vs {names[j]}: {noise}")
+            if reason := per_pair[i][j] or per_pair[j][i]:
+                lines.append(f"{names[i]} vs {names[j]}: {reason}")
     return lines
 
 

@@ -32,7 +32,6 @@ def alignment_figure(matrix: AlignmentMatrix, title: str | None = None):
     """
     require("matplotlib")
     from matplotlib.figure import Figure
-    from matplotlib.patches import Rectangle
 
     from fisherhub.legend import matrix_legend, matrix_significance
 
@@ -63,33 +62,11 @@ def alignment_figure(matrix: AlignmentMatrix, title: str | None = None):
                     axis.text(j, i, "—", ha="center", va="center", fontsize=9, color="dimgray")
                     continue
                 if doubted[i, j]:
-                    axis.add_patch(
-                        Rectangle(
-                            (j - 0.5, i - 0.5),
-                            1.0,
-                            1.0,
-                            facecolor="mistyrose",
-                            edgecolor="red",
-                            hatch="xx",
-                            linewidth=1.0,
-                            gid=DOUBTED_GID,
-                        )
-                    )
+                    axis.add_patch(_cover(i, j, "mistyrose", "red", "xx", 1.0, DOUBTED_GID))
                     axis.text(j, i, f"! {value:.2f}\n±{error:.2f}", ha="center", va="center", fontsize=8, color="red")
                     continue
                 if not shown[i, j]:
-                    axis.add_patch(
-                        Rectangle(
-                            (j - 0.5, i - 0.5),
-                            1.0,
-                            1.0,
-                            facecolor="lightgray",
-                            edgecolor="gray",
-                            hatch="///",
-                            linewidth=0.0,
-                            gid=NOT_SIGNIFICANT_GID,
-                        )
-                    )
+                    axis.add_patch(_cover(i, j, "lightgray", "gray", "///", 0.0, NOT_SIGNIFICANT_GID))
                     shade = "black"
                 else:
                     dark = abs(value - 1) > 0.6 * spread if field == "coupling" else value < 0.6
@@ -106,6 +83,15 @@ def alignment_figure(matrix: AlignmentMatrix, title: str | None = None):
         text = "\n".join(textwrap.fill(printable(line), width) for line in legend)
         figure.supxlabel(text, fontsize=8, ha="left", x=0.01, multialignment="left")
     return figure
+
+
+def _cover(i: int, j: int, face: str, edge: str, hatch: str, width: float, gid: str):
+    """The hatched patch drawn over cell (i, j) instead of its colour."""
+    from matplotlib.patches import Rectangle
+
+    return Rectangle(
+        (j - 0.5, i - 0.5), 1.0, 1.0, facecolor=face, edgecolor=edge, hatch=hatch, linewidth=width, gid=gid
+    )
 
 
 def alignment_heatmaps(matrix: AlignmentMatrix, path: str | os.PathLike, title: str | None = None) -> Path:

@@ -37,11 +37,9 @@ PROVENANCE_KEYS = (
     "dataset_revision",
     "text_column",
 )
-_RESERVED_KEYS = (
-    "format_version",
-    "kind",
-    "sketch_id",
-    "spec",
+#: the fields of the spec a header also holds as plain strings (other tools read them: cards, listings, the peer
+#: package)
+_PLAIN_FIELDS = (
     "m",
     "seed",
     "estimator",
@@ -51,6 +49,13 @@ _RESERVED_KEYS = (
     "vocab_size",
     "head_checksum",
     "tokenizer_checksum",
+)
+_RESERVED_KEYS = (
+    "format_version",
+    "kind",
+    "sketch_id",
+    "spec",
+    *_PLAIN_FIELDS,
     "num_documents",
     "num_tokens",
     "library_version",
@@ -108,37 +113,35 @@ def _check_stored_tensors(tensors: dict[str, torch.Tensor], spec: SketchSpec) ->
             )
 
 
+def _plain_fields(spec: SketchSpec) -> dict[str, str]:
+    """The ``_PLAIN_FIELDS`` of ``spec`` as a header writes them (the tokenizer checksum only where there is one)."""
+    fingerprint = spec.model_fingerprint
+    fields = {name: str(getattr(spec, name)) for name in _PLAIN_FIELDS[:7]}
+    fields["head_checksum"] = fingerprint.head_checksum if fingerprint else ""
+    if fingerprint and fingerprint.tokenizer_checksum:
+        fields["tokenizer_checksum"] = fingerprint.tokenizer_checksum
+    return fields
+
+
 #: the checks whose refusals the loader raises (SPEC §3, "Bounded claims")
 HEADER_CHECK = "header vs body"
 VALUES_CHECK = "values and counts"
 
 
 def _check_header(header: dict[str, str], spec: SketchSpec) -> None:
-    """The header's sketch id is its spec's, its plain fields say what its spec says (other tools read them:
-    cards, listings, the peer package), and ``clamped_split_norms`` names sketches only; else
-    ``SignatureFileError`` naming the field."""
+    """The header's sketch id is its spec's, its plain fields (``_PLAIN_FIELDS``) say what its spec says, and
+    ``clamped_split_norms`` names sketches only; else ``SignatureFileError`` naming the field."""
     if spec.sketch_id != header.get("sketch_id"):
         raise SignatureFileError(
             f"stored sketch id {header.get('sketch_id')!r:.60} does not match its spec ({spec.sketch_id}) (check: "
             f"{HEADER_CHECK})"
         )
-    fingerprint = spec.model_fingerprint
-    expected = {
-        "m": str(spec.m),
-        "seed": str(spec.seed),
-        "estimator": spec.estimator,
-        "granularity": spec.granularity,
-        "fisher": spec.fisher,
-        "d": str(spec.d),
-        "vocab_size": str(spec.vocab_size),
-        "head_checksum": fingerprint.head_checksum if fingerprint else "",
-        "tokenizer_checksum": fingerprint.tokenizer_checksum if fingerprint else None,
-    }
-    for key, value in expected.items():
-        if header.get(key, value) != value:
+    expected = _plain_fields(spec)
+    for key in _PLAIN_FIELDS:
+        if key in header and header[key] != expected.get(key):
             raise SignatureFileError(
-                f"header field {key} = {header[key]!r:.60} but its spec says {value!r}: the header and the "
-                f"body disagree (check: {HEADER_CHECK})"
+                f"header field {key} = {header[key]!r:.60} but its spec says {expected.get(key)!r}: the header and "
+                f"the body disagree (check: {HEADER_CHECK})"
             )
     unresolved = [name for name in header.get(CLAMPED_NORMS_KEY, "").split(",") if name]
     if not set(unresolved) <= {"joint", "activation", "error"}:
@@ -235,7 +238,6 @@ class Signature:
     # -- serialisation ----------------------------------------------------------------------------
     def _header(self) -> dict[str, str]:
         spec = self.spec
-        fingerprint = spec.model_fingerprint
         header = {k: v for k, v in self.metadata.items() if k not in _RESERVED_KEYS}
         header.update(
             {
@@ -243,22 +245,13 @@ class Signature:
                 "kind": "fishersketch-signature",
                 "sketch_id": spec.sketch_id,
                 "spec": json.dumps(spec.to_dict(), sort_keys=True),
-                "m": str(spec.m),
-                "seed": str(spec.seed),
-                "estimator": spec.estimator,
-                "granularity": spec.granularity,
-                "fisher": spec.fisher,
-                "d": str(spec.d),
-                "vocab_size": str(spec.vocab_size),
-                "head_checksum": fingerprint.head_checksum if fingerprint else "",
+                **_plain_fields(spec),
                 "num_documents": str(self.num_documents),
                 "num_tokens": str(self.num_tokens),
                 "library_version": self.metadata["library_version"],
                 "created": self.metadata["created"],
             }
         )
-        if fingerprint and fingerprint.tokenizer_checksum:
-            header["tokenizer_checksum"] = fingerprint.tokenizer_checksum
         return dict(sorted(header.items()))
 
     def _tensors(self) -> dict[str, torch.Tensor]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
 from collections.abc import Iterator
 
 
@@ -44,29 +45,33 @@ class PlausibilityTally:
 
     @contextlib.contextmanager
     def watch(self) -> Iterator[PlausibilityTally]:
-        """Count every signature ``SketchState.finalize`` returns, and every pair ``alignment_matrix`` checks
-        (``plausibility.pair_findings``), while the block runs."""
+        """Count every signature ``SketchState.finalize`` makes, and every pair ``alignment_matrix`` checks
+        (``plausibility.pair_findings``), while the block runs. The signatures are seen as they are built
+        (``Signature.__post_init__``, called from ``finalize``), so that no frame is added between ``finalize``
+        and its caller: the warnings it gives keep their place, and so their once-per-place filtering."""
         from fisherhub.core import plausibility
+        from fisherhub.core.signature import Signature
         from fisherhub.core.state import SketchState
 
-        finalize, pair_findings = SketchState.finalize, plausibility.pair_findings
+        post_init, pair_findings = Signature.__post_init__, plausibility.pair_findings
+        made_by = SketchState.finalize.__code__
 
-        def checked(state, *args, **kwargs):
-            signature = finalize(state, *args, **kwargs)
-            self.add(signature)
-            return signature
+        def checked(signature) -> None:
+            post_init(signature)
+            if sys._getframe(2).f_code is made_by:  # Signature(...) in finalize: this one -> __init__ -> finalize
+                self.add(signature)
 
         def checked_pairs(*args, **kwargs):
             doubts, noise = pair_findings(*args, **kwargs)
             self.add_pairs(doubts)
             return doubts, noise
 
-        SketchState.finalize = checked  # type: ignore[method-assign, assignment]
+        Signature.__post_init__ = checked  # type: ignore[method-assign, assignment]
         plausibility.pair_findings = checked_pairs
         try:
             yield self
         finally:
-            SketchState.finalize = finalize  # type: ignore[method-assign]
+            Signature.__post_init__ = post_init  # type: ignore[method-assign]
             plausibility.pair_findings = pair_findings
 
     def lines(self, pairs: bool = True) -> list[str]:
