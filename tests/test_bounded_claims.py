@@ -86,6 +86,7 @@ CASES = {
     "split norms x 1e-3": Case("near", "target", "doubt", SELF_DOMINANCE, _scaled(split_norms=1e-3)),
     "joint values x 40": Case("far", "target", "doubt", SELF_DOMINANCE, _scaled(joint=40.0)),
     "joint values x 2.5, a near pair": Case("near", "target", "doubt", ALIGNMENT_RANGE, _scaled(joint=2.5)),
+    "activation values x 3": Case("near", "target", "doubt", ALIGNMENT_RANGE, _scaled(activation=3.0)),
     "split norms x 1e-3, marked unresolved": Case(
         "near",
         "target",

@@ -57,6 +57,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "one at a time and re-rank them by the target's measured loss (3 is a good choice; "
         "0: signatures only)",
     )
+    parser.add_argument(
+        "--max-adapter-mb",
+        type=int,
+        default=None,
+        metavar="MB",
+        help="largest adapter weights file --rerank loads, in MB (default: the base model's parameters at 4 "
+        "bytes each; a larger adapter is skipped, saying so)",
+    )
     parser.add_argument("--plot", default=None, metavar="PNG", help="write a bar chart of the scores with error bars")
     parser.add_argument(
         "--verify",
@@ -79,8 +87,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fisherhub.core.errors import InputError
+    from fisherhub.options import check_positive
     from fisherhub.selection import SketchOptions, select_adapter
 
+    check_positive(args, ("max_adapter_mb",), optional=True)
     data = DataArgs(args.target, split=args.split, text_column=args.text_column, max_documents=args.max_documents)
     selection = select_adapter(
         args.target,
@@ -91,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         token=args.token,
         index=args.index,
         rerank=args.rerank,
+        max_adapter_bytes=None if args.max_adapter_mb is None else args.max_adapter_mb * 2**20,
         **({"shortlist": args.shortlist} if args.shortlist is not None else {}),
     )
     if args.verify:

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from fisherhub.core.bounded import check_size, read_file, read_json
 from fisherhub.core.errors import FisherHubError, InputError, SignatureFileError
 from fisherhub.core.features import SKETCHES
 from fisherhub.core.plausibility import outside_range, range_doubt, self_dominance_findings
@@ -70,6 +71,10 @@ PLOTTED_ROWS = 24
 FIGURE_PATH = ".fisherhub/alignments.png"
 #: rows written to one resume chunk of the work folder
 CHUNK_ROWS = 256
+#: the state file's bound: it lists every repo read, ~150 bytes each (``read_json``)
+MAX_STATE_BYTES = 64 * 2**20
+#: a row's metadata JSON: a signature's metadata (~200 bytes; a signature file holds at most 64 MiB in all)
+MAX_METADATA_BYTES = 2**16
 #: a stored unit vector is refused when its length is this far from 1 (float16 rounding stays < 1e-3)
 UNIT_TOLERANCE = 1e-2
 _COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -209,7 +214,7 @@ class _SpecCache:
             if row["reflection"] is not None:
                 reflection = torch.from_numpy(np.frombuffer(row["reflection"], dtype="<f4").copy())
             try:
-                self.parsed[key] = SketchSpec.from_dict(json.loads(row["spec"]), reflection)
+                self.parsed[key] = SketchSpec.from_json(row["spec"], reflection, "its spec")
             except FisherHubError as exc:
                 raise SignatureFileError(f"malformed spec ({exc})") from exc
             except (TypeError, ValueError, KeyError, AttributeError) as exc:
@@ -255,12 +260,11 @@ def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
         raise SignatureFileError(f"split_norms must be 3 positive finite numbers, got {row.get('split_norms')}")
     if lengths.shape != (3,) or not (np.isfinite(lengths).all() and (lengths > 0).all()):
         raise SignatureFileError(f"lengths must be 3 positive finite numbers, got {row.get('lengths')}")
-    try:
-        metadata = json.loads(row.get("metadata") or "{}")
-    except json.JSONDecodeError as exc:
-        raise SignatureFileError(f"its metadata is not JSON ({exc})") from exc
+    metadata = read_json(
+        row.get("metadata") or "{}", "its metadata", max_bytes=MAX_METADATA_BYTES, error=SignatureFileError
+    )
     if not isinstance(metadata, dict):
-        raise SignatureFileError("its metadata is not a JSON object")
+        raise SignatureFileError(f"its metadata is a JSON {type(metadata).__name__}, not an object")
     unresolved = str(metadata.get(CLAMPED_NORMS_KEY, ""))
     doubt, noise = self_dominance_findings(spec, tokens, documents, unresolved, (lengths**2 / norms).tolist())
     if doubt or noise:
@@ -488,6 +492,23 @@ def repo_rows(snapshot: RepoSnapshot, base_model: str, layout: Layout, token: st
 
 
 # ----- the work folder: rows read so far, so that an interrupted build resumes -----------------------------------
+def work_folder(folder: str | os.PathLike) -> Path:
+    """``folder``, made when missing (with its parents); ``InputError`` saying what is in the way when it, or a
+    folder above it, is a file (which is left as it is), or when it cannot be made."""
+    path = Path(folder)
+    in_the_way = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+    if in_the_way is not None:
+        raise InputError(
+            f"the work folder {path} cannot be made: {in_the_way} is a file, not a folder (it is left as it is); "
+            "pass --work (work=) a folder, or a path that does not exist yet"
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"the work folder {path} cannot be made ({exc.strerror or exc}): pass another --work") from exc
+    return path
+
+
 class WorkFolder:
     """``journal.jsonl`` (one line per repo read: id, type, commit, rows, problems, chunk) and
     ``chunks/NNNNN.parquet`` (the rows of the repos journaled with that chunk). A chunk is written (to a
@@ -495,8 +516,8 @@ class WorkFolder:
     journaled; a torn last journal line is ignored."""
 
     def __init__(self, folder: str | os.PathLike, base_model: str, layout: Layout):
-        self.folder = Path(folder)
-        (self.folder / "chunks").mkdir(parents=True, exist_ok=True)
+        self.folder = work_folder(folder)
+        work_folder(self.folder / "chunks")
         self.journal = self.folder / "journal.jsonl"
         settings = {"base_model": base_model, "layout": layout.as_dict(), "format": INDEX_FORMAT}
         settings_file = self.folder / "settings.json"
@@ -657,21 +678,42 @@ def render_state(base_model: str, layout: Layout, work: WorkFolder, sketch_ids: 
     return (json.dumps(document, indent=1, sort_keys=True) + "\n").encode()
 
 
+def _state_problem(document: dict[str, Any]) -> str | None:
+    """What is wrong with the repos, base model and layout of a state file of this format (None: nothing)."""
+    repos = document.get("repos")
+    if not isinstance(repos, list) or not isinstance(document.get("base_model"), str):
+        return "lists no repos or base model"
+    for number, entry in enumerate(repos):
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("repo_id"), str)
+            and entry.get("repo_type") in ("model", "dataset")
+            and isinstance(entry.get("commit"), str)
+            and isinstance(entry.get("problems", []), list)
+        ):
+            return f"repo entry {number} is not a mapping with a repo_id, a repo_type and a commit"
+    layout = document.get("layout", {})
+    if not (isinstance(layout, dict) and isinstance(layout.get("sketches", []), list)) or not isinstance(
+        document.get("sketch_ids", []), list
+    ):
+        return "its layout or sketch ids are malformed"
+    return None
+
+
 def parse_state(data: bytes, where: str) -> dict[str, Any]:
-    """The state file of an index; ``InputError`` for one this fisherhub does not read (older or newer)."""
-    try:
-        document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{where}: {STATE_PATH} is not valid JSON ({exc}); rebuild the index") from exc
+    """The state file of an index, read by ``read_json`` (at most ``MAX_STATE_BYTES``); ``InputError`` for one
+    this fisherhub does not read (older or newer, malformed, out of bounds)."""
+    document = read_json(data, f"{where}: {STATE_PATH}", max_bytes=MAX_STATE_BYTES)
     if not isinstance(document, dict) or document.get("kind") != STATE_KIND:
         raise InputError(f"{where}: not a fisherhub signature index (no {STATE_PATH} of kind {STATE_KIND!r})")
     if document.get("format") != INDEX_FORMAT:
         raise InputError(
-            f"{where}: index format {document.get('format')!r}, this fisherhub reads format {INDEX_FORMAT}: "
-            "rebuild it with `fisherhub index build` (or upgrade fisherhub)"
+            f"{where}: index format {printable(repr(document.get('format')))[:40]}, this fisherhub reads format "
+            f"{INDEX_FORMAT}: rebuild it with `fisherhub index build` (or upgrade fisherhub)"
         )
-    if not isinstance(document.get("repos"), list) or not isinstance(document.get("base_model"), str):
-        raise InputError(f"{where}: {STATE_PATH} lists no repos or base model; rebuild the index")
+    problem = _state_problem(document)
+    if problem is not None:
+        raise InputError(f"{where}: {STATE_PATH} {problem}; rebuild the index with `fisherhub index build`")
     return document
 
 
@@ -853,7 +895,9 @@ def push_index(
     import io
 
     import datasets
-    from huggingface_hub import CommitOperationAdd, DatasetCard, HfApi, hf_hub_download
+    from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
+
+    from fisherhub.hub.cards import card_text, parse_card
 
     api = HfApi(token=token)
     where = f"datasets/{repo.repo_id}"
@@ -869,7 +913,7 @@ def push_index(
             commit_message="signature index: rows",
         )
         card_file = hf_hub_download(repo.repo_id, "README.md", repo_type="dataset", token=token)
-        existing = DatasetCard.load(card_file).data.to_dict()
+        existing = parse_card(card_text(card_file, where), where, "dataset").data.to_dict()
         summary = IndexSummary.of(table, base_model, work.entries())
         state = render_state(base_model, layout, work, sorted(summary.sketch_ids))
         try:
@@ -921,20 +965,24 @@ def load_index(name: str | SignatureRef, token: str | None = None, columns: list
     ref = name if isinstance(name, SignatureRef) else index_ref(name)
     where = f"datasets/{ref.repo_id}"
     with hub_errors(where):
-        info = HfApi(token=token).repo_info(ref.repo_id, repo_type="dataset", revision=ref.revision)
+        info = HfApi(token=token).repo_info(
+            ref.repo_id, repo_type="dataset", revision=ref.revision, files_metadata=True
+        )
     files = sorted(s.rfilename for s in info.siblings or [])
+    sizes = {s.rfilename: s.size for s in info.siblings or []}
     if STATE_PATH not in files:
         raise InputError(
             f"{where}: not a fisherhub signature index (no {STATE_PATH}); build one with `fisherhub index build`"
         )
     shards = [f for f in files if f.startswith(f"{DATA_DIR}/") and f.endswith(".parquet")]
+    check_size(sizes[STATE_PATH], f"{where}: {STATE_PATH}", max_bytes=MAX_STATE_BYTES)  # before any download
 
     def fetch(path: str) -> str:
         with hub_errors(where, path):
             return hf_hub_download(ref.repo_id, path, repo_type="dataset", revision=info.sha, token=token)
 
     outcomes = bounded_map(fetch, [STATE_PATH, *shards], catch=())
-    state = parse_state(Path(outcomes[0].value).read_bytes(), where)
+    state = parse_state(read_file(outcomes[0].value, f"{where}: {STATE_PATH}", max_bytes=MAX_STATE_BYTES), where)
     tables = []
     for outcome in outcomes[1:]:
         try:
@@ -969,6 +1017,38 @@ def listed_adapters(base_model: str, token: str | None = None) -> list[RepoSnaps
         return [RepoSnapshot.from_info(info, "model", listed=True) for info in infos]
 
 
+#: what a new dataset repo may hold before an index is pushed into it (the Hub writes ``.gitattributes``)
+NEW_REPO_FILES = frozenset({".gitattributes", "README.md"})
+
+
+def check_push_target(repo: SignatureRef, token: str | None = None, force: bool = False) -> None:
+    """``InputError`` unless ``repo`` may receive an index: it does not exist yet (the push creates it), holds
+    nothing but ``NEW_REPO_FILES``, or is an index (it has ``STATE_PATH``); with ``force``, any repo. Anything
+    else is someone's data, whose ``load_dataset`` the index's shards under ``DATA_DIR/`` would change."""
+    from huggingface_hub import HfApi
+
+    from fisherhub.hub.errors import RepoNotFoundError
+
+    where = f"datasets/{repo.repo_id}"
+    try:
+        with hub_errors(where):
+            info = HfApi(token=token).repo_info(repo.repo_id, repo_type="dataset")
+    except RepoNotFoundError:
+        return
+    files = sorted(sibling.rfilename for sibling in info.siblings or [])
+    others = [name for name in files if name not in NEW_REPO_FILES]
+    if force or not others or STATE_PATH in files:
+        return
+    shown = ", ".join(printable(name) for name in others[:5]) + (
+        f" and {len(others) - 5} more" if len(others) > 5 else ""
+    )
+    raise InputError(
+        f"{where} is not a signature index (no {STATE_PATH}) and holds {shown}: pushing the index would add "
+        f"Parquet shards under {DATA_DIR}/ and change what load_dataset({repo.repo_id!r}) returns. Nothing was "
+        "pushed. Push to a new or empty dataset repo, or pass --force (force=True) to push into this one anyway"
+    )
+
+
 def build_index(
     base_model: str,
     push: str,
@@ -980,13 +1060,17 @@ def build_index(
     private: bool = False,
     progress: bool = False,
     stop_after: int | None = None,
+    force: bool = False,
 ) -> tuple[str, IndexSummary]:
     """Gather every published signature of ``base_model``'s adapters (``find_adapters``) into the index
     ``push`` (a dataset repo) and push it; returns (the index commit, its summary). Repos are read
     ``workers`` at once; what was read is kept in ``work`` (default ``~/.cache/fisherhub/index/<org--name>``),
-    so a build that was killed resumes where it stopped (repos whose commit moved since are read again)."""
+    so a build that was killed resumes where it stopped (repos whose commit moved since are read again).
+    ``push`` is checked first (``check_push_target``): a repo that holds other data than an index is refused
+    unless ``force``."""
     base_model, layout = canonical_model_id(base_model), layout or Layout()
     repo = index_ref(push)
+    check_push_target(repo, token, force)
     folder = WorkFolder(work or default_work(repo), base_model, layout)
     snapshots = listed_adapters(base_model, token)
     if not snapshots:

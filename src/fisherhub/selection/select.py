@@ -21,7 +21,7 @@ from fisherhub.selection.ranking import (
     choose_options,
     common_base_model,
 )
-from fisherhub.selection.rerank import check_rerank, second_stage_candidates
+from fisherhub.selection.rerank import check_max_adapter_bytes, check_rerank, second_stage_candidates
 from fisherhub.selection.rerank import rerank as measure
 from fisherhub.selection.results import Selection
 from fisherhub.selection.rows import RankedCandidate, Skipped
@@ -67,6 +67,7 @@ def select_adapter(
     shortlist: int = SHORTLIST,
     workers: int = DEFAULT_WORKERS,
     rerank: int = 0,
+    max_adapter_bytes: int | None = None,
 ) -> Selection:
     """Rank ``candidates`` by the alignment of their training data's signature with ``target``'s.
 
@@ -92,7 +93,10 @@ def select_adapter(
     stage: the first k adapters of the S_a and S_e rankings merged are loaded onto the base model one at a time
     and the target's sketched tokens measured under each (``selection.rerank``: loss ± bootstrap se over the
     target's documents, and the seconds of its k + 1 forward passes); the ranking puts them first, lowest loss
-    first, and the verdict is then the measured one (``fisherhub.selection.rerank``).
+    first, and the verdict is then the measured one (``fisherhub.selection.rerank``). An adapter that cannot be
+    measured (a malformed config, another type or base model, no weights or a weights file over
+    ``max_adapter_bytes``, default: the base model's parameters at 4 bytes each; one peft cannot load, NaN or inf
+    weights or loss) goes to ``skipped`` with its reason, the next of the merged rankings measured in its place.
     ``index`` (``datasets/org/name[@rev]``, built by ``fisherhub index build``) instead of ``candidates``: every
     row of the index is scored in one download and one matrix product, pinned to the index commit
     (``selection.index_ranking``); the ``shortlist`` best are then ranked from their own files at the commit
@@ -101,6 +105,7 @@ def select_adapter(
     """
     score = check_score(score)
     rerank = check_rerank(rerank)
+    max_adapter_bytes = check_max_adapter_bytes(max_adapter_bytes)
     given = given_signatures(target, base_model, token)
     data = data_to_sketch(target) if given is None else None
     if rerank and data is None:
@@ -196,14 +201,18 @@ def select_adapter(
         verdict=scored.verdict,
         choice=scored.choice,
         token=token,
+        max_adapter_bytes=max_adapter_bytes,
     )
     if rerank:
         second = measure(
             sketcher.model,
             sketcher.batches(),
-            second_stage_candidates(selection.ranking, rerank),
+            second_stage_candidates(selection.ranking, len(selection.ranking)),
             selection.verdict,
             token,
+            wanted=rerank,
+            base_model=base_model,
+            max_adapter_bytes=max_adapter_bytes,
         )
         selection = selection.reranked(second)
     if load:
