@@ -140,3 +140,35 @@ def test_rich_markup_from_a_repo_is_not_read_as_markup(hub, hf_api, hf_hub_cache
     with contextlib.redirect_stdout(buffer):  # console() writes to sys.stdout
         console(width=400).print(select_adapter(target, [str(folder)]).rich_table())
     assert "[link=mailto:x]evil" in buffer.getvalue() and "\x1b" not in buffer.getvalue()
+
+
+def test_warnings_errors_and_logs_of_a_command_go_through_the_sanitiser(capsys):
+    """Whatever a command prints, warns, logs or raises with a repo's text reaches the terminal sanitised."""
+    import argparse
+    import logging
+    import warnings
+
+    from fisherhub.cli import run_command
+    from fisherhub.core.errors import InputError
+
+    def hostile_command(args) -> int:
+        log = logging.getLogger("fisherhub.test-hostile")
+        handler = logging.StreamHandler()  # a handler the command sets up writes to the stderr it finds
+        log.addHandler(handler)
+        try:
+            print(f"table row {ESCAPE}")
+            warnings.warn(f"a warning about {ESCAPE}", UserWarning, stacklevel=1)
+            log.warning("a log line about %s", ESCAPE)
+        finally:
+            log.removeHandler(handler)
+        raise InputError(f"an error about {ESCAPE}")
+
+    parser = argparse.ArgumentParser(prog="fisherhub")
+    parser.add_subparsers().add_parser("hostile").set_defaults(func=hostile_command)
+    capsys.readouterr()
+    assert run_command(parser, ["hostile"]) == 1
+    captured = capsys.readouterr()
+    printed = captured.out + captured.err
+    assert not [char for char in CONTROLS if char in printed], repr(printed)
+    for line in ("table row", "warning: a warning about", "a log line about", "error: an error about"):
+        assert f"{line}  [2J ]0;pwned  " in printed, (line, printed)
