@@ -8,7 +8,8 @@ numbers, and the name of the check.
   Outside it on a sketch the writer marked unresolved (``clamped_split_norms``): noise (a short signature;
   warned, ranked after the plausible ones, not refused). Outside it otherwise: implausible (forged or damaged).
 - *Alignment range* (a pair): A, S_a, S_e are cosines of non-negative kernels, so each estimate is finite and
-  within ``PLAUSIBLE_Z`` of its standard errors of [0, 1].
+  within ``PLAUSIBLE_Z`` of its standard errors of [0, 1 + ``shared_allowance``] (what shared documents add).
+  Outside it with a signature of fewer than ``MIN_DOCUMENTS`` documents: noise.
 - *Parts of one signature* (a pair): two sketches whose joint means agree to rounding are of the same (a, e)
   pairs, so their other sketches, split norms and counts agree too. Equal activation sketches alone are allowed:
   the same inputs with other labels (SPEC §5's witness).
