@@ -92,6 +92,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fisherhub.core.errors import InputError
     from fisherhub.options import check_positive
     from fisherhub.selection import SketchOptions, select_adapter
     from fisherhub.selection.report import below_table, fill, short_source, table_width
@@ -114,19 +115,27 @@ def run(args: argparse.Namespace) -> int:
         selection.verify(top_k=args.verify)
     if sys.stdout.isatty():
         require("rich")
-        from rich.console import Console
+        from fisherhub.safe_text import console
 
-        Console().print(selection.rich_table(limit=args.top_k, wide=args.wide, caption=False))
+        console().print(selection.rich_table(limit=args.top_k, wide=args.wide, caption=False))
         print(below_table(selection, args.top_k, wide=args.wide))
     else:
         print(selection.table(limit=args.top_k, wide=args.wide))
     best = selection.best
+    if best.implausible:
+        raise InputError(
+            f"no candidate is to be trusted: each fails a bounded-claims check (marked ! above), the first "
+            f"{best.candidate}: {best.doubt}"
+        )
     measured = (
         [] if selection.rerank is None else [m for m in selection.rerank.measured if m.candidate == best.candidate]
     )
     loss = "".join(f"target loss {m.loss:.4f} ± {m.stderr:.4f}, " for m in measured)
+    noise = " ! (noise: its split norms are not resolved, see above)" if best.doubt else ""
     source = best.signature_source if args.wide else short_source(best.signature_source)
-    line = f"best: {best.candidate} ({loss}{selection.score} {best.score:.3f} ± {best.stderr:.3f}), from {source}"
+    line = (
+        f"best: {best.candidate} ({loss}{selection.score} {best.score:.3f} ± {best.stderr:.3f}), from {source}{noise}"
+    )
     print(line if args.wide else "\n".join(fill(line, table_width())))
     if args.plot:
         print(f"wrote {selection.plot(args.plot, limit=args.top_k)}")

@@ -29,10 +29,11 @@ import numpy as np
 from fisherhub.core.bounded import check_size, read_file, read_json
 from fisherhub.core.errors import FisherHubError, InputError, SignatureFileError
 from fisherhub.core.features import SKETCHES
+from fisherhub.core.plausibility import outside_range, range_doubt, self_dominance_findings
 from fisherhub.core.signature import Signature
+from fisherhub.core.state import CLAMPED_NORMS_KEY
 from fisherhub.core.spec import SketchSpec
 from fisherhub.hub.errors import HubError, hub_errors
-from fisherhub.hub.index import printable
 from fisherhub.hub.index_layout import (
     DEFAULT_DTYPE,
     DEFAULT_SKETCHES,
@@ -42,6 +43,7 @@ from fisherhub.hub.index_layout import (
 from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_map
 from fisherhub.hub.refs import SignatureRef, is_signature_file
 from fisherhub.hub.snapshot import RepoSnapshot
+from fisherhub.safe_text import printable
 from fisherhub.lm.loading import canonical_model_id
 
 logger = logging.getLogger(__name__)
@@ -61,6 +63,8 @@ OBTAINED = {
 }
 #: signatures whose nearest neighbour the card and ``index show`` list
 NEIGHBOUR_ROWS = 10
+#: left-out rows whose reason the card and ``index show`` list
+LEFT_OUT_SHOWN = 10
 #: rows in the heatmap of the card and of ``index show --plot``
 PLOTTED_ROWS = 24
 #: the card's heatmap: in a hidden folder, which ``datasets`` never resolves as data (and outside ``configs:``)
@@ -218,27 +222,10 @@ class _SpecCache:
         return self.parsed[key]
 
 
-class _RowFigures:
-    """What ``Signature.implausibility`` reads of a signature (spec, counts, metadata, R̂ of each sketch), taken
-    from a row, so that a row gets the very plausibility bounds a signature file does."""
-
-    self_dominance_bounds = Signature.self_dominance_bounds
-    implausibility = Signature.implausibility
-
-    def __init__(self, spec: SketchSpec, num_tokens: int, num_documents: int, metadata: dict, dominances: np.ndarray):
-        self.spec, self.num_tokens, self.num_documents, self.metadata = spec, num_tokens, num_documents, metadata
-        self.dominances = dominances
-
-    def self_dominances(self):
-        import torch
-
-        return torch.from_numpy(np.asarray(self.dominances, dtype=np.float64))
-
-
 def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
     """(spec, lengths, split norms) of a row, or ``SignatureFileError`` saying what is wrong:
     the checks ``Signature.from_bytes`` makes of a file (spec and sketch id, positive split norms, at least 2
-    documents each with a scored token) and its plausibility bounds (``Signature.implausibility``: each
+    documents each with a scored token) and its plausibility bounds (``plausibility.self_dominance_findings``: each
     sketch's R̂ = ‖μ̂‖²/⟨μ̂^A, μ̂^B⟩ within what its counts allow), plus the row's own (its repo, commit and
     path, its base model); the sketches' shapes and values are checked by ``_SketchColumn``."""
     if row.get("format") != INDEX_FORMAT:
@@ -278,9 +265,10 @@ def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
     )
     if not isinstance(metadata, dict):
         raise SignatureFileError(f"its metadata is a JSON {type(metadata).__name__}, not an object")
-    doubt = _RowFigures(spec, tokens, documents, metadata, lengths**2 / norms).implausibility()
-    if doubt is not None:
-        raise SignatureFileError(doubt)
+    unresolved = str(metadata.get(CLAMPED_NORMS_KEY, ""))
+    doubt, noise = self_dominance_findings(spec, tokens, documents, unresolved, (lengths**2 / norms).tolist())
+    if doubt or noise:
+        raise SignatureFileError(doubt or noise)
     if row.get("dtype") not in INDEX_DTYPES:
         raise SignatureFileError(f"sketch dtype {row.get('dtype')!r} is none of {INDEX_DTYPES}")
     return spec, lengths, norms
@@ -384,6 +372,32 @@ def row_alignments(rows: IndexRows, indices: list[int], sketch: str = "joint") -
     return matrix
 
 
+def row_alignment_checks(rows: IndexRows, indices: list[int], alignments: np.ndarray, sketch: str = "joint"):
+    """(standard errors, ``plausibility.shared_allowance``, doubted mask), each (k, k), of ``alignments``
+    (``row_alignments`` of the rows ``indices``, of one spec), as ``alignment_matrix`` computes them from files
+    (``core.alignment.cosine_stderr``, ``plausibility.outside_range``; a pair with a row of fewer than
+    ``MIN_DOCUMENTS`` documents is noise, not doubted); the diagonal is exact."""
+    import torch
+
+    from fisherhub.core.alignment import cosine_stderr, stderr_constants
+    from fisherhub.core.plausibility import shared_allowance
+    from fisherhub.core.state import MIN_DOCUMENTS
+
+    k = SKETCHES.index(sketch)
+    lengths, norms = rows.lengths[indices, k], rows.split_norms[indices, k]
+    spec = rows.specs[indices[0]]
+    c = getattr(stderr_constants(spec.estimator, spec.reflection is not None), sketch)
+    dominances = torch.from_numpy(lengths**2 / norms)
+    means = torch.from_numpy(rows.units[sketch][indices].astype(np.float64) * lengths[:, None])
+    cosines = torch.from_numpy(alignments)
+    stderr = cosine_stderr(means, torch.from_numpy(norms), cosines, dominances, torch.tensor(c, dtype=torch.float64))
+    stderr.fill_diagonal_(0.0)
+    allowance = shared_allowance(dominances)
+    long = torch.tensor([rows.rows[i]["num_documents"] >= MIN_DOCUMENTS for i in indices])
+    doubted = outside_range(cosines, stderr, allowance) & long[:, None] & long[None, :]
+    return stderr.numpy(), allowance.numpy(), doubted.numpy()
+
+
 def largest_rows(rows: IndexRows, limit: int) -> list[int]:
     """The ``limit`` rows with the most tokens among those of the most common sketch id (rows that compare)."""
     if not len(rows):
@@ -393,14 +407,22 @@ def largest_rows(rows: IndexRows, limit: int) -> list[int]:
     return sorted(same, key=lambda i: -rows.rows[i]["num_tokens"])[:limit]
 
 
-def nearest_neighbours(rows: IndexRows, limit: int) -> list[tuple[int, int, float]]:
-    """(row, its nearest other row, their A) for the ``largest_rows``, the neighbour among them."""
+def nearest_neighbours(rows: IndexRows, limit: int) -> list[tuple[int, int, float, str | None]]:
+    """(row, its nearest other row, their A, why A is not to be trusted or None) for the ``largest_rows``, the
+    neighbour among them; a neighbour whose A is outside what [0, 1] and its error bar allow
+    (``plausibility.range_doubt``) is taken only when no other is left."""
     chosen = largest_rows(rows, limit)
     if len(chosen) < 2:
         return []
     matrix = row_alignments(rows, chosen)
-    np.fill_diagonal(matrix, -np.inf)
-    return [(i, chosen[int(np.argmax(matrix[k]))], float(np.max(matrix[k]))) for k, i in enumerate(chosen)]
+    stderr, allowance, doubted = row_alignment_checks(rows, chosen, matrix)
+    out = []
+    for k, i in enumerate(chosen):
+        others = [j for j in range(len(chosen)) if j != k]
+        j = max([j for j in others if not doubted[k, j]] or others, key=lambda j: matrix[k, j])
+        doubt = range_doubt({"fisher": (matrix[k, j], stderr[k, j], allowance[k, j])}) if doubted[k, j] else None
+        out.append((i, chosen[j], float(matrix[k, j]), doubt))
+    return out
 
 
 def rows_figure(rows: IndexRows, base_model: str, limit: int = PLOTTED_ROWS):
@@ -416,13 +438,17 @@ def rows_figure(rows: IndexRows, base_model: str, limit: int = PLOTTED_ROWS):
     if len(chosen) < 2:
         return None
     matrix = row_alignments(rows, chosen)
-    names = [rows.rows[i]["repo_id"] for i in chosen]
+    doubted = row_alignment_checks(rows, chosen, matrix)[2]
+    names = [printable(rows.rows[i]["repo_id"]) for i in chosen]
     figure = Figure(figsize=(2 + 0.35 * len(names), 1.5 + 0.35 * len(names)))
     axis = figure.subplots()
-    image = axis.imshow(matrix, cmap="viridis")
+    image = axis.imshow(np.where(doubted, np.nan, matrix), cmap="viridis")
+    for i, j in zip(*np.nonzero(doubted)):  # outside what [0, 1] and its error bar allow: not to be read
+        axis.text(j, i, "!", ha="center", va="center", fontsize=6, color="red")
     axis.set_xticks(range(len(names)), names, rotation=90, fontsize=6)
     axis.set_yticks(range(len(names)), names, fontsize=6)
-    axis.set_title(f"{label('fisher')} among {len(names)} rows of {base_model}'s index", fontsize=8)
+    title = f"{label('fisher')} among {len(names)} rows of {printable(base_model)}'s index"
+    axis.set_title(title + (" (! red: not to be trusted)" if doubted.any() else ""), fontsize=8)
     figure.colorbar(image, ax=axis, shrink=0.8)
     figure.tight_layout()
     return figure
@@ -703,6 +729,10 @@ class IndexSummary:
     problems: int
     #: (repo, dataset, tokens, nearest other repo, A) for the signatures with the most tokens
     neighbours: tuple[tuple[str, str, int, str, float], ...] = ()
+    #: per neighbour: why its A is not to be trusted (``nearest_neighbours``), or None
+    neighbour_doubts: tuple[str | None, ...] = ()
+    #: the rows ``read_rows`` left out, as "repo:path: reason" (a row that fails the bounded-claims checks too)
+    left_out: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, table, base_model: str, repos: Iterable[dict[str, Any]]) -> IndexSummary:
@@ -712,6 +742,7 @@ class IndexSummary:
         sketch_ids = collections.Counter(table.column("sketch_id").to_pylist())
         problems = sum(len(repo.get("problems") or []) for repo in repos)
         rows = read_rows(table, base_model, "the index")
+        found = nearest_neighbours(rows, NEIGHBOUR_ROWS)
         neighbours = tuple(
             (
                 rows.rows[i]["repo_id"],
@@ -720,12 +751,41 @@ class IndexSummary:
                 rows.rows[j]["repo_id"],
                 a,
             )
-            for i, j, a in nearest_neighbours(rows, NEIGHBOUR_ROWS)
+            for i, j, a, _ in found
         )
-        return cls(base_model, table.num_rows, len(repos), dict(obtained), dict(sketch_ids), problems, neighbours)
+        doubts = tuple(doubt for *_, doubt in found)
+        left_out = tuple(f"{row.repo_id}:{row.path}: {row.reason}" for row in rows.skipped)
+        return cls(
+            base_model,
+            table.num_rows,
+            len(repos),
+            dict(obtained),
+            dict(sketch_ids),
+            problems,
+            neighbours,
+            doubts,
+            left_out,
+        )
+
+    def _shown(self) -> list[tuple[str, str, int, str, str]]:
+        """The neighbours as shown: repo, dataset and nearest repo ``printable`` (they come from the rows), A with
+        " !" where it is doubted."""
+        doubts = self.neighbour_doubts or (None,) * len(self.neighbours)
+        return [
+            (printable(repo), printable(dataset), tokens, printable(nearest), f"{a:.3f}" + (" !" if doubt else ""))
+            for (repo, dataset, tokens, nearest, a), doubt in zip(self.neighbours, doubts)
+        ]
+
+    def _doubt_lines(self) -> list[str]:
+        doubts = self.neighbour_doubts or (None,) * len(self.neighbours)
+        return [
+            f"! {printable(repo)} and {printable(nearest)}: {doubt}"
+            for (repo, _, _, nearest, _), doubt in zip(self.neighbours, doubts)
+            if doubt
+        ]
 
     def neighbour_table(self) -> list[str]:
-        """The neighbours as a Markdown table (empty without them)."""
+        """The neighbours as a Markdown table (empty without them), then why a doubted A (!) is not to be trusted."""
         if not self.neighbours:
             return []
         from fisherhub.core.geometry import GEOMETRIES
@@ -740,25 +800,34 @@ class IndexSummary:
             f"| adapter | dataset | tokens | nearest | {fisher.symbol} |",
             "|---|---|---|---|---|",
         ]
-        return out + [
-            f"| {repo} | {dataset} | {tokens:,} | {nearest} | {a:.3f} |"
-            for repo, dataset, tokens, nearest, a in self.neighbours
+        cells = [
+            [cell.replace("|", "\\|") for cell in (repo, dataset, f"{tokens:,}", nearest, a)]
+            for repo, dataset, tokens, nearest, a in self._shown()
         ]
+        doubts = self._doubt_lines()
+        return out + [f"| {' | '.join(row)} |" for row in cells] + (["", *doubts] if doubts else [])
 
     def lines(self) -> list[str]:
-        out = [f"signature index of {self.base_model}: {self.rows} signatures from {self.repos} repos read"]
-        out += [f"  {count:>7}  {OBTAINED.get(kind, kind)}" for kind, count in sorted(self.by_obtained.items())]
-        out += [f"  sketch id {sketch_id}: {count} rows" for sketch_id, count in sorted(self.sketch_ids.items())]
+        out = [f"signature index of {printable(self.base_model)}: {self.rows} signatures from {self.repos} repos read"]
+        out += [
+            f"  {count:>7}  {printable(OBTAINED.get(kind, kind))}" for kind, count in sorted(self.by_obtained.items())
+        ]
+        out += [
+            f"  sketch id {printable(sketch_id)}: {count} rows" for sketch_id, count in sorted(self.sketch_ids.items())
+        ]
         if self.problems:
             out.append(f"  {self.problems} signature(s) could not be read (listed in {STATE_PATH})")
+        if self.left_out:
+            out.append(f"  {len(self.left_out)} row(s) left out (neither ranked nor shown):")
+            out += [f"    {printable(line)}" for line in self.left_out[:LEFT_OUT_SHOWN]]
+            out += [f"    ... and {len(self.left_out) - LEFT_OUT_SHOWN} more"] * (len(self.left_out) > LEFT_OUT_SHOWN)
         return out
 
     def neighbour_lines(self) -> list[str]:
-        """The neighbours as terminal lines."""
+        """The neighbours as terminal lines, then why a doubted A (!) is not to be trusted."""
         return [
-            f"  {repo} ({tokens:,} tokens): nearest {nearest}, A = {a:.3f}"
-            for repo, _, tokens, nearest, a in self.neighbours
-        ]
+            f"  {repo} ({tokens:,} tokens): nearest {nearest}, A = {a}" for repo, _, tokens, nearest, a in self._shown()
+        ] + self._doubt_lines()
 
 
 def render_card(
