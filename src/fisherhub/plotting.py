@@ -87,6 +87,7 @@ def alignment_figure(matrix: AlignmentMatrix, title: str | None = None):
 
 def _cover(i: int, j: int, face: str, edge: str, hatch: str, width: float, gid: str):
     """The hatched patch drawn over cell (i, j) instead of its colour."""
+    require("matplotlib")
     from matplotlib.patches import Rectangle
 
     return Rectangle(
