@@ -1,4 +1,5 @@
-"""The package's import structure: no import cycle between modules; a core that imports nothing of the
+"""The package's import structure: no import cycle between modules nor between folders (in-function and
+type-only imports counted); a core that imports nothing of the
 package outside ``core/`` and no third-party package but torch, numpy and safetensors; and a layer order
 (``LAYERS``) in which a module imports only its own layer or lower ones, type-only imports included."""
 
@@ -93,17 +94,48 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_no_import_cycle_between_modules():
-    modules = package_modules()
-    graph = {
-        name: {
-            target
-            for target in imports(path, module_level_only=True, modules=frozenset(modules))
-            if target in modules and target != name
-        }
-        for name, path in modules.items()
-    }
+def folder_of(module: str) -> str:
+    """The top-level module or package of ``fisherhub`` a module lies in (``fisherhub.hub.read`` -> ``hub``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph between folders (top-level modules and packages) of a module import graph."""
+    folders: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        source = folder_of(name)
+        folders.setdefault(source, set()).update(folder_of(t) for t in targets if folder_of(t) != source)
+    return folders
+
+
+def test_no_import_cycle_between_modules_in_function_and_type_only_imports_included():
+    graph = full_import_graph(PACKAGE, fisherhub._EXPORTS)
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
+
+
+def test_no_import_cycle_between_folders_even_within_a_layer():
+    """Folders of one layer (``data``, ``lm``, ``hub``) may import each other, but not both ways round."""
+    graph = folder_graph(full_import_graph(PACKAGE, fisherhub._EXPORTS))
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
+
+
+def test_the_cycle_checks_see_a_planted_in_function_back_import(tmp_path):
+    """A copy of the package with two in-function back-imports: ``core/spec.py`` importing ``core.signature``
+    (which imports it), and an ``lm`` module importing ``hub`` (which imports ``lm``): a module cycle and a
+    cycle of two folders of one layer."""
+    import shutil
+
+    package = tmp_path / "fisherhub"
+    shutil.copytree(PACKAGE, package, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    spec = package / "core" / "spec.py"
+    spec.write_text(spec.read_text() + "\n\ndef _planted():\n    from fisherhub.core.signature import Signature\n")
+    (package / "lm" / "planted.py").write_text("def f():\n    from fisherhub.hub import refs\n")
+    graph = full_import_graph(package, fisherhub._EXPORTS)
+    cycle = find_cycle(graph)
+    assert cycle is not None and {"fisherhub.core.spec", "fisherhub.core.signature"} <= set(cycle), cycle
+    assert set(find_cycle(folder_graph(graph)) or ()) == {"lm", "hub"}
+    assert "fisherhub.core.signature" not in full_import_graph(PACKAGE, fisherhub._EXPORTS)["fisherhub.core.spec"]
 
 
 def test_the_checker_sees_a_cycle_and_a_forbidden_core_import(tmp_path):
@@ -121,7 +153,8 @@ def test_the_checker_sees_a_cycle_and_a_forbidden_core_import(tmp_path):
 #: names top-level modules or packages of ``fisherhub``; a module belongs to the entry naming its top level.
 #: ``extras`` (imports of the optional packages) sits with ``core``; ``legend`` and ``plotting`` show alignments (over ``core`` only) at the analysis level, so that ``selection``
 #: and ``cli`` can use them; ``training_callback`` is a Trainer integration over ``hub`` and ``pipeline``, beside
-#: ``selection`` and ``metric``; ``config`` (the option dataclasses, once split out of ``options``) sits with
+#: ``selection`` and ``metric``; ``verify`` (re-sketching a published signature, over ``pipeline`` and ``hub``) sits
+#: below ``selection``, which reports whether its picks are verifiable; ``config`` (the option dataclasses, once split out of ``options``) sits with
 #: ``options``; ``testing`` (oracles and tiny models for tests and benchmarks) and ``__main__`` are entry points.
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(names.split())
@@ -131,7 +164,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "data lm hub",
         "pipeline",
         "analysis legend plotting",
-        "selection metric training_callback verify",
+        "verify",
+        "selection metric training_callback",
         "cli",
         "__main__ testing",
     )

@@ -15,7 +15,8 @@ from fisherhub.core.features import FeatureMap
 from fisherhub.core.hadamard import fwht
 from fisherhub.core.spec import REFLECTION_TOLERANCE
 from fisherhub.core.registry import ESTIMATORS
-from fisherhub.core.state import CLAMPED_NORMS_KEY, MIN_DOCUMENTS, SPLIT_NORM_Z
+from fisherhub.core.signature import CLAMPED_NORMS_KEY
+from fisherhub.core.state import MIN_DOCUMENTS, SPLIT_NORM_Z
 from fisherhub.core.errors import IncompatibleSignaturesError, InputError, TooFewDocumentsError
 from fisherhub.core.exact import exact_alignment, linear_cka
 

@@ -103,7 +103,7 @@ def verify_signature(
     from fisherhub.core.signature import Signature
     from fisherhub.options import DataArgs
     from fisherhub.pipeline.loop import sketch_dataset
-    from fisherhub.selection.peft_loading import load_base_model
+    from fisherhub.lm.loading import load_base_model
 
     if not isinstance(signature, Signature):
         from fisherhub.hub import load_signature

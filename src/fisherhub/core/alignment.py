@@ -9,7 +9,7 @@ A 1.3 / 2.3, S_a 0.8 / 1.2, S_e 1.1. It is never below the pair's own feature-le
 share their inputs and differ only in a few labels.
 
 A signature whose split-sample norm was not resolved (``SketchState.finalize`` clamped it, see
-``state.CLAMPED_NORMS_KEY``) gives alignments shrunk toward 0 with wide error bars, flagged ``norm_clamped``.
+``signature.CLAMPED_NORMS_KEY``) gives alignments shrunk toward 0 with wide error bars, flagged ``norm_clamped``.
 Optionally (``shrink_coupling=True``) ρ is shrunk toward the separable value 1 by empirical Bayes over the
 pairs of the matrix: ρ̃ = 1 + w (ρ̂ − 1), w = τ² / (τ² + se²), τ² = max(0, mean (ρ̂ − 1)² − mean se²) over the
 pairs where ρ is reported. Its standard error stays the unshrunk se: the posterior √w · se would claim ρ = 1
@@ -26,8 +26,8 @@ from collections.abc import Sequence
 
 import torch
 
-from fisherhub.core.signature import Signature
-from fisherhub.core.state import CLAMPED_NORMS_KEY, SKETCHES
+from fisherhub.core.features import SKETCHES
+from fisherhub.core.signature import CLAMPED_NORMS_KEY, Signature
 from fisherhub.core.errors import InputError
 from fisherhub.core.geometry import GEOMETRIES
 from fisherhub.core.shrinkage import shrink

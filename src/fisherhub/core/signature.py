@@ -24,8 +24,10 @@ from fisherhub.core.atomic import atomic_path
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
 from fisherhub.core.version import library_version
 from fisherhub.core.errors import FisherHubError, SignatureFileError
-from fisherhub.core.state import CLAMPED_NORMS_KEY
 
+#: metadata key: the sketches (comma-separated names) whose split-sample norm was clamped at finalize
+#: (``SketchState.finalize``); their alignments are shrunk toward 0 with wide error bars.
+CLAMPED_NORMS_KEY = "clamped_split_norms"
 #: provenance keys a signature's metadata may carry (SPEC §3); free-form extra keys are kept too.
 PROVENANCE_KEYS = (
     "base_model",

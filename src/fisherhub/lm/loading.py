@@ -16,12 +16,16 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from fisherhub.core.errors import InputError
 from fisherhub.extras import require
 from fisherhub.options import COMMIT_ID, HUB_ID, ModelOptions
+
+if TYPE_CHECKING:
+    from fisherhub.core.signature import Signature
 
 #: what signatures record as the default's base model; the head checksum tells it from the fp16 Hub weights
 DEFAULT_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -219,6 +223,22 @@ def load_model_and_tokenizer(
     if embedded:
         model.config.name_or_path = model.name_or_path = tokenizer.name_or_path = DEFAULT_MODEL_ID
     return model.eval(), tokenizer
+
+
+def load_base_model(base_model: str | None, signature: Signature | None = None, token: str | None = None):
+    """(model, tokenizer) of ``base_model`` (a Hub id or local folder) at the revision ``signature`` (one sketched
+    under it) records, with ``token``: the embedded default when that is its GGUF revision, so nothing is
+    downloaded for it. A local folder is read as it is (a revision applies to Hub ids)."""
+    if base_model is None:
+        raise InputError(
+            "the base model is unknown: pass base_model= (a Hub id or local folder) or model= and tokenizer="
+        )
+    revision = (signature.metadata.get("base_model_revision") if signature is not None else None) or None
+    if is_embedded_model(base_model, revision):
+        return load_model_and_tokenizer(None)
+    if Path(base_model).is_dir():
+        revision = None
+    return load_model_and_tokenizer(base_model, revision=revision, token=token)
 
 
 def _check_hub_model_exists(source: str | os.PathLike, revision: str | None, token: str | None) -> None:

@@ -17,26 +17,6 @@ if TYPE_CHECKING:
 MIX_TYPES = ("cat", "linear")
 
 
-def load_base_model(base_model: str | None, signature: Signature | None = None, token: str | None = None):
-    """(model, tokenizer) of ``base_model`` (a Hub id or local folder) at the revision ``signature`` (one sketched
-    under it) records, with ``token``: the embedded default when that is its GGUF revision, so nothing is
-    downloaded for it. A local folder is read as it is (a revision applies to Hub ids)."""
-    from pathlib import Path
-
-    from fisherhub.lm.loading import is_embedded_model, load_model_and_tokenizer
-
-    if base_model is None:
-        raise InputError(
-            "the base model is unknown: pass base_model= (a Hub id or local folder) or model= and tokenizer="
-        )
-    revision = (signature.metadata.get("base_model_revision") if signature is not None else None) or None
-    if is_embedded_model(base_model, revision):
-        return load_model_and_tokenizer(None)
-    if Path(base_model).is_dir():
-        revision = None
-    return load_model_and_tokenizer(base_model, revision=revision, token=token)
-
-
 def adapter_names(candidates: Sequence[str]) -> list[str]:
     """Distinct adapter names for ``peft`` (identifiers: ``org/lora-a`` -> ``lora_a``, repeats get ``_2``...)."""
     names: list[str] = []
@@ -70,6 +50,8 @@ def load_adapters(
     ``top_k`` (default 1) best rows' adapters under ``adapter_names``, the best one active; each from its repo
     at the commit ranked (and its subfolder), with ``token``."""
     from peft import PeftModel
+
+    from fisherhub.lm.loading import load_base_model
 
     count = check_top_k(top_k)
     rows = ranking[:count]

@@ -11,10 +11,10 @@ from fisherhub.core.errors import InputError, TooFewDocumentsError
 from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
 from fisherhub.hub.refs import is_signature_reference
+from fisherhub.lm.loading import load_base_model
 from fisherhub.options import DataArgs, RunOptions
 from fisherhub.selection.candidates import hub_options
 from fisherhub.selection.errors import Skip
-from fisherhub.selection.peft_loading import load_base_model
 from fisherhub.selection.ranking import incompatibility
 
 
