@@ -9,9 +9,11 @@ transformers; bad values raise ``InputError`` naming the flag.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import os
 import re
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,28 @@ def option(default: Any, help: str, **argument_options: Any) -> Any:
     return dataclasses.field(default=default, metadata={"help": help, **argument_options})
 
 
+def documented(options: type) -> type:
+    """Append to the docstring of the ``options`` dataclass an ``Args:`` section built from its fields (type,
+    default and help, so they are written once) and the ``Raises:`` of its checks."""
+    lines = ["", "Args:"]
+    for field in dataclasses.fields(options):
+        has_default = field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+        default = f", defaults to `{field.default!r}`" if field.default is not dataclasses.MISSING else ""
+        lines.append(f"    {field.name} (`{field.type}`{', *optional*' if has_default else ''}{default}):")
+        help_text = field.metadata.get("help") or ""
+        lines += textwrap.wrap(
+            help_text[:1].upper() + help_text[1:] + ".", 108, initial_indent=" " * 8, subsequent_indent=" " * 8
+        )
+    lines += [
+        "",
+        "Raises:",
+        "    `InputError`: a value the option does not take (the message names its command-line flag).",
+    ]
+    body = inspect.cleandoc(options.__doc__ or "")
+    options.__doc__ = body + "\n" + "\n".join(lines) + "\n"
+    return options
+
+
 def flag(name: str) -> str:
     """The command-line flag of field ``name`` (``max_documents`` -> ``--max-documents``)."""
     return "--" + name.replace("_", "-")
@@ -62,6 +86,7 @@ def check_positive(owner: object, names: tuple[str, ...], *, optional: bool = Fa
             )
 
 
+@documented
 @dataclasses.dataclass(kw_only=True)
 class SpecOptions:
     """How a new sketch is made (ignored when sketching ``--like`` an existing signature)."""
@@ -153,6 +178,7 @@ class SpecOptions:
         return SpecOptions(**{field.name: getattr(self, field.name) for field in dataclasses.fields(SpecOptions)})
 
 
+@documented
 @dataclasses.dataclass
 class DataArgs:
     """Which documents to sketch.
@@ -214,6 +240,7 @@ class DataArgs:
         return metadata
 
 
+@documented
 @dataclasses.dataclass(kw_only=True)
 class ModelOptions:
     """Which base model, and how it is loaded (``from_pretrained``'s options; docs/big_models.md)."""
@@ -267,6 +294,7 @@ def json_object(value: str, name: str) -> dict:
     return parsed
 
 
+@documented
 @dataclasses.dataclass(kw_only=True)
 class RunOptions:
     """How the documents go through the model."""
@@ -288,6 +316,7 @@ class RunOptions:
             raise InputError("--resume needs the checkpoint folder of the interrupted run (--checkpoint DIR)")
 
 
+@documented
 @dataclasses.dataclass(kw_only=True)
 class SketchArgs(ModelOptions, SpecOptions, RunOptions):
     """Everything ``fisherhub.pipeline.loop`` needs, and where the CLI puts the result.
@@ -296,7 +325,7 @@ class SketchArgs(ModelOptions, SpecOptions, RunOptions):
     it; the spec options are then ignored, and without ``model`` the signature's base model is loaded.
     """
 
-    data: DataArgs = dataclasses.field(metadata={"cli": False})
+    data: DataArgs = dataclasses.field(metadata={"cli": False, "help": "which documents (the --dataset options)"})
     like: str | None = option(None, "reuse the exact spec (and base model) of this signature: file or Hub ref")
     output: str | None = option("signature.safetensors", "where the signature is written", flags=("-o", "--output"))
     push_to_hub: str | None = option(None, "also push the signature to this Hub repo", metavar="REPO")
@@ -316,6 +345,7 @@ class SketchArgs(ModelOptions, SpecOptions, RunOptions):
             )
 
 
+@documented
 @dataclasses.dataclass(kw_only=True)
 class DemoOptions:
     """``fisherhub demo``: the shipped demo domains under the embedded default model."""

@@ -27,7 +27,7 @@ import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from transformers import TrainerCallback
@@ -69,6 +69,18 @@ def _as_base_model(model: Any):
         model.train(training)
         if patched is not None:
             model.forward = patched
+
+
+class _CardUpdateThenAttach:
+    """A model's ``create_or_update_model_card``, then the callback's ``attach`` of the same folder (a model
+    whose method is one of these is signed already)."""
+
+    def __init__(self, update: Callable[[str], None], attach: Callable[[str], None]):
+        self.update, self.attach = update, attach
+
+    def __call__(self, output_dir: str) -> None:
+        self.update(output_dir)
+        self.attach(output_dir)
 
 
 class FisherSignatureCallback(TrainerCallback):
@@ -194,15 +206,8 @@ class FisherSignatureCallback(TrainerCallback):
         """After PEFT's ``create_or_update_model_card`` (which the Trainer calls on the card it has just written
         into ``output_dir``), put the signature's block, section and ``datasets:`` back into that card."""
         update = model.create_or_update_model_card
-        if getattr(update, "signs_cards", False):
-            return
-
-        def create_or_update_model_card(output_dir: str) -> None:
-            update(output_dir)
-            self._attach(output_dir)
-
-        create_or_update_model_card.signs_cards = True
-        model.create_or_update_model_card = create_or_update_model_card
+        if not isinstance(update, _CardUpdateThenAttach):
+            model.create_or_update_model_card = _CardUpdateThenAttach(update, self._attach)
 
     def on_save(self, args, state, control, **kwargs):
         if state.is_world_process_zero:

@@ -113,7 +113,7 @@ def report(
 
 def matrix_as_json(matrix: AlignmentMatrix) -> dict:
     geometries = [GEOMETRIES[name] for name in DECOMPOSITION]
-    fields = [g.field for g in geometries] + [g.stderr_field for g in geometries]
+    fields = [g.field for g in geometries if g.field is not None] + [g.stderr_field for g in geometries]
     as_lists = {
         field: [[None if math.isnan(v) else v for v in row] for row in getattr(matrix, field).tolist()]
         for field in fields

@@ -74,7 +74,7 @@ def _sketch_and_write(args: SketchArgs, namespace: argparse.Namespace) -> int:
     state = PartialState()
     if state.is_main_process:
         if args.output:
-            _save(signature, args)
+            _save(signature, args.output, args)
             print(
                 f"wrote {args.output}: sketch id {signature.sketch_id}, {signature.num_documents} documents, "
                 f"{signature.num_tokens} scored tokens"
@@ -93,11 +93,11 @@ def _sketch_and_write(args: SketchArgs, namespace: argparse.Namespace) -> int:
     return 0
 
 
-def _save(signature, args: SketchArgs) -> None:
-    """Write the output; when it cannot be written (a full disk), say so in one line and what was kept."""
+def _save(signature, output: str, args: SketchArgs) -> None:
+    """Write ``output``; when it cannot be written (a full disk), say so in one line and what was kept."""
     try:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        signature.save(args.output)
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        signature.save(output)
     except (OSError, InputError) as exc:
         kept = (
             f"the checkpoint in {args.checkpoint} is kept: free some space, then rerun with --resume to write it"

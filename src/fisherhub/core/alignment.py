@@ -77,7 +77,34 @@ def stderr_constants(estimator: str, reflection: bool) -> StderrConstants:
 
 @dataclasses.dataclass(frozen=True)
 class AlignmentResult:
-    """Fisher alignment A, its factors S_a, S_e, the coupling ρ and standard errors."""
+    """Fisher alignment A of two signatures, its factors S_a, S_e, the coupling ρ = A / (S_a S_e) and their
+    standard errors (``alignment`` makes one; ``AlignmentMatrix.pair`` reads one out of a matrix).
+
+    Args:
+        fisher (`float`):
+            A, the cosine of the two joint sketches (split-sample corrected): the Fisher alignment.
+        activation (`float`):
+            S_a, the cosine of the activation sketches (what the inputs share).
+        error (`float`):
+            S_e, the cosine of the error sketches (what the predicted words share).
+        coupling (`float` or `None`):
+            ρ = A / (S_a S_e); None where S_a or S_e is within ``SIGNIFICANCE_Z`` standard errors of 0.
+        stderr (`float`):
+            The standard error of A.
+        activation_stderr (`float`):
+            The standard error of S_a.
+        error_stderr (`float`):
+            The standard error of S_e.
+        coupling_stderr (`float` or `None`):
+            The standard error of ρ (None with ρ).
+        coupling_significant (`bool`):
+            Whether ρ departs from 1 by more than ``SIGNIFICANCE_Z`` standard errors.
+        sketch_id (`str`):
+            The sketch id both signatures share.
+        norm_clamped (`bool`, *optional*, defaults to `False`):
+            A split-sample norm of either signature was not resolved: the values are shrunk toward 0, trust
+            the standard errors.
+    """
 
     fisher: float
     activation: float
@@ -98,7 +125,33 @@ class AlignmentResult:
 
 @dataclasses.dataclass(frozen=True)
 class AlignmentMatrix:
-    """All-pairs alignments; each field an (n, n) float64 tensor (coupling NaN where undefined)."""
+    """All-pairs alignments of n signatures (``alignment_matrix`` makes one); each tensor field is (n, n)
+    float64, symmetric, with the fields of ``AlignmentResult`` (``pair(i, j)`` reads one pair).
+
+    Args:
+        names (`list[str]`):
+            The signatures' names, in the order of the rows.
+        fisher (`torch.Tensor`):
+            A of every pair (1 on the diagonal).
+        activation (`torch.Tensor`):
+            S_a of every pair.
+        error (`torch.Tensor`):
+            S_e of every pair.
+        coupling (`torch.Tensor`):
+            ρ of every pair, NaN where undefined (S_a or S_e within ``SIGNIFICANCE_Z`` standard errors of 0).
+        stderr (`torch.Tensor`):
+            The standard errors of A.
+        activation_stderr (`torch.Tensor`):
+            The standard errors of S_a.
+        error_stderr (`torch.Tensor`):
+            The standard errors of S_e.
+        coupling_stderr (`torch.Tensor`):
+            The standard errors of ρ (NaN with ρ).
+        sketch_id (`str`):
+            The sketch id all the signatures share.
+        norm_clamped (`torch.Tensor`):
+            (n, n) bool: either signature of the pair has a clamped split-sample norm.
+    """
 
     names: list[str]
     fisher: torch.Tensor
@@ -218,10 +271,25 @@ def alignment_matrix(
     """Pairwise alignments of compatible signatures.
 
     A pair of sketches of the same data (``same_data``: identical, or equal within float rounding) is 1 with
-    stderr 0. ρ is NaN where S_a or S_e is within ``SIGNIFICANCE_Z`` standard errors of 0. ``constants``
-    replaces the calibrated c of the signatures' estimator (all ones: the stderr fields are
-    max(√(R̂_i R̂_j / m), ``feature_stderr``)). ``shrink_coupling`` shrinks ρ toward 1
-    (``shrink_toward_separable``).
+    stderr 0. ρ is NaN where S_a or S_e is within ``SIGNIFICANCE_Z`` standard errors of 0.
+
+    Args:
+        signatures (`Sequence[Signature]`):
+            Signatures of one sketch id (and pilot direction).
+        names (`Sequence[str]`, *optional*):
+            A name per signature (default: each signature's ``dataset`` metadata, else ``#i``).
+        constants (`StderrConstants`, *optional*):
+            Replaces the calibrated c of the signatures' estimator (all ones: the stderr fields are
+            max(√(R̂_i R̂_j / m), ``feature_stderr``)).
+        shrink_coupling (`bool`, *optional*, defaults to `False`):
+            Shrink ρ toward 1 (``shrink_toward_separable``).
+
+    Returns:
+        `AlignmentMatrix`: every pair's A, S_a, S_e, ρ and their standard errors.
+
+    Raises:
+        `IncompatibleSignaturesError`: the signatures differ in sketch id or pilot direction.
+        `InputError`: no signatures, or something that is not a ``Signature``.
     """
     signatures = list(signatures)
     check_compatible(signatures)
@@ -271,5 +339,18 @@ def alignment_matrix(
 
 
 def alignment(source: Signature, target: Signature) -> AlignmentResult:
-    """Alignment of two signatures with error bars and the three-factor decomposition."""
+    """Alignment of two signatures with error bars and the three-factor decomposition A = ρ · S_a · S_e.
+
+    Args:
+        source (`Signature`):
+            One signature, e.g. a candidate's training data.
+        target (`Signature`):
+            The other, of the same sketch id (sketch it ``like=`` the source).
+
+    Returns:
+        `AlignmentResult`: A, S_a, S_e, ρ and their standard errors.
+
+    Raises:
+        `IncompatibleSignaturesError`: the signatures differ in sketch id or pilot direction.
+    """
     return alignment_matrix([source, target]).pair(0, 1)

@@ -127,9 +127,75 @@ def _count(header: dict[str, str], key: str) -> int:
     return int(value)
 
 
+def self_dominance_bounds(spec: SketchSpec, num_tokens: int, num_documents: int) -> list[tuple[float, float]]:
+    """(lowest, highest) R̂ each sketch (joint, activation, error) of a signature with this spec and these counts
+    can show. Highest: ``max_self_dominance``. Lowest: with half means a, b and token weights w, 1 − w,
+    ‖μ̂‖² = ‖wa − (1 − w)b‖² + 4w(1 − w)⟨a, b⟩, so R̂ ≥ 4w(1 − w) ≥ 4(n − 1)/n² over the sketch's n examples
+    (tokens; documents for the joint sketch of sequence granularity). Network sketches count other positions,
+    so they get no lower bound."""
+    high = max_self_dominance(spec.m)
+    if spec.modules is not None:
+        return [(0.0, high)] * 3
+    joint = num_tokens if spec.granularity == "token" else num_documents
+    return [(4 * (n - 1) / n**2, high) for n in (joint, num_tokens, num_tokens)]
+
+
+def implausibility(
+    spec: SketchSpec, num_tokens: int, num_documents: int, metadata: dict[str, str], dominances: torch.Tensor
+) -> str | None:
+    """Why a signature's numbers (its spec, counts, metadata and the R̂ of its three sketches, ``dominances``)
+    cannot be taken at face value (None: they can): a sketch whose self-dominance lies outside
+    ``self_dominance_bounds``. Its split norm does not fit its mean, so its alignments are noise (a sketch the
+    writer flagged unresolved, ``CLAMPED_NORMS_KEY``) or inflated / deflated (a resolved one: the file was
+    forged). An index row is checked with the same bounds (``hub/signature_index``)."""
+    unresolved = set(metadata.get(CLAMPED_NORMS_KEY, "").split(","))
+    bounds = self_dominance_bounds(spec, num_tokens, num_documents)
+    values = dominances.tolist()
+    out = [
+        (name, value, low, high)
+        for name, value, (low, high) in zip(_SKETCH_NAMES, values, bounds)
+        if not low <= value <= high
+    ]
+    if not out:
+        return None
+    described = ", ".join(f"{name} R̂ = {value:.3g} outside [{low:.3g}, {high:.3g}]" for name, value, low, high in out)
+    if all(name in unresolved for name, *_ in out):
+        return f"unresolved split norms: {described}: its alignments are noise; sketch more documents"
+    return (
+        f"implausible split norms: {described} (the most a resolved split norm allows) although marked "
+        "resolved: forged, or damaged"
+    )
+
+
 @dataclasses.dataclass
 class Signature:
-    """A task's FisherSketch signature: μ̂ of the joint, activation and error features."""
+    """A task's FisherSketch signature: μ̂ of the joint, activation and error features, and the split-sample
+    norms that correct their cosines (``SketchState.finalize`` makes one; ``save`` / ``load`` read and write
+    the safetensors file, SPEC §3).
+
+    Args:
+        spec (`SketchSpec`):
+            The sketch it was made with (its id decides what it compares with).
+        joint (`torch.Tensor`):
+            μ̂ of the joint features, float32 (m,).
+        activation (`torch.Tensor`):
+            μ̂ of the activation features, float32 (m,).
+        error (`torch.Tensor`):
+            μ̂ of the error features, float32 (m,).
+        split_norms (`torch.Tensor`):
+            ⟨μ̂^A, μ̂^B⟩ of the two halves of the data, per sketch: float64 (3,), positive.
+        num_tokens (`int`):
+            Scored tokens sketched.
+        num_documents (`int`):
+            Documents sketched.
+        metadata (`dict[str, str]`, *optional*):
+            Provenance (``PROVENANCE_KEYS``: base model, dataset, revisions, ...) and free-form keys;
+            ``library_version`` and ``created`` are added when missing.
+
+    Raises:
+        `SignatureFileError`: a sketch of another shape than (m,), NaN or inf, or split norms that are not 3
+            positive finite numbers.
+    """
 
     spec: SketchSpec
     joint: torch.Tensor
@@ -169,40 +235,12 @@ class Signature:
         return squares / self.split_norms.double()
 
     def self_dominance_bounds(self) -> list[tuple[float, float]]:
-        """(lowest, highest) R̂ each sketch (joint, activation, error) can show. Highest: ``max_self_dominance``.
-        Lowest: with half means a, b and token weights w, 1 − w, ‖μ̂‖² = ‖wa − (1 − w)b‖² + 4w(1 − w)⟨a, b⟩, so
-        R̂ ≥ 4w(1 − w) ≥ 4(n − 1)/n² over the sketch's n examples (tokens; documents for the joint sketch of
-        sequence granularity). Network sketches count other positions, so they get no lower bound."""
-        high = max_self_dominance(self.spec.m)
-        if self.spec.modules is not None:
-            return [(0.0, high)] * 3
-        joint = self.num_tokens if self.spec.granularity == "token" else self.num_documents
-        return [(4 * (n - 1) / n**2, high) for n in (joint, self.num_tokens, self.num_tokens)]
+        """(lowest, highest) R̂ each sketch (joint, activation, error) can show (``self_dominance_bounds``)."""
+        return self_dominance_bounds(self.spec, self.num_tokens, self.num_documents)
 
     def implausibility(self) -> str | None:
-        """Why this signature's numbers cannot be taken at face value (None: they can): a sketch whose
-        self-dominance lies outside ``self_dominance_bounds``. Its split norm does not fit its mean, so its
-        alignments are noise (a sketch the writer flagged unresolved, ``clamped_split_norms``) or inflated /
-        deflated (a resolved one: the file was forged)."""
-        unresolved = set(self.metadata.get(CLAMPED_NORMS_KEY, "").split(","))
-        bounds = self.self_dominance_bounds()
-        values = self.self_dominances().tolist()
-        out = [
-            (name, value, low, high)
-            for name, value, (low, high) in zip(_SKETCH_NAMES, values, bounds)
-            if not low <= value <= high
-        ]
-        if not out:
-            return None
-        described = ", ".join(
-            f"{name} R̂ = {value:.3g} outside [{low:.3g}, {high:.3g}]" for name, value, low, high in out
-        )
-        if all(name in unresolved for name, *_ in out):
-            return f"unresolved split norms: {described}: its alignments are noise; sketch more documents"
-        return (
-            f"implausible split norms: {described} (the most a resolved split norm allows) although marked "
-            "resolved: forged, or damaged"
-        )
+        """Why this signature's numbers cannot be taken at face value (None: they can): ``implausibility``."""
+        return implausibility(self.spec, self.num_tokens, self.num_documents, self.metadata, self.self_dominances())
 
     def describe(self) -> dict[str, Any]:
         """A small dict for cards and tables."""

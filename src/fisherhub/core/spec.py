@@ -32,7 +32,15 @@ REFLECTION_TOLERANCE = 1e-4
 
 @dataclasses.dataclass(frozen=True)
 class ModelFingerprint:
-    """Checksums of the base model's head weights (float32) and tokenizer, set by model capture."""
+    """Checksums of the base model's head weights (float32) and tokenizer, set by model capture
+    (``HeadModel.fingerprint``); both enter the sketch id.
+
+    Args:
+        head_checksum (`str`):
+            SHA-256 of the head's [W | b] as stored, in float32.
+        tokenizer_checksum (`str`, *optional*):
+            Checksum of the tokenizer's vocabulary (None: sketched without a tokenizer).
+    """
 
     head_checksum: str
     tokenizer_checksum: str | None = None
@@ -72,6 +80,36 @@ class SketchSpec:
     ``modules`` (network sketches, SPEC §2b, ``core.network``): the sketched linear modules as
     (name, in_features, out_features), with ``kernel`` "full" or "block"; d and vocab_size stay the head's.
     Fields at their defaults stay out of the sketch id, so head signatures keep their ids.
+
+    Args:
+        d (`int`):
+            The width of the head's input (hidden size).
+        vocab_size (`int`):
+            K, the rows of the head.
+        m (`int`, *optional*, defaults to `DEFAULT_M`):
+            Random features per sketch.
+        seed (`int`, *optional*, defaults to `DEFAULT_SEED`):
+            Seed of the random projections, in [0, 2**63).
+        estimator (`str`, *optional*, defaults to `DEFAULT_ESTIMATOR`):
+            The random-feature estimator, one of ``ESTIMATORS``.
+        granularity (`str`, *optional*, defaults to `"token"`):
+            "token": every scored token is an example; "sequence": every document.
+        fisher (`str`, *optional*, defaults to `"empirical"`):
+            "empirical": labels from the data; "true": labels sampled from the model.
+        model_fingerprint (`ModelFingerprint`, *optional*):
+            Checksums of the head and tokenizer the sketch belongs to.
+        reflection (`tuple[float, ...]`, *optional*):
+            The pilot activation mean (d floats) of the Householder reflection.
+        error_space (`str`, *optional*, defaults to `"logits"`):
+            "logits" or "head-input" (see above).
+        modules (`tuple[tuple[str, int, int], ...]`, *optional*):
+            Network sketches: the linear modules as (name, in_features, out_features).
+        kernel (`str`, *optional*, defaults to `"full"`):
+            Network sketches: "full" or "block".
+
+    Raises:
+        `InputError`: a value out of range or not one of its choices, a reflection of another length than d
+            or not finite, a network spec with an error space or reflection.
     """
 
     d: int

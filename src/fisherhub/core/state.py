@@ -48,7 +48,16 @@ class RangeTerms(NamedTuple):
 
 
 class SketchState:
-    """Split-half sums of random features for one task."""
+    """Split-half sums of random features for one task: ``update`` adds a batch, ``flush`` closes its
+    documents, ``merge`` adds another process's sums, ``finalize`` gives the ``Signature``; ``save`` / ``load``
+    checkpoint it.
+
+    Args:
+        spec (`SketchSpec`):
+            The sketch (head or network) the sums are of.
+        device (`torch.device` or `str`, *optional*):
+            Where the sums live (the head's device).
+    """
 
     def __init__(self, spec: SketchSpec, device: torch.device | str = "cpu"):
         self.spec = spec

@@ -62,6 +62,6 @@ def dataset_provenance(args: DataArgs, source: Any) -> dict[str, str]:
         if not isinstance(args.dataset, (str, os.PathLike)):
             metadata["dataset"] = repo_id
         metadata["dataset_revision"] = commit
-    elif (commit := streamed_hub_commit(args)) is not None:
-        metadata["dataset_revision"] = commit
+    elif (streamed := streamed_hub_commit(args)) is not None:
+        metadata["dataset_revision"] = streamed
     return metadata

@@ -122,7 +122,7 @@ class DocumentStream:
         import datasets
 
         if self.shard_sizes is not None:
-            return self._own_shard_rows(start_index, reading_state)
+            return self._own_shard_rows(self.shard_sizes, start_index, reading_state)
         rows = self.source.select_columns([self.args.column])
         if self.args.max_tokens is not None:
             return enumerate(rows)
@@ -144,14 +144,14 @@ class DocumentStream:
         return rows
 
     def _own_shard_rows(
-        self, start_index: int, reading_state: dict[str, Any] | None
+        self, shard_sizes: list[int], start_index: int, reading_state: dict[str, Any] | None
     ) -> Iterator[tuple[int, dict[str, Any]]]:
         """This process's shards (``split_dataset_by_node``: j ≡ k mod N, in order), each row with its global
         index: shard j's rows follow the ``shard_sizes`` of the shards before it."""
         from datasets.distributed import split_dataset_by_node
 
         rows = split_dataset_by_node(self.source, rank=self.process_index, world_size=self.num_processes)
-        offsets = [0, *itertools.accumulate(self.shard_sizes)]
+        offsets = [0, *itertools.accumulate(shard_sizes)]
         indices = [range(offsets[shard], offsets[shard + 1]) for shard in self.own_shards()]
         before = sum(min(max(start_index - own.start, 0), len(own)) for own in indices)  # own rows read already
         rows = self._resumed(rows.select_columns([self.args.column]), before, reading_state)
@@ -178,9 +178,9 @@ class DocumentStream:
         try:
             total = len(self.source)
         except TypeError:
-            total = self.args.max_documents
-            if total is None:
+            if self.args.max_documents is None:
                 return None
+            total = self.args.max_documents
         if self.args.max_documents is not None:
             total = min(total, self.args.max_documents)
         return len(range(self.process_index, total, self.num_processes))

@@ -22,13 +22,14 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+import torch
 
 from fisherhub.core.errors import FisherHubError, InputError, SignatureFileError
 from fisherhub.core.features import SKETCHES
-from fisherhub.core.signature import Signature
+from fisherhub.core.signature import Signature, implausibility
 from fisherhub.core.spec import SketchSpec
 from fisherhub.hub.errors import HubError, hub_errors
 from fisherhub.hub.index_layout import (
@@ -41,6 +42,9 @@ from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_map
 from fisherhub.hub.refs import SignatureRef, is_signature_file
 from fisherhub.hub.snapshot import RepoSnapshot
 from fisherhub.lm.loading import canonical_model_id
+
+if TYPE_CHECKING:
+    from huggingface_hub.hf_api import DatasetInfo
 
 logger = logging.getLogger(__name__)
 
@@ -192,14 +196,12 @@ def _decode(data: bytes | None, dtype: str, m: int, what: str) -> np.ndarray:
 class _SpecCache:
     """Parsed specs by (spec JSON, reflection bytes): the rows of one sketch id share a handful."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.parsed: dict[tuple[str, bytes | None], SketchSpec] = {}
 
     def __call__(self, row: dict[str, Any]) -> SketchSpec:
         key = (row["spec"], row["reflection"])
         if key not in self.parsed:
-            import torch
-
             reflection = None
             if row["reflection"] is not None:
                 reflection = torch.from_numpy(np.frombuffer(row["reflection"], dtype="<f4").copy())
@@ -212,27 +214,10 @@ class _SpecCache:
         return self.parsed[key]
 
 
-class _RowFigures:
-    """What ``Signature.implausibility`` reads of a signature (spec, counts, metadata, R̂ of each sketch), taken
-    from a row, so that a row gets the very plausibility bounds a signature file does."""
-
-    self_dominance_bounds = Signature.self_dominance_bounds
-    implausibility = Signature.implausibility
-
-    def __init__(self, spec: SketchSpec, num_tokens: int, num_documents: int, metadata: dict, dominances: np.ndarray):
-        self.spec, self.num_tokens, self.num_documents, self.metadata = spec, num_tokens, num_documents, metadata
-        self.dominances = dominances
-
-    def self_dominances(self):
-        import torch
-
-        return torch.from_numpy(np.asarray(self.dominances, dtype=np.float64))
-
-
 def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
     """(spec, lengths, split norms) of a row, or ``SignatureFileError`` saying what is wrong:
     the checks ``Signature.from_bytes`` makes of a file (spec and sketch id, positive split norms, at least 2
-    documents each with a scored token) and its plausibility bounds (``Signature.implausibility``: each
+    documents each with a scored token) and its plausibility bounds (``core.signature.implausibility``: each
     sketch's R̂ = ‖μ̂‖²/⟨μ̂^A, μ̂^B⟩ within what its counts allow), plus the row's own (its repo, commit and
     path, its base model); the sketches' shapes and values are checked by ``_SketchColumn``."""
     if row.get("format") != INDEX_FORMAT:
@@ -271,7 +256,7 @@ def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
         metadata = json.loads(row.get("metadata") or "{}")
     except json.JSONDecodeError as exc:
         raise SignatureFileError(f"its metadata is not JSON ({exc})") from exc
-    doubt = _RowFigures(spec, tokens, documents, metadata, lengths**2 / norms).implausibility()
+    doubt = implausibility(spec, tokens, documents, metadata, torch.from_numpy(lengths**2 / norms))
     if doubt is not None:
         raise SignatureFileError(doubt)
     if row.get("dtype") not in INDEX_DTYPES:
@@ -334,7 +319,8 @@ def read_rows(table, base_model: str | None, where: str, commit: str | None = No
     stored = [name for name in SKETCHES if table.column(name).null_count == 0] or ["joint"]
     sketches = {name: _SketchColumn(table.column(name), columns["dtype"]) for name in stored}
     specs = _SpecCache()
-    rows, parsed, units, lengths, norms, skipped, kept = [], [], {name: [] for name in stored}, [], [], [], []
+    units: dict[str, list[np.ndarray]] = {name: [] for name in stored}
+    rows, parsed, lengths, norms, skipped, kept = [], [], [], [], [], []
     for i in range(table.num_rows):
         row = {name: values[i] for name, values in columns.items()}
         try:
@@ -593,7 +579,7 @@ def read_repos(
                     RepoResult(ref.repo_id, ref.repo_type, str(ref.revision), [], [("", str(outcome.error))])
                 )
             else:
-                results.append(outcome.value)
+                results.append(outcome.result())
         for first in range(0, len(results), CHUNK_ROWS):
             work.add(results[first : first + CHUNK_ROWS])
         if bar is not None:
@@ -849,7 +835,12 @@ def load_index(name: str | SignatureRef, token: str | None = None, columns: list
     ref = name if isinstance(name, SignatureRef) else index_ref(name)
     where = f"datasets/{ref.repo_id}"
     with hub_errors(where):
-        info = HfApi(token=token).repo_info(ref.repo_id, repo_type="dataset", revision=ref.revision)
+        info = cast(
+            "DatasetInfo", HfApi(token=token).repo_info(ref.repo_id, repo_type="dataset", revision=ref.revision)
+        )
+    if info.sha is None:
+        raise InputError(f"{where}: the Hub names no commit of it")
+    commit = info.sha
     files = sorted(s.rfilename for s in info.siblings or [])
     if STATE_PATH not in files:
         raise InputError(
@@ -859,21 +850,21 @@ def load_index(name: str | SignatureRef, token: str | None = None, columns: list
 
     def fetch(path: str) -> str:
         with hub_errors(where, path):
-            return hf_hub_download(ref.repo_id, path, repo_type="dataset", revision=info.sha, token=token)
+            return hf_hub_download(ref.repo_id, path, repo_type="dataset", revision=commit, token=token)
 
     outcomes = bounded_map(fetch, [STATE_PATH, *shards], catch=())
-    state = parse_state(Path(outcomes[0].value).read_bytes(), where)
+    state = parse_state(Path(outcomes[0].result()).read_bytes(), where)
     tables = []
     for outcome in outcomes[1:]:
         try:
-            tables.append(pq.read_table(outcome.value, columns=columns))
+            tables.append(pq.read_table(outcome.result(), columns=columns))
         except (pa.ArrowException, OSError) as exc:
             raise InputError(
-                f"{where}@{info.sha[:12]}: the shard {outcome.item} is not readable Parquet ({exc}); "
+                f"{where}@{commit[:12]}: the shard {outcome.item} is not readable Parquet ({exc}); "
                 "the index is damaged: rebuild it with `fisherhub index build`"
             ) from exc
     table = pa.concat_tables(tables) if tables else row_schema().empty_table()
-    return LoadedIndex(ref, info.sha, state, table)
+    return LoadedIndex(ref, commit, state, table)
 
 
 # ----- build and update -----------------------------------------------------------------------------------
@@ -937,7 +928,7 @@ class InterruptedBuild(FisherHubError):
     """A build stopped before pushing (``stop_after``); running it again resumes."""
 
 
-def changed_repos(loaded: LoadedIndex, token: str | None = None) -> tuple[dict[str, str], set[str]]:
+def changed_repos(loaded: LoadedIndex, token: str | None = None) -> tuple[dict[str, str | None], set[str]]:
     """(adapters listed now whose commit differs from the one the index read, or new: id -> commit; adapters
     the index read that the Hub no longer lists), from one listing with ``expand=sha``."""
     from huggingface_hub import HfApi
@@ -994,7 +985,7 @@ def update_index(
         workers,
         catch=(HubError,),
     )
-    snapshots = [outcome.value for outcome in outcomes if outcome.error is None]
+    snapshots = [outcome.result() for outcome in outcomes if outcome.error is None]
     read = read_repos(snapshots, base_model, layout, folder, token=token, workers=workers, progress=progress)
     table = replace_repos(loaded, folder, {("model", repo_id) for repo_id in (*changed, *gone)})
     commit = push_index(table, loaded.ref, base_model, layout, folder, token=token)

@@ -121,7 +121,7 @@ def cached_snapshot(repo: SignatureRef) -> RepoSnapshot:
         ) from exc
     snapshot = Path(folder)
     commit = snapshot.name
-    files = {
+    files: dict[str, int | None] = {
         path.relative_to(snapshot).as_posix(): path.stat().st_size for path in snapshot.rglob("*") if path.is_file()
     }
     card_data = None

@@ -16,7 +16,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, overload
 
 import torch
 
@@ -73,6 +73,10 @@ def default_gguf_path() -> Path:
     return path
 
 
+@overload
+def canonical_model_id(name: str | os.PathLike) -> str: ...
+@overload
+def canonical_model_id(name: None) -> None: ...
 def canonical_model_id(name: str | os.PathLike | None) -> str | None:
     """The base model ``name`` stands for: ``DEFAULT_MODEL_ID`` for any name of the embedded default (its id,
     its GGUF revision, a folder of its converted copy), else ``name`` itself."""
@@ -126,7 +130,7 @@ def ensure_default_model() -> Path:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
         # the weights are already de-quantized to float32: drop the GGUF quantizer so they save as plain tensors
-        model.hf_quantizer = None
+        model.hf_quantizer = None  # type: ignore[assignment]  # undeclared in transformers: mypy reads nn.Module.__getattr__
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.save_pretrained(staging)
@@ -173,22 +177,43 @@ def load_model_and_tokenizer(
     gguf_file: str | None = None,
     token: str | None = None,
 ):
-    """(model, tokenizer) in eval mode; ``None`` (or any name ``is_embedded_model`` accepts) loads the embedded
-    default (SmolLM2-135M-Instruct), named ``DEFAULT_MODEL_ID`` so that what is built on it (a PEFT adapter's
-    ``base_model_name_or_path``) records that id rather than the cache folder.
-
-    The options are ``from_pretrained``'s: ``dtype`` ("auto" = the checkpoint's dtype), ``revision`` (of a
-    Hub id; a local folder is read as it is, so a revision for one is refused), ``device_map`` (e.g. "auto":
-    one process spreads the model over its devices), ``trust_remote_code``, ``quantization_config`` (a
-    transformers quantization config or its dict; the head must stay unquantized: ``HeadModel`` refuses an
-    integer head) and ``gguf_file`` (a GGUF file in the folder or Hub repo ``model_id_or_path``,
-    de-quantized by transformers) and ``token`` (for private or gated Hub models). Tokenizers get revision,
+    """A causal LM and its tokenizer through ``from_pretrained``, in eval mode. The embedded default
+    (SmolLM2-135M-Instruct) is named ``DEFAULT_MODEL_ID``, so that what is built on it (a PEFT adapter's
+    ``base_model_name_or_path``) records that id rather than the cache folder. Tokenizers get revision,
     trust_remote_code, gguf_file and token.
+
+    Args:
+        model_id_or_path (`str` or `os.PathLike`, *optional*):
+            A Hub model id or a local folder; None (or any name ``is_embedded_model`` accepts) loads the
+            embedded default.
+        dtype (`torch.dtype` or `str`, *optional*):
+            The model's dtype; "auto" is the checkpoint's own.
+        revision (`str`, *optional*):
+            Branch, tag or commit of a Hub id (a local folder is read as it is, so a revision for one is refused).
+        device_map (`str` or `dict`, *optional*):
+            E.g. "auto": one process spreads the model over its devices.
+        trust_remote_code (`bool`, *optional*):
+            Run the model repo's own modeling code.
+        quantization_config (`QuantizationConfigMixin` or `dict`, *optional*):
+            A transformers quantization config or its dict (the head must stay unquantized: ``HeadModel``
+            refuses an integer head).
+        gguf_file (`str`, *optional*):
+            A GGUF file in the folder or Hub repo ``model_id_or_path``, de-quantized by transformers.
+        token (`str`, *optional*):
+            For private or gated Hub models.
+
+    Returns:
+        `tuple`: (``PreTrainedModel``, ``PreTrainedTokenizerBase``).
+
+    Raises:
+        `InputError`: a model that cannot be loaded (missing files, a revision for a folder, an id the Hub
+            does not have, options the default model does not take).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     embedded = model_id_or_path is None or is_embedded_model(model_id_or_path, revision)
-    if embedded:
+    source: str | os.PathLike
+    if embedded or model_id_or_path is None:
         if revision not in (None, DEFAULT_MODEL_REVISION) or gguf_file is not None:
             raise InputError(
                 "revision and gguf_file apply to a given model id or folder; the default model has neither"
@@ -207,7 +232,7 @@ def load_model_and_tokenizer(
     if gguf_file is not None:
         require("gguf")  # transformers reads GGUF files with it
         common["gguf_file"] = gguf_file
-    model_options = {"dtype": torch_dtype(dtype)}
+    model_options: dict[str, Any] = {"dtype": torch_dtype(dtype)}
     if device_map is not None:
         model_options["device_map"] = device_map
     if quantization_config is not None:

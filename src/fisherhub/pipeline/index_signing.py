@@ -155,7 +155,7 @@ def sign_unsigned(
         counts: dict[str, int] = {}
         for row in rows.rows:
             counts[row["sketch_id"]] = counts.get(row["sketch_id"], 0) + 1
-        common = max(counts, key=counts.get)
+        common = max(counts, key=counts.__getitem__)
         spec = next(s for s, row in zip(rows.specs, rows.rows) if row["sketch_id"] == common)
     unsigned = [s for s in listed_adapters(base_model, token) if not s.signature_files and INDEX_PATH not in s.files]
     naming = {s.ref.repo_id: (s, _card_datasets(s.card_data)) for s in unsigned if _card_datasets(s.card_data)}
@@ -174,6 +174,9 @@ def sign_unsigned(
                 revision = api.dataset_info(dataset).sha
         except HubError as exc:
             outcomes.append(DatasetOutcome(dataset, None, "skipped", str(exc), tuple(adapters)))
+            continue
+        if revision is None:
+            outcomes.append(DatasetOutcome(dataset, None, "skipped", "the Hub names no commit of it", tuple(adapters)))
             continue
         if (dataset, revision) not in journal.done:
             if stop_after is not None and sketched_now >= stop_after:

@@ -189,14 +189,43 @@ def sketch_dataset(
     description: str = "sketching",
     **spec_options,
 ) -> Signature:
-    """Signature of ``dataset`` (a ``datasets`` object, path or Hub id) under ``model``, in this process.
+    """Signature of ``dataset`` under ``model``, in this process (``sketch`` runs on every process of an
+    ``accelerate`` launch). The dataset is checked before the model runs; nothing is written.
 
-    ``spec``: a ``SketchSpec``, a ``Signature`` to be comparable with, or None (``spec_options``: the fields
-    of ``SpecOptions``: m, seed, estimator, granularity, fisher, reflection, error_space; ``modules=`` or
-    ``adapters=`` (and ``kernel``) make a network signature, SPEC §2b). ``data``: column and limit options
-    (``DataArgs``; its ``dataset`` is replaced by ``dataset``). The dataset is checked before the model runs.
-    Without a ``base_model`` in ``metadata``, the signature records the model's ``config.name_or_path`` (its Hub
-    id or folder), which ``push_signature`` needs; a model built from a config records none.
+    Args:
+        dataset (`datasets.Dataset`, `datasets.IterableDataset`, `str` or `os.PathLike`):
+            The documents: a ``datasets`` object, a Hub dataset id, a local folder or a data file / glob.
+        model (`torch.nn.Module` or `HeadModel`):
+            A ``transformers`` causal LM (maybe PEFT-wrapped).
+        tokenizer (`PreTrainedTokenizerBase`):
+            Its tokenizer.
+        spec (`SketchSpec` or `Signature`, *optional*):
+            The sketch, or a signature to be comparable with (its spec is reused once the model's head
+            matches); None makes one from ``spec_options``.
+        data (`DataArgs`, *optional*):
+            Columns, split and limits (its ``dataset`` is replaced by ``dataset``).
+        batch_size (`int`, *optional*):
+            Documents per forward pass.
+        token_chunk_size (`int`, *optional*):
+            Scored tokens per softmax chunk (memory: about this many rows of K floats).
+        metadata (`dict[str, str]`, *optional*):
+            Extra signature metadata. Without a ``base_model``, the signature records the model's
+            ``config.name_or_path`` (its Hub id or folder), which ``push_signature`` needs.
+        progress (`bool`, *optional*):
+            Show a progress bar (it honours the Hub's progress-bar switches).
+        description (`str`, *optional*):
+            The progress bar's label.
+        **spec_options:
+            Fields of ``SpecOptions`` for a new spec (m, seed, estimator, granularity, fisher, reflection,
+            error_space; ``modules=`` or ``adapters=``, and ``kernel``, make a network signature, SPEC §2b).
+
+    Returns:
+        `Signature`: the dataset's signature.
+
+    Raises:
+        `InputError`: a dataset, column or option that cannot be read, a model without a linear head, a spec
+            for another model.
+        `TooFewDocumentsError`: too few documents to resolve a split-sample norm.
     """
     return _sketch_in_process(
         dataset,
@@ -257,8 +286,29 @@ def sketch_texts(
     max_length: int = DataArgs.max_length,
     **options,
 ) -> Signature:
-    """Signature of a list of texts (each a document, in order); options as for ``sketch_dataset`` (``modules=``
-    or ``adapters=``: a network signature)."""
+    """Signature of a list of texts, each a document, in order.
+
+    Args:
+        texts (`Iterable[str]`):
+            The documents (a list of strings, not one string).
+        model (`torch.nn.Module` or `HeadModel`):
+            A ``transformers`` causal LM (maybe PEFT-wrapped).
+        tokenizer (`PreTrainedTokenizerBase`):
+            Its tokenizer.
+        spec (`SketchSpec` or `Signature`, *optional*):
+            As for ``sketch_dataset``.
+        max_length (`int`, *optional*):
+            Truncate documents to this many tokens.
+        **options:
+            Those of ``sketch_dataset`` (``modules=`` or ``adapters=``: a network signature).
+
+    Returns:
+        `Signature`: the texts' signature.
+
+    Raises:
+        `InputError`: one string instead of a list, an empty list or non-strings, and as for ``sketch_dataset``.
+        `TooFewDocumentsError`: too few documents to resolve a split-sample norm.
+    """
     import datasets
 
     if isinstance(texts, str):
@@ -314,11 +364,12 @@ def _reduce_totals(accelerator, state: SketchState, counts: DocumentCounts) -> D
 def _main_process_reflection(accelerator, spec: SketchSpec) -> SketchSpec:
     """Every process sketches with the main process's pilot mean (each device computes its own, which
     may differ in the last bits; the sums of one signature must come from one set of projections)."""
-    if accelerator.num_processes == 1 or spec.reflection is None:
+    reflection = spec.reflection_tensor
+    if accelerator.num_processes == 1 or reflection is None:
         return spec
     from accelerate.utils import broadcast
 
-    pilot = broadcast(spec.reflection_tensor.to(accelerator.device), from_process=0)
+    pilot = broadcast(reflection.to(accelerator.device), from_process=0)
     return spec.with_reflection(pilot.cpu())
 
 
@@ -350,9 +401,21 @@ def _run_key(args: SketchArgs, spec: SketchSpec, world: int, dataset_fingerprint
 
 def sketch(args: SketchArgs, accelerator=None) -> Signature:
     """Sketch ``args.data`` under ``args.model`` with every process of ``accelerator``; see the module doc.
+    The checkpoint folder, the data source and a ``like`` signature are checked before the model is loaded;
+    nothing but checkpoints is written.
 
-    The checkpoint folder, the data source and a ``like`` signature are checked before the model is loaded. Returns the signature
-    on every process and writes nothing but checkpoints.
+    Args:
+        args (`SketchArgs`):
+            Data, model, spec and run options (the ``fisherhub sketch`` flags).
+        accelerator (`accelerate.Accelerator`, *optional*):
+            The processes to sketch with (default: one made for ``args.cpu``).
+
+    Returns:
+        `Signature`: the signature of all the processes' documents, on every process.
+
+    Raises:
+        `InputError`: a data source, model, ``like`` signature or checkpoint folder that cannot be used.
+        `TooFewDocumentsError`: too few documents to resolve a split-sample norm.
     """
     from fisherhub.hub import load_signature
     from fisherhub.lm.loading import (
@@ -403,6 +466,7 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
             args.checkpoint, accelerator.process_index, accelerator.num_processes, key, args.checkpoint_every
         )
     if args.resume:
+        assert checkpointer is not None  # RunOptions refuses --resume without --checkpoint
         state, progress = checkpointer.load(spec, head.device)
     else:
         state, progress = SketchState(spec, device=head.device), Progress()

@@ -55,6 +55,7 @@ def load_adapters(
 
     count = check_top_k(top_k)
     rows = ranking[:count]
+    adapters = [row.adapter for row in rows if row.adapter is not None]
     datasets_only = [row.candidate for row in rows if row.adapter is None]
     if datasets_only:
         raise InputError(
@@ -65,9 +66,9 @@ def load_adapters(
         model = load_base_model(base_model, signature, token)[0]
     names = adapter_names([row.candidate for row in rows])
     peft_model = PeftModel.from_pretrained(
-        model, rows[0].adapter.path, adapter_name=names[0], **rows[0].adapter.hub_kwargs(token)
+        model, adapters[0].path, adapter_name=names[0], **adapters[0].hub_kwargs(token)
     )
-    for row, name in zip(rows[1:], names[1:]):
-        peft_model.load_adapter(row.adapter.path, adapter_name=name, **row.adapter.hub_kwargs(token))
+    for adapter, name in zip(adapters[1:], names[1:]):
+        peft_model.load_adapter(adapter.path, adapter_name=name, **adapter.hub_kwargs(token))
     peft_model.set_adapter(names[0])
     return peft_model.eval()

@@ -104,9 +104,9 @@ def each_adapter(
     from peft import PeftModel
 
     for row in rows:
-        peft_model = PeftModel.from_pretrained(
-            model, row.adapter.path, adapter_name="rerank", **row.adapter.hub_kwargs(token)
-        )
+        adapter = row.adapter
+        assert adapter is not None  # second_stage_candidates keeps the rows that have an adapter
+        peft_model = PeftModel.from_pretrained(model, adapter.path, adapter_name="rerank", **adapter.hub_kwargs(token))
         peft_model.eval()
         try:
             yield row, peft_model

@@ -58,36 +58,64 @@ def select_adapter(
     workers: int = DEFAULT_WORKERS,
     rerank: int = 0,
 ) -> Selection:
-    """Rank ``candidates`` by the alignment of their training data's signature with ``target``'s.
+    """Rank ``candidates`` by the alignment of their training data's signature with ``target``'s. A candidate's
+    signature comes from its repo or folder, else from the dataset repos its card names under ``datasets:``; a
+    candidate that cannot be compared with the target (another base model, sketch id or pilot direction) is
+    skipped, with its reason. Every selection carries a ``verdict`` (the gap between #1 and #2 in standard
+    errors, P(best) against random, which geometries agree, or "no candidate is clearly better"), shown under
+    its table. Candidates' repos are read ``workers`` at once (``hub.pool``).
 
-    ``target``: a ``Signature``; a signature reference (a ``.safetensors`` file, ``datasets/org/name[:path]``,
-    ``hf://...``); or data to sketch with each distinct candidate spec (``like=``) under the base model: a
-    list of texts, a ``datasets`` Dataset, or a dataset id / folder / data file (``sketch`` sets columns and
-    limits). ``candidates``: adapter repo ids (``org/name[@rev]``), local adapter folders (PEFT
-    ``adapter_config.json``, signatures under ``.fisher_signatures/``), dataset repos (``datasets/org/name``) or
-    local signature files of source datasets;
-    None discovers the adapters of ``base_model`` on the Hub. A candidate's signature comes from its repo or
-    folder, else from the dataset repos its card names under ``datasets:``. ``base_model`` (default: the one the
-    target's signatures name, else the one the candidates' signatures name) filters signatures and adapters,
-    and is what is loaded when ``model`` / ``tokenizer`` are not given. A candidate that cannot be compared
-    with the target (another base model, sketch id or pilot direction) is skipped, with its reason.
-    ``score``: ``auto`` (default: the geometry that carries the signal among these candidates, from their regime:
-    ``fisherhub.analysis``), ``fisher`` (A), ``activation`` (S_a only) or ``error`` (S_e only). Every selection
-    carries a ``verdict`` (the gap between #1 and #2 in standard errors, P(best) against random, which geometries
-    agree, or "no candidate is clearly better"), shown under its table. With ``load=True`` the
-    best ``top_k`` (default 1) adapters are loaded onto ``model`` (or the loaded base model) into
-    ``selection.model``. ``token`` (default: the logged-in one, ``HF_TOKEN``) goes to every Hub call:
-    discovery, repo infos, signature and config downloads, and ``Selection.load`` / ``mix``; a private repo
-    it cannot read is skipped, saying so. ``rerank=k`` (a target given as data; 0: signatures only) adds a second
-    stage: the first k adapters of the S_a and S_e rankings merged are loaded onto the base model one at a time
-    and the target's sketched tokens measured under each (``selection.rerank``: loss ± bootstrap se over the
-    target's documents, and the seconds of its k + 1 forward passes); the ranking puts them first, lowest loss
-    first, and the verdict is then the measured one (``fisherhub.selection.rerank``).
-    ``index`` (``datasets/org/name[@rev]``, built by ``fisherhub index build``) instead of ``candidates``: every
-    row of the index is scored in one download and one matrix product, pinned to the index commit
-    (``selection.index_ranking``); the ``shortlist`` best are then ranked from their own files at the commit
-    each row names, so the result is exactly ``select_adapter`` of those candidates. Candidates' repos are
-    read ``workers`` at once (``hub.pool``).
+    Args:
+        target (`Signature`, `str`, `list[str]` or `datasets.Dataset`):
+            A ``Signature``; a signature reference (a ``.safetensors`` file, ``datasets/org/name[:path]``,
+            ``hf://...``); or data to sketch with each distinct candidate spec (``like=``) under the base model:
+            a list of texts, a ``datasets`` Dataset, or a dataset id / folder / data file.
+        candidates (`Sequence[str | os.PathLike]`, *optional*):
+            Adapter repo ids (``org/name[@rev]``), local adapter folders (PEFT ``adapter_config.json``,
+            signatures under ``.fisher_signatures/``), dataset repos (``datasets/org/name``) or local signature
+            files of source datasets; None discovers the adapters of ``base_model`` on the Hub.
+        base_model (`str`, *optional*):
+            Filters signatures and adapters, and is what is loaded when ``model`` / ``tokenizer`` are not given
+            (default: the one the target's signatures name, else the one the candidates' signatures name).
+        top_k (`int`, *optional*):
+            With ``load``: how many of the best adapters are loaded (default 1).
+        load (`bool`, *optional*):
+            Load the best ``top_k`` adapters onto ``model`` (or the loaded base model) into ``selection.model``.
+        score (`str`, *optional*):
+            ``auto`` (the geometry that carries the signal among these candidates, from their regime:
+            ``fisherhub.analysis``), ``fisher`` (A), ``activation`` (S_a only) or ``error`` (S_e only).
+        model (`torch.nn.Module`, *optional*):
+            The base model, to sketch a target given as data and to load adapters onto.
+        tokenizer (`PreTrainedTokenizerBase`, *optional*):
+            Its tokenizer.
+        sketch (`SketchOptions`, *optional*):
+            Columns, limits and batch size of a target given as data.
+        token (`str`, *optional*):
+            Goes to every Hub call (default: the logged-in one, ``HF_TOKEN``): discovery, repo infos, signature
+            and config downloads, and ``Selection.load`` / ``mix``; a private repo it cannot read is skipped.
+        index (`str`, *optional*):
+            A signature index (``datasets/org/name[@rev]``, ``fisherhub index build``) instead of
+            ``candidates``: every row is scored in one download and one matrix product, pinned to the index
+            commit; the ``shortlist`` best are then ranked from their own files at the commit each row names,
+            so the result is exactly ``select_adapter`` of those candidates.
+        shortlist (`int`, *optional*):
+            With ``index``: how many rows are ranked again from their files.
+        workers (`int`, *optional*):
+            Hub requests in flight at once.
+        rerank (`int`, *optional*):
+            k > 0 (a target given as data) adds a second stage: the first k adapters of the S_a and S_e
+            rankings merged are loaded onto the base model one at a time and the target's sketched tokens
+            measured under each (``selection.rerank``: loss ± bootstrap se over the target's documents); the
+            ranking puts them first, lowest loss first, and the verdict is then the measured one.
+
+    Returns:
+        `Selection`: the ranking (best first), the candidates skipped and why, the verdict, and the target's
+        signatures; ``selection.model`` with ``load=True``.
+
+    Raises:
+        `NoCompatibleCandidatesError`: no candidate could be ranked (each skipped one says why).
+        `InputError`: no candidates, both ``candidates`` and ``index``, ``rerank`` without data, a bad option.
+        `HubError`: discovery or the index could not be read from the Hub.
     """
     score = check_score(score)
     rerank = check_rerank(rerank)
@@ -130,7 +158,7 @@ def select_adapter(
         elif outcome.error is not None:
             skipped.append(Skipped(candidate_name(outcome.item), f"unreadable: {outcome.error}"))
         else:
-            resolved.append(outcome.value)
+            resolved.append(outcome.result())
     if base_model is None:
         named = (option.base_model for candidate in resolved for option in candidate.options)
         base_model = common_base_model(named, "the candidates' signatures")
@@ -148,12 +176,12 @@ def select_adapter(
     sketcher = targets.sketcher
     rows = []
     chosen = choose_options(usable, targets.signatures)
-    for outcome in bounded_map(lambda pair: pair[1].load(), chosen, workers, catch=(FisherHubError,)):
-        candidate, option = outcome.item
-        if outcome.error is not None:  # a remote file that is not a valid signature
-            skipped.append(Skipped(candidate.name, f"unreadable signature {option.source}: {outcome.error}"))
+    for loaded_signature in bounded_map(lambda pair: pair[1].load(), chosen, workers, catch=(FisherHubError,)):
+        candidate, option = loaded_signature.item
+        if loaded_signature.error is not None:  # a remote file that is not a valid signature
+            skipped.append(Skipped(candidate.name, f"unreadable signature {option.source}: {loaded_signature.error}"))
             continue
-        signature = outcome.value
+        signature = loaded_signature.result()
         try:
             result = alignment(signature, targets.like(signature))
         except Skip as skip:
@@ -188,6 +216,7 @@ def select_adapter(
         token=token,
     )
     if rerank:
+        assert sketcher is not None  # rerank needs the target's data (refused above without it)
         second = measure(
             sketcher.model,
             sketcher.batches(),

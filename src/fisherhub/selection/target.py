@@ -128,15 +128,19 @@ class TargetSketcher:
                 f"other base model: its signature is for {theirs!r}, the target is sketched under "
                 f"{self.base_model or 'the given model'!r}: {exc}"
             ) from exc
-        options = self.options
-        common = {
-            "batch_size": options.batch_size,
-            "progress": options.progress,
-            "metadata": _base_model_metadata(self.base_model or like.metadata.get("base_model"), model, like),
-        }
+        metadata = _base_model_metadata(self.base_model or like.metadata.get("base_model"), model, like)
         try:
             data = self._data_args()
-            return sketch_dataset(data.dataset, model, tokenizer, spec, data=data, **common)
+            return sketch_dataset(
+                data.dataset,
+                model,
+                tokenizer,
+                spec,
+                data=data,
+                batch_size=self.options.batch_size,
+                progress=self.options.progress,
+                metadata=metadata,
+            )
         except TooFewDocumentsError as exc:
             raise TooFewDocumentsError(
                 f"the target has too few tokens to sketch: {exc} Give the target more text (a few dozen documents "

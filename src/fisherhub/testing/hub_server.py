@@ -50,6 +50,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
+from typing import Any
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -172,7 +173,7 @@ class Repo:
             {"rfilename": p, **({"size": len(b), "blobId": git_blob_sha(b)} if blobs else {})}
             for p, b in sorted(commit.files.items())
         ]
-        out = {
+        out: dict[str, Any] = {
             "_id": hashlib.md5(self.id.encode()).hexdigest()[:24],
             "id": self.id,
             "author": self.id.split("/")[0],
@@ -202,7 +203,8 @@ def tree_entries(files: dict[str, bytes], base: str, recursive: bool) -> list[di
     under = {p: b for p, b in sorted(files.items()) if p.startswith(prefix)}
     if prefix and not under:
         raise HubError(404, f"{base} does not exist or is not a directory", "EntryNotFound")
-    dirs, out = set(), []
+    dirs: set[str] = set()
+    out: list[dict] = []
     for path, data in under.items():
         parts = path[len(prefix) :].split("/")
         dirs.update(prefix + "/".join(parts[:i]) for i in range(1, len(parts) if recursive else min(2, len(parts))))
@@ -544,6 +546,7 @@ class _Handler(BaseHTTPRequestHandler):
                 finally:
                     with self.hub.lock:
                         self.hub.in_flight -= 1
+            body: Any
             if name == "commit":
                 body = raw.decode("utf-8")
             elif name == "lfs_upload":
