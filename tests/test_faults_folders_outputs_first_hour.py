@@ -509,7 +509,7 @@ def test_compare_says_same_data_for_two_sketches_of_the_same_documents(signature
 
 def test_ctrl_c_before_the_first_checkpoint_says_to_start_again_not_to_resume(tiny, tmp_path, monkeypatch, capsys):
     """``--resume`` now needs a checkpoint, so the interrupted run's advice must not be a command that is refused."""
-    from test_leftovers import interrupt_after
+    from test_interrupts_and_outputs import interrupt_after
 
     checkpoint = tmp_path / "checkpoint"
     interrupt_after(monkeypatch, batches=1)
