@@ -9,22 +9,27 @@ import textwrap
 from pathlib import Path
 
 from fisherhub.core.alignment import AlignmentMatrix
-from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES
+from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES, Geometry
 from fisherhub.extras import require
 
-#: the geometries of the four heatmap panels, in order
-PANELS = tuple(GEOMETRIES[name] for name in DECOMPOSITION)
+
+def panels() -> list[Geometry]:
+    """The geometries of the heatmap's panels, in order: the ``shown`` ones (A, S_a, S_e, ρ)."""
+    return [GEOMETRIES[name] for name in DECOMPOSITION]
+
+
 #: the ``gid`` of the patch drawn over each non-significant cell
 NOT_SIGNIFICANT_GID = "not-significant"
 
 
 def alignment_figure(matrix: AlignmentMatrix, title: str | None = None):
-    """A, S_a, S_e and ρ as annotated heatmaps (value ± standard error), as a ``matplotlib.figure.Figure``.
+    """A, S_a, S_e and ρ (every ``shown`` geometry, two panels a row) as annotated heatmaps (value ± standard
+    error), as a ``matplotlib.figure.Figure``.
 
-    A, S_a and S_e share the scale [0, 1]; ρ is centred on 1 (independence of a and e), its scale spanning the
-    significant cells only, and blank (—) where undefined (S_a or S_e not significantly above 0). Cells that are
-    not significant (``fisherhub.legend``, by each geometry's rule) are hatched grey instead of coloured; the
-    legend lines that apply are printed under the panels.
+    A, S_a and S_e share the scale [0, 1]; ρ (a two-sided geometry) is centred on its null 1 (independence of a
+    and e), its scale spanning the significant cells only, and blank (—) where undefined (S_a or S_e not
+    significantly above 0). Cells that are not significant (``fisherhub.legend``, by each geometry's rule) are
+    hatched grey instead of coloured; the legend lines that apply are printed under the panels.
     """
     require("matplotlib")
     from matplotlib.figure import Figure
@@ -35,20 +40,24 @@ def alignment_figure(matrix: AlignmentMatrix, title: str | None = None):
     n = len(matrix.names)
     size = max(4.0, 0.9 * n + 2.0)
     legend = matrix_legend(matrix, hatched=True)
-    figure = Figure(figsize=(2 * size, 2 * size * 0.9 + 0.35 * len(legend)), layout="constrained")
-    axes = figure.subplots(2, 2)
+    shown_panels = panels()
+    rows = math.ceil(len(shown_panels) / 2)
+    figure = Figure(figsize=(2 * size, rows * size * 0.9 + 0.35 * len(legend)), layout="constrained")
+    axes = figure.subplots(rows, 2, squeeze=False)
     significance = matrix_significance(matrix)
-    for axis, geometry in zip(axes.flat, PANELS):
-        field = geometry.name
+    for axis in axes.flat[len(shown_panels) :]:
+        axis.set_visible(False)
+    for axis, geometry in zip(axes.flat, shown_panels):
         values = geometry.value(matrix).double()
         errors = geometry.stderr(matrix).double()
-        shown = significance[field]
+        shown = significance[geometry.name]
         coloured = values.masked_fill(~shown, math.nan)
         spread = 1.0
-        if field == "coupling":
+        centre = geometry.null
+        if geometry.two_sided:
             finite = coloured[~coloured.isnan()]
-            spread = max(0.1, float((finite - 1).abs().max())) if finite.numel() else 1.0
-            image = axis.imshow(coloured.numpy(), cmap="RdBu_r", vmin=1 - spread, vmax=1 + spread)
+            spread = max(0.1, float((finite - centre).abs().max())) if finite.numel() else 1.0
+            image = axis.imshow(coloured.numpy(), cmap="RdBu_r", vmin=centre - spread, vmax=centre + spread)
         else:
             image = axis.imshow(coloured.numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
         for i in range(n):
@@ -72,7 +81,7 @@ def alignment_figure(matrix: AlignmentMatrix, title: str | None = None):
                     )
                     shade = "black"
                 else:
-                    dark = abs(value - 1) > 0.6 * spread if field == "coupling" else value < 0.6
+                    dark = abs(value - centre) > 0.6 * spread if geometry.two_sided else value < 0.6
                     shade = "white" if dark else "black"
                 axis.text(j, i, f"{value:.2f}\n±{error:.2f}", ha="center", va="center", fontsize=8, color=shade)
         axis.set_title(geometry.label)

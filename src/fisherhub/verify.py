@@ -13,6 +13,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from fisherhub.core.errors import InputError
+from fisherhub.core.registry import SKETCHES
 
 if TYPE_CHECKING:  # torch is imported on first use, so that `fisherhub verify --help` answers at once
     import torch
@@ -21,7 +22,6 @@ if TYPE_CHECKING:  # torch is imported on first use, so that `fisherhub verify -
 
 #: the largest relative difference of a sketch vector (or split norm) that counts as reproduced
 VERIFY_TOLERANCE = 0.05
-SKETCHES = ("joint", "activation", "error")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fisherhub.cli.arguments import HelpFormatter
-from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES
+from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES, Geometry
 from fisherhub.extras import require
 
 if TYPE_CHECKING:
-    from fisherhub.core.alignment import AlignmentMatrix
+    from fisherhub.core.alignment import AlignmentMatrix, AlignmentResult
     from fisherhub.core.signature import Signature
 
 
@@ -58,8 +58,17 @@ def same_data_pairs(signatures: Sequence[Signature]) -> frozenset[tuple[int, int
     return frozenset((i, j) for i in range(n) for j in range(n) if i != j and same_data(signatures[i], signatures[j]))
 
 
+def _decomposition_cell(geometry: Geometry, pair: AlignmentResult) -> str:
+    """value ± stderr, — where undefined, * after a two-sided geometry (ρ) that departs from its null."""
+    value, stderr = geometry.value(pair), geometry.stderr(pair)
+    if value is None:
+        return "—"
+    return _cell(value, stderr) + (" *" if geometry.two_sided and geometry.significant(value, stderr) else "")
+
+
 def decomposition_table(matrix: AlignmentMatrix, same: frozenset[tuple[int, int]] = frozenset()):
-    """A rich table with one row per pair: A, S_a, S_e and ρ with standard errors (* = ρ ≠ 1 significantly)."""
+    """A rich table with one row per pair: A, S_a, S_e and ρ (every ``shown`` geometry) with standard errors
+    (* = ρ ≠ 1 significantly)."""
     require("rich")
     from rich.table import Table
 
@@ -74,9 +83,8 @@ def decomposition_table(matrix: AlignmentMatrix, same: frozenset[tuple[int, int]
     for i in range(n):
         for j in range(i + 1, n):
             pair = matrix.pair(i, j)
-            cells = ["—" if g.value(pair) is None else _cell(g.value(pair), g.stderr(pair)) for g in geometries]
+            cells = [_decomposition_cell(g, pair) for g in geometries]
             cells[0] = SAME_DATA if (i, j) in same else cells[0]
-            cells[-1] += " *" if pair.coupling_significant else ""
             table.add_row(matrix.names[i], matrix.names[j], *cells)
     return table
 
@@ -112,13 +120,15 @@ def report(
 
 
 def matrix_as_json(matrix: AlignmentMatrix) -> dict:
-    geometries = [GEOMETRIES[name] for name in DECOMPOSITION]
-    fields = [g.field for g in geometries if g.field is not None] + [g.stderr_field for g in geometries]
-    as_lists = {
-        field: [[None if math.isnan(v) else v for v in row] for row in getattr(matrix, field).tolist()]
-        for field in fields
-    }
-    return {"names": matrix.names, "sketch_id": matrix.sketch_id, **as_lists}
+    """Every shown geometry's values, then their standard errors (keyed by ``stderr_field``), as nested lists
+    (None where undefined)."""
+
+    def listed(values) -> list[list[float | None]]:
+        return [[None if math.isnan(v) else v for v in row] for row in values.tolist()]
+
+    values = {name: listed(matrix.values[name]) for name in DECOMPOSITION}
+    stderrs = {GEOMETRIES[name].stderr_field: listed(matrix.stderrs[name]) for name in DECOMPOSITION}
+    return {"names": matrix.names, "sketch_id": matrix.sketch_id, **values, **stderrs}
 
 
 def _name(ref: str) -> str:

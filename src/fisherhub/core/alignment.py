@@ -22,11 +22,12 @@ import dataclasses
 import json
 import math
 from pathlib import Path
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
-from fisherhub.core.features import SKETCHES
+from fisherhub.core.registry import SKETCHES
 from fisherhub.core.signature import CLAMPED_NORMS_KEY, Signature
 from fisherhub.core.errors import InputError
 from fisherhub.core.geometry import GEOMETRIES
@@ -77,76 +78,120 @@ def stderr_constants(estimator: str, reflection: bool) -> StderrConstants:
 
 @dataclasses.dataclass(frozen=True)
 class AlignmentResult:
-    """Fisher alignment A of two signatures, its factors S_a, S_e, the coupling ρ = A / (S_a S_e) and their
-    standard errors (``alignment`` makes one; ``AlignmentMatrix.pair`` reads one out of a matrix).
+    """The alignment of two signatures, keyed by geometry name (``core.geometry``: A, S_a, S_e, the coupling
+    ρ = A / (S_a S_e), and any geometry registered with a kernel), with standard errors (``alignment`` makes
+    one; ``AlignmentMatrix.pair`` reads one out of a matrix). ``.fisher``, ``.activation``, ``.error``,
+    ``.coupling`` and their ``…stderr`` read the built-in geometries.
 
     Args:
-        fisher (`float`):
-            A, the cosine of the two joint sketches (split-sample corrected): the Fisher alignment.
-        activation (`float`):
-            S_a, the cosine of the activation sketches (what the inputs share).
-        error (`float`):
-            S_e, the cosine of the error sketches (what the predicted words share).
-        coupling (`float` or `None`):
-            ρ = A / (S_a S_e); None where S_a or S_e is within ``SIGNIFICANCE_Z`` standard errors of 0.
-        stderr (`float`):
-            The standard error of A.
-        activation_stderr (`float`):
-            The standard error of S_a.
-        error_stderr (`float`):
-            The standard error of S_e.
-        coupling_stderr (`float` or `None`):
-            The standard error of ρ (None with ρ).
-        coupling_significant (`bool`):
-            Whether ρ departs from 1 by more than ``SIGNIFICANCE_Z`` standard errors.
+        values (`dict[str, float | None]`):
+            Geometry name -> its value; None where it is undefined (ρ where S_a or S_e is within
+            ``SIGNIFICANCE_Z`` standard errors of 0).
+        stderrs (`dict[str, float | None]`):
+            Geometry name -> its standard error (None with the value).
         sketch_id (`str`):
             The sketch id both signatures share.
-        norm_clamped (`bool`, *optional*, defaults to `False`):
+        norm_clamped (`bool`, *optional*):
             A split-sample norm of either signature was not resolved: the values are shrunk toward 0, trust
             the standard errors.
     """
 
-    fisher: float
-    activation: float
-    error: float
-    coupling: float | None
-    stderr: float
-    activation_stderr: float
-    error_stderr: float
-    coupling_stderr: float | None
-    coupling_significant: bool
+    values: dict[str, float | None]
+    stderrs: dict[str, float | None]
     sketch_id: str
-    #: a split-sample norm of either signature was not resolved: the values are shrunk toward 0, trust the stderr
     norm_clamped: bool = False
 
+    def _number(self, mapping: dict[str, float | None], name: str) -> float:
+        value = mapping[name]
+        return math.nan if value is None else value
+
+    @property
+    def fisher(self) -> float:
+        """A, the cosine of the two joint sketches (split-sample corrected): the Fisher alignment."""
+        return self._number(self.values, "fisher")
+
+    @property
+    def activation(self) -> float:
+        """S_a, the cosine of the activation sketches (what the inputs share)."""
+        return self._number(self.values, "activation")
+
+    @property
+    def error(self) -> float:
+        """S_e, the cosine of the error sketches (what the predicted words share)."""
+        return self._number(self.values, "error")
+
+    @property
+    def coupling(self) -> float | None:
+        """ρ = A / (S_a S_e), None where undefined."""
+        return self.values["coupling"]
+
+    @property
+    def stderr(self) -> float:
+        return self._number(self.stderrs, "fisher")
+
+    @property
+    def activation_stderr(self) -> float:
+        return self._number(self.stderrs, "activation")
+
+    @property
+    def error_stderr(self) -> float:
+        return self._number(self.stderrs, "error")
+
+    @property
+    def coupling_stderr(self) -> float | None:
+        return self.stderrs["coupling"]
+
+    @property
+    def coupling_significant(self) -> bool:
+        """Whether ρ is defined and departs from 1 by more than ``SIGNIFICANCE_Z`` standard errors."""
+        coupling, stderr = self.coupling, self.coupling_stderr
+        return coupling is not None and bool(GEOMETRIES["coupling"].significant(coupling, stderr))
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> AlignmentResult:
+        """The result of a flat record (``as_dict``'s; the geometries it holds, ``coupling_significant``
+        recomputed)."""
+        held = [g for g in GEOMETRIES.values() if g.kernel is not None and g.name in record]
+        return cls(
+            {g.name: record[g.name] for g in held},
+            {g.name: record[g.stderr_field] for g in held},
+            record["sketch_id"],
+            bool(record.get("norm_clamped", False)),
+        )
+
+    def replace(self, **fields: Any) -> AlignmentResult:
+        """This result with some values or standard errors replaced, named by their keys in ``as_dict``."""
+        record = self.as_dict()
+        unknown = sorted(set(fields) - set(record))
+        if unknown:
+            raise InputError(f"no field {', '.join(unknown)} in an alignment; its fields are {', '.join(record)}")
+        return AlignmentResult.from_record({**record, **fields})
+
     def as_dict(self) -> dict[str, float | bool | str | None]:
-        return dataclasses.asdict(self)
+        """A flat record: every computed geometry's value, then its standard error (by ``stderr_field``), then
+        ``coupling_significant``, ``sketch_id`` and ``norm_clamped``."""
+        return {
+            **self.values,
+            **{GEOMETRIES[name].stderr_field: se for name, se in self.stderrs.items()},
+            "coupling_significant": self.coupling_significant,
+            "sketch_id": self.sketch_id,
+            "norm_clamped": self.norm_clamped,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
 class AlignmentMatrix:
-    """All-pairs alignments of n signatures (``alignment_matrix`` makes one); each tensor field is (n, n)
-    float64, symmetric, with the fields of ``AlignmentResult`` (``pair(i, j)`` reads one pair).
+    """All-pairs alignments of n signatures (``alignment_matrix`` makes one), keyed by geometry name like
+    ``AlignmentResult``: each value and standard error an (n, n) float64 tensor, symmetric (NaN where a
+    geometry is undefined); ``pair(i, j)`` reads one pair.
 
     Args:
         names (`list[str]`):
             The signatures' names, in the order of the rows.
-        fisher (`torch.Tensor`):
-            A of every pair (1 on the diagonal).
-        activation (`torch.Tensor`):
-            S_a of every pair.
-        error (`torch.Tensor`):
-            S_e of every pair.
-        coupling (`torch.Tensor`):
-            ρ of every pair, NaN where undefined (S_a or S_e within ``SIGNIFICANCE_Z`` standard errors of 0).
-        stderr (`torch.Tensor`):
-            The standard errors of A.
-        activation_stderr (`torch.Tensor`):
-            The standard errors of S_a.
-        error_stderr (`torch.Tensor`):
-            The standard errors of S_e.
-        coupling_stderr (`torch.Tensor`):
-            The standard errors of ρ (NaN with ρ).
+        values (`dict[str, torch.Tensor]`):
+            Geometry name -> its value for every pair (A is 1 on the diagonal).
+        stderrs (`dict[str, torch.Tensor]`):
+            Geometry name -> its standard errors.
         sketch_id (`str`):
             The sketch id all the signatures share.
         norm_clamped (`torch.Tensor`):
@@ -154,35 +199,53 @@ class AlignmentMatrix:
     """
 
     names: list[str]
-    fisher: torch.Tensor
-    activation: torch.Tensor
-    error: torch.Tensor
-    coupling: torch.Tensor
-    stderr: torch.Tensor
-    activation_stderr: torch.Tensor
-    error_stderr: torch.Tensor
-    coupling_stderr: torch.Tensor
+    values: dict[str, torch.Tensor]
+    stderrs: dict[str, torch.Tensor]
     sketch_id: str
-    #: (n, n) bool: either signature of the pair has a clamped split-sample norm
     norm_clamped: torch.Tensor
 
+    @property
+    def fisher(self) -> torch.Tensor:
+        return self.values["fisher"]
+
+    @property
+    def activation(self) -> torch.Tensor:
+        return self.values["activation"]
+
+    @property
+    def error(self) -> torch.Tensor:
+        return self.values["error"]
+
+    @property
+    def coupling(self) -> torch.Tensor:
+        return self.values["coupling"]
+
+    @property
+    def stderr(self) -> torch.Tensor:
+        return self.stderrs["fisher"]
+
+    @property
+    def activation_stderr(self) -> torch.Tensor:
+        return self.stderrs["activation"]
+
+    @property
+    def error_stderr(self) -> torch.Tensor:
+        return self.stderrs["error"]
+
+    @property
+    def coupling_stderr(self) -> torch.Tensor:
+        return self.stderrs["coupling"]
+
     def pair(self, i: int, j: int) -> AlignmentResult:
-        coupling = float(self.coupling[i, j])
-        defined = not math.isnan(coupling)
-        coupling_se = float(self.coupling_stderr[i, j])
-        return AlignmentResult(
-            fisher=float(self.fisher[i, j]),
-            activation=float(self.activation[i, j]),
-            error=float(self.error[i, j]),
-            coupling=coupling if defined else None,
-            stderr=float(self.stderr[i, j]),
-            activation_stderr=float(self.activation_stderr[i, j]),
-            error_stderr=float(self.error_stderr[i, j]),
-            coupling_stderr=coupling_se if defined else None,
-            coupling_significant=defined and bool(GEOMETRIES["coupling"].significant(coupling, coupling_se)),
-            sketch_id=self.sketch_id,
-            norm_clamped=bool(self.norm_clamped[i, j]),
-        )
+        """The alignment of signatures ``i`` and ``j`` (a NaN value, and its standard error, as None)."""
+        values: dict[str, float | None] = {}
+        stderrs: dict[str, float | None] = {}
+        for name, matrix in self.values.items():
+            value = float(matrix[i, j])
+            defined = not math.isnan(value)
+            values[name] = value if defined else None
+            stderrs[name] = float(self.stderrs[name][i, j]) if defined else None
+        return AlignmentResult(values, stderrs, self.sketch_id, bool(self.norm_clamped[i, j]))
 
 
 def feature_stderr(means: torch.Tensor, norms: torch.Tensor, cosine: torch.Tensor) -> torch.Tensor:
@@ -240,12 +303,7 @@ def same_data(a: Signature, b: Signature) -> bool:
         return True
     if (a.num_tokens, a.num_documents) != (b.num_tokens, b.num_documents):
         return False
-    pairs = [
-        (x.double(), y.double())
-        for x, y in zip(
-            (a.joint, a.activation, a.error, a.split_norms), (b.joint, b.activation, b.error, b.split_norms)
-        )
-    ]
+    pairs = [(x.double(), y.double()) for x, y in zip((*a.sketches(), a.split_norms), (*b.sketches(), b.split_norms))]
     return all(float((x - y).norm()) <= SAME_DATA_TOLERANCE * float(x.norm()) for x, y in pairs)
 
 
@@ -306,33 +364,21 @@ def alignment_matrix(
     stderr = c * torch.sqrt(dominance[:, :, None] * dominance[:, None, :] / spec.m)
     stderr = torch.maximum(stderr, feature_stderr(means, norms, cosine))
     stderr = torch.where(same, torch.zeros_like(stderr), stderr)
-    fisher, activation, error = cosine
-    defined = same | (
-        GEOMETRIES["activation"].significant(activation, stderr[1]) & GEOMETRIES["error"].significant(error, stderr[2])
-    )
-    nan = torch.full_like(fisher, math.nan)
-    coupling = torch.where(defined, fisher / (activation * error), nan)
-    relative = torch.sqrt(
-        (stderr[0] / fisher.abs().clamp_min(1e-300)) ** 2
-        + (stderr[1] / activation.abs().clamp_min(1e-300)) ** 2
-        + (stderr[2] / error.abs().clamp_min(1e-300)) ** 2
-    )
-    coupling_stderr = torch.where(defined, coupling.abs() * relative, nan)
+    by_sketch = dict(zip(SKETCHES, cosine))
+    stderr_by_sketch = dict(zip(SKETCHES, stderr))
+    values, stderrs = {}, {}
+    for geometry in GEOMETRIES.values():
+        if geometry.kernel is not None:
+            values[geometry.name], stderrs[geometry.name] = geometry.kernel(by_sketch, stderr_by_sketch, same)
     if shrink_coupling:
-        coupling = shrink_toward_separable(coupling, coupling_stderr)
+        values["coupling"] = shrink_toward_separable(values["coupling"], stderrs["coupling"])
     clamped = torch.tensor([bool(s.metadata.get(CLAMPED_NORMS_KEY)) for s in signatures])
     return AlignmentMatrix(
         names=list(names)
         if names is not None
         else [s.metadata.get("dataset", f"#{i}") for i, s in enumerate(signatures)],
-        fisher=fisher,
-        activation=activation,
-        error=error,
-        coupling=coupling,
-        stderr=stderr[0],
-        activation_stderr=stderr[1],
-        error_stderr=stderr[2],
-        coupling_stderr=coupling_stderr,
+        values=values,
+        stderrs=stderrs,
         sketch_id=signatures[0].sketch_id,
         norm_clamped=clamped[:, None] | clamped[None, :],
     )

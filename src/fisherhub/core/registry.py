@@ -12,6 +12,9 @@ DEFAULT_ESTIMATOR = "maclaurin-hadamard-permuted"
 #: the default until issue 14 (its shared slice signs bias S_e of tasks whose labels lie a fold width apart);
 #: its signatures still load and compare with each other, and the benchmarks time it beside the default.
 PREVIOUS_DEFAULT_ESTIMATOR = "maclaurin-hadamard"
+#: the three sketches of a task (joint (a, e) features, activation-only, error-only): the tensors of a signature
+#: and the order of the state's sums, features and split norms.
+SKETCHES = ("joint", "activation", "error")
 GRANULARITIES = ("token", "sequence")
 FISHER_TYPES = ("empirical", "true")
 #: what the error side of a head sketch is: e = ∂ℓ/∂z (K numbers), or δ = Wᵀe = ∂ℓ/∂a (d numbers).

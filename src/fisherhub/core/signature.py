@@ -24,6 +24,7 @@ from fisherhub.core.atomic import atomic_path
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
 from fisherhub.core.version import library_version
 from fisherhub.core.errors import FisherHubError, SignatureFileError
+from fisherhub.core.registry import SKETCHES
 
 #: metadata key: the sketches (comma-separated names) whose split-sample norm was clamped at finalize
 #: (``SketchState.finalize``); their alignments are shrunk toward 0 with wide error bars.
@@ -61,7 +62,6 @@ _RESERVED_KEYS = (
 
 
 _DTYPE_NAMES = {torch.float32: "F32", torch.float64: "F64"}
-_SKETCH_NAMES = ("joint", "activation", "error")
 #: the largest signature file read (m = 2^20 features of float32, three sketches, is 12 MiB)
 MAX_SIGNATURE_BYTES = 64 * 2**20
 
@@ -104,7 +104,7 @@ def _serialize(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> by
 
 def _check_stored_tensors(tensors: dict[str, torch.Tensor], spec: SketchSpec) -> None:
     """The file holds exactly the tensors a signature of ``spec`` stores, each of its dtype and shape."""
-    expected = {name: (torch.float32, (spec.m,)) for name in ("joint", "activation", "error")}
+    expected = {name: (torch.float32, (spec.m,)) for name in SKETCHES}
     expected["split_norms"] = (torch.float64, (3,))
     if spec.reflection is not None:
         expected["reflection"] = (torch.float32, (spec.d,))
@@ -153,7 +153,7 @@ def implausibility(
     values = dominances.tolist()
     out = [
         (name, value, low, high)
-        for name, value, (low, high) in zip(_SKETCH_NAMES, values, bounds)
+        for name, value, (low, high) in zip(SKETCHES, values, bounds)
         if not low <= value <= high
     ]
     if not out:
@@ -207,7 +207,7 @@ class Signature:
     metadata: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("joint", "activation", "error"):
+        for name in SKETCHES:
             tensor = getattr(self, name)
             if tuple(tensor.shape) != (self.spec.m,):
                 raise SignatureFileError(f"{name} has shape {tuple(tensor.shape)}, expected ({self.spec.m},)")
@@ -229,9 +229,13 @@ class Signature:
         """R̂ = ‖μ̂‖² / ⟨μ̂^A, μ̂^B⟩ of the joint sketch (→ 1 as the task grows; drives the stderr)."""
         return float(self.joint.double().dot(self.joint.double()) / self.split_norms[0])
 
+    def sketches(self) -> list[torch.Tensor]:
+        """The means μ̂ of the three sketches, in ``SKETCHES`` order."""
+        return [getattr(self, name) for name in SKETCHES]
+
     def self_dominances(self) -> torch.Tensor:
         """R̂ of the joint, activation and error sketches."""
-        squares = torch.stack([t.double().dot(t.double()) for t in (self.joint, self.activation, self.error)])
+        squares = torch.stack([t.double().dot(t.double()) for t in self.sketches()])
         return squares / self.split_norms.double()
 
     def self_dominance_bounds(self) -> list[tuple[float, float]]:

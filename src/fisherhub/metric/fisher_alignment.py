@@ -30,6 +30,7 @@ import torch
 from evaluate import logging
 
 from fisherhub import alignment
+from fisherhub.core.geometry import GEOMETRIES
 from fisherhub.core.errors import FisherHubError
 from fisherhub.core.errors import InputError
 from fisherhub.hub import load_signature
@@ -280,13 +281,12 @@ def _sketch_text_pairs(tasks, options):
 
 
 def _align_pairs(pairs):
-    """The metric's output: one entry per (source, target) signature pair, as in ``fisherhub.alignment``."""
+    """The metric's output: one entry per (source, target) signature pair, as in ``fisherhub.alignment``: each
+    geometry with a ``metric_key`` (``fisherhub.core.geometry``), the standard error of A, the sketch id."""
     results = [alignment(source, target) for source, target in pairs]
+    computed = [g for g in GEOMETRIES.values() if g.metric_key is not None and g.kernel is not None]
     return {
-        "fisher_alignment": [r.fisher for r in results],
-        "activation_alignment": [r.activation for r in results],
-        "error_alignment": [r.error for r in results],
-        "coupling": [r.coupling for r in results],
+        **{g.metric_key: [g.value(r) for r in results] for g in computed},
         "stderr": [r.stderr for r in results],
         "sketch_id": results[0].sketch_id,
     }

@@ -42,7 +42,8 @@ def implausible_scores(result: AlignmentResult) -> str | None:
     value or standard error that is not a finite number, comes from a signature that is not what it says."""
     problems = []
     for score in HEAD_SCORES:
-        value, stderr = GEOMETRIES[score].value(result), GEOMETRIES[score].stderr(result)
+        geometry = GEOMETRIES[score]
+        value, stderr = (math.nan if x is None else x for x in (geometry.value(result), geometry.stderr(result)))
         if not (math.isfinite(value) and math.isfinite(stderr) and stderr >= 0):
             problems.append(f"{score} = {value:.3g} ± {stderr:.3g}")
         elif not -PLAUSIBLE_Z * stderr <= value <= 1.0 + PLAUSIBLE_Z * stderr:
