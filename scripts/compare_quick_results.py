@@ -4,8 +4,8 @@
 
 Walks every JSON file under BEFORE and the file of the same path under AFTER, and compares them value by
 value (numbers exactly, strings and the shape of lists and dicts too). Timings and paths differ between any
-two runs, so they are left out: keys that name a time (``seconds``, ``rounds``, ...) and strings holding a
-temporary path. With ``--again`` (a second run of the same code as BEFORE), the values that differ between
+two runs, so they are left out: keys that name a measurement (``seconds``, ``rounds``, ``peak_extra_bytes``, ...),
+the content addresses of uploads, and strings holding a temporary path. With ``--again`` (a second run of the same code as BEFORE), the values that differ between
 BEFORE and BEFORE2 are left out as well and listed: what the benchmarks do not reproduce themselves (request
 counts of a threaded pool, for example). Exits 1 when any compared value differs.
 """
@@ -19,10 +19,11 @@ import re
 import sys
 from pathlib import Path
 
-#: keys whose values are timings or machine descriptions, never compared
+#: keys whose values are measurements of the run (timings, memory peaks, the machine), or content addresses of
+#: uploads (which hold timestamps), never compared
 TIMING_KEYS = re.compile(
     r"(^|_)(seconds|second|rounds|time|times|elapsed|wall|cpu_time|latency_s|machine|created|speedup|per_second)($|_)"
-    r"|(_s|_ms)$|^s$"
+    r"|(_s|_ms)$|^s$|^peak_extra_bytes$|^load_average$|^PUT /lfs-upload/"
 )
 TEMPORARY_PATH = re.compile(r"(/tmp/|/private/var/|fisherhub-quick-)")
 

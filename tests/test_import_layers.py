@@ -151,8 +151,8 @@ def test_the_checker_sees_a_cycle_and_a_forbidden_core_import(tmp_path):
 
 #: The layers, lowest first: a module of one imports only modules of its own layer or lower ones. Each entry
 #: names top-level modules or packages of ``fisherhub``; a module belongs to the entry naming its top level.
-#: ``extras`` (imports of the optional packages) sits with ``core``; ``legend`` and ``plotting`` show alignments (over ``core`` only) at the analysis level, so that ``selection``
-#: and ``cli`` can use them; ``training_callback`` is a Trainer integration over ``hub`` and ``pipeline``, beside
+#: ``extras`` (imports of the optional packages) sits with ``core``; ``legend`` and ``plotting`` draw alignments and heatmaps (over ``core`` only) below the
+#: integrations, so that ``hub`` (the signature index's card), ``selection`` and ``cli`` can use them; ``training_callback`` is a Trainer integration over ``hub`` and ``pipeline``, beside
 #: ``selection`` and ``metric``; ``verify`` (re-sketching a published signature, over ``pipeline`` and ``hub``) sits
 #: below ``selection``, which reports whether its picks are verifiable; ``config`` (the option dataclasses, once split out of ``options``) sits with
 #: ``options``; ``testing`` (oracles and tiny models for tests and benchmarks) and ``__main__`` are entry points.
@@ -161,9 +161,10 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
     for names in (
         "core extras",
         "options config",
+        "legend plotting",
         "data lm hub",
         "pipeline",
-        "analysis legend plotting",
+        "analysis",
         "verify",
         "selection metric training_callback",
         "cli",

@@ -96,6 +96,25 @@ def alignment_figure(matrix: AlignmentMatrix, title: str | None = None):
     return figure
 
 
+def names_heatmap(matrix, names: list[str], title: str):
+    """One (k, k) matrix (numpy or torch) as a heatmap with its rows and columns named ``names``, as a
+    ``matplotlib.figure.Figure`` (small type: made for many names, e.g. the rows of a signature index)."""
+    from fisherhub import extras
+
+    extras.require("matplotlib")
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(2 + 0.35 * len(names), 1.5 + 0.35 * len(names)))
+    axis = figure.subplots()
+    image = axis.imshow(matrix, cmap="viridis")
+    axis.set_xticks(range(len(names)), names, rotation=90, fontsize=6)
+    axis.set_yticks(range(len(names)), names, fontsize=6)
+    axis.set_title(title, fontsize=8)
+    figure.colorbar(image, ax=axis, shrink=0.8)
+    figure.tight_layout()
+    return figure
+
+
 def alignment_heatmaps(matrix: AlignmentMatrix, path: str | os.PathLike, title: str | None = None) -> Path:
     """Write ``alignment_figure(matrix, title)`` to ``path`` (PNG, or what the suffix says); return the path."""
     path = Path(path)

@@ -32,7 +32,7 @@ def _common(parser: argparse.ArgumentParser, workers: bool = True) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from fisherhub.hub.index_layout import DEFAULT_DTYPE, INDEX_DTYPES
+    from fisherhub.hub.signature_index.layout import DEFAULT_DTYPE, INDEX_DTYPES
 
     parser = subparsers.add_parser(
         "index",
@@ -91,9 +91,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_build(args: argparse.Namespace) -> int:
     from fisherhub.core.features import SKETCHES
-    from fisherhub.hub.index_layout import Layout
+    from fisherhub.hub.signature_index.layout import Layout
     from fisherhub.hub.pool import check_workers
-    from fisherhub.hub.signature_index import build_index
+    from fisherhub.hub.signature_index.build import build_index
 
     layout = Layout(args.dtype, SKETCHES if args.sketches == "all" else ("joint",))
     commit, summary = build_index(
@@ -113,7 +113,7 @@ def run_build(args: argparse.Namespace) -> int:
 
 def run_update(args: argparse.Namespace) -> int:
     from fisherhub.hub.pool import check_workers
-    from fisherhub.hub.signature_index import update_index
+    from fisherhub.hub.signature_index.build import update_index
 
     commit, summary, read = update_index(
         args.index, work=args.work, token=args.token, workers=check_workers(args.workers)
@@ -165,7 +165,8 @@ def _sign(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from fisherhub.hub.signature_index import IndexSummary, load_index
+    from fisherhub.hub.signature_index.card import IndexSummary
+    from fisherhub.hub.signature_index.store import load_index
 
     loaded = load_index(args.index, args.token)
     summary = IndexSummary.of(loaded.table, loaded.base_model, loaded.state["repos"])
@@ -179,7 +180,8 @@ def run_show(args: argparse.Namespace) -> int:
 def plot_rows(loaded, path: str) -> str:
     """The card's heatmap of A among the rows with the most tokens (``signature_index.rows_figure``), saved."""
     from fisherhub.core.errors import InputError
-    from fisherhub.hub.signature_index import read_rows, rows_figure
+    from fisherhub.hub.signature_index.card import rows_figure
+    from fisherhub.hub.signature_index.rows import read_rows
 
     where = f"datasets/{loaded.ref.repo_id}"
     figure = rows_figure(read_rows(loaded.table, loaded.base_model, where, loaded.commit), loaded.base_model)

@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fisherhub.hub import list_signatures
-    from fisherhub.hub.index import printable
+    from fisherhub.hub.listing import printable
 
     repo = repo_from_args(args)
     infos = list_signatures(repo)

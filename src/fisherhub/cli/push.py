@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from fisherhub.core.errors import InputError
     from fisherhub.core.signature import Signature
     from fisherhub.hub import push_signature
-    from fisherhub.hub.signature_index import index_ref
+    from fisherhub.hub.refs import index_ref
 
     if args.index is not None:
         try:

@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fisherhub.hub import load_signature
-    from fisherhub.hub.index import printable
+    from fisherhub.hub.listing import printable
     from fisherhub.verify import verify_signature
 
     signature = load_signature(args.ref, revision=args.revision, base_model=args.base_model, sketch_id=args.sketch_id)

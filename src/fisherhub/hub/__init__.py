@@ -24,7 +24,7 @@ _EXPORTS = {
     "OfflineCacheError": "fisherhub.hub.errors",
     "RepoNotFoundError": "fisherhub.hub.errors",
     "SignatureNotFoundError": "fisherhub.hub.errors",
-    "INDEX_PATH": "fisherhub.hub.index",
+    "INDEX_PATH": "fisherhub.hub.listing",
     "PushResult": "fisherhub.hub.push",
     "push_signature": "fisherhub.hub.push",
     "SignatureInfo": "fisherhub.hub.read",

@@ -1,5 +1,5 @@
 """Repo cards (README.md) that list signatures: the YAML ``fisher_signatures:`` block and the human section,
-both rendered from the index (``fisherhub.hub.index``) with the templates in ``hub_cards/`` (SPEC §4).
+both rendered from the repo's listing (``fisherhub.hub.listing``) with the templates in ``hub_cards/`` (SPEC §4).
 Everything that comes from signature metadata is escaped on its way into the card body."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from huggingface_hub import DatasetCard, HfUri, ModelCard, RepoCard, SpaceCard, 
 from huggingface_hub.errors import HfUriError
 
 from fisherhub.hub.errors import CardError, hub_errors
-from fisherhub.hub.index import ENTRY_KEYS, check_entries
+from fisherhub.hub.listing import ENTRY_KEYS, check_entries
 from fisherhub.hub.refs import SignatureRef
 
 if TYPE_CHECKING:

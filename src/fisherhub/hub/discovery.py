@@ -14,7 +14,7 @@ from huggingface_hub import HfApi
 
 from fisherhub.hub.cards import SIGNATURE_TAG, signature_entries
 from fisherhub.hub.errors import CardError, hub_errors
-from fisherhub.hub.index import INDEX_FOLDERS, entry_matches
+from fisherhub.hub.listing import INDEX_FOLDERS, entry_matches
 from fisherhub.hub.snapshot import RepoSnapshot
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The list of a repo's signatures: ``.fisher_signatures/index.json`` is the source of truth, written in the
+"""A repo's listing of its signatures: ``.fisher_signatures/index.json`` is the source of truth, written in the
 same commit as the signature files; the card's ``fisher_signatures:`` block is its rendering (and the
 fallback for repos pushed before the index existed). A ``push_to_hub`` that rewrites the card leaves the
 index, so the listing survives it. The legacy ``fisher_signatures/index.json`` (fisherhub 0.2.0) is read
@@ -6,7 +6,8 @@ after it, for the paths it does not list, and never written.
 
 What is published about a signature never holds the user's directories: a local path in its metadata is
 replaced by a Hub id when the path is a Hub cache folder (``.../models--org--name/snapshots/<sha>``), else
-by the file or folder name (``published``).
+by the file or folder name (``published``). Not to be confused with the *signature index*, a base model's
+signatures across repos in one dataset (``hub/signature_index/``).
 """
 
 from __future__ import annotations
@@ -142,13 +143,13 @@ def entry_matches(entry: dict[str, Any], base_model: str | None, sketch_id: str 
     )
 
 
-def render_index(entries: list[dict[str, Any]]) -> bytes:
+def render_listing(entries: list[dict[str, Any]]) -> bytes:
     """The bytes of ``index.json`` (stable: equal entries give equal bytes)."""
     document = {"kind": INDEX_KIND, "version": INDEX_VERSION, "signatures": entries}
     return (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def parse_index(data: bytes, where: str, index_path: str = INDEX_PATH) -> list[dict[str, Any]]:
+def parse_listing(data: bytes, where: str, index_path: str = INDEX_PATH) -> list[dict[str, Any]]:
     """The entries of the index file at ``index_path`` (a key of ``INDEX_FOLDERS``), each under that index's
     folder; ``CardError`` when it is not one this version reads."""
     if len(data) > MAX_INDEX_BYTES:
@@ -173,3 +174,7 @@ def parse_index(data: bytes, where: str, index_path: str = INDEX_PATH) -> list[d
     return check_entries(
         document.get("signatures"), where, f"{index_path}'s `signatures`", (INDEX_FOLDERS[index_path],)
     )
+
+
+#: the names of ``render_listing`` and ``parse_listing`` before fisherhub 0.3, kept for one release
+render_index, parse_index = render_listing, parse_listing

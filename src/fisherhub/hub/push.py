@@ -19,7 +19,7 @@ from fisherhub.core.signature import Signature
 from fisherhub.hub.cards import CARD_NAME, download_card, read_card, set_entries
 from fisherhub.hub.errors import CardError, ConcurrentPushError, hub_errors
 from fisherhub.hub.folder import folder_card, folder_entries, folder_repo_type, locked_folder, write_atomically
-from fisherhub.hub.index import INDEX_PATH, entry_for, published, render_index, with_entry, written_entries
+from fisherhub.hub.listing import INDEX_PATH, entry_for, published, render_listing, with_entry, written_entries
 from fisherhub.hub.refs import (
     ADAPTER_CONFIG,
     PUSH_REPO_TYPES,
@@ -77,7 +77,7 @@ def _update(
     entries = with_entry(entries, entry_for(signature, path))
     card = read_card(old_card, where, repo_type, repair=repair_card)
     set_entries(card, entries, repo_type, name, adapter_of, index)
-    return _Update(path, signature.to_bytes(), render_index(written_entries(entries)), str(card))
+    return _Update(path, signature.to_bytes(), render_listing(written_entries(entries)), str(card))
 
 
 def _entries(read: Callable[[], list[dict[str, Any]]], repair_card: bool) -> list[dict[str, Any]]:
@@ -158,7 +158,7 @@ def push_signature(
         `CardError`: the repo's card has a malformed header (see ``repair_card``).
         `HubError`: the Hub refused the request (missing repo, no write access).
     """
-    from fisherhub.hub.signature_index import index_ref
+    from fisherhub.hub.refs import index_ref
 
     signature = published(signature)
     index = index_ref(index).repo_id if index is not None else None

@@ -201,6 +201,17 @@ def signature_path(signature: Signature) -> str:
     return f"{SIGNATURE_FOLDER}/{'__'.join(parts)}.safetensors"
 
 
+def index_ref(name: str) -> SignatureRef:
+    """The signature index ``name`` names (``fisherhub index``): ``datasets/org/name[@rev]`` or
+    ``org/name[@rev]`` (an index is always a dataset repo)."""
+    ref = SignatureRef.parse(name if name.startswith(("datasets/", "hf://")) else f"datasets/{name}")
+    if ref is None or ref.repo_type != "dataset" or ref.path is not None:
+        raise InputError(
+            f"{name!r}: an index is a dataset repo, named datasets/org/name[@revision] or org/name[@revision]"
+        )
+    return ref
+
+
 def repo_ref(text: str, repo_type: str | None = None, revision: str | None = None) -> SignatureRef:
     """The repo ``text`` names (no file path), at ``revision`` when given; ``repo_type`` is that of a bare
     ``org/name`` (default: model)."""

@@ -14,7 +14,7 @@ from huggingface_hub.errors import IncompleteSnapshotError, LocalEntryNotFoundEr
 
 from fisherhub.hub.cards import CARD_CLASSES, CARD_NAME, read_card, signature_entries
 from fisherhub.hub.errors import OfflineCacheError, hub_errors
-from fisherhub.hub.index import INDEX_FOLDERS, merge_entries, parse_index
+from fisherhub.hub.listing import INDEX_FOLDERS, merge_entries, parse_listing
 from fisherhub.hub.refs import SignatureRef, is_signature_file
 
 logger = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ class RepoSnapshot:
             else:
                 data = self.download(prefix + path, token).read_bytes() if prefix + path in self.files else None
             if data is not None:
-                listings.append(parse_index(data, where, path))
+                listings.append(parse_listing(data, where, path))
         return merge_entries(*listings)
 
     def download(self, path: str, token: str | None = None) -> Path:

@@ -24,20 +24,19 @@ from typing import Any
 from fisherhub.core.errors import FisherHubError
 from fisherhub.core.signature import Signature
 from fisherhub.hub.errors import HubError, hub_errors
-from fisherhub.hub.index import INDEX_PATH
+from fisherhub.hub.listing import INDEX_PATH
 from fisherhub.hub.refs import SIGNATURE_FOLDER
-from fisherhub.hub.signature_index import (
+from fisherhub.hub.signature_index.build import (
     InterruptedBuild,
     RepoResult,
     WorkFolder,
     default_work,
     listed_adapters,
-    load_index,
-    push_index,
-    read_rows,
     replace_repos,
-    signature_row,
 )
+from fisherhub.hub.signature_index.rows import read_rows
+from fisherhub.hub.signature_index.schema import signature_row
+from fisherhub.hub.signature_index.store import load_index, push_index
 from fisherhub.options import DataArgs
 
 SKETCHED_FOLDER = f"{SIGNATURE_FOLDER}/sketched"
@@ -234,5 +233,5 @@ def sign_unsigned(
         ]
     )
     table = replace_repos(loaded, folder, keys)
-    commit = push_index(table, loaded.ref, loaded.base_model, loaded.layout, folder, token=token)
+    commit = push_index(table, loaded.ref, loaded.base_model, loaded.layout, folder.entries(), token=token)
     return SignReport(len(unsigned), len(naming), outcomes, sum(map(len, results.values())), commit)

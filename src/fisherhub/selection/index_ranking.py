@@ -1,4 +1,4 @@
-"""Ranking every row of a signature index (``hub/signature_index.py``) against a target: one download, one
+"""Ranking every row of a signature index (``hub/signature_index/``) against a target: one download, one
 matrix product, pinned to the index commit; the ``shortlist`` best rows are then ranked from their own files
 (``select_adapter``), so the final table is exactly what ranking those candidates directly gives.
 
@@ -25,7 +25,8 @@ from fisherhub.selection.rows import Skipped
 
 if TYPE_CHECKING:
     from fisherhub.core.signature import Signature
-    from fisherhub.hub.signature_index import IndexRows, LoadedIndex
+    from fisherhub.hub.signature_index.rows import IndexRows
+    from fisherhub.hub.signature_index.store import LoadedIndex
     from fisherhub.selection.target import Target
 
 #: rows of an index ranked again from their own files (error bars, regime, verdict)
@@ -116,7 +117,7 @@ def rank_index(
     loaded: LoadedIndex, targets: Target, base_model: str | None, score: str = "fisher", token: str | None = None
 ) -> IndexRanking:
     """Every row of ``loaded`` for ``base_model`` scored against the target (``row_scores``), best first."""
-    from fisherhub.hub.signature_index import read_rows
+    from fisherhub.hub.signature_index.rows import read_rows
 
     where = f"datasets/{loaded.ref.repo_id}@{loaded.commit[:12]}"
     if base_model is not None and not same_base_model(loaded.base_model, base_model):

@@ -32,7 +32,7 @@ class Skipped:
     reason: str
 
     def __post_init__(self):
-        from fisherhub.hub.index import printable
+        from fisherhub.hub.listing import printable
 
         object.__setattr__(self, "reason", printable(self.reason))
 

@@ -133,7 +133,7 @@ def select_adapter(
     if index is not None:
         if candidates is not None:
             raise InputError("pass candidates or index=, not both (the index chooses the candidates)")
-        from fisherhub.hub.signature_index import load_index
+        from fisherhub.hub.signature_index.store import load_index
 
         check_shortlist(shortlist)
         loaded = load_index(index, token)
