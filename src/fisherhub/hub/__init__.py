@@ -25,6 +25,7 @@ _EXPORTS = {
     "RepoNotFoundError": "fisherhub.hub.errors",
     "SignatureNotFoundError": "fisherhub.hub.errors",
     "INDEX_PATH": "fisherhub.hub.listing",
+    "LISTING_PATH": "fisherhub.hub.listing",
     "PushResult": "fisherhub.hub.push",
     "push_signature": "fisherhub.hub.push",
     "SignatureInfo": "fisherhub.hub.read",

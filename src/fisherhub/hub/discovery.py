@@ -14,7 +14,7 @@ from huggingface_hub import HfApi
 
 from fisherhub.hub.cards import SIGNATURE_TAG, signature_entries
 from fisherhub.hub.errors import CardError, hub_errors
-from fisherhub.hub.listing import INDEX_FOLDERS, entry_matches
+from fisherhub.hub.listing import LISTING_FOLDERS, entry_matches
 from fisherhub.hub.snapshot import RepoSnapshot
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def adapter_tag(base_model: str) -> str:
 def _may_be_signed(snapshot: RepoSnapshot) -> bool:
     """Signature files in the repo, or training datasets named in its card (whose repos may carry them)."""
     return (
-        any(path in snapshot.files for path in INDEX_FOLDERS)
+        any(path in snapshot.files for path in LISTING_FOLDERS)
         or bool(snapshot.signature_files)
         or bool((snapshot.card_data or {}).get("datasets"))
     )

@@ -17,7 +17,7 @@ from fisherhub.core.atomic import atomic_path
 from fisherhub.core.errors import InputError
 from fisherhub.hub.cards import CARD_CLASSES, CARD_NAME, signature_entries
 from fisherhub.hub.errors import CardError
-from fisherhub.hub.listing import INDEX_FOLDERS, merge_entries, parse_listing
+from fisherhub.hub.listing import LISTING_FOLDERS, merge_entries, parse_listing
 from fisherhub.hub.refs import ADAPTER_CONFIG, SIGNATURE_FOLDER, SIGNATURE_FOLDERS
 
 
@@ -40,7 +40,7 @@ def folder_card(folder: Path) -> str | None:
 def folder_entries(folder: Path) -> list[dict[str, Any]]:
     """The entries the folder's indexes list (``.fisher_signatures/index.json``, then the legacy
     ``fisher_signatures/index.json`` for paths it does not list), else its card's block (none without either)."""
-    indexes = [path for path in INDEX_FOLDERS if (folder / path).is_file()]
+    indexes = [path for path in LISTING_FOLDERS if (folder / path).is_file()]
     if indexes:
         return merge_entries(*(parse_listing((folder / path).read_bytes(), str(folder), path) for path in indexes))
     text = folder_card(folder)

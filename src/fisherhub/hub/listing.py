@@ -22,10 +22,10 @@ from fisherhub.core.signature import Signature
 from fisherhub.hub.errors import CardError
 from fisherhub.hub.refs import LEGACY_SIGNATURE_FOLDER, SIGNATURE_FOLDER, SIGNATURE_FOLDERS, is_signature_file
 
-INDEX_PATH = f"{SIGNATURE_FOLDER}/index.json"
-LEGACY_INDEX_PATH = f"{LEGACY_SIGNATURE_FOLDER}/index.json"
-#: each index and the one folder its entries may point into, in the order they are read
-INDEX_FOLDERS = {INDEX_PATH: SIGNATURE_FOLDER, LEGACY_INDEX_PATH: LEGACY_SIGNATURE_FOLDER}
+LISTING_PATH = f"{SIGNATURE_FOLDER}/index.json"
+LEGACY_LISTING_PATH = f"{LEGACY_SIGNATURE_FOLDER}/index.json"
+#: each listing and the one folder its entries may point into, in the order they are read
+LISTING_FOLDERS = {LISTING_PATH: SIGNATURE_FOLDER, LEGACY_LISTING_PATH: LEGACY_SIGNATURE_FOLDER}
 INDEX_KIND = "fisherhub-signature-index"
 INDEX_VERSION = 1
 #: what an entry says about a signature file (``path`` is from the repo root)
@@ -149,8 +149,8 @@ def render_listing(entries: list[dict[str, Any]]) -> bytes:
     return (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def parse_listing(data: bytes, where: str, index_path: str = INDEX_PATH) -> list[dict[str, Any]]:
-    """The entries of the index file at ``index_path`` (a key of ``INDEX_FOLDERS``), each under that index's
+def parse_listing(data: bytes, where: str, index_path: str = LISTING_PATH) -> list[dict[str, Any]]:
+    """The entries of the index file at ``index_path`` (a key of ``LISTING_FOLDERS``), each under that index's
     folder; ``CardError`` when it is not one this version reads."""
     if len(data) > MAX_INDEX_BYTES:
         raise CardError(
@@ -172,9 +172,10 @@ def parse_listing(data: bytes, where: str, index_path: str = INDEX_PATH) -> list
             f"{INDEX_VERSION} (upgrade fisherhub)"
         )
     return check_entries(
-        document.get("signatures"), where, f"{index_path}'s `signatures`", (INDEX_FOLDERS[index_path],)
+        document.get("signatures"), where, f"{index_path}'s `signatures`", (LISTING_FOLDERS[index_path],)
     )
 
 
-#: the names of ``render_listing`` and ``parse_listing`` before fisherhub 0.3, kept for one release
+#: the names of ``render_listing``, ``parse_listing`` and the paths before fisherhub 0.3, kept for one release
 render_index, parse_index = render_listing, parse_listing
+INDEX_PATH, LEGACY_INDEX_PATH, INDEX_FOLDERS = LISTING_PATH, LEGACY_LISTING_PATH, LISTING_FOLDERS

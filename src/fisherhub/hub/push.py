@@ -19,7 +19,7 @@ from fisherhub.core.signature import Signature
 from fisherhub.hub.cards import CARD_NAME, download_card, read_card, set_entries
 from fisherhub.hub.errors import CardError, ConcurrentPushError, hub_errors
 from fisherhub.hub.folder import folder_card, folder_entries, folder_repo_type, locked_folder, write_atomically
-from fisherhub.hub.listing import INDEX_PATH, entry_for, published, render_listing, with_entry, written_entries
+from fisherhub.hub.listing import LISTING_PATH, entry_for, published, render_listing, with_entry, written_entries
 from fisherhub.hub.refs import (
     ADAPTER_CONFIG,
     PUSH_REPO_TYPES,
@@ -200,7 +200,7 @@ def push_signature(
     head = snapshot.ref.with_path(update.path)
     if (
         update.card == old_card
-        and _holds(files.get(INDEX_PATH), update.index)
+        and _holds(files.get(LISTING_PATH), update.index)
         and _holds(files.get(update.path), update.data)
     ):
         return PushResult(head, committed=False)
@@ -213,7 +213,7 @@ def push_signature(
     )
     operations = [
         CommitOperationAdd(update.path, update.data),
-        CommitOperationAdd(INDEX_PATH, update.index),
+        CommitOperationAdd(LISTING_PATH, update.index),
         CommitOperationAdd(CARD_NAME, update.card.encode("utf-8")),
     ]
     try:
@@ -268,7 +268,7 @@ def _write_to_folder(
     file = folder / update.path
     outputs = [
         (file, update.data),
-        (folder / INDEX_PATH, update.index),
+        (folder / LISTING_PATH, update.index),
         (folder / CARD_NAME, update.card.encode("utf-8")),
     ]
     written = False

@@ -14,7 +14,7 @@ from huggingface_hub.errors import IncompleteSnapshotError, LocalEntryNotFoundEr
 
 from fisherhub.hub.cards import CARD_CLASSES, CARD_NAME, read_card, signature_entries
 from fisherhub.hub.errors import OfflineCacheError, hub_errors
-from fisherhub.hub.listing import INDEX_FOLDERS, merge_entries, parse_listing
+from fisherhub.hub.listing import LISTING_FOLDERS, merge_entries, parse_listing
 from fisherhub.hub.refs import SignatureRef, is_signature_file
 
 logger = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class RepoSnapshot:
         card = signature_entries(self.card_data, str(self.ref))
         if self.listed and card:
             return card
-        if not self.complete or any(path in self.files for path in INDEX_FOLDERS):
+        if not self.complete or any(path in self.files for path in LISTING_FOLDERS):
             return merge_entries(self._indexed("", str(self.ref), token), card)
         if CARD_NAME in self.files and not self.listed:  # cached for offline use, read as the Hub did
             text = self.download(CARD_NAME, token).read_text("utf-8-sig")
@@ -81,7 +81,7 @@ class RepoSnapshot:
     def _indexed(self, prefix: str, where: str, token: str | None) -> list[dict[str, Any]]:
         """The entries of the indexes under ``prefix`` of the repo (the cached copies offline), in reading order."""
         listings = []
-        for path in INDEX_FOLDERS:
+        for path in LISTING_FOLDERS:
             if not self.complete:
                 cached = self.cached_file(prefix + path)
                 data = cached.read_bytes() if cached is not None else None

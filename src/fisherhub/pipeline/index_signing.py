@@ -24,7 +24,7 @@ from typing import Any
 from fisherhub.core.errors import FisherHubError
 from fisherhub.core.signature import Signature
 from fisherhub.hub.errors import HubError, hub_errors
-from fisherhub.hub.listing import INDEX_PATH
+from fisherhub.hub.listing import LISTING_PATH
 from fisherhub.hub.refs import SIGNATURE_FOLDER
 from fisherhub.hub.signature_index.build import (
     InterruptedBuild,
@@ -156,7 +156,7 @@ def sign_unsigned(
             counts[row["sketch_id"]] = counts.get(row["sketch_id"], 0) + 1
         common = max(counts, key=counts.__getitem__)
         spec = next(s for s, row in zip(rows.specs, rows.rows) if row["sketch_id"] == common)
-    unsigned = [s for s in listed_adapters(base_model, token) if not s.signature_files and INDEX_PATH not in s.files]
+    unsigned = [s for s in listed_adapters(base_model, token) if not s.signature_files and LISTING_PATH not in s.files]
     naming = {s.ref.repo_id: (s, _card_datasets(s.card_data)) for s in unsigned if _card_datasets(s.card_data)}
     by_dataset: dict[str, list[str]] = {}
     for repo_id, (_, names) in naming.items():
