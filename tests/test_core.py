@@ -271,7 +271,7 @@ def test_bad_batches_raise_clear_errors(activations, errors, doc_index, match):
 
 
 def test_bad_specs_raise_clear_errors():
-    with pytest.raises(InputError, match="unknown estimator"):
+    with pytest.raises(InputError, match="SketchSpec.estimator must be one of"):
         SketchSpec(d=4, vocab_size=8, estimator="nope")
     with pytest.raises(InputError, match="positive int"):
         SketchSpec(d=0, vocab_size=8)

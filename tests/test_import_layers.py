@@ -245,7 +245,7 @@ def test_the_layer_checker_sees_an_upward_import_a_type_only_one_and_an_unplaced
     package = tmp_path / "fisherhub"
     shutil.copytree(PACKAGE, package, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     (package / "hub" / "planted.py").write_text(
-        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from fisherhub.cli.select import main\n"
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from fisherhub.cli.commands.select import main\n"
     )
     (package / "analysis").mkdir(exist_ok=True)
     (package / "analysis" / "planted.py").write_text("def f():\n    from ..selection import results\n")
@@ -254,7 +254,7 @@ def test_the_layer_checker_sees_an_upward_import_a_type_only_one_and_an_unplaced
     unplaced, upward = layer_violations(full_import_graph(package, fisherhub._EXPORTS))
     assert unplaced == ["fisherhub.unlayered"]
     assert upward - set(LAYER_EXCEPTIONS) == {
-        ("fisherhub.hub.planted", "fisherhub.cli.select"),
+        ("fisherhub.hub.planted", "fisherhub.cli.commands.select"),
         ("fisherhub.analysis.planted", "fisherhub.selection.results"),
         ("fisherhub.core.planted", "fisherhub.pipeline"),
     }

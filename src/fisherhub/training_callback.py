@@ -37,7 +37,7 @@ from fisherhub.core.errors import InputError
 from fisherhub.core.signature import Signature
 from fisherhub.hub import push_signature
 from fisherhub.hub.cards import SIGNATURE_TAG
-from fisherhub.options import DataArgs
+from fisherhub.options import DataOptions
 from fisherhub.pipeline.loop import sketch_dataset, sketch_texts
 
 logger = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ class FisherSignatureCallback(TrainerCallback):
     adapter in ``output_dir``, every checkpoint and every push (see the module docstring).
 
     ``data``: the training texts (a list of strings), a ``datasets`` Dataset / Hub id / data file (its
-    ``text_column`` is sketched), or a ``DataArgs``. ``dataset_name`` names the data in the signature (a
+    ``text_column`` is sketched), or a ``DataOptions``. ``dataset_name`` names the data in the signature (a
     Hub id is best; local paths are published as their file name). ``base_model``: default the adapter
     config's ``base_model_name_or_path`` (or the model's ``name_or_path``). ``tokenizer``: default the
     trainer's ``processing_class``. ``max_length``: default the trainer's (``SFTConfig.max_length``), else 512;
@@ -99,7 +99,7 @@ class FisherSignatureCallback(TrainerCallback):
 
     def __init__(
         self,
-        data: Sequence[str] | DataArgs | Any,
+        data: Sequence[str] | DataOptions | Any,
         *,
         dataset_name: str | None = None,
         base_model: str | None = None,
@@ -115,12 +115,12 @@ class FisherSignatureCallback(TrainerCallback):
         if isinstance(data, str) or not isinstance(data, Sequence):
             data = (
                 data
-                if isinstance(data, DataArgs)
-                else DataArgs(data, text_column=text_column, max_documents=max_documents)
+                if isinstance(data, DataOptions)
+                else DataOptions(data, text_column=text_column, max_documents=max_documents)
             )
         elif not data or not all(isinstance(text, str) for text in data):
             raise InputError(
-                "FisherSignatureCallback: data must be a list of texts (at least one), a dataset or a DataArgs"
+                "FisherSignatureCallback: data must be a list of texts (at least one), a dataset or a DataOptions"
             )
         self.data, self.dataset_name, self.base_model, self.tokenizer = data, dataset_name, base_model, tokenizer
         self.max_length, self.batch_size, self.like, self.progress = max_length, batch_size, like, progress
@@ -137,7 +137,7 @@ class FisherSignatureCallback(TrainerCallback):
                 f"{trainer_length}: the signature would describe other data than the adapter sees. Drop the "
                 "callback's max_length (it follows the trainer's) or make them equal"
             )
-        return self.max_length or trainer_length or DataArgs.max_length
+        return self.max_length or trainer_length or DataOptions.max_length
 
     def _sketch(self, model: Any, tokenizer: Any, max_length: int) -> Signature:
         base_model = self.base_model or _base_model_name(model)
@@ -148,7 +148,7 @@ class FisherSignatureCallback(TrainerCallback):
         metadata = {"base_model": base_model, **({"dataset": self.dataset_name} if self.dataset_name else {})}
         common = {"batch_size": self.batch_size, "metadata": metadata, "progress": self.progress, **self.spec_options}
         with _as_base_model(model):
-            if isinstance(self.data, DataArgs):
+            if isinstance(self.data, DataOptions):
                 data = (
                     self.data
                     if self.data.max_length == max_length

@@ -113,7 +113,7 @@ def verify_signature(
         batch_size (`int`, *optional*):
             Documents per forward pass.
         **data_options:
-            ``DataArgs`` fields that override the recorded ones, e.g. ``streaming=True``.
+            ``DataOptions`` fields that override the recorded ones, e.g. ``streaming=True``.
 
     Returns:
         `Verification`: reproduced or not, the differences per sketch and split norm, the counts; or the
@@ -126,7 +126,7 @@ def verify_signature(
     from fisherhub.core.signature import Signature
     from fisherhub.hub import load_signature
     from fisherhub.lm.loading import load_base_model
-    from fisherhub.options import DataArgs
+    from fisherhub.options import DataOptions
     from fisherhub.pipeline.loop import sketch_dataset
 
     published = signature if isinstance(signature, Signature) else load_signature(signature, token=token)
@@ -135,7 +135,7 @@ def verify_signature(
         return Verification(False, tolerance, reason=reason)
     metadata = published.metadata
     chat = metadata.get("scored", "").startswith("assistant tokens")
-    column = metadata.get("text_column") or DataArgs.text_column
+    column = metadata.get("text_column") or DataOptions.text_column
     limits = {
         key: int(metadata[key])
         for key in ("max_documents", "max_tokens", "max_length")
@@ -149,7 +149,7 @@ def verify_signature(
         **limits,
         **data_options,
     }
-    data = DataArgs(metadata["dataset"], **fields)
+    data = DataOptions(metadata["dataset"], **fields)
     if (model is None) != (tokenizer is None):
         raise InputError(
             "verify_signature: pass both model and tokenizer, or neither (the recorded base model is loaded)"

@@ -11,14 +11,15 @@ from typing import Any
 import torch
 
 from fisherhub.core.registry import (
+    CHOICES,
     DEFAULT_ESTIMATOR,
     DEFAULT_M,
     DEFAULT_SEED,
     ERROR_SPACES,
-    ESTIMATORS,
     FISHER_TYPES,
     GRANULARITIES,
     KERNELS,
+    check_choice,
 )
 from fisherhub.core.errors import IncompatibleSignaturesError, InputError, SignatureFileError
 
@@ -132,12 +133,8 @@ class SketchSpec:
                 raise InputError(f"SketchSpec.{name} must be a positive int, got {value!r}")
         if not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
             raise InputError(f"SketchSpec.seed must be an int in [0, 2**63), got {self.seed!r}")
-        if self.estimator not in ESTIMATORS:
-            raise InputError(f"unknown estimator {self.estimator!r}; choose one of {sorted(ESTIMATORS)}")
-        if self.granularity not in GRANULARITIES:
-            raise InputError(f"unknown granularity {self.granularity!r}; choose one of {GRANULARITIES}")
-        if self.fisher not in FISHER_TYPES:
-            raise InputError(f"unknown fisher type {self.fisher!r}; choose one of {FISHER_TYPES}")
+        for name in CHOICES:
+            check_choice(name, getattr(self, name), f"SketchSpec.{name}")
         if self.reflection is not None:
             values = tuple(float(v) for v in self.reflection)
             if len(values) != self.d:
@@ -146,10 +143,6 @@ class SketchSpec:
             if not torch.isfinite(vector).all() or vector.norm() == 0:
                 raise InputError("reflection (pilot activation mean) must be finite and non-zero")
             object.__setattr__(self, "reflection", tuple(vector.tolist()))
-        if self.error_space not in ERROR_SPACES:
-            raise InputError(f"unknown error space {self.error_space!r}; choose one of {ERROR_SPACES}")
-        if self.kernel not in KERNELS:
-            raise InputError(f"unknown kernel {self.kernel!r}; choose one of {KERNELS}")
         if self.modules is not None:
             object.__setattr__(self, "modules", _checked_modules(self.modules))
             if self.error_space != "logits" or self.reflection is not None:

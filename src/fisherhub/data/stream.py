@@ -19,7 +19,7 @@ from fisherhub.core.errors import InputError
 from fisherhub.data.batches import Batch, Document, collate
 from fisherhub.data.sources import dataset_fingerprint, decoded, load_source
 from fisherhub.data.tokenization import DocumentTokenizer
-from fisherhub.options import DataArgs
+from fisherhub.options import DataOptions
 
 
 @dataclasses.dataclass
@@ -42,7 +42,7 @@ class DocumentStream:
     there without reading the rows before it again.
     """
 
-    def __init__(self, args: DataArgs, tokenizer, process_index: int = 0, num_processes: int = 1, source=None):
+    def __init__(self, args: DataOptions, tokenizer, process_index: int = 0, num_processes: int = 1, source=None):
         if not 0 <= process_index < num_processes:
             raise InputError(f"process index {process_index} out of range for {num_processes} processes")
         self.args = args
@@ -193,7 +193,7 @@ def _pad_token_id(tokenizer) -> int:
     return 0
 
 
-def check_has_documents(seen: int, too_short: int, args: DataArgs, scored_per_half: list[int] | None = None) -> None:
+def check_has_documents(seen: int, too_short: int, args: DataOptions, scored_per_half: list[int] | None = None) -> None:
     """Raise a clear error when no document had a scored token (totals over all processes), or, given the
     scored documents of each split half (i mod 2), when every row of a half had none although it has rows."""
     name = args.provenance()["dataset"]

@@ -23,7 +23,7 @@ from fisherhub.hub.folder import folder_entries, folder_signature_files
 from fisherhub.hub.listing import entry_matches, printable
 from fisherhub.hub.refs import SignatureRef, check_path, is_local_folder, is_local_path_only, repo_ref
 from fisherhub.hub.snapshot import RepoSnapshot, repo_snapshot
-from fisherhub.options import COMMIT_ID
+from fisherhub.core.registry import COMMIT_ID
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from huggingface_hub import HfUri, constants, parse_hf_uri
 from huggingface_hub.errors import HfUriError
 
 from fisherhub.core.errors import InputError
-from fisherhub.options import DEFAULT_REPO_TYPE, PUSH_REPO_TYPES, REPO_TYPES  # noqa: F401  (PUSH_REPO_TYPES: for push)
+from fisherhub.hub.repo_types import DEFAULT_REPO_TYPE, PUSH_REPO_TYPES, REPO_TYPES  # noqa: F401  (PUSH_REPO_TYPES: for push)
 
 if TYPE_CHECKING:
     from fisherhub.core.signature import Signature

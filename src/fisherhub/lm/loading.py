@@ -22,7 +22,8 @@ import torch
 
 from fisherhub.core.errors import InputError
 from fisherhub.extras import require
-from fisherhub.options import COMMIT_ID, HUB_ID, ModelOptions
+from fisherhub.core.registry import COMMIT_ID, HUB_ID
+from fisherhub.options import ModelOptions
 
 if TYPE_CHECKING:
     from fisherhub.core.signature import Signature

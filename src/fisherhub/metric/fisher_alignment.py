@@ -37,7 +37,7 @@ from fisherhub.hub import load_signature
 from fisherhub.metric import CODEBASE_URLS
 from fisherhub.metric import HOMEPAGE
 from fisherhub.metric import REFERENCE_URLS
-from fisherhub.options import DataArgs
+from fisherhub.options import DataOptions
 from fisherhub.options import RunOptions
 from fisherhub.options import SpecOptions
 
@@ -144,7 +144,7 @@ class TextSketchOptions:
     m: int = SpecOptions.m
     seed: int = SpecOptions.seed
     batch_size: int = RunOptions.batch_size
-    max_length: int = DataArgs.max_length
+    max_length: int = DataOptions.max_length
     device: str | None = None
 
 
@@ -197,7 +197,7 @@ class FisherAlignment(evaluate.Metric):
         m=SpecOptions.m,
         seed=SpecOptions.seed,
         batch_size=RunOptions.batch_size,
-        max_length=DataArgs.max_length,
+        max_length=DataOptions.max_length,
         device=None,
     ):
         nested = not isinstance(predictions[0], str)

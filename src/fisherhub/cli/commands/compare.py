@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fisherhub.cli.arguments import HelpFormatter
+from fisherhub.cli.support.arguments import HelpFormatter
 from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES, Geometry
 from fisherhub.extras import require
 
@@ -136,7 +136,7 @@ def _name(ref: str) -> str:
 
 
 def run(namespace: argparse.Namespace) -> int:
-    from fisherhub.cli.outputs import output_problem
+    from fisherhub.cli.support.outputs import output_problem
     from fisherhub.core.atomic import atomic_path
     from fisherhub.core.errors import InputError
     from fisherhub.hub import load_signature

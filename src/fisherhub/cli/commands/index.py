@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from fisherhub.cli.arguments import HelpFormatter
+from fisherhub.cli.support.arguments import HelpFormatter
 
 
 def _common(parser: argparse.ArgumentParser, workers: bool = True) -> None:
@@ -124,7 +124,7 @@ def run_update(args: argparse.Namespace) -> int:
 
 
 def run_sign(args: argparse.Namespace) -> int:
-    from fisherhub.cli.process_group import run_and_release
+    from fisherhub.cli.support.process_group import run_and_release
     from fisherhub.options import check_positive
 
     check_positive(args, ("max_documents",), optional=True)
@@ -139,7 +139,7 @@ def _sign(args: argparse.Namespace) -> int:
 
     from fisherhub.lm.loading import load_model_and_tokenizer
     from fisherhub.pipeline.index_signing import sign_unsigned
-    from fisherhub.pipeline.loop import no_accelerator
+    from fisherhub.pipeline.processes import no_accelerator
 
     state = PartialState(cpu=no_accelerator())
     model, tokenizer = load_model_and_tokenizer(args.model or args.base_model)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fisherhub.cli.arguments import HelpFormatter, add_arguments
+from fisherhub.cli.support.arguments import HelpFormatter, add_arguments
 from fisherhub.core.geometry import DEFAULT_SCORE, SCORES
 from fisherhub.extras import require
-from fisherhub.options import DataArgs
+from fisherhub.options import DataOptions
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -72,7 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="Hub token for private or gated adapters (default: HF_TOKEN or the one `hf auth login` saved)",
     )
     add_arguments(
-        parser.add_argument_group("a dataset TARGET"), DataArgs, only=("split", "text_column", "max_documents")
+        parser.add_argument_group("a dataset TARGET"), DataOptions, only=("split", "text_column", "max_documents")
     )
     parser.set_defaults(func=run)
 
@@ -80,7 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from fisherhub.selection import SketchOptions, select_adapter
 
-    data = DataArgs(args.target, split=args.split, text_column=args.text_column, max_documents=args.max_documents)
+    data = DataOptions(args.target, split=args.split, text_column=args.text_column, max_documents=args.max_documents)
     selection = select_adapter(
         args.target,
         args.candidates or None,
