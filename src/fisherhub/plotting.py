@@ -33,7 +33,6 @@ def alignment_figure(matrix: AlignmentMatrix, title: str | None = None):
     """
     require("matplotlib")
     from matplotlib.figure import Figure
-    from matplotlib.patches import Rectangle
 
     from fisherhub.legend import matrix_legend, matrix_significance
 
@@ -48,45 +47,7 @@ def alignment_figure(matrix: AlignmentMatrix, title: str | None = None):
     for axis in axes.flat[len(shown_panels) :]:
         axis.set_visible(False)
     for axis, geometry in zip(axes.flat, shown_panels):
-        values = geometry.value(matrix).double()
-        errors = geometry.stderr(matrix).double()
-        shown = significance[geometry.name]
-        coloured = values.masked_fill(~shown, math.nan)
-        spread = 1.0
-        centre = geometry.null
-        if geometry.two_sided:
-            finite = coloured[~coloured.isnan()]
-            spread = max(0.1, float((finite - centre).abs().max())) if finite.numel() else 1.0
-            image = axis.imshow(coloured.numpy(), cmap="RdBu_r", vmin=centre - spread, vmax=centre + spread)
-        else:
-            image = axis.imshow(coloured.numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
-        for i in range(n):
-            for j in range(n):
-                value, error = float(values[i, j]), float(errors[i, j])
-                if math.isnan(value):
-                    axis.text(j, i, "—", ha="center", va="center", fontsize=9, color="dimgray")
-                    continue
-                if not shown[i, j]:
-                    axis.add_patch(
-                        Rectangle(
-                            (j - 0.5, i - 0.5),
-                            1.0,
-                            1.0,
-                            facecolor="lightgray",
-                            edgecolor="gray",
-                            hatch="///",
-                            linewidth=0.0,
-                            gid=NOT_SIGNIFICANT_GID,
-                        )
-                    )
-                    shade = "black"
-                else:
-                    dark = abs(value - centre) > 0.6 * spread if geometry.two_sided else value < 0.6
-                    shade = "white" if dark else "black"
-                axis.text(j, i, f"{value:.2f}\n±{error:.2f}", ha="center", va="center", fontsize=8, color=shade)
-        axis.set_title(geometry.label)
-        axis.set_xticks(range(n), matrix.names, rotation=45, ha="right")
-        axis.set_yticks(range(n), matrix.names)
+        image = _draw_panel(axis, geometry, matrix, significance[geometry.name])
         figure.colorbar(image, ax=axis, shrink=0.8)
     figure.suptitle(title or f"FisherSketch alignments (sketch id {matrix.sketch_id})")
     if legend:
@@ -113,6 +74,53 @@ def names_heatmap(matrix, names: list[str], title: str):
     figure.colorbar(image, ax=axis, shrink=0.8)
     figure.tight_layout()
     return figure
+
+
+def _draw_panel(axis, geometry: Geometry, matrix: AlignmentMatrix, shown):
+    """One geometry's heatmap on ``axis``: significant cells coloured (a two-sided geometry centred on its null),
+    the others hatched grey, each annotated value ± standard error (— where undefined); returns the image."""
+    from matplotlib.patches import Rectangle
+
+    n = len(matrix.names)
+    values = geometry.value(matrix).double()
+    errors = geometry.stderr(matrix).double()
+    coloured = values.masked_fill(~shown, math.nan)
+    spread = 1.0
+    centre = geometry.null
+    if geometry.two_sided:
+        finite = coloured[~coloured.isnan()]
+        spread = max(0.1, float((finite - centre).abs().max())) if finite.numel() else 1.0
+        image = axis.imshow(coloured.numpy(), cmap="RdBu_r", vmin=centre - spread, vmax=centre + spread)
+    else:
+        image = axis.imshow(coloured.numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
+    for i in range(n):
+        for j in range(n):
+            value, error = float(values[i, j]), float(errors[i, j])
+            if math.isnan(value):
+                axis.text(j, i, "—", ha="center", va="center", fontsize=9, color="dimgray")
+                continue
+            if not shown[i, j]:
+                axis.add_patch(
+                    Rectangle(
+                        (j - 0.5, i - 0.5),
+                        1.0,
+                        1.0,
+                        facecolor="lightgray",
+                        edgecolor="gray",
+                        hatch="///",
+                        linewidth=0.0,
+                        gid=NOT_SIGNIFICANT_GID,
+                    )
+                )
+                shade = "black"
+            else:
+                dark = abs(value - centre) > 0.6 * spread if geometry.two_sided else value < 0.6
+                shade = "white" if dark else "black"
+            axis.text(j, i, f"{value:.2f}\n±{error:.2f}", ha="center", va="center", fontsize=8, color=shade)
+    axis.set_title(geometry.label)
+    axis.set_xticks(range(n), matrix.names, rotation=45, ha="right")
+    axis.set_yticks(range(n), matrix.names)
+    return image
 
 
 def alignment_heatmaps(matrix: AlignmentMatrix, path: str | os.PathLike, title: str | None = None) -> Path:

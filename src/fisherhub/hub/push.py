@@ -173,15 +173,7 @@ def push_signature(
     target = repo.at(revision) if isinstance(repo, SignatureRef) else repo_ref(os.fspath(repo), repo_type, revision)
     check_repo_type(target.repo_type, PUSH_REPO_TYPES)
     api = HfApi(token=token)
-    created = False
-    with hub_errors(str(target)):
-        if create_repo:
-            created = not api.repo_exists(target.repo_id, repo_type=target.repo_type)
-            api.create_repo(target.repo_id, repo_type=target.repo_type, exist_ok=True)
-        info = cast(  # a model or dataset repo (PUSH_REPO_TYPES)
-            "ModelInfo | DatasetInfo",
-            api.repo_info(target.repo_id, repo_type=target.repo_type, revision=target.revision, files_metadata=True),
-        )
+    info, created = _repo_info(api, target, create_repo)
     snapshot = RepoSnapshot.from_info(info, target.repo_type, target.revision)
     files = {sibling.rfilename: sibling for sibling in info.siblings or []}
     old_card = download_card(snapshot.ref, token)[0] if CARD_NAME in files else None
@@ -204,7 +196,35 @@ def push_signature(
         and _holds(files.get(update.path), update.data)
     ):
         return PushResult(head, committed=False)
+    return _commit(api, target, signature, update, commit_message, create_pr, parent_commit or info.sha)
 
+
+def _repo_info(api: HfApi, target: SignatureRef, create_repo: bool) -> tuple[ModelInfo | DatasetInfo, bool]:
+    """The repo ``target`` at its revision with its files' metadata (created first when ``create_repo`` and
+    missing), and whether it was created."""
+    created = False
+    with hub_errors(str(target)):
+        if create_repo:
+            created = not api.repo_exists(target.repo_id, repo_type=target.repo_type)
+            api.create_repo(target.repo_id, repo_type=target.repo_type, exist_ok=True)
+        info = cast(  # a model or dataset repo (PUSH_REPO_TYPES)
+            "ModelInfo | DatasetInfo",
+            api.repo_info(target.repo_id, repo_type=target.repo_type, revision=target.revision, files_metadata=True),
+        )
+    return info, created
+
+
+def _commit(
+    api: HfApi,
+    target: SignatureRef,
+    signature: Signature,
+    update: _Update,
+    commit_message: str | None,
+    create_pr: bool,
+    parent_commit: str | None,
+) -> PushResult:
+    """The signature file, the listing and the card in one commit on ``parent_commit``; a push in between is a
+    ``ConcurrentPushError``."""
     metadata = signature.metadata
     described = (
         f"{metadata.get('dataset')} under {metadata['base_model']}"
@@ -225,14 +245,14 @@ def push_signature(
                 repo_type=target.repo_type,
                 revision=target.revision,
                 create_pr=create_pr,
-                parent_commit=parent_commit or info.sha,
+                parent_commit=parent_commit,
             )
     except HfHubHTTPError as exc:
         if exc.response is None or exc.response.status_code != _CONFLICT:
             raise
         raise ConcurrentPushError(
             f"{target}: someone pushed to {target.revision or 'the default branch'} after its card was read at commit "
-            f"{str(parent_commit or info.sha)[:7]}; nothing was written. Push again: it re-reads the card and keeps "
+            f"{str(parent_commit)[:7]}; nothing was written. Push again: it re-reads the card and keeps "
             "their changes"
         ) from exc
     pushed = SignatureRef(target.repo_id, target.repo_type, commit.oid, update.path)

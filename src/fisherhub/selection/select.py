@@ -11,7 +11,7 @@ from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.analysis.verdict import score_selection
 from fisherhub.core.geometry import DEFAULT_SCORE, HEAD_SCORES
 from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_map
-from fisherhub.selection.candidates import candidate_name, discover, resolve_candidate
+from fisherhub.selection.candidates import Candidate, SignatureOption, candidate_name, discover, resolve_candidate
 from fisherhub.selection.errors import NoCompatibleCandidatesError, Skip
 from fisherhub.selection.index_ranking import SHORTLIST, check_shortlist, rank_index
 from fisherhub.selection.ranking import (
@@ -39,6 +39,113 @@ def provenance(candidate, source: str, signature) -> str:
     signer = "signed by the repo" if signed else f"signed by {source.split(':', 1)[0].split('@', 1)[0]}"
     reason = unverifiable_reason(signature)
     return f"{signer}; {'verifiable' if reason is None else f'unverifiable ({reason})'}"
+
+
+def _sketcher(data, model, tokenizer, base_model: str | None, sketch: SketchOptions | None) -> TargetSketcher | None:
+    """What sketches a target given as data (None for one given as signatures)."""
+    return None if data is None else TargetSketcher(data, model, tokenizer, base_model, sketch or SketchOptions())
+
+
+def _index_shortlist(
+    index: str, shortlist: int, score: str, token, base_model, given, data, model, tokenizer, sketch, skipped
+) -> tuple[list[str], Target, str]:
+    """The ``shortlist`` best candidates of the signature index ``index`` (its rows scored at once,
+    ``rank_index``), the target they were scored against, and the base model; rows left out go to ``skipped``."""
+    from fisherhub.hub.signature_index.store import load_index
+
+    check_shortlist(shortlist)
+    loaded = load_index(index, token)
+    base_model = base_model or loaded.base_model
+    targets = Target(given, _sketcher(data, model, tokenizer, base_model, sketch))
+    ranking = rank_index(loaded, targets, base_model, score, token)
+    skipped.extend(ranking.skipped)
+    return ranking.candidates(shortlist), targets, base_model
+
+
+def candidate_pool(
+    names: Sequence[str | os.PathLike], base_model: str | None, token: str | None, workers: int, skipped: list[Skipped]
+) -> tuple[list[tuple[Candidate, list[SignatureOption]]], str | None]:
+    """Each named candidate resolved (``workers`` at once) with its signatures for the base model, and that base
+    model (default: the one the candidates' signatures name); a candidate that cannot be resolved, or has no
+    signature for the base model, goes to ``skipped`` with its reason (a hostile or broken repo is never fatal)."""
+    if not names:
+        raise InputError("no candidates given: pass adapter repo ids or folders, or None and base_model= to discover")
+    resolved = []
+    unreadable = (FisherHubError, OSError, ValueError, RecursionError)
+    for outcome in bounded_map(
+        lambda name: resolve_candidate(name, base_model, token), names, workers, catch=(Skip, *unreadable)
+    ):
+        if isinstance(outcome.error, Skip):
+            skipped.append(Skipped(candidate_name(outcome.item), outcome.error.reason))
+        elif outcome.error is not None:
+            skipped.append(Skipped(candidate_name(outcome.item), f"unreadable: {outcome.error}"))
+        else:
+            resolved.append(outcome.result())
+    if base_model is None:
+        named = (option.base_model for candidate in resolved for option in candidate.options)
+        base_model = common_base_model(named, "the candidates' signatures")
+    usable = []
+    for candidate in resolved:
+        try:
+            usable.append((candidate, candidate.options_for(base_model)))
+        except Skip as skip:
+            skipped.append(Skipped(candidate.name, skip.reason))
+    return usable, base_model
+
+
+def scored_rows(
+    usable: Sequence[tuple[Candidate, list[SignatureOption]]], targets: Target, workers: int, skipped: list[Skipped]
+) -> list[RankedCandidate]:
+    """One row per candidate: the signature chosen for it (``choose_options``) loaded (``workers`` at once) and
+    aligned with the target's of its sketch id; what cannot be loaded or compared goes to ``skipped``."""
+    rows = []
+    chosen = choose_options(usable, targets.signatures)
+    for loaded in bounded_map(lambda pair: pair[1].load(), chosen, workers, catch=(FisherHubError,)):
+        candidate, option = loaded.item
+        if loaded.error is not None:  # a remote file that is not a valid signature
+            skipped.append(Skipped(candidate.name, f"unreadable signature {option.source}: {loaded.error}"))
+            continue
+        signature = loaded.result()
+        try:
+            result = alignment(signature, targets.like(signature))
+        except Skip as skip:
+            skipped.append(Skipped(candidate.name, skip.reason))
+            continue
+        doubt = signature.implausibility() or implausible_scores(result)
+        source = option.source
+        provenance_text = provenance(candidate, source, signature)
+        rows.append(
+            RankedCandidate(candidate.name, "fisher", result, source, candidate.adapter, doubt, provenance_text)
+        )
+    return rows
+
+
+def ranked_selection(
+    rows: list[RankedCandidate],
+    skipped: list[Skipped],
+    score: str,
+    targets: Target,
+    base_model: str | None,
+    token: str | None,
+) -> Selection:
+    """The rows ranked by ``score`` (``auto``: the geometry the plausible rows' regime chooses) with the verdict
+    on the plausible rows, as a ``Selection``; ``NoCompatibleCandidatesError`` without rows."""
+    if not rows:
+        raise NoCompatibleCandidatesError(skipped)
+    trusted = [row for row in rows if row.doubt is None] or rows  # the verdict is about the plausible rows
+    scored = score_selection([row.alignment for row in trusted], score, names=[row.candidate for row in trusted])
+    geometry = scored.scores.geometry if scored.scores.geometry in HEAD_SCORES else "fisher"
+    ranked = best_first(row.ranked_by(geometry) for row in rows)
+    return Selection(
+        ranked,
+        skipped,
+        geometry,
+        dict(targets.signatures),
+        base_model,
+        verdict=scored.verdict,
+        choice=scored.choice,
+        token=token,
+    )
 
 
 def select_adapter(
@@ -130,90 +237,21 @@ def select_adapter(
         base_model = common_base_model((s.metadata.get("base_model") for s in given), "the target's signatures")
     skipped: list[Skipped] = []
     targets = None
+    names: Sequence[str | os.PathLike]
     if index is not None:
         if candidates is not None:
             raise InputError("pass candidates or index=, not both (the index chooses the candidates)")
-        from fisherhub.hub.signature_index.store import load_index
-
-        check_shortlist(shortlist)
-        loaded = load_index(index, token)
-        base_model = base_model or loaded.base_model
-        sketcher = (
-            None if data is None else TargetSketcher(data, model, tokenizer, base_model, sketch or SketchOptions())
+        names, targets, base_model = _index_shortlist(
+            index, shortlist, score, token, base_model, given, data, model, tokenizer, sketch, skipped
         )
-        targets = Target(given, sketcher)
-        ranking = rank_index(loaded, targets, base_model, score, token)
-        names, skipped = ranking.candidates(shortlist), list(ranking.skipped)
     else:
         names = list(candidates) if candidates is not None else discover(base_model, token)
-    if not names:
-        raise InputError("no candidates given: pass adapter repo ids or folders, or None and base_model= to discover")
-    resolved = []
-    unreadable = (FisherHubError, OSError, ValueError, RecursionError)  # a hostile or broken repo: never fatal
-    for outcome in bounded_map(
-        lambda name: resolve_candidate(name, base_model, token), names, workers, catch=(Skip, *unreadable)
-    ):
-        if isinstance(outcome.error, Skip):
-            skipped.append(Skipped(candidate_name(outcome.item), outcome.error.reason))
-        elif outcome.error is not None:
-            skipped.append(Skipped(candidate_name(outcome.item), f"unreadable: {outcome.error}"))
-        else:
-            resolved.append(outcome.result())
-    if base_model is None:
-        named = (option.base_model for candidate in resolved for option in candidate.options)
-        base_model = common_base_model(named, "the candidates' signatures")
-    usable = []
-    for candidate in resolved:
-        try:
-            usable.append((candidate, candidate.options_for(base_model)))
-        except Skip as skip:
-            skipped.append(Skipped(candidate.name, skip.reason))
+    usable, base_model = candidate_pool(names, base_model, token, workers, skipped)
     if targets is None:
-        sketcher = (
-            None if data is None else TargetSketcher(data, model, tokenizer, base_model, sketch or SketchOptions())
-        )
-        targets = Target(given, sketcher)
+        targets = Target(given, _sketcher(data, model, tokenizer, base_model, sketch))
     sketcher = targets.sketcher
-    rows = []
-    chosen = choose_options(usable, targets.signatures)
-    for loaded_signature in bounded_map(lambda pair: pair[1].load(), chosen, workers, catch=(FisherHubError,)):
-        candidate, option = loaded_signature.item
-        if loaded_signature.error is not None:  # a remote file that is not a valid signature
-            skipped.append(Skipped(candidate.name, f"unreadable signature {option.source}: {loaded_signature.error}"))
-            continue
-        signature = loaded_signature.result()
-        try:
-            result = alignment(signature, targets.like(signature))
-        except Skip as skip:
-            skipped.append(Skipped(candidate.name, skip.reason))
-            continue
-        doubt = signature.implausibility() or implausible_scores(result)
-        rows.append(
-            RankedCandidate(
-                candidate.name,
-                "fisher",
-                result,
-                option.source,
-                candidate.adapter,
-                doubt,
-                provenance(candidate, option.source, signature),
-            )
-        )
-    if not rows:
-        raise NoCompatibleCandidatesError(skipped)
-    trusted = [row for row in rows if row.doubt is None] or rows  # the verdict is about the plausible rows
-    scored = score_selection([row.alignment for row in trusted], score, names=[row.candidate for row in trusted])
-    geometry = scored.scores.geometry if scored.scores.geometry in HEAD_SCORES else "fisher"
-    rows = [row.ranked_by(geometry) for row in rows]
-    selection = Selection(
-        best_first(rows),
-        skipped,
-        geometry,
-        dict(targets.signatures),
-        base_model,
-        verdict=scored.verdict,
-        choice=scored.choice,
-        token=token,
+    selection = ranked_selection(
+        scored_rows(usable, targets, workers, skipped), skipped, score, targets, base_model, token
     )
     if rerank:
         assert sketcher is not None  # rerank needs the target's data (refused above without it)
