@@ -121,8 +121,8 @@ def test_no_import_cycle_between_folders_even_within_a_layer():
 
 
 def test_the_cycle_checks_see_a_planted_in_function_back_import(tmp_path):
-    """A copy of the package with two in-function back-imports: ``core/spec.py`` importing ``core.signature``
-    (which imports it), and an ``lm`` module importing ``hub`` (which imports ``lm``): a module cycle and a
+    """A copy of the package with in-function back-imports: ``core/spec.py`` importing ``core.signature`` (which
+    imports it), and a ``data`` module and an ``lm`` module importing each other's folder: a module cycle and a
     cycle of two folders of one layer."""
     import shutil
 
@@ -130,11 +130,12 @@ def test_the_cycle_checks_see_a_planted_in_function_back_import(tmp_path):
     shutil.copytree(PACKAGE, package, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     spec = package / "core" / "spec.py"
     spec.write_text(spec.read_text() + "\n\ndef _planted():\n    from fisherhub.core.signature import Signature\n")
-    (package / "lm" / "planted.py").write_text("def f():\n    from fisherhub.hub import refs\n")
+    (package / "lm" / "planted.py").write_text("def f():\n    from fisherhub.data import batches\n")
+    (package / "data" / "planted.py").write_text("def g():\n    from fisherhub.lm import head\n")
     graph = full_import_graph(package, fisherhub._EXPORTS)
     cycle = find_cycle(graph)
     assert cycle is not None and {"fisherhub.core.spec", "fisherhub.core.signature"} <= set(cycle), cycle
-    assert set(find_cycle(folder_graph(graph)) or ()) == {"lm", "hub"}
+    assert set(find_cycle(folder_graph(graph)) or ()) == {"data", "lm"}
     assert "fisherhub.core.signature" not in full_import_graph(PACKAGE, fisherhub._EXPORTS)["fisherhub.core.spec"]
 
 

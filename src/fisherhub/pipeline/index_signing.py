@@ -35,6 +35,7 @@ from fisherhub.hub.signature_index.build import (
     default_work,
     listed_adapters,
     replace_repos,
+    work_folder,
 )
 from fisherhub.hub.signature_index.rows import IndexRows, read_rows
 from fisherhub.hub.signature_index.schema import signature_row
@@ -100,8 +101,7 @@ class SignJournal:
     dataset@revision, is saved before its line is written), and every journal file is read back."""
 
     def __init__(self, folder: Path, process_index: int = 0):
-        self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = work_folder(folder)
         self.path = folder / f"sketched-{process_index}.jsonl"
         self.done: dict[tuple[str, str], str] = {}
         for journal in sorted(folder.glob("sketched-*.jsonl")):

@@ -112,9 +112,10 @@ def _caption(selection: Shown, limit: int | None) -> str:
         trust.append(auto_explanation(selection.choice, selection.score))
     if selection.rerank is not None:
         second = selection.rerank
+        unmeasured = f", {len(second.skipped)} more tried and skipped (below)" if second.skipped else ""
         trust.append(
-            f"two-stage: first {len(second.measured)} adapters of the S_a and S_e rankings measured on the "
-            f"target's {second.tokens} scored tokens ({second.documents} documents; base model loss "
+            f"two-stage: first {len(second.measured)} adapters of the S_a and S_e rankings measured{unmeasured} on "
+            f"the target's {second.tokens} scored tokens ({second.documents} documents; base model loss "
             f"{second.base_loss:.4f}) in {second.seconds:.1f} s"
         )
         if second.first_stage_verdict is not None:

@@ -50,6 +50,8 @@ class Selection:
             ``select_adapter``'s token, used again by ``load`` and ``mix``.
         rerank (`Rerank`, *optional*):
             The second stage (``select_adapter(rerank=k)``): measured losses on the target.
+        max_adapter_bytes (`int`, *optional*):
+            The bound on an adapter's weights file that ``load`` and ``mix`` load.
     """
 
     ranking: list[RankedCandidate]
@@ -62,13 +64,18 @@ class Selection:
     choice: AutoChoice | None = None
     token: str | None = dataclasses.field(default=None, repr=False)
     rerank: Rerank | None = None
+    max_adapter_bytes: int | None = None
 
     def reranked(self, second: Rerank) -> Selection:
         """This selection after its second stage: the measured candidates first, lowest target loss first, then
-        the others in first-stage order; the verdict is the measured one (the first stage's is in ``second``)."""
+        the others not tried in first-stage order; the ones tried but not measured move to ``skipped`` with their
+        reason (never the pick); the verdict is the measured one (the first stage's is in ``second``)."""
         measured = {m.candidate: rank for rank, m in enumerate(second.lowest_first())}
-        ranking = sorted(self.ranking, key=lambda row: measured.get(row.candidate, len(measured)))
-        return dataclasses.replace(self, ranking=ranking, verdict=second.verdict, rerank=second)
+        failed = {s.candidate for s in second.skipped}
+        kept = [row for row in self.ranking if row.candidate not in failed]
+        ranking = sorted(kept, key=lambda row: measured.get(row.candidate, len(measured)))
+        skipped = [*self.skipped, *second.skipped]
+        return dataclasses.replace(self, ranking=ranking, skipped=skipped, verdict=second.verdict, rerank=second)
 
     @property
     def best(self) -> RankedCandidate:
@@ -135,7 +142,13 @@ class Selection:
         active; with ``top_k`` the k best are loaded as named adapters (``set_adapter(name)`` switches;
         ``peft_config`` lists them by name). The base model is modified in place, as ``peft`` does."""
         return peft_loading.load_adapters(
-            self.ranking, model, self.base_model, top_k, next(iter(self.targets.values()), None), self.token
+            self.ranking,
+            model,
+            self.base_model,
+            top_k,
+            next(iter(self.targets.values()), None),
+            self.token,
+            self.max_adapter_bytes,
         )
 
     # -- mixing -------------------------------------------------------------------------------------

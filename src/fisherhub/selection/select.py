@@ -21,7 +21,7 @@ from fisherhub.selection.ranking import (
     common_base_model,
     implausible_scores,
 )
-from fisherhub.selection.rerank import check_rerank, second_stage_candidates
+from fisherhub.selection.rerank import check_max_adapter_bytes, check_rerank, second_stage_candidates
 from fisherhub.selection.rerank import rerank as measure
 from fisherhub.selection.results import Selection
 from fisherhub.selection.rows import RankedCandidate, Skipped
@@ -127,6 +127,7 @@ def ranked_selection(
     targets: Target,
     base_model: str | None,
     token: str | None,
+    max_adapter_bytes: int | None = None,
 ) -> Selection:
     """The rows ranked by ``score`` (``auto``: the geometry the plausible rows' regime chooses) with the verdict
     on the plausible rows, as a ``Selection``; ``NoCompatibleCandidatesError`` without rows."""
@@ -145,7 +146,26 @@ def ranked_selection(
         verdict=scored.verdict,
         choice=scored.choice,
         token=token,
+        max_adapter_bytes=max_adapter_bytes,
     )
+
+
+def _second_stage(
+    selection: Selection, sketcher: TargetSketcher, wanted: int, token: str | None, max_adapter_bytes: int | None
+) -> Selection:
+    """``selection`` re-ranked by the target's measured loss under ``wanted`` adapters of the merged first-stage
+    rankings (``rerank.rerank``; an adapter that cannot be measured gives its place to the next)."""
+    second = measure(
+        sketcher.model,
+        sketcher.batches(),
+        second_stage_candidates(selection.ranking, len(selection.ranking)),
+        selection.verdict,
+        token,
+        wanted=wanted,
+        base_model=selection.base_model,
+        max_adapter_bytes=max_adapter_bytes,
+    )
+    return selection.reranked(second)
 
 
 def select_adapter(
@@ -164,6 +184,7 @@ def select_adapter(
     shortlist: int = SHORTLIST,
     workers: int = DEFAULT_WORKERS,
     rerank: int = 0,
+    max_adapter_bytes: int | None = None,
 ) -> Selection:
     """Rank ``candidates`` by the alignment of their training data's signature with ``target``'s. A candidate's
     signature comes from its repo or folder, else from the dataset repos its card names under ``datasets:``; a
@@ -213,7 +234,13 @@ def select_adapter(
             k > 0 (a target given as data) adds a second stage: the first k adapters of the S_a and S_e
             rankings merged are loaded onto the base model one at a time and the target's sketched tokens
             measured under each (``selection.rerank``: loss ± bootstrap se over the target's documents); the
-            ranking puts them first, lowest loss first, and the verdict is then the measured one.
+            ranking puts them first, lowest loss first, and the verdict is then the measured one. An adapter that
+            cannot be measured (a malformed config, another type or base model, no weights or a weights file over
+            ``max_adapter_bytes``; one peft cannot load, NaN or inf weights or loss) goes to ``skipped`` with its
+            reason, the next of the merged rankings measured in its place.
+        max_adapter_bytes (`int`, *optional*):
+            The largest adapter weights file the second stage, ``Selection.load`` and ``mix`` load (default: the
+            base model's parameters at 4 bytes each).
 
     Returns:
         `Selection`: the ranking (best first), the candidates skipped and why, the verdict, and the target's
@@ -226,6 +253,7 @@ def select_adapter(
     """
     score = check_score(score)
     rerank = check_rerank(rerank)
+    max_adapter_bytes = check_max_adapter_bytes(max_adapter_bytes)
     given = given_signatures(target, base_model, token)
     data = data_to_sketch(target) if given is None else None
     if rerank and data is None:
@@ -251,18 +279,11 @@ def select_adapter(
         targets = Target(given, _sketcher(data, model, tokenizer, base_model, sketch))
     sketcher = targets.sketcher
     selection = ranked_selection(
-        scored_rows(usable, targets, workers, skipped), skipped, score, targets, base_model, token
+        scored_rows(usable, targets, workers, skipped), skipped, score, targets, base_model, token, max_adapter_bytes
     )
     if rerank:
         assert sketcher is not None  # rerank needs the target's data (refused above without it)
-        second = measure(
-            sketcher.model,
-            sketcher.batches(),
-            second_stage_candidates(selection.ranking, rerank),
-            selection.verdict,
-            token,
-        )
-        selection = selection.reranked(second)
+        selection = _second_stage(selection, sketcher, rerank, token, max_adapter_bytes)
     if load:
         base = model if model is not None or sketcher is None else sketcher.model
         selection.model = selection.load(base, top_k)

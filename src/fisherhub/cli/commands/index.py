@@ -32,8 +32,6 @@ def _common(parser: argparse.ArgumentParser, workers: bool = True) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from fisherhub.hub.signature_index.layout import DEFAULT_DTYPE, INDEX_DTYPES
-
     parser = subparsers.add_parser(
         "index",
         help="gather a base model's signatures in one Hub dataset, and rank from it",
@@ -43,6 +41,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     commands = parser.add_subparsers(
         dest="index_command", metavar="ACTION", required=True, help="build, update, sign or show an index"
     )
+    for add in (_add_build, _add_update, _add_sign, _add_show):
+        add(commands)
+
+
+def _add_build(commands: argparse._SubParsersAction) -> None:
+    from fisherhub.hub.signature_index.layout import DEFAULT_DTYPE, INDEX_DTYPES
+
     build = commands.add_parser(
         "build", help="gather every published signature of a base model's adapters", formatter_class=HelpFormatter
     )
@@ -56,14 +61,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="store the joint sketch only (rank by A; the rest comes from the shortlisted files) or all three",
     )
     build.add_argument("--private", action="store_true", help="create the index repo private")
+    build.add_argument(
+        "--force",
+        action="store_true",
+        help="push into a dataset repo that holds other files than an index (what its load_dataset returns changes)",
+    )
     _common(build)
     build.set_defaults(func=run_build)
+
+
+def _add_update(commands: argparse._SubParsersAction) -> None:
     update = commands.add_parser(
         "update", help="read again the adapters whose commit changed", formatter_class=HelpFormatter
     )
     update.add_argument("index", metavar="ORG/NAME", help="the index to bring up to date")
     _common(update)
     update.set_defaults(func=run_update)
+
+
+def _add_sign(commands: argparse._SubParsersAction) -> None:
     sign = commands.add_parser(
         "sign",
         help="sketch the datasets that unsigned adapters' cards name, add their rows",
@@ -77,6 +93,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sign.add_argument("--report", default="sign-report.json", metavar="JSON", help="where the report is written")
     _common(sign, workers=False)
     sign.set_defaults(func=run_sign)
+
+
+def _add_show(commands: argparse._SubParsersAction) -> None:
     show = commands.add_parser("show", help="what an index holds", formatter_class=HelpFormatter)
     show.add_argument("index", metavar="ORG/NAME", help="the index to show")
     show.add_argument("--token", default=None, help="Hub token")
@@ -105,6 +124,7 @@ def run_build(args: argparse.Namespace) -> int:
         workers=check_workers(args.workers),
         private=args.private,
         progress=True,
+        force=args.force,
     )
     print("\n".join(summary.lines()))
     print(f"pushed {args.push}@{commit}")

@@ -8,21 +8,24 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 
 from fisherhub.core.errors import FisherHubError, InputError
+from fisherhub.hub.listing import printable
 from fisherhub.hub.errors import HubError, hub_errors
 from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_map
 from fisherhub.hub.refs import SignatureRef, index_ref
 from fisherhub.hub.signature_index.layout import Layout
 from fisherhub.hub.snapshot import RepoSnapshot
-from fisherhub.lm.loading import canonical_model_id
+from fisherhub.options import canonical_model_id
 from fisherhub.hub.signature_index.card import IndexSummary
-from fisherhub.hub.signature_index.schema import INDEX_FORMAT, row_schema, signature_row
+from fisherhub.hub.signature_index.schema import DATA_DIR, INDEX_FORMAT, STATE_PATH, row_schema, signature_row
 from fisherhub.hub.signature_index.store import LoadedIndex, load_index, push_index
 
 if TYPE_CHECKING:
+    from huggingface_hub.hf_api import DatasetInfo
+
     pass
 
 
@@ -66,6 +69,23 @@ def repo_rows(snapshot: RepoSnapshot, base_model: str, layout: Layout, token: st
     return RepoResult(ref.repo_id, ref.repo_type, str(ref.revision), rows, problems)
 
 
+def work_folder(folder: str | os.PathLike) -> Path:
+    """``folder``, made when missing (with its parents); ``InputError`` saying what is in the way when it, or a
+    folder above it, is a file (which is left as it is), or when it cannot be made."""
+    path = Path(folder)
+    in_the_way = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+    if in_the_way is not None:
+        raise InputError(
+            f"the work folder {path} cannot be made: {in_the_way} is a file, not a folder (it is left as it is); "
+            "pass --work (work=) a folder, or a path that does not exist yet"
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"the work folder {path} cannot be made ({exc.strerror or exc}): pass another --work") from exc
+    return path
+
+
 class WorkFolder:
     """``journal.jsonl`` (one line per repo read: id, type, commit, rows, problems, chunk) and
     ``chunks/NNNNN.parquet`` (the rows of the repos journaled with that chunk). A chunk is written (to a
@@ -73,8 +93,8 @@ class WorkFolder:
     journaled; a torn last journal line is ignored."""
 
     def __init__(self, folder: str | os.PathLike, base_model: str, layout: Layout):
-        self.folder = Path(folder)
-        (self.folder / "chunks").mkdir(parents=True, exist_ok=True)
+        self.folder = work_folder(folder)
+        work_folder(self.folder / "chunks")
         self.journal = self.folder / "journal.jsonl"
         settings = {"base_model": base_model, "layout": layout.as_dict(), "format": INDEX_FORMAT}
         settings_file = self.folder / "settings.json"
@@ -230,6 +250,38 @@ def listed_adapters(base_model: str, token: str | None = None) -> list[RepoSnaps
         return [RepoSnapshot.from_info(info, "model", listed=True) for info in infos]
 
 
+#: what a new dataset repo may hold before an index is pushed into it (the Hub writes ``.gitattributes``)
+NEW_REPO_FILES = frozenset({".gitattributes", "README.md"})
+
+
+def check_push_target(repo: SignatureRef, token: str | None = None, force: bool = False) -> None:
+    """``InputError`` unless ``repo`` may receive an index: it does not exist yet (the push creates it), holds
+    nothing but ``NEW_REPO_FILES``, or is an index (it has ``STATE_PATH``); with ``force``, any repo. Anything
+    else is someone's data, whose ``load_dataset`` the index's shards under ``DATA_DIR/`` would change."""
+    from huggingface_hub import HfApi
+
+    from fisherhub.hub.errors import RepoNotFoundError
+
+    where = f"datasets/{repo.repo_id}"
+    try:
+        with hub_errors(where):
+            info = HfApi(token=token).repo_info(repo.repo_id, repo_type="dataset")
+    except RepoNotFoundError:
+        return
+    files = sorted(sibling.rfilename for sibling in cast("DatasetInfo", info).siblings or [])
+    others = [name for name in files if name not in NEW_REPO_FILES]
+    if force or not others or STATE_PATH in files:
+        return
+    shown = ", ".join(printable(name) for name in others[:5]) + (
+        f" and {len(others) - 5} more" if len(others) > 5 else ""
+    )
+    raise InputError(
+        f"{where} is not a signature index (no {STATE_PATH}) and holds {shown}: pushing the index would add "
+        f"Parquet shards under {DATA_DIR}/ and change what load_dataset({repo.repo_id!r}) returns. Nothing was "
+        "pushed. Push to a new or empty dataset repo, or pass --force (force=True) to push into this one anyway"
+    )
+
+
 def build_index(
     base_model: str,
     push: str,
@@ -241,13 +293,17 @@ def build_index(
     private: bool = False,
     progress: bool = False,
     stop_after: int | None = None,
+    force: bool = False,
 ) -> tuple[str, IndexSummary]:
     """Gather every published signature of ``base_model``'s adapters (``find_adapters``) into the index
     ``push`` (a dataset repo) and push it; returns (the index commit, its summary). Repos are read
     ``workers`` at once; what was read is kept in ``work`` (default ``~/.cache/fisherhub/index/<org--name>``),
-    so a build that was killed resumes where it stopped (repos whose commit moved since are read again)."""
+    so a build that was killed resumes where it stopped (repos whose commit moved since are read again).
+    ``push`` is checked first (``check_push_target``): a repo that holds other data than an index is refused
+    unless ``force``."""
     base_model, layout = canonical_model_id(base_model), layout or Layout()
     repo = index_ref(push)
+    check_push_target(repo, token, force)
     folder = WorkFolder(work or default_work(repo), base_model, layout)
     snapshots = listed_adapters(base_model, token)
     if not snapshots:

@@ -5,26 +5,28 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
+from fisherhub.core.bounded import read_json
 from fisherhub.core.errors import FisherHubError, InputError, SignatureFileError
 from fisherhub.core.registry import SKETCHES
 from fisherhub.core.signature import implausibility
 from fisherhub.core.spec import SketchSpec
 from fisherhub.hub.refs import SignatureRef, is_signature_file
 from fisherhub.hub.signature_index.layout import INDEX_DTYPES
-from fisherhub.lm.loading import canonical_model_id
+from fisherhub.options import canonical_model_id
 from fisherhub.hub.signature_index.schema import INDEX_FORMAT, row_schema
 
 if TYPE_CHECKING:
     pass
 
 
+#: a row's metadata JSON: a signature's metadata (~200 bytes; a signature file holds at most 64 MiB in all)
+MAX_METADATA_BYTES = 2**16
 #: a stored unit vector is refused when its length is this far from 1 (float16 rounding stays < 1e-3)
 UNIT_TOLERANCE = 1e-2
 _COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -91,7 +93,7 @@ class _SpecCache:
             if row["reflection"] is not None:
                 reflection = torch.from_numpy(np.frombuffer(row["reflection"], dtype="<f4").copy())
             try:
-                self.parsed[key] = SketchSpec.from_dict(json.loads(row["spec"]), reflection)
+                self.parsed[key] = SketchSpec.from_json(row["spec"], reflection, "its spec")
             except FisherHubError as exc:
                 raise SignatureFileError(f"malformed spec ({exc})") from exc
             except (TypeError, ValueError, KeyError, AttributeError) as exc:
@@ -137,10 +139,11 @@ def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
         raise SignatureFileError(f"split_norms must be 3 positive finite numbers, got {row.get('split_norms')}")
     if lengths.shape != (3,) or not (np.isfinite(lengths).all() and (lengths > 0).all()):
         raise SignatureFileError(f"lengths must be 3 positive finite numbers, got {row.get('lengths')}")
-    try:
-        metadata = json.loads(row.get("metadata") or "{}")
-    except json.JSONDecodeError as exc:
-        raise SignatureFileError(f"its metadata is not JSON ({exc})") from exc
+    metadata = read_json(
+        row.get("metadata") or "{}", "its metadata", max_bytes=MAX_METADATA_BYTES, error=SignatureFileError
+    )
+    if not isinstance(metadata, dict):
+        raise SignatureFileError(f"its metadata is a JSON {type(metadata).__name__}, not an object")
     doubt = implausibility(spec, tokens, documents, metadata, torch.from_numpy(lengths**2 / norms))
     if doubt is not None:
         raise SignatureFileError(doubt)

@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fisherhub.core.bounded import read_json
 from fisherhub.core.errors import InputError
 from fisherhub.core.registry import SKETCHES
 from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
 from fisherhub.hub.refs import SignatureRef
+from fisherhub.hub.listing import printable
 from fisherhub.hub.signature_index.layout import Layout
 
 if TYPE_CHECKING:
@@ -26,6 +28,8 @@ INDEX_FORMAT = 1
 INDEX_TAG = "fisher-signature-index"
 STATE_PATH = "fisherhub_index.json"
 STATE_KIND = "fisherhub-signature-index-state"
+#: the state file's bound: it lists every repo read, ~150 bytes each (``read_json``)
+MAX_STATE_BYTES = 64 * 2**20
 DATA_DIR = "data"
 SPLIT = "train"
 #: how a row was obtained
@@ -119,19 +123,40 @@ def render_state(base_model: str, layout: Layout, repos: list[dict[str, Any]], s
     return (json.dumps(document, indent=1, sort_keys=True) + "\n").encode()
 
 
+def _state_problem(document: dict[str, Any]) -> str | None:
+    """What is wrong with the repos, base model and layout of a state file of this format (None: nothing)."""
+    repos = document.get("repos")
+    if not isinstance(repos, list) or not isinstance(document.get("base_model"), str):
+        return "lists no repos or base model"
+    for number, entry in enumerate(repos):
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("repo_id"), str)
+            and entry.get("repo_type") in ("model", "dataset")
+            and isinstance(entry.get("commit"), str)
+            and isinstance(entry.get("problems", []), list)
+        ):
+            return f"repo entry {number} is not a mapping with a repo_id, a repo_type and a commit"
+    layout = document.get("layout", {})
+    if not (isinstance(layout, dict) and isinstance(layout.get("sketches", []), list)) or not isinstance(
+        document.get("sketch_ids", []), list
+    ):
+        return "its layout or sketch ids are malformed"
+    return None
+
+
 def parse_state(data: bytes, where: str) -> dict[str, Any]:
-    """The state file of an index; ``InputError`` for one this fisherhub does not read (older or newer)."""
-    try:
-        document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{where}: {STATE_PATH} is not valid JSON ({exc}); rebuild the index") from exc
+    """The state file of an index, read by ``read_json`` (at most ``MAX_STATE_BYTES``); ``InputError`` for one
+    this fisherhub does not read (older or newer, malformed, out of bounds)."""
+    document = read_json(data, f"{where}: {STATE_PATH}", max_bytes=MAX_STATE_BYTES)
     if not isinstance(document, dict) or document.get("kind") != STATE_KIND:
         raise InputError(f"{where}: not a fisherhub signature index (no {STATE_PATH} of kind {STATE_KIND!r})")
     if document.get("format") != INDEX_FORMAT:
         raise InputError(
-            f"{where}: index format {document.get('format')!r}, this fisherhub reads format {INDEX_FORMAT}: "
-            "rebuild it with `fisherhub index build` (or upgrade fisherhub)"
+            f"{where}: index format {printable(repr(document.get('format')))[:40]}, this fisherhub reads format "
+            f"{INDEX_FORMAT}: rebuild it with `fisherhub index build` (or upgrade fisherhub)"
         )
-    if not isinstance(document.get("repos"), list) or not isinstance(document.get("base_model"), str):
-        raise InputError(f"{where}: {STATE_PATH} lists no repos or base model; rebuild the index")
+    problem = _state_problem(document)
+    if problem is not None:
+        raise InputError(f"{where}: {STATE_PATH} {problem}; rebuild the index with `fisherhub index build`")
     return document

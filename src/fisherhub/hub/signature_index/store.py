@@ -4,10 +4,10 @@ and heatmap in one commit) and loaded at one commit (``load_index``)."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 
+from fisherhub.core.bounded import check_size, read_file
 from fisherhub.core.errors import InputError
 from fisherhub.hub.errors import hub_errors
 from fisherhub.hub.pool import bounded_map
@@ -15,7 +15,15 @@ from fisherhub.hub.refs import SignatureRef, index_ref
 from fisherhub.hub.signature_index.layout import DEFAULT_DTYPE, DEFAULT_SKETCHES, Layout
 from fisherhub.hub.signature_index.card import FIGURE_PATH, IndexSummary, render_card, rows_figure
 from fisherhub.hub.signature_index.rows import read_rows
-from fisherhub.hub.signature_index.schema import DATA_DIR, SPLIT, STATE_PATH, parse_state, render_state, row_schema
+from fisherhub.hub.signature_index.schema import (
+    DATA_DIR,
+    MAX_STATE_BYTES,
+    SPLIT,
+    STATE_PATH,
+    parse_state,
+    render_state,
+    row_schema,
+)
 
 if TYPE_CHECKING:
     from huggingface_hub.hf_api import DatasetInfo
@@ -37,7 +45,9 @@ def push_index(
     import io
 
     import datasets
-    from huggingface_hub import CommitOperationAdd, DatasetCard, HfApi, hf_hub_download
+    from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
+
+    from fisherhub.hub.cards import card_text, parse_card
 
     api = HfApi(token=token)
     where = f"datasets/{repo.repo_id}"
@@ -53,7 +63,7 @@ def push_index(
             commit_message="signature index: rows",
         )
         card_file = hf_hub_download(repo.repo_id, "README.md", repo_type="dataset", token=token)
-        existing = DatasetCard.load(card_file).data.to_dict()
+        existing = parse_card(card_text(card_file, where), where, "dataset").data.to_dict()
         summary = IndexSummary.of(table, base_model, repos)
         state = render_state(base_model, layout, repos, sorted(summary.sketch_ids))
         try:
@@ -106,24 +116,27 @@ def load_index(name: str | SignatureRef, token: str | None = None, columns: list
     where = f"datasets/{ref.repo_id}"
     with hub_errors(where):
         info = cast(
-            "DatasetInfo", HfApi(token=token).repo_info(ref.repo_id, repo_type="dataset", revision=ref.revision)
+            "DatasetInfo",
+            HfApi(token=token).repo_info(ref.repo_id, repo_type="dataset", revision=ref.revision, files_metadata=True),
         )
     if info.sha is None:
         raise InputError(f"{where}: the Hub names no commit of it")
     commit = info.sha
     files = sorted(s.rfilename for s in info.siblings or [])
+    sizes = {s.rfilename: s.size for s in info.siblings or []}
     if STATE_PATH not in files:
         raise InputError(
             f"{where}: not a fisherhub signature index (no {STATE_PATH}); build one with `fisherhub index build`"
         )
     shards = [f for f in files if f.startswith(f"{DATA_DIR}/") and f.endswith(".parquet")]
+    check_size(sizes[STATE_PATH], f"{where}: {STATE_PATH}", max_bytes=MAX_STATE_BYTES)  # before any download
 
     def fetch(path: str) -> str:
         with hub_errors(where, path):
             return hf_hub_download(ref.repo_id, path, repo_type="dataset", revision=commit, token=token)
 
     outcomes = bounded_map(fetch, [STATE_PATH, *shards], catch=())
-    state = parse_state(Path(outcomes[0].result()).read_bytes(), where)
+    state = parse_state(read_file(outcomes[0].result(), f"{where}: {STATE_PATH}", max_bytes=MAX_STATE_BYTES), where)
     tables = []
     for outcome in outcomes[1:]:
         try:
