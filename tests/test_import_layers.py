@@ -152,15 +152,17 @@ def test_the_checker_sees_a_cycle_and_a_forbidden_core_import(tmp_path):
 
 #: The layers, lowest first: a module of one imports only modules of its own layer or lower ones. Each entry
 #: names top-level modules or packages of ``fisherhub``; a module belongs to the entry naming its top level.
-#: ``extras`` (imports of the optional packages) sits with ``core``; ``legend`` and ``plotting`` draw alignments and heatmaps (over ``core`` only) below the
-#: integrations, so that ``hub`` (the signature index's card), ``selection`` and ``cli`` can use them; ``training_callback`` is a Trainer integration over ``hub`` and ``pipeline``, beside
+#: ``extras`` (imports of the optional packages) and ``safe_text`` (the one sanitiser of text from repos, under every
+#: printer) sit with ``core``; ``legend`` and ``plotting`` draw alignments and heatmaps (over ``core`` only) below
+#: the integrations, so that ``hub`` (the signature index's card), ``selection`` and ``cli`` can use them;
+#: ``training_callback`` is a Trainer integration over ``hub`` and ``pipeline``, beside
 #: ``selection`` and ``metric``; ``verify`` (re-sketching a published signature, over ``pipeline`` and ``hub``) sits
 #: below ``selection``, which reports whether its picks are verifiable; ``config`` (the option dataclasses, once split out of ``options``) sits with
 #: ``options``; ``testing`` (oracles and tiny models for tests and benchmarks) and ``__main__`` are entry points.
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(names.split())
     for names in (
-        "core extras",
+        "core extras safe_text",
         "options config",
         "legend plotting",
         "data lm hub",

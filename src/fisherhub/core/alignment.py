@@ -10,6 +10,9 @@ share their inputs and differ only in a few labels.
 
 A signature whose split-sample norm was not resolved (``SketchState.finalize`` clamped it, see
 ``signature.CLAMPED_NORMS_KEY``) gives alignments shrunk toward 0 with wide error bars, flagged ``norm_clamped``.
+Every signature and pair goes through the bounded-claims checks (``core.plausibility``): a result whose numbers
+the math does not allow carries the reason (``AlignmentResult.doubt``), a short signature's noise its own
+(``AlignmentResult.noise``).
 Optionally (``shrink_coupling=True``) ρ is shrunk toward the separable value 1 by empirical Bayes over the
 pairs of the matrix: ρ̃ = 1 + w (ρ̂ − 1), w = τ² / (τ² + se²), τ² = max(0, mean (ρ̂ − 1)² − mean se²) over the
 pairs where ρ is reported. Its standard error stays the unshrunk se: the posterior √w · se would claim ρ = 1
@@ -20,16 +23,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
+import warnings
 from pathlib import Path
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import torch
 
+from fisherhub.core import plausibility
+from fisherhub.core.alignment_results import AlignmentMatrix, AlignmentResult
 from fisherhub.core.registry import SKETCHES
 from fisherhub.core.signature import CLAMPED_NORMS_KEY, Signature
-from fisherhub.core.errors import InputError
+from fisherhub.core.errors import ImplausibleAlignmentWarning, InputError
 from fisherhub.core.geometry import GEOMETRIES
 from fisherhub.core.shrinkage import shrink
 
@@ -74,178 +78,6 @@ def stderr_constants(estimator: str, reflection: bool) -> StderrConstants:
             f"reflection (calibrated: {calibrated}); fit them with benchmarks/estimator_accuracy.py and add them to "
             "fisherhub/core/calibration.json, or pass constants= to alignment_matrix"
         ) from None
-
-
-@dataclasses.dataclass(frozen=True)
-class AlignmentResult:
-    """The alignment of two signatures, keyed by geometry name (``core.geometry``: A, S_a, S_e, the coupling
-    ρ = A / (S_a S_e), and any geometry registered with a kernel), with standard errors (``alignment`` makes
-    one; ``AlignmentMatrix.pair`` reads one out of a matrix). ``.fisher``, ``.activation``, ``.error``,
-    ``.coupling`` and their ``…stderr`` read the built-in geometries.
-
-    Args:
-        values (`dict[str, float | None]`):
-            Geometry name -> its value; None where it is undefined (ρ where S_a or S_e is within
-            ``SIGNIFICANCE_Z`` standard errors of 0).
-        stderrs (`dict[str, float | None]`):
-            Geometry name -> its standard error (None with the value).
-        sketch_id (`str`):
-            The sketch id both signatures share.
-        norm_clamped (`bool`, *optional*):
-            A split-sample norm of either signature was not resolved: the values are shrunk toward 0, trust
-            the standard errors.
-    """
-
-    values: dict[str, float | None]
-    stderrs: dict[str, float | None]
-    sketch_id: str
-    norm_clamped: bool = False
-
-    def _number(self, mapping: dict[str, float | None], name: str) -> float:
-        value = mapping[name]
-        return math.nan if value is None else value
-
-    @property
-    def fisher(self) -> float:
-        """A, the cosine of the two joint sketches (split-sample corrected): the Fisher alignment."""
-        return self._number(self.values, "fisher")
-
-    @property
-    def activation(self) -> float:
-        """S_a, the cosine of the activation sketches (what the inputs share)."""
-        return self._number(self.values, "activation")
-
-    @property
-    def error(self) -> float:
-        """S_e, the cosine of the error sketches (what the predicted words share)."""
-        return self._number(self.values, "error")
-
-    @property
-    def coupling(self) -> float | None:
-        """ρ = A / (S_a S_e), None where undefined."""
-        return self.values["coupling"]
-
-    @property
-    def stderr(self) -> float:
-        return self._number(self.stderrs, "fisher")
-
-    @property
-    def activation_stderr(self) -> float:
-        return self._number(self.stderrs, "activation")
-
-    @property
-    def error_stderr(self) -> float:
-        return self._number(self.stderrs, "error")
-
-    @property
-    def coupling_stderr(self) -> float | None:
-        return self.stderrs["coupling"]
-
-    @property
-    def coupling_significant(self) -> bool:
-        """Whether ρ is defined and departs from 1 by more than ``SIGNIFICANCE_Z`` standard errors."""
-        coupling, stderr = self.coupling, self.coupling_stderr
-        return coupling is not None and bool(GEOMETRIES["coupling"].significant(coupling, stderr))
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> AlignmentResult:
-        """The result of a flat record (``as_dict``'s; the geometries it holds, ``coupling_significant``
-        recomputed)."""
-        held = [g for g in GEOMETRIES.values() if g.kernel is not None and g.name in record]
-        return cls(
-            {g.name: record[g.name] for g in held},
-            {g.name: record[g.stderr_field] for g in held},
-            record["sketch_id"],
-            bool(record.get("norm_clamped", False)),
-        )
-
-    def replace(self, **fields: Any) -> AlignmentResult:
-        """This result with some values or standard errors replaced, named by their keys in ``as_dict``."""
-        record = self.as_dict()
-        unknown = sorted(set(fields) - set(record))
-        if unknown:
-            raise InputError(f"no field {', '.join(unknown)} in an alignment; its fields are {', '.join(record)}")
-        return AlignmentResult.from_record({**record, **fields})
-
-    def as_dict(self) -> dict[str, float | bool | str | None]:
-        """A flat record: every computed geometry's value, then its standard error (by ``stderr_field``), then
-        ``coupling_significant``, ``sketch_id`` and ``norm_clamped``."""
-        return {
-            **self.values,
-            **{GEOMETRIES[name].stderr_field: se for name, se in self.stderrs.items()},
-            "coupling_significant": self.coupling_significant,
-            "sketch_id": self.sketch_id,
-            "norm_clamped": self.norm_clamped,
-        }
-
-
-@dataclasses.dataclass(frozen=True)
-class AlignmentMatrix:
-    """All-pairs alignments of n signatures (``alignment_matrix`` makes one), keyed by geometry name like
-    ``AlignmentResult``: each value and standard error an (n, n) float64 tensor, symmetric (NaN where a
-    geometry is undefined); ``pair(i, j)`` reads one pair.
-
-    Args:
-        names (`list[str]`):
-            The signatures' names, in the order of the rows.
-        values (`dict[str, torch.Tensor]`):
-            Geometry name -> its value for every pair (A is 1 on the diagonal).
-        stderrs (`dict[str, torch.Tensor]`):
-            Geometry name -> its standard errors.
-        sketch_id (`str`):
-            The sketch id all the signatures share.
-        norm_clamped (`torch.Tensor`):
-            (n, n) bool: either signature of the pair has a clamped split-sample norm.
-    """
-
-    names: list[str]
-    values: dict[str, torch.Tensor]
-    stderrs: dict[str, torch.Tensor]
-    sketch_id: str
-    norm_clamped: torch.Tensor
-
-    @property
-    def fisher(self) -> torch.Tensor:
-        return self.values["fisher"]
-
-    @property
-    def activation(self) -> torch.Tensor:
-        return self.values["activation"]
-
-    @property
-    def error(self) -> torch.Tensor:
-        return self.values["error"]
-
-    @property
-    def coupling(self) -> torch.Tensor:
-        return self.values["coupling"]
-
-    @property
-    def stderr(self) -> torch.Tensor:
-        return self.stderrs["fisher"]
-
-    @property
-    def activation_stderr(self) -> torch.Tensor:
-        return self.stderrs["activation"]
-
-    @property
-    def error_stderr(self) -> torch.Tensor:
-        return self.stderrs["error"]
-
-    @property
-    def coupling_stderr(self) -> torch.Tensor:
-        return self.stderrs["coupling"]
-
-    def pair(self, i: int, j: int) -> AlignmentResult:
-        """The alignment of signatures ``i`` and ``j`` (a NaN value, and its standard error, as None)."""
-        values: dict[str, float | None] = {}
-        stderrs: dict[str, float | None] = {}
-        for name, matrix in self.values.items():
-            value = float(matrix[i, j])
-            defined = not math.isnan(value)
-            values[name] = value if defined else None
-            stderrs[name] = float(self.stderrs[name][i, j]) if defined else None
-        return AlignmentResult(values, stderrs, self.sketch_id, bool(self.norm_clamped[i, j]))
 
 
 def feature_stderr(means: torch.Tensor, norms: torch.Tensor, cosine: torch.Tensor) -> torch.Tensor:
@@ -360,9 +192,7 @@ def alignment_matrix(
     spec = signatures[0].spec
     if constants is None:
         constants = stderr_constants(spec.estimator, spec.reflection is not None)
-    c = constants.as_tensor()[:, None, None]
-    stderr = c * torch.sqrt(dominance[:, :, None] * dominance[:, None, :] / spec.m)
-    stderr = torch.maximum(stderr, feature_stderr(means, norms, cosine))
+    stderr = cosine_stderr(means, norms, cosine, dominance, constants.as_tensor()[:, None, None])
     stderr = torch.where(same, torch.zeros_like(stderr), stderr)
     by_sketch = dict(zip(SKETCHES, cosine))
     stderr_by_sketch = dict(zip(SKETCHES, stderr))
@@ -373,6 +203,10 @@ def alignment_matrix(
     if shrink_coupling:
         values["coupling"] = shrink_toward_separable(values["coupling"], stderrs["coupling"])
     clamped = torch.tensor([bool(s.metadata.get(CLAMPED_NORMS_KEY)) for s in signatures])
+    findings = [signature.findings() for signature in signatures]
+    pair_doubts, pair_noise = plausibility.pair_findings(
+        cosine, stderr, dominance, [s.num_documents for s in signatures], differing_parts(signatures, means[0], same)
+    )
     return AlignmentMatrix(
         names=list(names)
         if names is not None
@@ -381,11 +215,51 @@ def alignment_matrix(
         stderrs=stderrs,
         sketch_id=signatures[0].sketch_id,
         norm_clamped=clamped[:, None] | clamped[None, :],
+        signature_doubts=tuple(doubt for doubt, _ in findings),
+        signature_noise=tuple(noise for _, noise in findings),
+        pair_doubts=pair_doubts,
+        pair_noise=pair_noise,
     )
 
 
+def cosine_stderr(
+    means: torch.Tensor, norms: torch.Tensor, cosine: torch.Tensor, dominance: torch.Tensor, c: torch.Tensor
+) -> torch.Tensor:
+    """(…, n, n) standard errors of the cosines: max(c √(R̂_i R̂_j / m), ``feature_stderr``), with ``dominance``
+    the R̂ of each signature (…, n) and ``c`` the calibrated constant (broadcast over the pairs)."""
+    m = means.shape[-1]
+    floor = c * torch.sqrt(dominance[..., :, None] * dominance[..., None, :] / m)
+    return torch.maximum(floor, feature_stderr(means, norms, cosine))
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    a, b = a.double(), b.double()
+    return float((a - b).norm()) <= SAME_DATA_TOLERANCE * float(a.norm())
+
+
+def differing_parts(
+    signatures: Sequence[Signature], joints: torch.Tensor, same: torch.Tensor
+) -> dict[tuple[int, int], list[str]]:
+    """The pairs (i, j), i ≠ j, whose joint sketches agree within ``SAME_DATA_TOLERANCE`` although they are not
+    ``same_data``, and what differs between them (``plausibility.parts_doubt``). ``joints``: (n, m) float64."""
+    distance = torch.cdist(joints, joints)
+    agree = (distance <= SAME_DATA_TOLERANCE * joints.norm(dim=1)[:, None]) & ~same
+    parts = {}
+    for i, j in agree.nonzero().tolist():
+        a, b = signatures[i], signatures[j]
+        differing = [f"{name} sketch" for name in SKETCHES[1:] if not _close(getattr(a, name), getattr(b, name))]
+        differing += ["split norms"] * (not _close(a.split_norms, b.split_norms))
+        differing += ["counts"] * ((a.num_tokens, a.num_documents) != (b.num_tokens, b.num_documents))
+        if differing:
+            parts[(i, j)] = differing
+    return parts
+
+
 def alignment(source: Signature, target: Signature) -> AlignmentResult:
-    """Alignment of two signatures with error bars and the three-factor decomposition A = ρ · S_a · S_e.
+    """Alignment of two signatures with error bars and the three-factor decomposition A = ρ · S_a · S_e. A result
+    whose numbers the math does not allow (``AlignmentResult.doubt``: a signature that fails its own checks, or
+    estimates outside what [0, 1] and their error bars allow) is returned flagged, with an
+    ``ImplausibleAlignmentWarning``.
 
     Args:
         source (`Signature`):
@@ -394,9 +268,12 @@ def alignment(source: Signature, target: Signature) -> AlignmentResult:
             The other, of the same sketch id (sketch it ``like=`` the source).
 
     Returns:
-        `AlignmentResult`: A, S_a, S_e, ρ and their standard errors.
+        `AlignmentResult`: A, S_a, S_e, ρ and their standard errors, and why they are not to be trusted.
 
     Raises:
         `IncompatibleSignaturesError`: the signatures differ in sketch id or pilot direction.
     """
-    return alignment_matrix([source, target]).pair(0, 1)
+    result = alignment_matrix([source, target]).pair(0, 1)
+    if result.doubt is not None:
+        warnings.warn(f"alignment not to be trusted: {result.doubt}", ImplausibleAlignmentWarning, stacklevel=2)
+    return result

@@ -31,6 +31,9 @@ ALL_LINEAR = "all-linear"
 #: random features per sketch: the joint signature is m float32 = 16 KiB at the default.
 DEFAULT_M = 4096
 DEFAULT_SEED = 0
+#: below this many documents an unresolved split-sample norm is refused (``TooFewDocumentsError``): the
+#: split-half estimate's own sampling noise, which its standard error does not see, dominates there.
+MIN_DOCUMENTS = 20
 #: a Hub repo id, as signatures record their base model and dataset: ``org/name``
 HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 #: a full commit id, as signatures record revisions: 40 hex digits

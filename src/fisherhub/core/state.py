@@ -26,14 +26,12 @@ from fisherhub.core.network import NetworkBatch
 from fisherhub.core.parallel import map_row_ranges
 from fisherhub.core.projectors import CPU_TRANSFORM_BLOCK_BYTES, _VocabularyProjector, row_blocks
 from fisherhub.core.signature import CLAMPED_NORMS_KEY, Signature
+from fisherhub.core.registry import MIN_DOCUMENTS
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
 
 #: a split-sample norm within this many of its standard errors of zero is not resolved: it is clamped to that
 #: bound and the signature says so (``CLAMPED_NORMS_KEY``).
 SPLIT_NORM_Z = 2.0
-#: below this many documents an unresolved split-sample norm is refused (``TooFewDocumentsError``): the
-#: split-half estimate's own sampling noise, which its standard error does not see, dominates there.
-MIN_DOCUMENTS = 20
 #: the float64 features of a block of rows (``_add_range``) stay within this many bytes, so they stay in cache.
 ACCUMULATE_BYTES = CPU_TRANSFORM_BLOCK_BYTES
 

@@ -21,6 +21,7 @@ from typing import Any
 from fisherhub.core.bounded import read_file, read_json
 from fisherhub.core.signature import Signature
 from fisherhub.hub.errors import CardError
+from fisherhub.safe_text import printable
 from fisherhub.hub.refs import LEGACY_SIGNATURE_FOLDER, SIGNATURE_FOLDER, SIGNATURE_FOLDERS, is_signature_file
 
 LISTING_PATH = f"{SIGNATURE_FOLDER}/index.json"
@@ -34,14 +35,6 @@ ENTRY_KEYS = ("path", "base_model", "sketch_id", "tokens", "documents", "dataset
 _CACHE_FOLDER = re.compile(r"(?:models|datasets|spaces)--([\w.-]+?)--([\w.-]+)")
 #: an index larger than this is refused unread (one entry is ~300 bytes)
 MAX_INDEX_BYTES = 4 * 2**20
-#: C0 and C1 control characters and the Unicode bidirectional overrides: what a terminal or a renderer acts on
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(value: object) -> str:
-    """``value`` as text without control characters (each becomes a space): safe to print in a terminal or
-    write into a card, whatever a repo's metadata holds."""
-    return _CONTROL.sub(" ", str(value))
 
 
 def _is_local_path(value: str) -> bool:

@@ -20,7 +20,8 @@ from fisherhub.core.spec import FORMAT_VERSION
 from fisherhub.hub.cards import CARD_NAME, download_card, read_card
 from fisherhub.hub.errors import AmbiguousSignatureError, CardError, SignatureNotFoundError, hub_errors
 from fisherhub.hub.folder import folder_entries, folder_signature_files
-from fisherhub.hub.listing import entry_matches, printable
+from fisherhub.hub.listing import entry_matches
+from fisherhub.safe_text import printable
 from fisherhub.hub.refs import SignatureRef, check_path, is_local_folder, is_local_path_only, repo_ref
 from fisherhub.hub.snapshot import RepoSnapshot, repo_snapshot
 from fisherhub.core.registry import COMMIT_ID

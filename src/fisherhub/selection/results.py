@@ -156,11 +156,10 @@ class Selection:
         """Mixing weights of the ``top_k`` best candidates (default: all), by candidate, summing to 1
         (``analysis.mixing.mixing_weights``): w_i ∝ score_i^(1/temperature) for the candidates significantly
         aligned with the target (the verdict's rule: above the one-sided Bonferroni z over all ranked
-        candidates), 0 for the others."""
+        candidates), 0 for the others and for the rows in doubt (``RankedCandidate.doubt``)."""
         rows = self.ranking if top_k is None else self.ranking[: peft_loading.check_top_k(top_k)]
-        weights = mixing_weights(
-            [row.score for row in rows], [row.stderr for row in rows], temperature, comparisons=len(self.ranking)
-        )
+        scores = [0.0 if row.doubt else row.score for row in rows]  # a row not to be trusted is never mixed in
+        weights = mixing_weights(scores, [row.stderr for row in rows], temperature, comparisons=len(self.ranking))
         return {row.candidate: weight for row, weight in zip(rows, weights)}
 
     def mix(

@@ -6,8 +6,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from fisherhub.core.alignment import alignment
+from fisherhub.core.alignment import alignment_matrix
 from fisherhub.core.errors import FisherHubError, InputError
+from fisherhub.core.signature import Signature
 from fisherhub.analysis.verdict import score_selection
 from fisherhub.core.geometry import DEFAULT_SCORE, HEAD_SCORES
 from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_map
@@ -19,7 +20,6 @@ from fisherhub.selection.ranking import (
     check_score,
     choose_options,
     common_base_model,
-    implausible_scores,
 )
 from fisherhub.selection.rerank import check_max_adapter_bytes, check_rerank, second_stage_candidates
 from fisherhub.selection.rerank import rerank as measure
@@ -39,6 +39,16 @@ def provenance(candidate, source: str, signature) -> str:
     signer = "signed by the repo" if signed else f"signed by {source.split(':', 1)[0].split('@', 1)[0]}"
     reason = unverifiable_reason(signature)
     return f"{signer}; {'verifiable' if reason is None else f'unverifiable ({reason})'}"
+
+
+def plausible_target(target: Signature) -> Signature:
+    """``target``, unless its own numbers fail the bounded-claims checks (``Signature.findings``): no candidate's
+    alignment with it could then be trusted, so the selection is refused."""
+    doubt, _ = target.findings()
+    if doubt is not None:
+        source = target.metadata.get("dataset") or "the target"
+        raise InputError(f"the target signature ({source}) cannot be ranked against: {doubt}")
+    return target
 
 
 def _sketcher(data, model, tokenizer, base_model: str | None, sketch: SketchOptions | None) -> TargetSketcher | None:
@@ -107,11 +117,11 @@ def scored_rows(
             continue
         signature = loaded.result()
         try:
-            result = alignment(signature, targets.like(signature))
+            result = alignment_matrix([signature, plausible_target(targets.like(signature))]).pair(0, 1)
         except Skip as skip:
             skipped.append(Skipped(candidate.name, skip.reason))
             continue
-        doubt = signature.implausibility() or implausible_scores(result)
+        doubt = result.source_doubt or result.pair_doubt or result.source_noise or result.pair_noise
         source = option.source
         provenance_text = provenance(candidate, source, signature)
         rows.append(

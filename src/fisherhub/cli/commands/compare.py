@@ -18,14 +18,16 @@ from typing import TYPE_CHECKING
 from fisherhub.cli.support.arguments import HelpFormatter
 from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES, Geometry
 from fisherhub.extras import require
+from fisherhub.safe_text import printable
 
 if TYPE_CHECKING:
     from fisherhub.core.alignment import AlignmentMatrix, AlignmentResult
     from fisherhub.core.signature import Signature
 
 
-def _cell(value: float, error: float) -> str:
-    return "—" if math.isnan(value) else f"{value:.3f}±{error:.3f}"
+def _cell(value: float, error: float, doubted: bool = False) -> str:
+    """value±error (— for NaN), followed by " !" where the pair is doubted (``AlignmentMatrix.doubt``)."""
+    return ("—" if math.isnan(value) else f"{value:.3f}±{error:.3f}") + (" !" if doubted else "")
 
 
 #: how a pair of sketches of the same data (``core.alignment.same_data``) is shown instead of its A = 1
@@ -36,17 +38,21 @@ def alignment_table(matrix: AlignmentMatrix, same: frozenset[tuple[int, int]] = 
     """A rich table of A ± stderr (rows and columns: the tasks); ``same``: the pairs (i, j) shown as the same data."""
     require("rich")
     from rich.table import Table
+    from rich.text import Text
 
+    doubted = matrix.doubted()
     table = Table(title=f"{GEOMETRIES['fisher'].label} ± stderr (sketch id {matrix.sketch_id})")
     table.add_column("", no_wrap=True)
     for name in matrix.names:
-        table.add_column(name, justify="right", no_wrap=True)
+        table.add_column(Text(printable(name)), justify="right", no_wrap=True)
     for i, name in enumerate(matrix.names):
         cells = [
-            SAME_DATA if (i, j) in same else _cell(float(matrix.fisher[i, j]), float(matrix.stderr[i, j]))
+            SAME_DATA
+            if (i, j) in same
+            else _cell(float(matrix.fisher[i, j]), float(matrix.stderr[i, j]), bool(doubted[i, j]))
             for j in range(len(matrix.names))
         ]
-        table.add_row(name, *cells)
+        table.add_row(Text(printable(name)), *cells)
     return table
 
 
@@ -58,12 +64,14 @@ def same_data_pairs(signatures: Sequence[Signature]) -> frozenset[tuple[int, int
     return frozenset((i, j) for i in range(n) for j in range(n) if i != j and same_data(signatures[i], signatures[j]))
 
 
-def _decomposition_cell(geometry: Geometry, pair: AlignmentResult) -> str:
-    """value ± stderr, — where undefined, * after a two-sided geometry (ρ) that departs from its null."""
+def _decomposition_cell(geometry: Geometry, pair: AlignmentResult, doubted: bool) -> str:
+    """value ± stderr (then ! where the pair is doubted), — where undefined, * after a two-sided geometry (ρ)
+    that departs from its null."""
     value, stderr = geometry.value(pair), geometry.stderr(pair)
     if value is None:
         return "—"
-    return _cell(value, stderr) + (" *" if geometry.two_sided and geometry.significant(value, stderr) else "")
+    starred = geometry.two_sided and geometry.significant(value, stderr)
+    return _cell(value, stderr, doubted) + (" *" if starred else "")
 
 
 def decomposition_table(matrix: AlignmentMatrix, same: frozenset[tuple[int, int]] = frozenset()):
@@ -71,10 +79,12 @@ def decomposition_table(matrix: AlignmentMatrix, same: frozenset[tuple[int, int]
     (* = ρ ≠ 1 significantly)."""
     require("rich")
     from rich.table import Table
+    from rich.text import Text
 
+    doubted = bool(matrix.doubted().any())
     table = Table(
         title="Decomposition A = ρ · S_a · S_e (S_a activation-only, S_e error-only, ρ coupling: — where S_a or "
-        "S_e is not significantly > 0, * where ρ ≠ 1 significantly)"
+        f"S_e is not significantly > 0, * where ρ ≠ 1 significantly{', ! not to be trusted' if doubted else ''})"
     )
     geometries = [GEOMETRIES[name] for name in DECOMPOSITION]
     for column in ("task i", "task j", *(g.symbol for g in geometries)):
@@ -83,9 +93,10 @@ def decomposition_table(matrix: AlignmentMatrix, same: frozenset[tuple[int, int]
     for i in range(n):
         for j in range(i + 1, n):
             pair = matrix.pair(i, j)
-            cells = [_decomposition_cell(g, pair) for g in geometries]
+            pair_doubted = matrix.doubt(i, j) is not None
+            cells = [_decomposition_cell(g, pair, pair_doubted) for g in geometries]
             cells[0] = SAME_DATA if (i, j) in same else cells[0]
-            table.add_row(matrix.names[i], matrix.names[j], *cells)
+            table.add_row(Text(printable(matrix.names[i])), Text(printable(matrix.names[j])), *cells)
     return table
 
 
@@ -95,13 +106,12 @@ def report(
     """Print the alignment and decomposition tables and the legend lines that apply to them; write the heatmap
     PNG when a path is given."""
     require("rich")
-    from rich.console import Console
-
     from fisherhub.core.alignment import alignment_matrix
-    from fisherhub.legend import matrix_legend
+    from fisherhub.legend import matrix_legend, noise_lines
     from fisherhub.plotting import alignment_heatmaps
+    from fisherhub.safe_text import console as plain_console
 
-    console = console or Console(width=None if sys.stdout.isatty() else 200)
+    console = console or plain_console(width=None if sys.stdout.isatty() else 200)
     matrix = alignment_matrix(signatures, names=names)
     same = same_data_pairs(signatures)
     console.print(alignment_table(matrix, same))
@@ -114,6 +124,8 @@ def report(
         )
     for line in matrix_legend(matrix):
         console.print(f"note: {line}", highlight=False)
+    for line in noise_lines(matrix):
+        console.print(f"warning: {line}", highlight=False)
     if heatmap:
         console.print(f"heatmap: {alignment_heatmaps(matrix, heatmap)}")
     return matrix
@@ -121,14 +133,42 @@ def report(
 
 def matrix_as_json(matrix: AlignmentMatrix) -> dict:
     """Every shown geometry's values, then their standard errors (keyed by ``stderr_field``), as nested lists
-    (None where undefined)."""
+    (None where undefined), and why each pair (``doubts``, n × n) and each signature (``signature_doubts``) is
+    not to be trusted, null where it is, and each signature's ``noise``."""
 
     def listed(values) -> list[list[float | None]]:
         return [[None if math.isnan(v) else v for v in row] for row in values.tolist()]
 
     values = {name: listed(matrix.values[name]) for name in DECOMPOSITION}
     stderrs = {GEOMETRIES[name].stderr_field: listed(matrix.stderrs[name]) for name in DECOMPOSITION}
-    return {"names": matrix.names, "sketch_id": matrix.sketch_id, **values, **stderrs}
+    n = len(matrix.names)
+    return {
+        "names": matrix.names,
+        "sketch_id": matrix.sketch_id,
+        **values,
+        **stderrs,
+        "doubts": [[matrix.doubt(i, j) for j in range(n)] for i in range(n)],
+        "signature_doubts": list(matrix.signature_doubts),
+        "noise": list(matrix.signature_noise),
+    }
+
+
+def refuse_doubts(matrix: AlignmentMatrix, refs: Sequence[str]) -> None:
+    """``InputError`` (one line: the file and the check) when ``matrix`` has a doubted signature or pair (its
+    cells are marked ! in the tables printed before)."""
+    from fisherhub.core.errors import InputError
+
+    n = len(refs)
+    reasons = [f"{ref}: {doubt}" for ref, doubt in zip(refs, matrix.signature_doubts) if doubt]
+    reasons += [
+        f"{refs[i]} vs {refs[j]}: {doubt}"
+        for i in range(n)
+        for j in range(i + 1, n)
+        if (doubt := matrix.pair_doubts[i][j] or matrix.pair_doubts[j][i])
+    ]
+    if reasons:
+        more = f" (and {len(reasons) - 1} more, marked ! above)" if len(reasons) > 1 else " (marked ! above)"
+        raise InputError(f"not to be trusted: {reasons[0]}{more}")
 
 
 def _name(ref: str) -> str:
@@ -157,6 +197,7 @@ def run(namespace: argparse.Namespace) -> int:
             Path(temporary).write_text(json.dumps(matrix_as_json(matrix), indent=1))
     if refused := [problem for problem in problems.values() if problem]:
         raise InputError("; ".join(refused) + " (nothing was written there)")
+    refuse_doubts(matrix, refs)
     return 0
 
 

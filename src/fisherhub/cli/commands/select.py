@@ -91,6 +91,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fisherhub.core.errors import InputError
     from fisherhub.options import check_positive
     from fisherhub.selection import SketchOptions, select_adapter
 
@@ -112,18 +113,25 @@ def run(args: argparse.Namespace) -> int:
         selection.verify(top_k=args.verify)
     if sys.stdout.isatty():
         require("rich")
-        from rich.console import Console
+        from fisherhub.safe_text import console
 
-        Console().print(selection.rich_table(limit=args.top_k))
+        console().print(selection.rich_table(limit=args.top_k))
     else:
         print(selection.table(limit=args.top_k))
     best = selection.best
+    if best.implausible:
+        raise InputError(
+            f"no candidate is to be trusted: each fails a bounded-claims check (marked ! above), the first "
+            f"{best.candidate}: {best.doubt}"
+        )
     measured = (
         [] if selection.rerank is None else [m for m in selection.rerank.measured if m.candidate == best.candidate]
     )
     loss = "".join(f"target loss {m.loss:.4f} ± {m.stderr:.4f}, " for m in measured)
+    noise = " ! (noise: its split norms are not resolved, see above)" if best.doubt else ""
     print(
-        f"best: {best.candidate} ({loss}{selection.score} {best.score:.3f} ± {best.stderr:.3f}), from {best.signature_source}"
+        f"best: {best.candidate} ({loss}{selection.score} {best.score:.3f} ± {best.stderr:.3f}), from "
+        f"{best.signature_source}{noise}"
     )
     if args.plot:
         print(f"wrote {selection.plot(args.plot, limit=args.top_k)}")

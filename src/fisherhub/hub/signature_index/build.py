@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 
 from fisherhub.core.errors import FisherHubError, InputError
-from fisherhub.hub.listing import printable
+from fisherhub.safe_text import printable
 from fisherhub.hub.errors import HubError, hub_errors
 from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_map
 from fisherhub.hub.refs import SignatureRef, index_ref

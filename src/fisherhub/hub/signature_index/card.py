@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 
 from fisherhub.hub.signature_index.layout import Layout
-from fisherhub.hub.signature_index.rows import IndexRows, largest_rows, nearest_neighbours, read_rows, row_alignments
+from fisherhub.hub.signature_index.rows import (
+    IndexRows,
+    largest_rows,
+    nearest_neighbours,
+    read_rows,
+    row_alignment_checks,
+    row_alignments,
+)
+from fisherhub.safe_text import printable
 from fisherhub.hub.signature_index.schema import DATA_DIR, INDEX_FORMAT, INDEX_TAG, OBTAINED, SPLIT, STATE_PATH
 
 if TYPE_CHECKING:
@@ -20,6 +28,8 @@ if TYPE_CHECKING:
 
 #: signatures whose nearest neighbour the card and ``index show`` list
 NEIGHBOUR_ROWS = 10
+#: left-out rows whose reason the card and ``index show`` list
+LEFT_OUT_SHOWN = 10
 #: rows in the heatmap of the card and of ``index show --plot``
 PLOTTED_ROWS = 24
 #: the card's heatmap: in a hidden folder, which ``datasets`` never resolves as data (and outside ``configs:``)
@@ -38,6 +48,10 @@ class IndexSummary:
     problems: int
     #: (repo, dataset, tokens, nearest other repo, A) for the signatures with the most tokens
     neighbours: tuple[tuple[str, str, int, str, float], ...] = ()
+    #: per neighbour: why its A is not to be trusted (``nearest_neighbours``), or None
+    neighbour_doubts: tuple[str | None, ...] = ()
+    #: the rows ``read_rows`` left out, as "repo:path: reason" (a row that fails the bounded-claims checks too)
+    left_out: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, table, base_model: str, repos: Iterable[dict[str, Any]]) -> IndexSummary:
@@ -47,6 +61,7 @@ class IndexSummary:
         sketch_ids = collections.Counter(table.column("sketch_id").to_pylist())
         problems = sum(len(repo.get("problems") or []) for repo in repos)
         rows = read_rows(table, base_model, "the index")
+        found = nearest_neighbours(rows, NEIGHBOUR_ROWS)
         neighbours = tuple(
             (
                 rows.rows[i]["repo_id"],
@@ -55,12 +70,41 @@ class IndexSummary:
                 rows.rows[j]["repo_id"],
                 a,
             )
-            for i, j, a in nearest_neighbours(rows, NEIGHBOUR_ROWS)
+            for i, j, a, _ in found
         )
-        return cls(base_model, table.num_rows, len(repos), dict(obtained), dict(sketch_ids), problems, neighbours)
+        doubts = tuple(doubt for *_, doubt in found)
+        left_out = tuple(f"{row.repo_id}:{row.path}: {row.reason}" for row in rows.skipped)
+        return cls(
+            base_model,
+            table.num_rows,
+            len(repos),
+            dict(obtained),
+            dict(sketch_ids),
+            problems,
+            neighbours,
+            doubts,
+            left_out,
+        )
+
+    def _shown(self) -> list[tuple[str, str, int, str, str]]:
+        """The neighbours as shown: repo, dataset and nearest repo ``printable`` (they come from the rows), A with
+        " !" where it is doubted."""
+        doubts = self.neighbour_doubts or (None,) * len(self.neighbours)
+        return [
+            (printable(repo), printable(dataset), tokens, printable(nearest), f"{a:.3f}" + (" !" if doubt else ""))
+            for (repo, dataset, tokens, nearest, a), doubt in zip(self.neighbours, doubts)
+        ]
+
+    def _doubt_lines(self) -> list[str]:
+        doubts = self.neighbour_doubts or (None,) * len(self.neighbours)
+        return [
+            f"! {printable(repo)} and {printable(nearest)}: {doubt}"
+            for (repo, _, _, nearest, _), doubt in zip(self.neighbours, doubts)
+            if doubt
+        ]
 
     def neighbour_table(self) -> list[str]:
-        """The neighbours as a Markdown table (empty without them)."""
+        """The neighbours as a Markdown table (empty without them), then why a doubted A (!) is not to be trusted."""
         if not self.neighbours:
             return []
         from fisherhub.core.geometry import GEOMETRIES
@@ -75,25 +119,34 @@ class IndexSummary:
             f"| adapter | dataset | tokens | nearest | {fisher.symbol} |",
             "|---|---|---|---|---|",
         ]
-        return out + [
-            f"| {repo} | {dataset} | {tokens:,} | {nearest} | {a:.3f} |"
-            for repo, dataset, tokens, nearest, a in self.neighbours
+        cells = [
+            [cell.replace("|", "\\|") for cell in (repo, dataset, f"{tokens:,}", nearest, a)]
+            for repo, dataset, tokens, nearest, a in self._shown()
         ]
+        doubts = self._doubt_lines()
+        return out + [f"| {' | '.join(row)} |" for row in cells] + (["", *doubts] if doubts else [])
 
     def lines(self) -> list[str]:
-        out = [f"signature index of {self.base_model}: {self.rows} signatures from {self.repos} repos read"]
-        out += [f"  {count:>7}  {OBTAINED.get(kind, kind)}" for kind, count in sorted(self.by_obtained.items())]
-        out += [f"  sketch id {sketch_id}: {count} rows" for sketch_id, count in sorted(self.sketch_ids.items())]
+        out = [f"signature index of {printable(self.base_model)}: {self.rows} signatures from {self.repos} repos read"]
+        out += [
+            f"  {count:>7}  {printable(OBTAINED.get(kind, kind))}" for kind, count in sorted(self.by_obtained.items())
+        ]
+        out += [
+            f"  sketch id {printable(sketch_id)}: {count} rows" for sketch_id, count in sorted(self.sketch_ids.items())
+        ]
         if self.problems:
             out.append(f"  {self.problems} signature(s) could not be read (listed in {STATE_PATH})")
+        if self.left_out:
+            out.append(f"  {len(self.left_out)} row(s) left out (neither ranked nor shown):")
+            out += [f"    {printable(line)}" for line in self.left_out[:LEFT_OUT_SHOWN]]
+            out += [f"    ... and {len(self.left_out) - LEFT_OUT_SHOWN} more"] * (len(self.left_out) > LEFT_OUT_SHOWN)
         return out
 
     def neighbour_lines(self) -> list[str]:
-        """The neighbours as terminal lines."""
+        """The neighbours as terminal lines, then why a doubted A (!) is not to be trusted."""
         return [
-            f"  {repo} ({tokens:,} tokens): nearest {nearest}, A = {a:.3f}"
-            for repo, _, tokens, nearest, a in self.neighbours
-        ]
+            f"  {repo} ({tokens:,} tokens): nearest {nearest}, A = {a}" for repo, _, tokens, nearest, a in self._shown()
+        ] + self._doubt_lines()
 
 
 def render_card(
@@ -155,6 +208,8 @@ def rows_figure(rows: IndexRows, base_model: str, limit: int = PLOTTED_ROWS):
     chosen = largest_rows(rows, limit)
     if len(chosen) < 2:
         return None
-    names = [rows.rows[i]["repo_id"] for i in chosen]
-    title = f"{label('fisher')} among {len(names)} rows of {base_model}'s index"
-    return names_heatmap(row_alignments(rows, chosen), names, title)
+    matrix = row_alignments(rows, chosen)
+    doubted = row_alignment_checks(rows, chosen, matrix)[2]
+    names = [printable(rows.rows[i]["repo_id"]) for i in chosen]
+    title = f"{label('fisher')} among {len(names)} rows of {printable(base_model)}'s index"
+    return names_heatmap(matrix, names, title, doubted)

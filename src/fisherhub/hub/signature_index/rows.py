@@ -14,7 +14,8 @@ import torch
 from fisherhub.core.bounded import read_json
 from fisherhub.core.errors import FisherHubError, InputError, SignatureFileError
 from fisherhub.core.registry import SKETCHES
-from fisherhub.core.signature import implausibility
+from fisherhub.core.plausibility import outside_range, range_doubt, self_dominance_findings
+from fisherhub.core.signature import CLAMPED_NORMS_KEY
 from fisherhub.core.spec import SketchSpec
 from fisherhub.hub.refs import SignatureRef, is_signature_file
 from fisherhub.hub.signature_index.layout import INDEX_DTYPES
@@ -104,7 +105,7 @@ class _SpecCache:
 def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
     """(spec, lengths, split norms) of a row, or ``SignatureFileError`` saying what is wrong:
     the checks ``Signature.from_bytes`` makes of a file (spec and sketch id, positive split norms, at least 2
-    documents each with a scored token) and its plausibility bounds (``core.signature.implausibility``: each
+    documents each with a scored token) and its plausibility bounds (``plausibility.self_dominance_findings``: each
     sketch's R̂ = ‖μ̂‖²/⟨μ̂^A, μ̂^B⟩ within what its counts allow), plus the row's own (its repo, commit and
     path, its base model); the sketches' shapes and values are checked by ``_SketchColumn``."""
     if row.get("format") != INDEX_FORMAT:
@@ -144,9 +145,10 @@ def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
     )
     if not isinstance(metadata, dict):
         raise SignatureFileError(f"its metadata is a JSON {type(metadata).__name__}, not an object")
-    doubt = implausibility(spec, tokens, documents, metadata, torch.from_numpy(lengths**2 / norms))
-    if doubt is not None:
-        raise SignatureFileError(doubt)
+    unresolved = str(metadata.get(CLAMPED_NORMS_KEY, ""))
+    doubt, noise = self_dominance_findings(spec, tokens, documents, unresolved, (lengths**2 / norms).tolist())
+    if doubt or noise:
+        raise SignatureFileError(doubt or noise)
     if row.get("dtype") not in INDEX_DTYPES:
         raise SignatureFileError(f"sketch dtype {row.get('dtype')!r} is none of {INDEX_DTYPES}")
     return spec, lengths, norms
@@ -251,6 +253,30 @@ def row_alignments(rows: IndexRows, indices: list[int], sketch: str = "joint") -
     return matrix
 
 
+def row_alignment_checks(rows: IndexRows, indices: list[int], alignments: np.ndarray, sketch: str = "joint"):
+    """(standard errors, ``plausibility.shared_allowance``, doubted mask), each (k, k), of ``alignments``
+    (``row_alignments`` of the rows ``indices``, of one spec), as ``alignment_matrix`` computes them from files
+    (``core.alignment.cosine_stderr``, ``plausibility.outside_range``; a pair with a row of fewer than
+    ``MIN_DOCUMENTS`` documents is noise, not doubted); the diagonal is exact."""
+    from fisherhub.core.alignment import cosine_stderr, stderr_constants
+    from fisherhub.core.plausibility import shared_allowance
+    from fisherhub.core.registry import MIN_DOCUMENTS
+
+    k = SKETCHES.index(sketch)
+    lengths, norms = rows.lengths[indices, k], rows.split_norms[indices, k]
+    spec = rows.specs[indices[0]]
+    c = getattr(stderr_constants(spec.estimator, spec.reflection is not None), sketch)
+    dominances = torch.from_numpy(lengths**2 / norms)
+    means = torch.from_numpy(rows.units[sketch][indices].astype(np.float64) * lengths[:, None])
+    cosines = torch.from_numpy(alignments)
+    stderr = cosine_stderr(means, torch.from_numpy(norms), cosines, dominances, torch.tensor(c, dtype=torch.float64))
+    stderr.fill_diagonal_(0.0)
+    allowance = shared_allowance(dominances)
+    long = torch.tensor([rows.rows[i]["num_documents"] >= MIN_DOCUMENTS for i in indices])
+    doubted = outside_range(cosines, stderr, allowance) & long[:, None] & long[None, :]
+    return stderr.numpy(), allowance.numpy(), doubted.numpy()
+
+
 def largest_rows(rows: IndexRows, limit: int) -> list[int]:
     """The ``limit`` rows with the most tokens among those of the most common sketch id (rows that compare)."""
     if not len(rows):
@@ -260,11 +286,19 @@ def largest_rows(rows: IndexRows, limit: int) -> list[int]:
     return sorted(same, key=lambda i: -rows.rows[i]["num_tokens"])[:limit]
 
 
-def nearest_neighbours(rows: IndexRows, limit: int) -> list[tuple[int, int, float]]:
-    """(row, its nearest other row, their A) for the ``largest_rows``, the neighbour among them."""
+def nearest_neighbours(rows: IndexRows, limit: int) -> list[tuple[int, int, float, str | None]]:
+    """(row, its nearest other row, their A, why A is not to be trusted or None) for the ``largest_rows``, the
+    neighbour among them; a neighbour whose A is outside what [0, 1] and its error bar allow
+    (``plausibility.range_doubt``) is taken only when no other is left."""
     chosen = largest_rows(rows, limit)
     if len(chosen) < 2:
         return []
     matrix = row_alignments(rows, chosen)
-    np.fill_diagonal(matrix, -np.inf)
-    return [(i, chosen[int(np.argmax(matrix[k]))], float(np.max(matrix[k]))) for k, i in enumerate(chosen)]
+    stderr, allowance, doubted = row_alignment_checks(rows, chosen, matrix)
+    out = []
+    for k, i in enumerate(chosen):
+        others = [j for j in range(len(chosen)) if j != k]
+        j = max([j for j in others if not doubted[k, j]] or others, key=lambda j: matrix[k, j])
+        doubt = range_doubt({"fisher": (matrix[k, j], stderr[k, j], allowance[k, j])}) if doubted[k, j] else None
+        out.append((i, chosen[j], float(matrix[k, j]), doubt))
+    return out

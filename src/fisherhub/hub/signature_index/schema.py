@@ -16,7 +16,7 @@ from fisherhub.core.registry import SKETCHES
 from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
 from fisherhub.hub.refs import SignatureRef
-from fisherhub.hub.listing import printable
+from fisherhub.safe_text import printable
 from fisherhub.hub.signature_index.layout import Layout
 
 if TYPE_CHECKING:
