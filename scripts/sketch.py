@@ -12,7 +12,7 @@ A launch that starts fewer processes than it was asked for warns, naming both nu
 
 import sys
 
-from fisherhub.cli.sketch import main
+from fisherhub.cli.commands.sketch import main
 
 if __name__ == "__main__":
     sys.exit(main())

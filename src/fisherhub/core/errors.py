@@ -17,9 +17,18 @@ MODEL_FIELDS = ("d", "vocab_size", "head_checksum", "tokenizer_checksum")
 
 
 class IncompatibleSignaturesError(FisherHubError):
-    """Two signatures (or states) made with different sketch specs were compared or merged. The message names
-    the differing fields and the way out: another base model cannot be sketched ``like=`` the other signature
-    (sketch both under one model); any other spec can."""
+    """Two signatures (or states) made with different sketch specs were compared or merged. The message names the
+    differing fields and the way out: another base model cannot be sketched ``like=`` the other signature (sketch
+    both under one model); any other spec can.
+
+    Args:
+        differences (`dict[str, tuple[object, object]]`):
+            Spec field -> (one value, the other).
+        what (`str`, *optional*):
+            What was compared, for the message.
+        base_models (`tuple[str | None, str | None]`, *optional*):
+            The base models the two signatures name, for the message.
+    """
 
     def __init__(
         self,

@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import os
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,11 @@ from fisherhub.core.spec import FORMAT_VERSION
 from fisherhub.hub.cards import CARD_NAME, download_card, read_card
 from fisherhub.hub.errors import AmbiguousSignatureError, CardError, SignatureNotFoundError, hub_errors
 from fisherhub.hub.folder import folder_entries, folder_signature_files
-from fisherhub.hub.index import CHOICE_KEYS, distinguishing_choice, entry_matches
+from fisherhub.hub.listing import CHOICE_KEYS, distinguishing_choice, entry_matches
 from fisherhub.safe_text import printable
 from fisherhub.hub.refs import SignatureRef, check_path, is_local_folder, is_local_path_only, repo_ref
 from fisherhub.hub.snapshot import RepoSnapshot, repo_snapshot
-from fisherhub.options import COMMIT_ID
+from fisherhub.core.registry import COMMIT_ID
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ def _remote_header(api: HfApi, ref: SignatureRef) -> tuple[dict[str, str] | None
     try:
         with hub_errors(str(ref), ref.path):
             header = api.parse_safetensors_file_metadata(
-                ref.repo_id, ref.path, repo_type=ref.repo_type, revision=ref.revision
+                ref.repo_id, ref.file, repo_type=ref.repo_type, revision=ref.revision
             )
     except SafetensorsParsingError as exc:
         return None, f"not a readable safetensors file ({exc})"
@@ -127,7 +128,7 @@ def _remote_header(api: HfApi, ref: SignatureRef) -> tuple[dict[str, str] | None
 
 
 def _infos(
-    entries: list[dict[str, Any]], files: dict[str, int | None], complete: bool, header, locate, read_listed: bool
+    entries: list[dict[str, Any]], files: Mapping[str, int | None], complete: bool, header, locate, read_listed: bool
 ) -> list[SignatureInfo]:
     """One info per signature file and per listed entry. ``header(path)`` reads a file's header ((None, None):
     not readable here, e.g. offline and not cached), for every file with ``read_listed``, else only for files
@@ -229,7 +230,7 @@ def list_signatures(
     return snapshot_signatures(snapshot, token)
 
 
-def _choice(choice: dict[str, str | None]) -> str:
+def _choice(choice: Mapping[str, str | None]) -> str:
     return ", ".join(f"{key}={value}" for key, value in choice.items() if value is not None)
 
 
@@ -326,16 +327,16 @@ def _download(target: SignatureRef, token: str | None) -> str:
     ``get_hf_file_metadata``) and a file larger than a signature is refused without being downloaded; a copy the
     cache holds at that commit is taken as it is (no request), and offline the cache answers."""
     where = str(target)
-    cached = try_to_load_from_cache(target.repo_id, target.path, revision=target.revision, repo_type=target.repo_type)
+    cached = try_to_load_from_cache(target.repo_id, target.file, revision=target.revision, repo_type=target.repo_type)
     if isinstance(cached, str) and COMMIT_ID.fullmatch(target.revision or ""):
         return cached
     with hub_errors(where, target.path):
         if not constants.HF_HUB_OFFLINE:
-            url = hf_hub_url(target.repo_id, target.path, repo_type=target.repo_type, revision=target.revision)
+            url = hf_hub_url(target.repo_id, target.file, repo_type=target.repo_type, revision=target.revision)
             if (problem := oversized(get_hf_file_metadata(url, token=token).size)) is not None:
                 raise SignatureFileError(f"{where}: {problem}: not downloaded")
         return hf_hub_download(
-            target.repo_id, target.path, repo_type=target.repo_type, revision=target.revision, token=token
+            target.repo_id, target.file, repo_type=target.repo_type, revision=target.revision, token=token
         )
 
 
@@ -350,12 +351,40 @@ def load_signature(
     dataset_split: str | None = None,
     token: str | None = None,
 ) -> Signature:
-    """The signature ``ref`` names (a local file or a Hub reference, see ``REFERENCE_FORMS``). Without a path
-    the repo's index (or card) chooses: the one signature with the ``base_model``, ``sketch_id``, ``dataset``,
-    ``dataset_config`` and ``dataset_split`` given (each None: any); when several match, the error names the
-    values (or paths) that tell them apart. A remote file that is not a valid signature raises
-    ``SignatureFileError`` naming the repo, revision and path. Works offline (``HF_HUB_OFFLINE=1``) for what the
-    cache holds; pin ``revision`` to read what an older commit cached."""
+    """The signature ``ref`` names. Works offline (``HF_HUB_OFFLINE=1``) for what the cache holds; pin
+    ``revision`` to read what an older commit cached.
+
+    Args:
+        ref (`str` or `os.PathLike`):
+            A local ``.safetensors`` file or folder, or a Hub reference (``REFERENCE_FORMS``: ``org/name``,
+            ``datasets/org/name[@rev][:path]``, ``hf://...``, a Hub web URL). Without a path the repo's index
+            (or card) chooses: the one signature with the values given below (each None: any).
+        revision (`str`, *optional*):
+            Branch, tag or commit of a Hub reference that names none.
+        base_model (`str`, *optional*):
+            Choose among a repo's signatures the one for this base model.
+        sketch_id (`str`, *optional*):
+            Choose among a repo's signatures the one of this sketch id.
+        dataset (`str`, *optional*):
+            ... the one sketched from this dataset (as ``fisherhub list`` shows it).
+        dataset_config (`str`, *optional*):
+            ... of this dataset config.
+        dataset_split (`str`, *optional*):
+            ... of this dataset split.
+        token (`str`, *optional*):
+            For private or gated repos (default: the logged-in one, ``HF_TOKEN``).
+
+    Returns:
+        `Signature`: the validated signature.
+
+    Raises:
+        `SignatureFileError`: the file is not a valid signature (the message names repo, revision and path).
+        `SignatureNotFoundError`: the repo lists no signature that matches.
+        `AmbiguousSignatureError`: several match: the message names, for each, the values (or the path) that
+            choose it alone.
+        `InputError`: a reference none of the forms reads, or a revision for a local path.
+        `HubError`: the Hub refused the request (missing repo, no access, offline without a cached copy).
+    """
     choice = {
         "base_model": base_model,
         "sketch_id": sketch_id,

@@ -13,7 +13,7 @@ from typing import Any
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.core.signature import Signature
 from fisherhub.hub.refs import ADAPTER_CONFIG
-from fisherhub.lm.loading import same_base_model
+from fisherhub.options import same_base_model
 from fisherhub.selection.errors import Skip
 from fisherhub.selection.rows import AdapterLocation
 
@@ -22,7 +22,7 @@ def other_base_model(whose: str, named: list[str], base_model: str | None) -> Sk
     """The skip of a candidate whose ``whose`` (its signatures, the adapter) are for the ``named`` base models,
     not for the target's ``base_model``; a name on either side that is no Hub id (the path a GGUF or local-folder
     run recorded) gets the way out."""
-    from fisherhub.options import HUB_ID
+    from fisherhub.core.registry import HUB_ID
 
     paths = [name for name in dict.fromkeys([*named, base_model]) if name and not HUB_ID.fullmatch(name)]
     hint = (
@@ -279,7 +279,7 @@ def resolve_candidate(name, base_model: str | None, token: str | None = None) ->
 def discover(base_model: str | None, token: str | None = None) -> tuple[list, list]:
     """(the adapters of ``base_model`` that the Hub lists and that may be signed, the others: unsigned)."""
     from fisherhub.hub.discovery import list_adapters
-    from fisherhub.lm.loading import canonical_model_id
+    from fisherhub.options import canonical_model_id
 
     if base_model is None:
         raise InputError("no candidates given: pass adapter repo ids or folders, or base_model= to discover adapters")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from fisherhub.cli.repo_arguments import add_choice_arguments, choice_from_args
+from fisherhub.cli.support.repo_arguments import add_choice_arguments, choice_from_args
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -6,7 +6,7 @@ import argparse
 import os
 import shutil
 
-from fisherhub.cli.repo_arguments import add_choice_arguments, choice_from_args
+from fisherhub.cli.support.repo_arguments import add_choice_arguments, choice_from_args
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

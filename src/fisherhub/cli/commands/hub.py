@@ -16,7 +16,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from fisherhub.cli.arguments import HelpFormatter
+from fisherhub.cli.support.arguments import HelpFormatter
 from fisherhub.core.errors import InputError
 
 #: the port ``serve`` listens on unless told otherwise (0: any free one)
