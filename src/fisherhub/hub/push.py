@@ -33,6 +33,7 @@ from fisherhub.hub.read import load_signature
 from fisherhub.options import same_base_model
 from fisherhub.hub.refs import (
     ADAPTER_CONFIG,
+    MAX_ADAPTER_CONFIG_BYTES,
     PUSH_REPO_TYPES,
     SignatureRef,
     check_path,
@@ -250,8 +251,8 @@ def push_signature(
     adapter = target.repo_type == "model" and (created or ADAPTER_CONFIG in files)
     if adapter and not created and not force:
         card_base = (snapshot.card_data or {}).get("base_model")
-        commit = snapshot.ref.revision
-        check_adapter_base(signature, str(target), [card_base, lambda: _adapter_base(target.repo_id, commit, token)])
+        config = lambda: _adapter_base(lambda: snapshot.download(ADAPTER_CONFIG, token))  # noqa: E731
+        check_adapter_base(signature, str(target), [card_base, config])
     update = _update(
         signature,
         _entries(lambda: snapshot.entries(token), repair_card),
@@ -358,7 +359,7 @@ def _write_to_folder(
     old_card = folder_card(folder)
     repo_type = repo_type or folder_repo_type(folder)
     if repo_type == "model" and (folder / ADAPTER_CONFIG).is_file() and not force:
-        check_adapter_base(signature, str(folder), [lambda: _adapter_base(folder)])
+        check_adapter_base(signature, str(folder), [lambda: _adapter_base(lambda: folder / ADAPTER_CONFIG)])
     update = _update(
         signature,
         _entries(lambda: folder_entries(folder), repair_card),
@@ -396,15 +397,12 @@ def _readable(load: Callable[[], Signature]) -> Signature | None:
         return None
 
 
-def _adapter_base(source: str | os.PathLike, revision: str | None = None, token: str | None = None) -> str | None:
-    """``base_model_name_or_path`` of the ``adapter_config.json`` of a local adapter folder or Hub repo (at
-    ``revision``; one small download), read by the bounded reader; None when it cannot be read."""
-    from fisherhub.lm.adapter_config import MAX_ADAPTER_CONFIG_BYTES, adapter_config_file
-
+def _adapter_base(file: Callable[[], Path | str]) -> str | None:
+    """``base_model_name_or_path`` of the ``adapter_config.json`` that ``file()`` gives (a local file; a Hub repo's
+    is one small download), read by the bounded reader; None when it cannot be read."""
     try:
-        file = adapter_config_file(source, revision=revision, token=token)
-        where = str(file)
-        data = read_file(file, where, max_bytes=MAX_ADAPTER_CONFIG_BYTES)
+        where = str(path := Path(file()))
+        data = read_file(path, where, max_bytes=MAX_ADAPTER_CONFIG_BYTES)
         document = read_json(data, where, max_bytes=MAX_ADAPTER_CONFIG_BYTES)
     except (FisherHubError, OSError):
         return None

@@ -183,7 +183,7 @@ def _adapter_config_base(snapshot, subfolder: str | None, token: str | None) -> 
     ``peft.PeftConfig`` (``Skip`` for a type that is not ranked); one small download through the cache
     (offline: the cached copy)."""
     from fisherhub.core.bounded import check_size
-    from fisherhub.lm.adapter_config import MAX_ADAPTER_CONFIG_BYTES
+    from fisherhub.hub.refs import MAX_ADAPTER_CONFIG_BYTES
 
     path = f"{subfolder}/{ADAPTER_CONFIG}" if subfolder else ADAPTER_CONFIG
     try:  # a size the listing gives: refused before the download
