@@ -250,9 +250,7 @@ def push_signature(
     old_card = download_card(snapshot.ref, token)[0] if CARD_NAME in files else None
     adapter = target.repo_type == "model" and (created or ADAPTER_CONFIG in files)
     if adapter and not created and not force:
-        card_base = (snapshot.card_data or {}).get("base_model")
-        config = lambda: _adapter_base(lambda: snapshot.download(ADAPTER_CONFIG, token))  # noqa: E731
-        check_adapter_base(signature, str(target), [card_base, config])
+        _check_hub_adapter(signature, snapshot, str(target), token)
     update = _update(
         signature,
         _entries(lambda: snapshot.entries(token), repair_card),
@@ -395,6 +393,12 @@ def _readable(load: Callable[[], Signature]) -> Signature | None:
         return load()
     except (FisherHubError, OSError, ValueError):
         return None
+
+
+def _check_hub_adapter(signature: Signature, snapshot: RepoSnapshot, where: str, token: str | None) -> None:
+    """``check_adapter_base`` of an adapter repo: its card's ``base_model``, else its ``adapter_config.json``."""
+    config = lambda: _adapter_base(lambda: snapshot.download(ADAPTER_CONFIG, token))  # noqa: E731
+    check_adapter_base(signature, where, [(snapshot.card_data or {}).get("base_model"), config])
 
 
 def _adapter_base(file: Callable[[], Path | str]) -> str | None:

@@ -25,9 +25,8 @@ answered as the Hub answers one it lacks: 404 RepoNotFound, as no repo here is m
                                    (files named ``*LFS_SUFFIXES`` are "lfs" at preupload, as the Hub answers for
                                    Parquet; the commit names them by ``lfsFile`` sha256)
 
-``root`` (a folder; default none: in memory) keeps the repos across restarts: each file once under
-``root/objects/`` by its git blob sha1, and the repos, refs and commits in ``root/state.json``, rewritten
-atomically after every change; a second server on the same folder is refused (``root/.lock``).
+``root`` (a folder; default none: in memory) keeps the repos across restarts (``hub_state``: rewritten
+atomically after every change; a second server on the same folder is refused).
 ``fisherhub hub serve`` runs one for people (a development tool: loopback only).
 
 ``latency`` (seconds, default 0) is slept before every answer, as a distant Hub would take; while it is set,
@@ -61,6 +60,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 
+from fisherhub.testing.hub_state import StateFolder
 from fisherhub.testing.hub_memory import (  # noqa: F401  (GITATTRIBUTES, Commit: re-exported for tests)
     CONFLICT,
     GITATTRIBUTES,
@@ -78,14 +78,6 @@ from fisherhub.testing.hub_memory import (  # noqa: F401  (GITATTRIBUTES, Commit
 )
 
 
-STATE_FILE, OBJECTS, LOCK_FILE = "state.json", "objects", ".lock"  # under ``root``
-STATE_KIND, STATE_VERSION = "fisherhub-local-hub", 1
-
-
-class StateLockedError(RuntimeError):
-    """Another server keeps its state in the folder asked for."""
-
-
 class HubServer:
     """A Hub on a loopback port (``port`` 0: a free one): ``start()``, ``stop()``, ``endpoint``, ``reset()``; for
     tests ``repo()``, ``files()``, ``commit_count()`` and ``requests`` (method, path, Range header) seen since
@@ -96,6 +88,7 @@ class HubServer:
     ):
         self.user, self.host, self.port, self.endpoint = user, host, port, ""
         self.root = Path(root) if root is not None else None
+        self._state = StateFolder(self.root) if self.root is not None else None
         self.repos: dict[tuple[str, str], Repo] = {}  # (repo type, repo id) -> Repo
         self.requests: list[tuple[str, str, str | None]] = []
         self.lfs: dict[str, bytes] = {}  # sha256 -> content uploaded through LFS, until a commit names it
@@ -103,18 +96,22 @@ class HubServer:
         self.in_flight = self.most_in_flight = 0
         self.lock = threading.RLock()
         self._httpd: ThreadingHTTPServer | None = None
-        self._root_lock: Any = None  # a filelock.FileLock while serving from ``root``
 
     def start(self) -> HubServer:
         """Serve (after loading the state ``root`` holds); ``OSError`` when the port is taken, ``StateLockedError``
         when another server keeps its state in ``root``."""
-        if self.root is not None:
-            self._lock_root()
-            self.load()
+        if self._state is not None:
+            self._state.lock()
+            try:
+                self.repos = self._state.load()
+            except BaseException:
+                self._state.release()
+                raise
         try:
             self._httpd = ThreadingHTTPServer((self.host, self.port), type("Handler", (_Handler,), {"hub": self}))
         except OSError:
-            self._release_root()
+            if self._state is not None:
+                self._state.release()
             raise
         self._httpd.daemon_threads = True
         self.endpoint = f"http://{self.host}:{self._httpd.server_address[1]}"
@@ -126,7 +123,8 @@ class HubServer:
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
-        self._release_root()
+        if self._state is not None:
+            self._state.release()
 
     def reset(self) -> None:
         with self.lock:
@@ -137,74 +135,11 @@ class HubServer:
             self.most_in_flight = 0
             self.save()
 
-    # ----- state kept in ``root`` -----
-    def _lock_root(self) -> None:
-        from filelock import FileLock, Timeout
-
-        assert self.root is not None
-        self.root.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(self.root / LOCK_FILE))
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            raise StateLockedError(f"another local Hub keeps its state in {self.root} (it holds {LOCK_FILE})") from None
-        self._root_lock = lock
-
-    def _release_root(self) -> None:
-        if self._root_lock is not None:
-            self._root_lock.release()
-            self._root_lock = None
-
-    def _blob_path(self, sha: str) -> Path:
-        assert self.root is not None
-        return self.root / OBJECTS / sha[:2] / sha[2:]
-
-    def load(self) -> None:
-        """The repos ``root/state.json`` describes (none when there is no state yet)."""
-        assert self.root is not None
-        state_file = self.root / STATE_FILE
-        if not state_file.is_file():
-            return
-        state = json.loads(state_file.read_text(encoding="utf-8"))
-        if state.get("kind") != STATE_KIND or state.get("version") != STATE_VERSION:
-            raise ValueError(
-                f"{state_file} is not the state of a local Hub this version reads ({STATE_KIND} v{STATE_VERSION})"
-            )
-        blobs: dict[str, bytes] = {}
-
-        def blob(sha: str) -> bytes:
-            if sha not in blobs:
-                data = self._blob_path(sha).read_bytes()
-                if git_blob_sha(data) != sha:
-                    raise ValueError(f"{self._blob_path(sha)} does not hash to its name: the folder was edited")
-                blobs[sha] = data
-            return blobs[sha]
-
-        with self.lock:
-            self.repos = {(r["type"], r["id"]): Repo.from_state(r, blob) for r in state["repos"]}
-
     def save(self) -> None:
-        """Write every file not yet under ``root/objects/``, then ``root/state.json`` (atomically: a crash leaves
-        the previous state whole). Nothing without a ``root``."""
-        if self.root is None:
-            return
-        from fisherhub.core.atomic import atomic_path
-
-        def write(path: Path, data: bytes) -> None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_path(path) as temporary:
-                Path(temporary).write_bytes(data)
-
-        with self.lock:
-            repos = [repo.to_state() for repo in self.repos.values()]
-            for repo in self.repos.values():
-                for commit in repo.commits.values():
-                    for data in commit.files.values():
-                        path = self._blob_path(git_blob_sha(data))
-                        if not path.is_file():
-                            write(path, data)
-            document = {"kind": STATE_KIND, "version": STATE_VERSION, "repos": repos}
-            write(self.root / STATE_FILE, json.dumps(document, indent=1).encode("utf-8"))
+        """The repos into ``root`` (``hub_state``); nothing without one."""
+        if self._state is not None:
+            with self.lock:
+                self._state.save(self.repos)
 
     def repo(self, repo_id: str, repo_type: str = "model") -> Repo:
         with self.lock:

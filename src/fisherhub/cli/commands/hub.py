@@ -72,7 +72,8 @@ def environment(endpoint: str, cache: Path) -> dict[str, str]:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from fisherhub.testing.hub_server import HubServer, StateLockedError
+    from fisherhub.testing.hub_server import HubServer
+    from fisherhub.testing.hub_state import StateLockedError
 
     if not 0 <= args.port < 65536:
         raise InputError(f"--port {args.port}: give a port between 1 and 65535, or 0 for any free one")
