@@ -122,7 +122,8 @@ def test_the_checker_sees_a_cycle_and_a_forbidden_core_import(tmp_path):
 #: ``extras`` (imports of the optional packages) sits with ``core``; ``legend`` and ``plotting`` show alignments (over ``core`` only) at the analysis level, so that ``selection``
 #: and ``cli`` can use them; ``training_callback`` is a Trainer integration over ``hub`` and ``pipeline``, beside
 #: ``selection`` and ``metric``; ``config`` (the option dataclasses, once split out of ``options``) sits with
-#: ``options``; ``testing`` (oracles and tiny models for tests and benchmarks) and ``__main__`` are entry points.
+#: ``options``; ``space`` (the Spaces' pages) sits over ``selection``, under ``cli``; ``testing`` (oracles and tiny
+#: models for tests and benchmarks) and ``__main__`` are entry points.
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(names.split())
     for names in (
@@ -132,6 +133,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "pipeline",
         "analysis legend plotting",
         "selection metric training_callback verify",
+        "space",
         "cli",
         "__main__ testing",
     )

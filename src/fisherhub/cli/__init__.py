@@ -14,7 +14,19 @@ import warnings
 
 from fisherhub.core.errors import FisherHubError
 
-COMMAND_MODULES = ("sketch", "demo", "compare", "push", "list", "pull", "verify", "install_metric", "select", "index")
+COMMAND_MODULES = (
+    "sketch",
+    "demo",
+    "compare",
+    "push",
+    "list",
+    "pull",
+    "verify",
+    "install_metric",
+    "metric_space",
+    "select",
+    "index",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -69,6 +69,11 @@ CHUNK_ROWS = 256
 UNIT_TOLERANCE = 1e-2
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _PROVENANCE = ("base_model", "base_model_revision", "dataset", "dataset_config", "dataset_split", "dataset_revision")
+#: the adapter card's ``license`` and ``tags`` at the commit read (what a browser filters by); optional: an
+#: index built before they were recorded has neither, and reads as null
+CARD_COLUMNS = ("license", "tags")
+#: at most this many card tags of at most this many characters are kept per row (a card is the publisher's text)
+CARD_TAGS, CARD_TEXT = 64, 100
 
 
 def row_schema():
@@ -97,8 +102,40 @@ def row_schema():
             ("file_repo", text),
             ("file_commit", text),
             ("format", pa.int32()),
+            ("license", text),
+            ("tags", pa.list_(text)),
         ]
     )
+
+
+def conform(table):
+    """``table`` with this fisherhub's row schema: the ``CARD_COLUMNS`` an older index lacks added as nulls;
+    ``InputError`` for a column of another type."""
+    import pyarrow as pa
+
+    schema = row_schema()
+    for name in CARD_COLUMNS:
+        if name not in table.column_names:
+            table = table.append_column(schema.field(name), pa.nulls(table.num_rows, schema.field(name).type))
+    try:
+        return table.select(schema.names).cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise InputError(f"not a signature index of this fisherhub (a column of another type: {exc})") from exc
+
+
+def card_fields(card: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``CARD_COLUMNS`` of a row from the repo's card metadata: its license (a list joined by commas) and up
+    to ``CARD_TAGS`` tags, as printable text of at most ``CARD_TEXT`` characters."""
+    from fisherhub.hub.index import printable
+
+    card = card if isinstance(card, dict) else {}
+
+    def texts(value: Any) -> list[str]:
+        values = value if isinstance(value, list) else [value] if value else []
+        return [printable(v).strip()[:CARD_TEXT] for v in values if isinstance(v, (str, int, float)) and str(v).strip()]
+
+    licenses = texts(card.get("license"))
+    return {"license": ", ".join(licenses) or None, "tags": texts(card.get("tags"))[:CARD_TAGS] or None}
 
 
 @functools.lru_cache(maxsize=64)
@@ -107,8 +144,11 @@ def spec_json(spec: SketchSpec) -> str:
     return json.dumps(spec.to_dict(), sort_keys=True)
 
 
-def signature_row(signature: Signature, ref: SignatureRef, obtained: str, layout: Layout) -> dict[str, Any]:
-    """The index row of ``signature``, the file ``ref`` names (pinned to a commit)."""
+def signature_row(
+    signature: Signature, ref: SignatureRef, obtained: str, layout: Layout, card: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The index row of ``signature``, the file ``ref`` names (pinned to a commit); ``card``: the metadata of the
+    card of the repo the row is for (its license and tags, ``card_fields``)."""
     if obtained not in OBTAINED:
         raise InputError(f"obtained must be one of {tuple(OBTAINED)}, got {obtained!r}")
     means = [getattr(signature, name).double() for name in SKETCHES]
@@ -133,6 +173,7 @@ def signature_row(signature: Signature, ref: SignatureRef, obtained: str, layout
         "file_repo": None,
         "file_commit": None,
         "format": INDEX_FORMAT,
+        **card_fields(card),
     }
     dtype = np.dtype(layout.dtype).newbyteorder("<")
     for name, mean, length in zip(SKETCHES, means, lengths):
@@ -171,6 +212,13 @@ class IndexRows:
     def ref(self, i: int) -> SignatureRef:
         row = self.rows[i]
         return SignatureRef(row["repo_id"], row["repo_type"], row["commit"], row["path"])
+
+    def file_ref(self, i: int) -> SignatureRef:
+        """Where row ``i``'s signature file is: in the row's repo, or (sketched by the indexer) in the index repo."""
+        row = self.rows[i]
+        if row.get("file_repo"):
+            return SignatureRef(row["file_repo"], "dataset", row["file_commit"], row["path"])
+        return self.ref(i)
 
 
 def _decode(data: bytes | None, dtype: str, m: int, what: str) -> np.ndarray:
@@ -280,8 +328,8 @@ def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
 
 
 def check_table_columns(table, where: str) -> None:
-    """``InputError`` unless ``table`` has every column of this fisherhub's rows."""
-    missing = sorted(set(row_schema().names) - set(table.column_names))
+    """``InputError`` unless ``table`` has every column of this fisherhub's rows (the ``CARD_COLUMNS`` may be absent)."""
+    missing = sorted(set(row_schema().names) - set(CARD_COLUMNS) - set(table.column_names))
     if missing:
         raise InputError(
             f"{where}: not a signature index of this fisherhub (columns {missing} missing); rebuild it "
@@ -329,6 +377,7 @@ def read_rows(table, base_model: str | None, where: str, commit: str | None = No
     """The checked rows of an Arrow ``table`` of index rows, for ``base_model`` (None: any): each row that
     fails a check skipped with its reason. Reads the sketches every row stores (the joint one always)."""
     check_table_columns(table, where)
+    table = conform(table)
     scalar_columns = [name for name in table.column_names if name not in SKETCHES]
     columns = {name: table.column(name).to_pylist() for name in scalar_columns}
     stored = [name for name in SKETCHES if table.column(name).null_count == 0] or ["joint"]
@@ -377,12 +426,14 @@ def row_alignments(rows: IndexRows, indices: list[int], sketch: str = "joint") -
     return matrix
 
 
-def largest_rows(rows: IndexRows, limit: int) -> list[int]:
-    """The ``limit`` rows with the most tokens among those of the most common sketch id (rows that compare)."""
-    if not len(rows):
+def largest_rows(rows: IndexRows, limit: int, among: Iterable[int] | None = None) -> list[int]:
+    """The ``limit`` rows with the most tokens among those of the most common sketch id (rows that compare), of
+    the rows ``among`` (default: all)."""
+    candidates = range(len(rows)) if among is None else list(among)
+    if not len(candidates):
         return []
-    common = collections.Counter(row["sketch_id"] for row in rows.rows).most_common(1)[0][0]
-    same = [i for i, row in enumerate(rows.rows) if row["sketch_id"] == common]
+    common = collections.Counter(rows.rows[i]["sketch_id"] for i in candidates).most_common(1)[0][0]
+    same = [i for i in candidates if rows.rows[i]["sketch_id"] == common]
     return sorted(same, key=lambda i: -rows.rows[i]["num_tokens"])[:limit]
 
 
@@ -396,8 +447,9 @@ def nearest_neighbours(rows: IndexRows, limit: int) -> list[tuple[int, int, floa
     return [(i, chosen[int(np.argmax(matrix[k]))], float(np.max(matrix[k]))) for k, i in enumerate(chosen)]
 
 
-def rows_figure(rows: IndexRows, base_model: str, limit: int = PLOTTED_ROWS):
-    """A heatmap (matplotlib ``Figure``) of A among the ``largest_rows``; None with fewer than two."""
+def rows_figure(rows: IndexRows, base_model: str, limit: int = PLOTTED_ROWS, among: Iterable[int] | None = None):
+    """A heatmap (matplotlib ``Figure``) of A among the ``largest_rows`` (of the rows ``among``, default all);
+    None with fewer than two."""
     from fisherhub.extras import require
 
     require("matplotlib")
@@ -405,7 +457,7 @@ def rows_figure(rows: IndexRows, base_model: str, limit: int = PLOTTED_ROWS):
 
     from fisherhub.core.geometry import label
 
-    chosen = largest_rows(rows, limit)
+    chosen = largest_rows(rows, limit, among)
     if len(chosen) < 2:
         return None
     matrix = row_alignments(rows, chosen)
@@ -454,7 +506,7 @@ def repo_rows(snapshot: RepoSnapshot, base_model: str, layout: Layout, token: st
         if canonical_model_id(signature.metadata.get("base_model")) != canonical_model_id(base_model):
             problems.append((info.path, f"the file names base model {signature.metadata.get('base_model')!r}"))
             continue
-        rows.append(signature_row(signature, ref.with_path(info.path), "published", layout))
+        rows.append(signature_row(signature, ref.with_path(info.path), "published", layout, snapshot.card_data))
     return RepoResult(ref.repo_id, ref.repo_type, str(ref.revision), rows, problems)
 
 
@@ -546,7 +598,7 @@ class WorkFolder:
         }
         tables = []
         for chunk in sorted({chunk for _, chunk in wanted.values()}):
-            table = pq.read_table(self.folder / "chunks" / f"{chunk:05d}.parquet")
+            table = conform(pq.read_table(self.folder / "chunks" / f"{chunk:05d}.parquet"))
             keep = [
                 wanted.get((t, r)) == (c, chunk)
                 for t, r, c in zip(*(table.column(k).to_pylist() for k in ("repo_type", "repo_id", "commit")))
@@ -786,7 +838,7 @@ def push_index(
     api = HfApi(token=token)
     where = f"datasets/{repo.repo_id}"
     with hub_errors(where):
-        dataset = datasets.Dataset(table.cast(row_schema()))
+        dataset = datasets.Dataset(conform(table))
         dataset.push_to_hub(
             repo.repo_id,
             split=SPLIT,
@@ -965,7 +1017,7 @@ def replace_repos(loaded: LoadedIndex, folder: WorkFolder, replaced: set[tuple[s
             folder.done[key] = {**entry, "chunk": None}
     keys = zip(loaded.table.column("repo_type").to_pylist(), loaded.table.column("repo_id").to_pylist())
     keep = pa.array([key not in replaced for key in keys], type=pa.bool_())
-    return pa.concat_tables([loaded.table.filter(keep).cast(row_schema()), folder.table()])
+    return pa.concat_tables([conform(loaded.table.filter(keep)), folder.table()])
 
 
 def update_index(

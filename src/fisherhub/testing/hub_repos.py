@@ -7,10 +7,14 @@ from __future__ import annotations
 import json
 
 
-def create_adapter(api, repo_id: str, base_model: str, datasets: list[str] | None = None) -> str:
-    """An adapter repo of ``base_model`` without signatures; its card names ``datasets`` when given."""
+def create_adapter(
+    api, repo_id: str, base_model: str, datasets: list[str] | None = None, card: dict | None = None
+) -> str:
+    """An adapter repo of ``base_model`` without signatures; its card names ``datasets`` when given, and has the
+    fields of ``card`` (e.g. ``license``, ``tags``)."""
     api.create_repo(repo_id)
     named = f"datasets: {json.dumps(datasets)}\n" if datasets else ""
+    named += "".join(f"{key}: {json.dumps(value)}\n" for key, value in (card or {}).items())
     card = f"---\nbase_model: {base_model}\nlibrary_name: peft\n{named}---\n# {repo_id}\n"
     from huggingface_hub import CommitOperationAdd
 

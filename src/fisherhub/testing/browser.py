@@ -1,0 +1,127 @@
+"""Pages driven in a real browser, for the Spaces' tests and benchmark: a page's server started as a command on a
+free loopback port, and the system's Chromium (``apt-get install -y chromium``; Playwright drives it, no browser
+is downloaded) opening it with every request that leaves 127.0.0.1 refused and counted.
+
+Waiting is on what the page shows (``wait_for_text``), never on a fixed sleep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+#: why a browser test cannot run here, or None when it can
+MISSING_CHROMIUM = (
+    None
+    if shutil.which("chromium")
+    else "the system's Chromium is not installed: apt-get install -y chromium (Playwright drives it; no browser "
+    "is downloaded)"
+)
+#: a laptop screen
+VIEWPORT = {"width": 1366, "height": 768}
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def served(command: list[str], port: int, log: Path, *, env: dict[str, str] | None = None, timeout: float = 180.0):
+    """Run ``command`` (a page's server on 127.0.0.1:``port``; output to ``log``) until the page answers 200; yield
+    its URL; then stop it (its own process only)."""
+    url = f"http://127.0.0.1:{port}/"
+    environment = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", **(env or {})}
+    with open(log, "w", encoding="utf-8") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=environment)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                if process.poll() is not None:
+                    raise RuntimeError(f"{command} exited with {process.returncode}: {log.read_text()[-3000:]}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{url} did not answer within {timeout:.0f} s: {log.read_text()[-3000:]}")
+                try:
+                    with urllib.request.urlopen(url, timeout=5) as answer:
+                        if answer.status == 200:
+                            break
+                except (urllib.error.URLError, ConnectionError, TimeoutError):
+                    time.sleep(0.2)
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def serve_command(*arguments: str) -> list[str]:
+    """``python -m fisherhub ARGUMENTS`` with this interpreter."""
+    return [sys.executable, "-m", "fisherhub", *arguments]
+
+
+@dataclasses.dataclass
+class Browsing:
+    """A page in Chromium: ``page`` (Playwright's), the hosts it asked for, and the requests refused because
+    they left 127.0.0.1."""
+
+    page: Any
+    hosts: set[str]
+    refused: list[str]
+
+
+@contextlib.contextmanager
+def chromium(viewport: dict[str, int] | None = None) -> Iterator[Browsing]:
+    """The system's Chromium (headless, ``--no-sandbox``: tests run as root), one page of ``viewport`` (default
+    ``VIEWPORT``); a request to any host but 127.0.0.1 is refused and recorded."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport=viewport or VIEWPORT)
+            browsing = Browsing(page, set(), [])
+
+            def route(request_route):
+                url = request_route.request.url
+                host = urlsplit(url).hostname or ""
+                browsing.hosts.add(host)
+                if host == "127.0.0.1" or url.startswith(("data:", "blob:")):
+                    request_route.continue_()
+                else:
+                    browsing.refused.append(url)
+                    request_route.abort()
+
+            page.route("**/*", route)
+            yield browsing
+        finally:
+            browser.close()
+
+
+def wait_for_text(page: Any, selector: str, *texts: str, timeout: float = 60.0) -> str:
+    """The text of ``selector`` once it contains one of ``texts`` (``TimeoutError`` with what it showed)."""
+    deadline = time.monotonic() + timeout
+    shown = ""
+    while time.monotonic() < deadline:
+        locator = page.locator(selector)
+        shown = locator.inner_text() if locator.count() else ""
+        if any(text in shown for text in texts):
+            return shown
+        page.wait_for_timeout(50)
+    raise TimeoutError(f"{selector} never showed {texts!r} within {timeout:.0f} s; it showed {shown[-2000:]!r}")
