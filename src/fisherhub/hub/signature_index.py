@@ -238,10 +238,25 @@ def _decode(data: bytes | None, dtype: str, m: int, what: str) -> np.ndarray:
 
 
 class _SpecCache:
-    """Parsed specs by (spec JSON, reflection bytes): the rows of one sketch id share a handful."""
+    """Parsed specs by (spec JSON, reflection bytes), and their sketch ids: the rows of one sketch id share a
+    handful; and the canonical form of each base model named (``canonical_model_id``, once per name)."""
 
     def __init__(self):
         self.parsed: dict[tuple[str, bytes | None], SketchSpec] = {}
+        self.sketch_ids: dict[int, str] = {}
+        self.models: dict[Any, str | None] = {}
+
+    def sketch_id(self, spec: SketchSpec) -> str:
+        if id(spec) not in self.sketch_ids:
+            self.sketch_ids[id(spec)] = spec.sketch_id
+        return self.sketch_ids[id(spec)]
+
+    def canonical(self, name: Any) -> str | None:
+        if not isinstance(name, str):
+            return canonical_model_id(name)
+        if name not in self.models:
+            self.models[name] = canonical_model_id(name)
+        return self.models[name]
 
     def __call__(self, row: dict[str, Any]) -> SketchSpec:
         key = (row["spec"], row["reflection"])
@@ -299,10 +314,10 @@ def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
         isinstance(row["file_repo"], str) and _COMMIT.fullmatch(str(row.get("file_commit")))
     ):
         raise SignatureFileError("the row's file is in another repo but names no 40-hex commit of it")
-    if base_model is not None and canonical_model_id(row.get("base_model")) != canonical_model_id(base_model):
+    if base_model is not None and specs.canonical(row.get("base_model")) != specs.canonical(base_model):
         raise SignatureFileError(f"other base model {row.get('base_model')!r}, not {base_model!r}")
     spec = specs(row)
-    if spec.sketch_id != row.get("sketch_id"):
+    if specs.sketch_id(spec) != row.get("sketch_id"):
         raise SignatureFileError(f"stored sketch id {row.get('sketch_id')} does not match its spec ({spec.sketch_id})")
     documents, tokens = row.get("num_documents"), row.get("num_tokens")
     if not (isinstance(documents, int) and isinstance(tokens, int) and 2 <= documents <= tokens < 2**63):
@@ -873,16 +888,25 @@ def push_index(
 
 @dataclasses.dataclass(frozen=True)
 class LoadedIndex:
-    """An index read at one commit: its state file, the Arrow table of its rows, the commit."""
+    """An index read at one commit: its state file, the Arrow table of its rows, the commit; ``rows()`` its checked
+    rows (read once: ranking several targets from one loaded index reads them once)."""
 
     ref: SignatureRef
     commit: str
     state: dict[str, Any]
     table: Any
+    _rows: dict[str | None, IndexRows] = dataclasses.field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property
     def base_model(self) -> str:
         return self.state["base_model"]
+
+    def rows(self, base_model: str | None = None) -> IndexRows:
+        """The checked rows for ``base_model`` (default: the index's own), ``read_rows`` of the table, read once."""
+        base_model = base_model or self.base_model
+        if base_model not in self._rows:
+            self._rows[base_model] = read_rows(self.table, base_model, f"datasets/{self.ref.repo_id}", self.commit)
+        return self._rows[base_model]
 
     @property
     def layout(self) -> Layout:

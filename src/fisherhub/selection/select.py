@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fisherhub.core.alignment import alignment
 from fisherhub.core.errors import FisherHubError, InputError
@@ -26,6 +26,9 @@ from fisherhub.selection.rerank import rerank as measure
 from fisherhub.selection.results import Selection
 from fisherhub.selection.rows import RankedCandidate, Skipped
 from fisherhub.selection.target import SketchOptions, Target, TargetSketcher, data_to_sketch, given_signatures
+
+if TYPE_CHECKING:
+    from fisherhub.hub.signature_index import LoadedIndex
 
 
 def provenance(candidate, source: str, signature) -> str:
@@ -53,7 +56,7 @@ def select_adapter(
     tokenizer=None,
     sketch: SketchOptions | None = None,
     token: str | None = None,
-    index: str | None = None,
+    index: str | LoadedIndex | None = None,
     shortlist: int = SHORTLIST,
     workers: int = DEFAULT_WORKERS,
     rerank: int = 0,
@@ -86,7 +89,8 @@ def select_adapter(
     ``index`` (``datasets/org/name[@rev]``, built by ``fisherhub index build``) instead of ``candidates``: every
     row of the index is scored in one download and one matrix product, pinned to the index commit
     (``selection.index_ranking``); the ``shortlist`` best are then ranked from their own files at the commit
-    each row names, so the result is exactly ``select_adapter`` of those candidates. Candidates' repos are
+    each row names, so the result is exactly ``select_adapter`` of those candidates; a ``LoadedIndex``
+    (``load_index``'s, pinned to its commit) ranks from the rows it already read. Candidates' repos are
     read ``workers`` at once (``hub.pool``).
     """
     score = check_score(score)
@@ -105,10 +109,10 @@ def select_adapter(
     if index is not None:
         if candidates is not None:
             raise InputError("pass candidates or index=, not both (the index chooses the candidates)")
-        from fisherhub.hub.signature_index import load_index
+        from fisherhub.hub.signature_index import LoadedIndex, load_index
 
         check_shortlist(shortlist)
-        loaded = load_index(index, token)
+        loaded = index if isinstance(index, LoadedIndex) else load_index(index, token)
         base_model = base_model or loaded.base_model
         sketcher = (
             None if data is None else TargetSketcher(data, model, tokenizer, base_model, sketch or SketchOptions())

@@ -169,22 +169,16 @@ class IndexBrowser:
     @classmethod
     def open(cls, name: str, token: str | None = None) -> IndexBrowser:
         """The index ``name`` (``datasets/org/name[@rev]``) at the commit its revision is now (``load_index``)."""
-        from fisherhub.hub.signature_index import load_index, read_rows
+        from fisherhub.hub.signature_index import load_index
 
         loaded = load_index(name, token)
-        rows = read_rows(loaded.table, loaded.base_model, f"datasets/{loaded.ref.repo_id}", loaded.commit)
-        return cls(loaded, rows, token)
+        return cls(loaded, loaded.rows(), token)
 
     # -- what the index is ------------------------------------------------------------------------------
     @property
     def name(self) -> str:
         """``datasets/org/name``."""
         return f"datasets/{self.loaded.ref.repo_id}"
-
-    @property
-    def pinned(self) -> str:
-        """``datasets/org/name@commit``: the index as read."""
-        return f"{self.name}@{self.loaded.commit}"
 
     @property
     def base_model(self) -> str:
@@ -308,7 +302,7 @@ class IndexBrowser:
 
     # -- a target ---------------------------------------------------------------------------------------
     def rank_target(self, path: str | os.PathLike, shown_as: str) -> Selection:
-        """``select_adapter(target, index=<this index at its commit>)`` of the signature file at ``path``;
+        """``select_adapter(target, index=<this index as read, at its commit>)`` of the signature file at ``path``;
         ``InputError`` saying what is wrong, naming the file ``shown_as`` (never the local path), for a file that
         is not a signature, a signature of another base model, or an implausible one."""
         from fisherhub.core.signature import Signature
@@ -330,6 +324,6 @@ class IndexBrowser:
         if (doubt := target.implausibility()) is not None:
             raise InputError(f"{shown_as} is implausible, its alignments cannot be trusted: {doubt}")
         try:
-            return select_adapter(target, index=self.pinned, token=self.token)
+            return select_adapter(target, index=self.loaded, token=self.token)
         except InputError as exc:
             raise InputError(f"{shown_as} cannot be ranked against this index: {exc}") from exc

@@ -2,13 +2,15 @@
 row's neighbours and snippet, the heatmap of A among the rows shown, a target signature ranked. What it shows
 comes from ``space.browse`` and ``space.index_view``; this module only lays it out and wires the events.
 
-The index is read when a page opens: one ``repo_info`` says the commit its revision is now, and the rows read at
-that commit are kept (``BrowserCache``), so later visits cost that one request; a session keeps the commit it
-opened, so its filters, pages and neighbours stay on the rows it shows.
+The index is read when the page is built (a Space's start) and checked when a page opens: one ``repo_info`` says
+the commit its revision is now; the rows read at that commit are kept (``BrowserCache``), so a visit costs that
+one request, and a new commit is read once, by the first visitor after it; a session keeps the commit it opened,
+so its filters, pages and neighbours stay on the rows it shows.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -72,6 +74,8 @@ def build_index_app(index: str, *, token: str | None = None, page_size: int = in
     """The page for the index ``index`` (``datasets/org/name[@rev]``), read from the Hub ``HF_ENDPOINT`` names."""
     gr = gradio()
     cache = BrowserCache(index, token)
+    with contextlib.suppress(FisherHubError):  # the page says why when it opens
+        cache.current()  # read now, so that the first visitor does not wait for it
 
     def table_update(browser: IndexBrowser, indices: list[int], page: int) -> tuple[Any, str]:
         shown = indices[page * page_size : (page + 1) * page_size]
@@ -116,6 +120,10 @@ def build_index_app(index: str, *, token: str | None = None, page_size: int = in
         page = min(max(page + step, 0), index_view.pages(len(indices), page_size) - 1)
         return page, *table_update(browser, indices, page)
 
+    def code(text: str):
+        """A snippet box: shown with ``text``, hidden without."""
+        return gr.update(value=text, visible=bool(text))
+
     def heatmap(commit, indices):
         return None if commit is None else cache.at(commit).figure(indices)
 
@@ -130,20 +138,20 @@ def build_index_app(index: str, *, token: str | None = None, page_size: int = in
             details = index_view.row_details(browser, browser.neighbours(row))
         except FisherHubError as exc:
             details = index_view.problem(f"the neighbours of {browser.row_name(row)} cannot be computed: {exc}")
-        return details, index_view.row_snippet(browser, row)
+        return details, code(index_view.row_snippet(browser, row))
 
     choose_row.__annotations__ = {"event": gr.SelectData}  # Gradio passes the click to the parameter so annotated
 
     def rank_upload(commit, upload):
         if commit is None or upload is None:
-            return "", ""
+            return "", code("")
         browser, shown_as = cache.at(commit), Path(upload).name
         try:
             selection = browser.rank_target(upload, shown_as)
         except FisherHubError as exc:
-            return index_view.problem(str(exc)), ""
+            return index_view.problem(str(exc)), code("")
         target = next(iter(selection.targets.values()))
-        return index_view.ranking(selection, target, shown_as), index_view.target_snippet(browser, selection)
+        return index_view.ranking(selection, target, shown_as), code(index_view.target_snippet(browser, selection))
 
     with gr.Blocks(title=f"Fisher signatures: {index}", analytics_enabled=False) as demo:
         header = gr.Markdown(f"## Fisher signature index {index}\n\nreading the index…", elem_id="header")
@@ -171,7 +179,9 @@ def build_index_app(index: str, *, token: str | None = None, page_size: int = in
         with gr.Tabs():
             with gr.Tab("Chosen row", id="row"):
                 details = gr.Markdown("Click a row of the table to see its nearest neighbours.", elem_id="row-details")
-                snippet = gr.Code(language="python", label="Use it", interactive=False, elem_id="row-snippet")
+                snippet = gr.Code(
+                    language="python", label="Use it", interactive=False, visible=False, elem_id="row-snippet"
+                )
             with gr.Tab("Heatmap of A", id="heatmap"):
                 plot = gr.Plot(label="A among the rows shown with the most tokens", elem_id="heatmap")
             with gr.Tab("Rank your target", id="target"):
@@ -184,7 +194,9 @@ def build_index_app(index: str, *, token: str | None = None, page_size: int = in
                     label="Target signature (.safetensors)", file_types=[".safetensors"], elem_id="target-upload"
                 )
                 ranked = gr.Markdown(elem_id="target-ranking")
-                ranked_snippet = gr.Code(language="python", label="Use it", interactive=False, elem_id="target-snippet")
+                ranked_snippet = gr.Code(
+                    language="python", label="Use it", interactive=False, visible=False, elem_id="target-snippet"
+                )
 
         filters = [base_model, words, license_, search]
         demo.load(open_page, None, [header, commit, indices, page, base_model, words, license_, table, line]).then(
@@ -201,5 +213,5 @@ def build_index_app(index: str, *, token: str | None = None, page_size: int = in
         following.click(lambda c, i, p: turn(c, i, p, 1), [commit, indices, page], [page, table, line])
         table.select(choose_row, [commit, indices, page], [details, snippet])
         upload.upload(rank_upload, [commit, upload], [ranked, ranked_snippet])
-        upload.clear(lambda: ("", ""), None, [ranked, ranked_snippet])
+        upload.clear(lambda: ("", code("")), None, [ranked, ranked_snippet])
     return demo
