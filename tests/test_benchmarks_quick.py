@@ -108,6 +108,9 @@ def _space_values(result: dict) -> None:
     steps = result["browser"]
     assert steps.pop("requests refused (not 127.0.0.1)") == 0
     assert set(steps) == {
+        "start: the page's server answers",
+        "reference: its first page",
+        "reference: its page again",
         "first page",
         "page again",
         "filter",

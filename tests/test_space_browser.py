@@ -16,7 +16,8 @@ import pytest
 
 from fisherhub import alignment
 from fisherhub.analysis.nearest import rank_nearest
-from fisherhub.hub import load_signature
+from fisherhub.hub import load_signature, push_signature
+from fisherhub.hub.signature_index import update_index
 from fisherhub.selection import select_adapter
 from fisherhub.space.text import with_error
 from fisherhub.testing.browser import (
@@ -28,6 +29,7 @@ from fisherhub.testing.browser import (
     served,
     wait_for_text,
 )
+from fisherhub.testing.hub_repos import create_adapter
 from fisherhub.testing.index_world import publish_index_world, topic_signature
 
 pytestmark = pytest.mark.skipif(MISSING_CHROMIUM is not None, reason=str(MISSING_CHROMIUM))
@@ -72,7 +74,7 @@ def world(hub, hf_api, hf_hub_cache, tmp_path):
     return publish_index_world(hf_api, BASE, INDEX, ADAPTERS, tmp_path / "work")
 
 
-def test_the_index_space_in_chromium(world, hub, tmp_path):
+def test_the_index_space_in_chromium(world, hub, hf_api, tmp_path):
     target = topic_signature(BASE, "code", seed=99, shift=1, tokens=300, dataset="me/my-data")
     target.save(tmp_path / "my-target.safetensors")
     (tmp_path / "notes.safetensors").write_bytes(b"these are my notes, not a signature")
@@ -142,6 +144,17 @@ def test_the_index_space_in_chromium(world, hub, tmp_path):
             wait_for_text(page, "#target-ranking", message)
         shot(page, tmp_path / "index-bad-upload.png")
         check_page(browsing, tmp_path)
+
+        # the index moves on (one adapter more): the next visit shows its new commit's rows
+        repo_id = create_adapter(hf_api, "org/late-lora", BASE, card={"license": "mit"})
+        push_signature(topic_signature(BASE, "math", seed=500, dataset="org/late-data"), repo_id)
+        update_index(INDEX, work=tmp_path / "update")
+        page.reload()
+        wait_for_text(page, "#status", f"of {ADAPTERS + 1} shown")
+        assert rows_shown(page) == ADAPTERS + 1
+        page.locator("#search textarea, #search input").first.fill("late")
+        wait_for_text(page, "#status", "of 1 shown")
+        assert page.locator('#rows [data-testid="cell-0-0"]').inner_text().strip() == "org/late-lora"
 
 
 def test_the_metric_space_in_chromium(hub, hf_hub_cache, tmp_path):

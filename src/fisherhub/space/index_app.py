@@ -2,10 +2,11 @@
 row's neighbours and snippet, the heatmap of A among the rows shown, a target signature ranked. What it shows
 comes from ``space.browse`` and ``space.index_view``; this module only lays it out and wires the events.
 
-The index is read when the page is built (a Space's start) and checked when a page opens: one ``repo_info`` says
-the commit its revision is now; the rows read at that commit are kept (``BrowserCache``), so a visit costs that
-one request, and a new commit is read once, by the first visitor after it; a session keeps the commit it opened,
-so its filters, pages and neighbours stay on the rows it shows.
+The index is read when the page is built (a Space's start), and the page is made with its first view (every row,
+the first 50, the heatmap), so a visitor's browser shows the rows with the page itself. When a page opens, one
+``repo_info`` says the commit the index's revision is now: the same, nothing more is sent; another, its rows are
+read once (``BrowserCache``) and the page shows them. A session keeps the commit it opened, so its filters, pages
+and neighbours stay on the rows it shows.
 """
 
 from __future__ import annotations
@@ -74,8 +75,6 @@ def build_index_app(index: str, *, token: str | None = None, page_size: int = in
     """The page for the index ``index`` (``datasets/org/name[@rev]``), read from the Hub ``HF_ENDPOINT`` names."""
     gr = gradio()
     cache = BrowserCache(index, token)
-    with contextlib.suppress(FisherHubError):  # the page says why when it opens
-        cache.current()  # read now, so that the first visitor does not wait for it
 
     def table_update(browser: IndexBrowser, indices: list[int], page: int) -> tuple[Any, str]:
         shown = indices[page * page_size : (page + 1) * page_size]
@@ -85,26 +84,46 @@ def build_index_app(index: str, *, token: str | None = None, page_size: int = in
             index_view.status(len(indices), len(browser.rows), page, page_size),
         )
 
-    def open_page():
+    def first_view(browser: IndexBrowser) -> dict[str, Any]:
+        """What a visitor sees first: every row, no filter, the first page, the heatmap of the rows (by output)."""
+        choices, indices = browser.choices(), browser.select(Filters())
+        table, line = table_update(browser, indices, 0)
+        return {
+            "header": browser.summary(),
+            "commit": browser.loaded.commit,
+            "indices": indices,
+            "page": 0,
+            "base_model": gr.update(choices=[ANY, *choices["base_model"]], value=ANY),
+            "words": gr.update(choices=choices["task_words"], value=[]),
+            "license": gr.update(choices=[ANY, *choices["license"]], value=ANY),
+            "table": table,
+            "line": line,
+            "plot": browser.figure(indices),
+        }
+
+    def open_page(seen: str | None):
+        """A visit: the first view again only when the index is at another commit than the page shows."""
         try:
             browser = cache.current()
         except FisherHubError as exc:
             message = index_view.problem(f"cannot read the index {index}: {exc}")
-            return message, None, [], 0, gr.update(), gr.update(), gr.update(), gr.update(), ""
-        choices = browser.choices()
-        indices = browser.select(Filters())
-        table, line = table_update(browser, indices, 0)
-        return (
-            browser.summary(),
-            browser.loaded.commit,
-            indices,
-            0,
-            gr.update(choices=[ANY, *choices["base_model"]], value=ANY),
-            gr.update(choices=choices["task_words"], value=[]),
-            gr.update(choices=[ANY, *choices["license"]], value=ANY),
-            table,
-            line,
-        )
+            return message, None, [], 0, *[gr.skip()] * 4, "", None
+        if browser.loaded.commit == seen:
+            return tuple(gr.skip() for _ in range(10))
+        return tuple(first_view(browser).values())
+
+    initial: dict[str, Any] = {}
+    with contextlib.suppress(FisherHubError):  # unreadable now: the page says why when it opens
+        initial = first_view(cache.current())  # read now, so that no visitor waits for it
+
+    def shown(name: str, default: Any = None) -> Any:
+        """The first view's value of one output (an update's ``value``), else ``default``."""
+        value = initial.get(name, default)
+        return value.get("value", default) if isinstance(value, dict) else value
+
+    def offered(name: str, default: list[str]) -> list[str]:
+        """The first view's choices of one filter, else ``default``."""
+        return initial[name]["choices"] if name in initial else default
 
     def filter_rows(commit, base_model, words, license_, search):
         if commit is None:
@@ -154,20 +173,27 @@ def build_index_app(index: str, *, token: str | None = None, page_size: int = in
         return index_view.ranking(selection, target, shown_as), code(index_view.target_snippet(browser, selection))
 
     with gr.Blocks(title=f"Fisher signatures: {index}", analytics_enabled=False) as demo:
-        header = gr.Markdown(f"## Fisher signature index {index}\n\nreading the index…", elem_id="header")
-        commit = gr.State(None)
-        indices = gr.State([])
+        header = gr.Markdown(
+            shown("header", f"## Fisher signature index {index}\n\nreading the index…"), elem_id="header"
+        )
+        commit = gr.State(initial.get("commit"))
+        indices = gr.State(initial.get("indices", []))
         page = gr.State(0)
         with gr.Row():
-            base_model = gr.Dropdown([ANY], value=ANY, label="Base model", elem_id="base-model", scale=2)
-            words = gr.Dropdown([], value=[], multiselect=True, label="Task words", elem_id="task-words", scale=3)
-            license_ = gr.Dropdown([ANY], value=ANY, label="License", elem_id="license", scale=1)
+            base_model = gr.Dropdown(
+                offered("base_model", [ANY]), value=ANY, label="Base model", elem_id="base-model", scale=2
+            )
+            words = gr.Dropdown(
+                offered("words", []), value=[], multiselect=True, label="Task words", elem_id="task-words", scale=3
+            )
+            license_ = gr.Dropdown(offered("license", [ANY]), value=ANY, label="License", elem_id="license", scale=1)
             search = gr.Textbox(label="Search", placeholder="repo or dataset name", elem_id="search", scale=2)
         with gr.Row(equal_height=True):
-            line = gr.Markdown(elem_id="status")
+            line = gr.Markdown(shown("line", ""), elem_id="status")
             previous = gr.Button("◀ previous", size="sm", elem_id="previous", scale=0)
             following = gr.Button("next ▶", size="sm", elem_id="next", scale=0)
         table = gr.Dataframe(
+            shown("table"),
             headers=list(IndexBrowser.COLUMNS),
             datatype=["markdown", *["str"] * (len(IndexBrowser.COLUMNS) - 1)],
             interactive=False,
@@ -183,7 +209,7 @@ def build_index_app(index: str, *, token: str | None = None, page_size: int = in
                     language="python", label="Use it", interactive=False, visible=False, elem_id="row-snippet"
                 )
             with gr.Tab("Heatmap of A", id="heatmap"):
-                plot = gr.Plot(label="A among the rows shown with the most tokens", elem_id="heatmap")
+                plot = gr.Plot(shown("plot"), label="A among the rows shown with the most tokens", elem_id="heatmap")
             with gr.Tab("Rank your target", id="target"):
                 gr.Markdown(
                     "Upload the signature of your own data (`fisherhub sketch --dataset ... --model "
@@ -199,9 +225,8 @@ def build_index_app(index: str, *, token: str | None = None, page_size: int = in
                 )
 
         filters = [base_model, words, license_, search]
-        demo.load(open_page, None, [header, commit, indices, page, base_model, words, license_, table, line]).then(
-            heatmap, [commit, indices], plot
-        )
+        views = [header, commit, indices, page, base_model, words, license_, table, line, plot]
+        demo.load(open_page, commit, views)
         for control in (base_model, words, license_):
             control.input(filter_rows, [commit, *filters], [indices, page, table, line]).then(
                 heatmap, [commit, indices], plot

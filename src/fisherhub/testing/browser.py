@@ -40,35 +40,50 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+class PageServer:
+    """A page's server started as ``command`` (on 127.0.0.1:``port``; output to ``log``), in its own process."""
+
+    def __init__(self, command: list[str], port: int, log: Path, *, env: dict[str, str] | None = None):
+        self.url, self.log = f"http://127.0.0.1:{port}/", log
+        environment = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", **(env or {})}
+        with open(log, "w", encoding="utf-8") as output:
+            self.process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=environment)
+
+    def wait(self, timeout: float = 180.0) -> str:
+        """The page's URL, once it answers 200."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"the page's server exited with {self.process.returncode}: {self.log.read_text()[-3000:]}"
+                )
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.url} did not answer within {timeout:.0f} s: {self.log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(self.url, timeout=5) as answer:
+                    if answer.status == 200:
+                        return self.url
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        """End the server's process (its own only)."""
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
 @contextlib.contextmanager
 def served(command: list[str], port: int, log: Path, *, env: dict[str, str] | None = None, timeout: float = 180.0):
-    """Run ``command`` (a page's server on 127.0.0.1:``port``; output to ``log``) until the page answers 200; yield
-    its URL; then stop it (its own process only)."""
-    url = f"http://127.0.0.1:{port}/"
-    environment = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", **(env or {})}
-    with open(log, "w", encoding="utf-8") as output:
-        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=environment)
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
-                if process.poll() is not None:
-                    raise RuntimeError(f"{command} exited with {process.returncode}: {log.read_text()[-3000:]}")
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{url} did not answer within {timeout:.0f} s: {log.read_text()[-3000:]}")
-                try:
-                    with urllib.request.urlopen(url, timeout=5) as answer:
-                        if answer.status == 200:
-                            break
-                except (urllib.error.URLError, ConnectionError, TimeoutError):
-                    time.sleep(0.2)
-            yield url
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    """``PageServer(command, port, log)`` until its page answers; yield its URL; then stop it."""
+    server = PageServer(command, port, log, env=env)
+    try:
+        yield server.wait(timeout)
+    finally:
+        server.stop()
 
 
 def serve_command(*arguments: str) -> list[str]:
@@ -88,15 +103,15 @@ class Browsing:
 
 @contextlib.contextmanager
 def chromium(viewport: dict[str, int] | None = None) -> Iterator[Browsing]:
-    """The system's Chromium (headless, ``--no-sandbox``: tests run as root), one page of ``viewport`` (default
-    ``VIEWPORT``); a request to any host but 127.0.0.1 is refused and recorded."""
+    """The system's Chromium (headless, ``--no-sandbox``: tests run as root), a page of ``viewport`` (default
+    ``VIEWPORT``); a request of any page of its context to any host but 127.0.0.1 is refused and recorded."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
         try:
-            page = browser.new_page(viewport=viewport or VIEWPORT)
-            browsing = Browsing(page, set(), [])
+            context = browser.new_context(viewport=viewport or VIEWPORT)
+            browsing = Browsing(context.new_page(), set(), [])
 
             def route(request_route):
                 url = request_route.request.url
@@ -108,7 +123,7 @@ def chromium(viewport: dict[str, int] | None = None) -> Iterator[Browsing]:
                     browsing.refused.append(url)
                     request_route.abort()
 
-            page.route("**/*", route)
+            context.route("**/*", route)  # every page of the context (``page.context.new_page()``)
             yield browsing
         finally:
             browser.close()
