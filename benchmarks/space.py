@@ -14,7 +14,7 @@ to the page showing the result:
 - **first page**: the first visit, to the rows shown;
 - **page again**: a reload (one ``repo_info``; the commit has not moved, so nothing more): the median of 5,
   interleaved with reloads of the metric Space's page (no data: what any Gradio page costs here, the reference);
-- **next page**, **filter**: the next 50 rows, the search box;
+- **next page**, **filter**: the next 50 rows, the search box (medians of 5);
 - **neighbours**: a row clicked (its file and its 20 nearest rows' files downloaded, then ``rank_nearest``);
 - **target ranked**: a target signature uploaded (``select_adapter(target, index=...)``), cold (the shortlist's
   files downloaded) and warm (the median of 5 uploads of the same file).
@@ -107,9 +107,18 @@ def browser_steps(n: int, target: Path, work: Path, repeats: int = REPEATS) -> d
             again.append(timed(page.reload, page, "#status", shown))
             bare.append(timed(other.reload, other, "#compare", "Compare"))
         steps["page again"], steps["reference: its page again"] = again, bare
-        steps["next page"] = timed(lambda: page.locator("#next").click(), page, "#status", "page 2 of")
-        search = page.locator("#search textarea, #search input").first
-        steps["filter"] = timed(lambda: search.fill("domain-3-"), page, "#status", f"of {n // DOMAINS:,} shown")
+        turns = []
+        for _ in range(repeats):  # next, then back (not timed)
+            turns.append(timed(lambda: page.locator("#next").click(), page, "#status", "page 2 of"))
+            timed(lambda: page.locator("#previous").click(), page, "#status", "page 1 of")
+        steps["next page"] = turns
+        search, filtered = page.locator("#search textarea, #search input").first, []
+        for _ in range(repeats):  # the search, then cleared (not timed)
+            filtered.append(timed(lambda: search.fill("domain-3-"), page, "#status", f"of {n // DOMAINS:,} shown"))
+            timed(lambda: search.fill(""), page, "#status", shown)
+        search.fill("domain-3-")
+        wait_for_text(page, "#status", f"of {n // DOMAINS:,} shown")
+        steps["filter"] = filtered
         row = page.locator('#rows [data-testid="cell-0-1"]')
         steps["neighbours"] = timed(row.click, page, "#row-details", "Verdict")
         page.get_by_role("tab", name="Rank your target").click()
@@ -165,7 +174,10 @@ def plot(result: dict, path: Path) -> None:
     where = "in Chromium" if result["browser"] else f"in-process only ({result['browser_missing']})"
     axis.set(
         xlabel="seconds (red: the aim)",
-        title=f"The index Space, {result['rows']:,} rows, {result['latency_s'] * 1000:.0f} ms per request, {where}",
+        title=(
+            f"The index Space, {result['rows']:,} rows, {result['latency_s'] * 1000:.0f} ms per request, {where}; "
+            f"load average {result['load_before']:.0f} on {result['machine']['cpus']} cores"
+        ),
     )
     figure.savefig(path, dpi=120)
 

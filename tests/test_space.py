@@ -11,6 +11,8 @@ import re
 import runpy
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -75,6 +77,14 @@ def test_rows_filters_neighbours_and_a_target_ranked_as_select_adapter_ranks_it(
     first = expected[0].alignment
     assert f"{first.fisher:.3f} ± {first.stderr:.3f}" in details and "**Verdict**" in details
     assert "signature file" in details and hub_url("dataset", "org/legal-data-11", f"{11:040x}") in details
+    for url in re.findall(r"\]\((http[^)]+)\)", details):  # every link leads to a page of the Hub the app reads
+        if "legal-data" in url:  # the row's dataset: named in its signature, never created on this Hub
+            continue
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            assert answer.status == 200 and "org/" in answer.read().decode()
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(hub_url("model", "org/legal-lora-11", "main", "no/such/file"), timeout=30)
+    assert missing.value.code == 404
     # a target uploaded: the very ranking select_adapter gives from the index
     target = topic_signature(BASE, "code", seed=99, tokens=300, dataset="me/private-data")
     target.save(tmp_path / "mine.safetensors")
