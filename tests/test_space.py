@@ -1,7 +1,8 @@
 """The Spaces' logic without a browser (``fisherhub.space``): an index's rows, filters, a row's neighbours (those
 of ``rank_nearest``), a target's ranking (that of ``select_adapter(target, index=...)``), the messages for bad
 uploads, what a repo published shown as text, the Spaces' files pushed in one commit, the index a Space reads,
-and Gradio imported only when a page is built. The pages in a real browser: ``test_space_browser.py``."""
+the Space apps' own files. Gradio is imported only when a page is built (``test_cli_startup.py``,
+``test_packaging.py``); the pages in a real browser: ``test_space_browser.py``."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ import dataclasses
 import json
 import re
 import runpy
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -24,7 +23,8 @@ from fisherhub.core.errors import InputError
 from fisherhub.hub.refs import SignatureRef
 from fisherhub.hub.signature_index import Layout, LoadedIndex, load_index, read_rows, row_schema, signature_row
 from fisherhub.selection import select_adapter
-from fisherhub.space.browse import NEIGHBOURS, UNKNOWN_LICENSE, Filters, IndexBrowser, Neighbourhood
+from fisherhub.core.state import CLAMPED_NORMS_KEY
+from fisherhub.space.browse import NEIGHBOURS, UNKNOWN_LICENSE, Filters, IndexBrowser, Neighbourhood, row_flags
 from fisherhub.space.index_view import ranking, row_details
 from fisherhub.space.publish import INDEX_VARIABLE, SETTINGS_FILE, card_folder, space_index
 from fisherhub.space.text import escape, hub_url
@@ -222,13 +222,23 @@ def test_the_space_apps_build_their_pages(world, monkeypatch):
         assert isinstance(namespace["demo"], gradio.Blocks), name
 
 
-def test_gradio_is_imported_only_when_a_page_is_built():
-    script = (
-        "import sys\nimport fisherhub\nfrom fisherhub.cli import main\nimport fisherhub.space.browse, "
-        "fisherhub.space.publish, fisherhub.space.metric_view\n"
-        "for argv in (['index', 'space', '--help'], ['metric-space', '--help']):\n"
-        "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
-        "print('GRADIO', 'gradio' in sys.modules)\n"
+def test_a_row_is_flagged_for_what_makes_its_numbers_doubtful():
+    row = {"num_documents": 5, "sketch_id": "other", "file_repo": "org/index"}
+    metadata = {"source": "generated", CLAMPED_NORMS_KEY: "joint", "base_model": BASE, "dataset": "local.jsonl"}
+    flags = row_flags(row, metadata, "common")
+    assert [flag.split(" ")[0] for flag in flags] == [
+        "unresolved",
+        "5",
+        "sketched",
+        "signed",
+        "unverifiable:",
+        "sketch",
+    ]
+    assert (
+        row_flags(
+            {"num_documents": 500, "sketch_id": "common"},
+            {"base_model": BASE, "dataset": "org/d", "dataset_revision": "r"},
+            "common",
+        )
+        == ()
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert "GRADIO False" in result.stdout, result.stdout[-2000:] + result.stderr[-2000:]

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fisherhub.core.errors import FisherHubError, InputError, SignatureFileError
-from fisherhub.core.state import CLAMPED_NORMS_KEY
+from fisherhub.core.state import CLAMPED_NORMS_KEY, MIN_DOCUMENTS
 from fisherhub.hub.pool import bounded_map
 from fisherhub.selection.index_ranking import SHORTLIST, row_scores
 
@@ -94,14 +94,16 @@ class RowView:
 
 
 def row_flags(row: dict[str, Any], metadata: dict[str, Any], common_sketch_id: str | None) -> tuple[str, ...]:
-    """What a reader should know before trusting a row: unresolved split norms, a signature sketched from
-    generations (a fallback), its file kept in the index repo (signed by the indexer), data that cannot be
+    """What a reader should know before trusting a row: unresolved split norms, too few documents
+    (``MIN_DOCUMENTS``), a signature sketched from generations (a fallback), its file kept in the index repo (signed by the indexer), data that cannot be
     re-sketched (``verify.unverifiable_metadata``), a sketch id the other rows do not share."""
     from fisherhub.verify import unverifiable_metadata
 
     flags = []
     if metadata.get(CLAMPED_NORMS_KEY):
         flags.append(f"unresolved split norms ({metadata[CLAMPED_NORMS_KEY]}): its alignments are noise")
+    if row["num_documents"] < MIN_DOCUMENTS:
+        flags.append(f"{row['num_documents']} documents: below {MIN_DOCUMENTS} its error bars understate its noise")
     if metadata.get("source") == GENERATED:
         flags.append("sketched from the adapter's generations, not its training data")
     if row.get("file_repo"):
@@ -284,11 +286,12 @@ class IndexBrowser:
         ]
         chosen = order[:shortlist]
         outcomes = bounded_map(self.signature, chosen, catch=(FisherHubError, OSError))
-        names = {self.row_name(o.item): o.item for o in outcomes if o.error is None}
+        readable = [o for o in outcomes if o.error is None]
         unreadable = [(self.row_name(o.item), str(o.error)) for o in outcomes if o.error is not None]
-        if not names:
+        if not readable:
             return Neighbourhood(i, [], {}, None, unreadable)
-        signatures = {name: outcome.value for name, outcome in zip(names, (o for o in outcomes if o.error is None))}
+        names = {self.row_name(o.item): o.item for o in readable}
+        signatures = {self.row_name(o.item): o.value for o in readable}
         ranked = rank_nearest(target, signatures)
         verdict = score_selection([n.alignment for n in ranked], "fisher", [n.name for n in ranked]).verdict
         return Neighbourhood(i, ranked[:limit], names, verdict, unreadable)
