@@ -84,3 +84,30 @@ def hf_hub_cache(tmp_path, monkeypatch) -> str:
     monkeypatch.setenv("HF_HUB_CACHE", cache)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", cache)
     return cache
+
+
+#: every signature the session's tests make (``SketchState.finalize``), checked by the bounded-claims checks
+_TALLY = None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _every_signature_made_passes_the_bounded_claims_checks():
+    """No false alarms: a signature a test makes that the checks doubt fails the session (``pytest_sessionfinish``);
+    the count is in the terminal summary. Signatures made in subprocesses are not seen here."""
+    global _TALLY
+    from fisherhub.testing.plausibility import PlausibilityTally
+
+    _TALLY = PlausibilityTally()
+    with _TALLY.watch():
+        yield
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _TALLY is not None:  # doubted pairs are the tests' own forgeries: counted, not listed
+        for line in _TALLY.lines(pairs=False):
+            terminalreporter.write_line(line)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _TALLY is not None and _TALLY.doubted and exitstatus == 0:
+        session.exitstatus = 1

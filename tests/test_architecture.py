@@ -119,7 +119,8 @@ def test_the_checker_sees_a_cycle_and_a_forbidden_core_import(tmp_path):
 
 #: The layers, lowest first: a module of one imports only modules of its own layer or lower ones. Each entry
 #: names top-level modules or packages of ``fisherhub``; a module belongs to the entry naming its top level.
-#: ``extras`` (imports of the optional packages) sits with ``core``; ``legend`` and ``plotting`` show alignments (over ``core`` only) at the analysis level, so that ``selection``
+#: ``extras`` (imports of the optional packages) and ``safe_text`` (the one sanitiser of text from repos, under every
+#: printer) sit with ``core``; ``legend`` and ``plotting`` show alignments (over ``core`` only) at the analysis level, so that ``selection``
 #: and ``cli`` can use them; ``training_callback`` is a Trainer integration over ``hub`` and ``pipeline``, beside
 #: ``selection`` and ``metric``; ``config`` (the option dataclasses, once split out of ``options``) sits with
 #: ``options``; ``space`` (the Spaces' pages) sits over ``selection``, under ``cli``; ``testing`` (oracles and tiny
@@ -127,7 +128,7 @@ def test_the_checker_sees_a_cycle_and_a_forbidden_core_import(tmp_path):
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(names.split())
     for names in (
-        "core extras",
+        "core extras safe_text",
         "options config",
         "data lm hub",
         "pipeline",

@@ -298,16 +298,16 @@ def test_case9_malformed_adapter_config_or_card_skips_the_candidate(tmp_path):
     reasons = {skipped.candidate: skipped.reason for skipped in selection.skipped}
     assert set(reasons) == {str(folders[name]) for name in ("broken-config", "list-config", "broken-card")}
     assert re.fullmatch(
-        r"malformed adapter_config\.json \(Expecting ',' delimiter: line 1 column \d+ \(char \d+\)\): "
+        r"adapter_config\.json is not valid JSON \(Expecting ',' delimiter: line 1 column \d+ \(char \d+\)\): "
         r"save the adapter again with PeftModel\.save_pretrained",
         reasons[str(folders["broken-config"])],
     )
     assert reasons[str(folders["list-config"])] == (
-        "malformed adapter_config.json ('list' object is not a mapping): "
+        "adapter_config.json is a JSON list, not an object of PEFT settings: "
         "save the adapter again with PeftModel.save_pretrained"
     )
     assert re.fullmatch(
-        r"malformed adapter card README\.md \(.+\): fix its YAML block between the '---' lines",
+        r"adapter card: README\.md has a malformed YAML header \(.+\): fix its YAML block between the '---' lines",
         reasons[str(folders["broken-card"])],
         re.S,
     ), reasons[str(folders["broken-card"])]

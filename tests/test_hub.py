@@ -64,12 +64,16 @@ print(json.dumps(results))
 
 
 def cli(*argv: str) -> int:
+    """Run push, list or pull as ``fisherhub`` does (its output through ``printable_streams``); errors propagate."""
+    from fisherhub.safe_text import printable_streams
+
     parser = argparse.ArgumentParser(prog="fisherhub")
     subparsers = parser.add_subparsers()
     for command in (push_command, list_command, pull_command):
         command.register(subparsers)
     args = parser.parse_args(argv)
-    return args.func(args)
+    with printable_streams():
+        return args.func(args)
 
 
 def make_signature(

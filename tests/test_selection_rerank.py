@@ -26,7 +26,24 @@ from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 from fisherhub.core.errors import InputError
 from fisherhub.pipeline.loop import sketch_texts
 from fisherhub.selection import select_adapter
-from fisherhub.selection.rerank import each_adapter, second_stage_candidates
+from fisherhub.selection.peft_loading import adapter_on
+from fisherhub.selection.rerank import second_stage_candidates
+
+
+def signed_lora_folders(base, tokenizer, folder, domains: int) -> list:
+    """``folder/lora-<domain>``: a LoRA adapter trained on each of the first ``domains`` domains, its training
+    data's signature inside."""
+    folders = []
+    for domain in range(domains):
+        texts = domain_texts(domain, TRAIN_STEPS * TRAIN_BATCH, seed=100 + domain)
+        path = folder / f"lora-{domain}"
+        train_lora(base, tokenizer, texts).save_pretrained(path)
+        (path / ".fisher_signatures").mkdir()
+        sketch_texts(texts[:SIGNED_DOCUMENTS], base, tokenizer, m=M, reflection=True).save(
+            path / ".fisher_signatures" / "training-data.safetensors"
+        )
+        folders.append(path)
+    return folders
 
 
 @pytest.fixture(scope="module")
@@ -36,16 +53,7 @@ def adapters(tmp_path_factory):
     base = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=VOCAB_SIZE)
     base.requires_grad_(False)
     tokenizer = tiny_tokenizer(VOCAB_SIZE)
-    folders = []
-    for domain in range(DOMAINS):
-        texts = domain_texts(domain, TRAIN_STEPS * TRAIN_BATCH, seed=100 + domain)
-        path = folder / f"lora-{domain}"
-        train_lora(base, tokenizer, texts).save_pretrained(path)
-        (path / ".fisher_signatures").mkdir()
-        sketch_texts(texts[:SIGNED_DOCUMENTS], base, tokenizer, m=M, reflection=True).save(
-            path / ".fisher_signatures" / "training-data.safetensors"
-        )
-        folders.append(path)
+    folders = signed_lora_folders(base, tokenizer, folder, DOMAINS)
     return {"base": base, "tokenizer": tokenizer, "folders": folders, "target": domain_texts(0, 40, seed=999)}
 
 
@@ -118,17 +126,19 @@ def test_one_adapter_in_memory_at_a_time(adapters):
     single = None
     previous: list[weakref.ref] = []
     seen = []
-    for row, peft_model in each_adapter(model, rows):
-        gc.collect()
-        assert all(ref() is None for ref in previous), "an earlier adapter's weights are still alive"
-        modules = lora_modules(peft_model)
-        names = {name for module in modules for name in module.lora_A}
-        assert names == {"rerank"} and len(peft_model.peft_config) == 1
-        single = len(modules) if single is None else single
-        assert len(modules) == single  # one adapter's worth of LoRA layers, never more
-        previous = [weakref.ref(module.lora_A["rerank"].weight) for module in modules]
-        seen.append(row.candidate)
-        del peft_model, modules  # this loop's own references; the next step unloads the adapter
+    for row in rows:
+        with adapter_on(model, row.adapter) as peft_model:
+            gc.collect()
+            assert all(ref() is None for ref in previous), "an earlier adapter's weights are still alive"
+            modules = lora_modules(peft_model)
+            names = {name for module in modules for name in module.lora_A}
+            assert names == {"rerank"} and len(peft_model.peft_config) == 1
+            single = len(modules) if single is None else single
+            assert len(modules) == single  # one adapter's worth of LoRA layers, never more
+            previous = [weakref.ref(module.lora_A["rerank"].weight) for module in modules]
+            seen.append(row.candidate)
+            del peft_model, modules  # this loop's own references; leaving the block unloads the adapter
+        assert lora_modules(model) == []
     gc.collect()
     assert all(ref() is None for ref in previous)
     assert seen == [row.candidate for row in rows]

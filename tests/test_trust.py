@@ -13,7 +13,7 @@ from fisherhub.testing.oracles import sketch, synthetic_task
 from test_signature_fuzz import forged
 
 from fisherhub import Signature, SignatureFileError, SketchSpec, alignment
-from fisherhub.core.signature import max_self_dominance
+from fisherhub.core.plausibility import max_self_dominance
 from fisherhub.hub import push_signature
 from fisherhub.selection import select_adapter
 
@@ -90,14 +90,16 @@ def test_other_dtypes_are_refused_cleanly(world, dtype):
 
 
 def test_implausible_estimates_are_flagged(world):
-    from fisherhub.selection.ranking import implausible_scores
+    from fisherhub.core.plausibility import range_doubt
 
     result = alignment(world["good"], world["target"])
-    assert implausible_scores(result) is None
-    import dataclasses
-
-    assert "outside [0, 1]" in implausible_scores(dataclasses.replace(result, fisher=5.0, stderr=0.1))
-    assert "fisher = nan" in implausible_scores(dataclasses.replace(result, fisher=math.nan))
+    assert result.doubt is None and result.plausible
+    doubt = range_doubt({"fisher": (5.0, 0.1, 0.0)})
+    assert "fisher = 5 ± 0.1 outside [0, 1] by more than 5 se" in doubt and doubt.endswith("(check: alignment range)")
+    assert "fisher = nan" in range_doubt({"fisher": (math.nan, 0.1, 0.0)})
+    assert range_doubt({"fisher": (1.45, 0.1, 0.0)}) is None  # within 5 se of 1
+    assert range_doubt({"fisher": (1.55, 0.1, 0.1)}) is None  # and of what shared documents add
+    assert "outside [0, 1.05]" in range_doubt({"fisher": (1.6, 0.1, 0.05)})
 
 
 def _adapter(folder, signature: Signature):

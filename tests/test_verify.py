@@ -8,6 +8,7 @@ import dataclasses
 import json
 
 import pytest
+import torch
 from sketch_helpers import LAUNCH_TWO_CPU_PROCESSES, run_script
 from test_signature_fuzz import forged
 from fisherhub.testing.tiny_models import saved_tiny_model
@@ -71,6 +72,38 @@ def test_verify_across_dtypes_and_processes(published, tmp_path, capsys):
     assert "NOT reproduced" in verify_signature(other).describe()
     fewer = dataclasses.replace(fp32, num_documents=fp32.num_documents - 1)
     assert not compare(fewer, fp32).reproduced
+
+
+def test_verify_catches_what_no_bound_can(published, tmp_path):
+    """The forgeries the bounded-claims checks cannot see in one file (SPEC §3: inside every bound) are not
+    reproduced by a re-sketch of the recorded data: counts changed, the joint split norm shrunk inside the
+    self-dominance bound, and the activation sketch of another signature put in, headers intact."""
+    honest = sketch(published)
+    other = sketch(
+        dataclasses.replace(
+            published,
+            data=DataArgs("org/pets", max_length=16),
+            output=str(tmp_path / "other.safetensors"),
+            checkpoint=str(tmp_path / "other-checkpoint"),
+        )
+    )
+    norms = honest.split_norms.clone()
+    forgeries = {
+        "counts": forged(honest, num_tokens=str(honest.num_tokens * 10), num_documents=str(honest.num_documents * 10)),
+        "joint split norm": forged(honest, {"split_norms": norms * torch.tensor([0.5, 1.0, 1.0], dtype=torch.float64)}),
+        "activation sketch": forged(
+            honest,
+            {
+                "activation": other.activation,
+                "split_norms": torch.stack([norms[0], other.split_norms[1], norms[2]]),
+            },
+        ),
+    }
+    for name, data in forgeries.items():
+        forgery = Signature.from_bytes(data)
+        assert forgery.findings() == (None, None), name  # inside every bound of one file
+        verification = verify_signature(forgery)
+        assert verification.verifiable and not verification.reproduced, (name, verification.describe())
 
 
 def test_private_data_is_unverifiable(tmp_path):

@@ -30,6 +30,7 @@ _EXPORTS = {
             "state": ("SketchState",),
             "errors": (
                 "FisherHubError",
+                "ImplausibleAlignmentWarning",
                 "IncompatibleSignaturesError",
                 "InputError",
                 "SignatureFileError",

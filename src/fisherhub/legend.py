@@ -22,6 +22,10 @@ BLANK_COUPLING = (
     f"ρ — (blank): undefined, S_a or S_e is within {SIGNIFICANCE_Z:g} standard errors of 0, and ρ = A / (S_a S_e) "
     "would divide by noise"
 )
+DOUBTED = (
+    "! (red, crossed out): not to be trusted: a signature fails its own consistency checks, or the estimate lies "
+    "outside what [0, 1] and its error bars allow; the number is shown, not to be read (the reasons follow)"
+)
 NOT_SIGNIFICANT = (
     f"hatched grey: not significant, not more than {SIGNIFICANCE_Z:g} standard errors above 0 (A, S_a, S_e) or away "
     "from 1 (ρ, the value for independent activations and errors); the number is shown, the colour is not"
@@ -40,14 +44,39 @@ def above_one(values: torch.Tensor) -> bool:
 
 
 def matrix_legend(matrix: AlignmentMatrix, hatched: bool = False) -> list[str]:
-    """The legend lines that apply to ``matrix`` (``hatched``: the figure greys out non-significant cells)."""
+    """The legend lines that apply to ``matrix`` (``hatched``: the figure greys out non-significant cells); with
+    doubted cells, ``DOUBTED`` and their reasons (``doubt_lines``) last."""
     lines = []
-    if any(above_one(GEOMETRIES[name].value(matrix)) for name in HEAD_SCORES):
+    trusted = ~matrix.doubted()
+    if any(above_one(GEOMETRIES[name].value(matrix)[trusted]) for name in HEAD_SCORES):
         lines.append(ABOVE_ONE)
     if bool(matrix.coupling.isnan().any()):
         lines.append(BLANK_COUPLING)
     if hatched and not all(bool(mask.all()) for mask in matrix_significance(matrix).values()):
         lines.append(NOT_SIGNIFICANT)
+    reasons = doubt_lines(matrix)
+    return [*lines, *([DOUBTED, *reasons] if reasons else [])]
+
+
+def doubt_lines(matrix: AlignmentMatrix) -> list[str]:
+    """Why each doubted signature and pair of ``matrix`` is not to be trusted, one line each ("NAME: reason",
+    "NAME vs NAME: reason")."""
+    return _reason_lines(matrix.names, matrix.signature_doubts, matrix.pair_doubts)
+
+
+def noise_lines(matrix: AlignmentMatrix) -> list[str]:
+    """The signatures of ``matrix`` whose unresolved split norms make their alignments noise ("NAME: noise"), then
+    the pairs whose estimates are out of range with too few documents to tell ("NAME vs NAME: noise")."""
+    return _reason_lines(matrix.names, matrix.signature_noise, matrix.pair_noise)
+
+
+def _reason_lines(names, per_signature, per_pair) -> list[str]:
+    n = len(names)
+    lines = [f"{name}: {reason}" for name, reason in zip(names, per_signature) if reason]
+    for i in range(n):
+        for j in range(i + 1, n):
+            if reason := per_pair[i][j] or per_pair[j][i]:
+                lines.append(f"{names[i]} vs {names[j]}: {reason}")
     return lines
 
 

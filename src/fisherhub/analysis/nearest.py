@@ -13,11 +13,16 @@ from fisherhub.core.signature import Signature
 
 @dataclasses.dataclass(frozen=True)
 class Neighbour:
-    """A signature near the target: its name, alignment with the target and rank (0 = nearest)."""
+    """A signature near the target: its name, alignment with the target and rank (0 = nearest). ``doubt``: why
+    its numbers are not to be trusted (``AlignmentResult.doubt``; such neighbours rank after every other)."""
 
     name: str
     alignment: AlignmentResult
     rank: int
+
+    @property
+    def doubt(self) -> str | None:
+        return self.alignment.doubt or self.alignment.noise
 
 
 def rank_nearest(
@@ -38,7 +43,10 @@ def rank_nearest(
             "sketch the target with the same spec as the candidates"
         )
     matrix = alignment_matrix([target] + [s for _, s in comparable], ["target"] + [n for n, _ in comparable])
+    if matrix.signature_doubts[0] is not None:
+        raise InputError(f"the target signature cannot be ranked against: {matrix.signature_doubts[0]}")
     results = [matrix.pair(i + 1, 0) for i in range(len(comparable))]
     value = GEOMETRIES[score].value
-    order = sorted(range(len(comparable)), key=lambda i: -value(results[i]))
-    return [Neighbour(comparable[i][0], results[i], rank) for rank, i in enumerate(order[:limit])]
+    neighbours = [Neighbour(name, result, 0) for (name, _), result in zip(comparable, results)]
+    order = sorted(range(len(comparable)), key=lambda i: (neighbours[i].doubt is not None, -value(results[i])))
+    return [dataclasses.replace(neighbours[i], rank=rank) for rank, i in enumerate(order[:limit])]

@@ -69,14 +69,18 @@ def _check_flags(parser: argparse.ArgumentParser, argv: list[str]) -> None:
 
 
 def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
-    """Parse ``argv`` and run the chosen command; a library error is one line on stderr (exit 1), not a traceback."""
+    """Parse ``argv`` and run the chosen command; a library error is one line on stderr (exit 1), not a traceback.
+    Everything the command prints goes through ``safe_text.printable_streams``: no control character a repo's
+    text holds reaches the terminal."""
+    from fisherhub.safe_text import printable_streams
+
     argv = sys.argv[1:] if argv is None else [*argv]  # (`list` here is the submodule fisherhub.cli.list)
     _check_flags(parser, argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), printable_streams():
         warnings.showwarning = _one_line_warning
         try:
             return int(args.func(args) or 0)

@@ -18,14 +18,16 @@ from typing import TYPE_CHECKING
 from fisherhub.cli.arguments import HelpFormatter
 from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES
 from fisherhub.extras import require
+from fisherhub.safe_text import printable
 
 if TYPE_CHECKING:
     from fisherhub.core.alignment import AlignmentMatrix
     from fisherhub.core.signature import Signature
 
 
-def _cell(value: float, error: float) -> str:
-    return "—" if math.isnan(value) else f"{value:.3f}±{error:.3f}"
+def _cell(value: float, error: float, doubted: bool = False) -> str:
+    """value±error (— for NaN), followed by " !" where the pair is doubted (``AlignmentMatrix.doubt``)."""
+    return ("—" if math.isnan(value) else f"{value:.3f}±{error:.3f}") + (" !" if doubted else "")
 
 
 #: how a pair of sketches of the same data (``core.alignment.same_data``) is shown instead of its A = 1
@@ -36,17 +38,21 @@ def alignment_table(matrix: AlignmentMatrix, same: frozenset[tuple[int, int]] = 
     """A rich table of A ± stderr (rows and columns: the tasks); ``same``: the pairs (i, j) shown as the same data."""
     require("rich")
     from rich.table import Table
+    from rich.text import Text
 
+    doubted = matrix.doubted()
     table = Table(title=f"{GEOMETRIES['fisher'].label} ± stderr (sketch id {matrix.sketch_id})")
     table.add_column("", no_wrap=True)
     for name in matrix.names:
-        table.add_column(name, justify="right", no_wrap=True)
+        table.add_column(Text(printable(name)), justify="right", no_wrap=True)
     for i, name in enumerate(matrix.names):
         cells = [
-            SAME_DATA if (i, j) in same else _cell(float(matrix.fisher[i, j]), float(matrix.stderr[i, j]))
+            SAME_DATA
+            if (i, j) in same
+            else _cell(float(matrix.fisher[i, j]), float(matrix.stderr[i, j]), bool(doubted[i, j]))
             for j in range(len(matrix.names))
         ]
-        table.add_row(name, *cells)
+        table.add_row(Text(printable(name)), *cells)
     return table
 
 
@@ -62,10 +68,12 @@ def decomposition_table(matrix: AlignmentMatrix, same: frozenset[tuple[int, int]
     """A rich table with one row per pair: A, S_a, S_e and ρ with standard errors (* = ρ ≠ 1 significantly)."""
     require("rich")
     from rich.table import Table
+    from rich.text import Text
 
+    doubted = bool(matrix.doubted().any())
     table = Table(
         title="Decomposition A = ρ · S_a · S_e (S_a activation-only, S_e error-only, ρ coupling: — where S_a or "
-        "S_e is not significantly > 0, * where ρ ≠ 1 significantly)"
+        f"S_e is not significantly > 0, * where ρ ≠ 1 significantly{', ! not to be trusted' if doubted else ''})"
     )
     geometries = [GEOMETRIES[name] for name in DECOMPOSITION]
     for column in ("task i", "task j", *(g.symbol for g in geometries)):
@@ -74,10 +82,13 @@ def decomposition_table(matrix: AlignmentMatrix, same: frozenset[tuple[int, int]
     for i in range(n):
         for j in range(i + 1, n):
             pair = matrix.pair(i, j)
-            cells = ["—" if g.value(pair) is None else _cell(g.value(pair), g.stderr(pair)) for g in geometries]
+            doubted = matrix.doubt(i, j) is not None
+            cells = [
+                "—" if g.value(pair) is None else _cell(g.value(pair), g.stderr(pair), doubted) for g in geometries
+            ]
             cells[0] = SAME_DATA if (i, j) in same else cells[0]
             cells[-1] += " *" if pair.coupling_significant else ""
-            table.add_row(matrix.names[i], matrix.names[j], *cells)
+            table.add_row(Text(printable(matrix.names[i])), Text(printable(matrix.names[j])), *cells)
     return table
 
 
@@ -87,13 +98,12 @@ def report(
     """Print the alignment and decomposition tables and the legend lines that apply to them; write the heatmap
     PNG when a path is given."""
     require("rich")
-    from rich.console import Console
-
     from fisherhub.core.alignment import alignment_matrix
-    from fisherhub.legend import matrix_legend
+    from fisherhub.legend import matrix_legend, noise_lines
     from fisherhub.plotting import alignment_heatmaps
+    from fisherhub.safe_text import console as plain_console
 
-    console = console or Console(width=None if sys.stdout.isatty() else 200)
+    console = console or plain_console(width=None if sys.stdout.isatty() else 200)
     matrix = alignment_matrix(signatures, names=names)
     same = same_data_pairs(signatures)
     console.print(alignment_table(matrix, same))
@@ -106,19 +116,49 @@ def report(
         )
     for line in matrix_legend(matrix):
         console.print(f"note: {line}", highlight=False)
+    for line in noise_lines(matrix):
+        console.print(f"warning: {line}", highlight=False)
     if heatmap:
         console.print(f"heatmap: {alignment_heatmaps(matrix, heatmap)}")
     return matrix
 
 
 def matrix_as_json(matrix: AlignmentMatrix) -> dict:
+    """The matrices by field (NaN as null), and why each pair (``doubts``, n × n) and each signature
+    (``signature_doubts``) is not to be trusted, null where it is, and each signature's ``noise``."""
     geometries = [GEOMETRIES[name] for name in DECOMPOSITION]
     fields = [g.field for g in geometries] + [g.stderr_field for g in geometries]
     as_lists = {
         field: [[None if math.isnan(v) else v for v in row] for row in getattr(matrix, field).tolist()]
         for field in fields
     }
-    return {"names": matrix.names, "sketch_id": matrix.sketch_id, **as_lists}
+    n = len(matrix.names)
+    return {
+        "names": matrix.names,
+        "sketch_id": matrix.sketch_id,
+        **as_lists,
+        "doubts": [[matrix.doubt(i, j) for j in range(n)] for i in range(n)],
+        "signature_doubts": list(matrix.signature_doubts),
+        "noise": list(matrix.signature_noise),
+    }
+
+
+def refuse_doubts(matrix: AlignmentMatrix, refs: Sequence[str]) -> None:
+    """``InputError`` (one line: the file and the check) when ``matrix`` has a doubted signature or pair (its
+    cells are marked ! in the tables printed before)."""
+    from fisherhub.core.errors import InputError
+
+    n = len(refs)
+    reasons = [f"{ref}: {doubt}" for ref, doubt in zip(refs, matrix.signature_doubts) if doubt]
+    reasons += [
+        f"{refs[i]} vs {refs[j]}: {doubt}"
+        for i in range(n)
+        for j in range(i + 1, n)
+        if (doubt := matrix.pair_doubts[i][j] or matrix.pair_doubts[j][i])
+    ]
+    if reasons:
+        more = f" (and {len(reasons) - 1} more, marked ! above)" if len(reasons) > 1 else " (marked ! above)"
+        raise InputError(f"not to be trusted: {reasons[0]}{more}")
 
 
 def _name(ref: str) -> str:
@@ -147,6 +187,7 @@ def run(namespace: argparse.Namespace) -> int:
             Path(temporary).write_text(json.dumps(matrix_as_json(matrix), indent=1))
     if refused := [problem for problem in problems.values() if problem]:
         raise InputError("; ".join(refused) + " (nothing was written there)")
+    refuse_doubts(matrix, refs)
     return 0
 
 

@@ -19,19 +19,18 @@ from fisherhub.options import DemoOptions, RunOptions, SpecOptions
 
 def run(namespace: argparse.Namespace) -> int:
     require("rich")
-    from rich.console import Console
-
     from fisherhub.lm.specs import spec_for_model
     from fisherhub.cli.allocator import keep_freed_memory
-    from fisherhub.cli.compare import report
+    from fisherhub.cli.compare import refuse_doubts, report
     from fisherhub.cli.outputs import check_outputs
     from fisherhub.options import DataArgs
     from fisherhub.lm.loading import load_model_and_tokenizer, model_provenance
     from fisherhub.data.demo import DEMO_DOMAINS, load_demo_domain
     from fisherhub.pipeline.loop import sketch_dataset
+    from fisherhub.safe_text import console as plain_console
 
     keep_freed_memory()
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    console = plain_console(width=None if sys.stdout.isatty() else 200)
     started = time.perf_counter()
     output = Path(namespace.output_dir)
     domains = namespace.domains or list(DEMO_DOMAINS)
@@ -60,7 +59,7 @@ def run(namespace: argparse.Namespace) -> int:
         )
         signature.save(output / f"{name}.safetensors")
         signatures.append(signature)
-    report(signatures, domains, output / "alignment.png", console)
+    refuse_doubts(report(signatures, domains, output / "alignment.png", console), domains)
     console.print(
         f"{len(domains)} signatures in {output}/ (m={spec.m}, sketch id {spec.sketch_id}); "
         f"{sum(s.num_tokens for s in signatures)} scored tokens in {time.perf_counter() - started:.0f} s"

@@ -58,6 +58,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="store the joint sketch only (rank by A; the rest comes from the shortlisted files) or all three",
     )
     build.add_argument("--private", action="store_true", help="create the index repo private")
+    build.add_argument(
+        "--force",
+        action="store_true",
+        help="push into a dataset repo that holds other files than an index (what its load_dataset returns changes)",
+    )
     _common(build)
     build.set_defaults(func=run_build)
     update = commands.add_parser(
@@ -115,6 +120,7 @@ def run_build(args: argparse.Namespace) -> int:
         workers=check_workers(args.workers),
         private=args.private,
         progress=True,
+        force=args.force,
     )
     print("\n".join(summary.lines()))
     print(f"pushed {args.push}@{commit}")

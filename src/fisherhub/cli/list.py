@@ -24,7 +24,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fisherhub.hub import list_signatures
-    from fisherhub.hub.index import printable
 
     repo = repo_from_args(args)
     infos = list_signatures(repo)
@@ -34,17 +33,14 @@ def run(args: argparse.Namespace) -> int:
         where = f"{repo.repo}@{infos[0].ref.revision[:7] if infos else repo.revision or 'main'}"
     print(f"{where}: {len(infos)} signature file{'s' if len(infos) != 1 else ''}")
     rows = [
-        tuple(
-            printable(cell)
-            for cell in (
-                i.path,
-                i.base_model or "",
-                i.sketch_id or "",
-                i.dataset or "",
-                str(i.num_tokens or ""),
-                "yes" if i.listed else "no",
-                i.problem or "",
-            )
+        (
+            i.path,
+            i.base_model or "",
+            i.sketch_id or "",
+            i.dataset or "",
+            str(i.num_tokens or ""),
+            "yes" if i.listed else "no",
+            i.problem or "",
         )
         for i in infos
     ]

@@ -57,6 +57,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "one at a time and re-rank them by the target's measured loss (3 is a good choice; "
         "0: signatures only)",
     )
+    parser.add_argument(
+        "--max-adapter-mb",
+        type=int,
+        default=None,
+        metavar="MB",
+        help="largest adapter weights file --rerank loads, in MB (default: the base model's parameters at 4 "
+        "bytes each; a larger adapter is skipped, saying so)",
+    )
     parser.add_argument("--plot", default=None, metavar="PNG", help="write a bar chart of the scores with error bars")
     parser.add_argument(
         "--verify",
@@ -78,8 +86,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fisherhub.core.errors import InputError
+    from fisherhub.options import check_positive
     from fisherhub.selection import SketchOptions, select_adapter
 
+    check_positive(args, ("max_adapter_mb",), optional=True)
     data = DataArgs(args.target, split=args.split, text_column=args.text_column, max_documents=args.max_documents)
     selection = select_adapter(
         args.target,
@@ -90,24 +101,32 @@ def run(args: argparse.Namespace) -> int:
         token=args.token,
         index=args.index,
         rerank=args.rerank,
+        max_adapter_bytes=None if args.max_adapter_mb is None else args.max_adapter_mb * 2**20,
         **({"shortlist": args.shortlist} if args.shortlist is not None else {}),
     )
     if args.verify:
         selection.verify(top_k=args.verify)
     if sys.stdout.isatty():
         require("rich")
-        from rich.console import Console
+        from fisherhub.safe_text import console
 
-        Console().print(selection.rich_table(limit=args.top_k))
+        console().print(selection.rich_table(limit=args.top_k))
     else:
         print(selection.table(limit=args.top_k))
     best = selection.best
+    if best.implausible:
+        raise InputError(
+            f"no candidate is to be trusted: each fails a bounded-claims check (marked ! above), the first "
+            f"{best.candidate}: {best.doubt}"
+        )
     measured = (
         [] if selection.rerank is None else [m for m in selection.rerank.measured if m.candidate == best.candidate]
     )
     loss = "".join(f"target loss {m.loss:.4f} ± {m.stderr:.4f}, " for m in measured)
+    noise = " ! (noise: its split norms are not resolved, see above)" if best.doubt else ""
     print(
-        f"best: {best.candidate} ({loss}{selection.score} {best.score:.3f} ± {best.stderr:.3f}), from {best.signature_source}"
+        f"best: {best.candidate} ({loss}{selection.score} {best.score:.3f} ± {best.stderr:.3f}), from "
+        f"{best.signature_source}{noise}"
     )
     if args.plot:
         print(f"wrote {selection.plot(args.plot, limit=args.top_k)}")

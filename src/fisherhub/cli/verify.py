@@ -34,12 +34,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fisherhub.hub import load_signature
-    from fisherhub.hub.index import printable
     from fisherhub.verify import verify_signature
 
     signature = load_signature(args.ref, revision=args.revision, base_model=args.base_model, sketch_id=args.sketch_id)
     verification = verify_signature(signature, tolerance=args.tolerance)
-    print(printable(f"{args.ref}: {verification.describe()}"))
+    print(f"{args.ref}: {verification.describe()}")
     for name, value in verification.differences.items():
         print(f"  {name:<24} {value:.2e}")
     return 0 if verification.reproduced else 1

@@ -10,6 +10,9 @@ share their inputs and differ only in a few labels.
 
 A signature whose split-sample norm was not resolved (``SketchState.finalize`` clamped it, see
 ``state.CLAMPED_NORMS_KEY``) gives alignments shrunk toward 0 with wide error bars, flagged ``norm_clamped``.
+Every signature and pair goes through the bounded-claims checks (``core.plausibility``): a result whose numbers
+the math does not allow carries the reason (``AlignmentResult.doubt``), a short signature's noise its own
+(``AlignmentResult.noise``).
 Optionally (``shrink_coupling=True``) ρ is shrunk toward the separable value 1 by empirical Bayes over the
 pairs of the matrix: ρ̃ = 1 + w (ρ̂ − 1), w = τ² / (τ² + se²), τ² = max(0, mean (ρ̂ − 1)² − mean se²) over the
 pairs where ρ is reported. Its standard error stays the unshrunk se: the posterior √w · se would claim ρ = 1
@@ -21,14 +24,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import warnings
 from pathlib import Path
 from collections.abc import Sequence
 
 import torch
 
+from fisherhub.core import plausibility
 from fisherhub.core.signature import Signature
 from fisherhub.core.state import CLAMPED_NORMS_KEY, SKETCHES
-from fisherhub.core.errors import InputError
+from fisherhub.core.errors import ImplausibleAlignmentWarning, InputError
 from fisherhub.core.geometry import GEOMETRIES
 from fisherhub.core.shrinkage import shrink
 
@@ -91,9 +96,42 @@ class AlignmentResult:
     sketch_id: str
     #: a split-sample norm of either signature was not resolved: the values are shrunk toward 0, trust the stderr
     norm_clamped: bool = False
+    #: why the source's / the target's own numbers are not what the math allows (``Signature.findings``), and why
+    #: the pair's are not (``plausibility.pair_findings``); None where they are
+    source_doubt: str | None = None
+    target_doubt: str | None = None
+    pair_doubt: str | None = None
+    #: a short signature's unresolved split norms beyond the self-dominance bound (``Signature.findings``): its
+    #: alignments are noise (warned, ranked after the plausible ones, not refused)
+    source_noise: str | None = None
+    target_noise: str | None = None
+    #: the pair's estimates outside what the math allows where a signature has too few documents to tell
+    #: (``plausibility.short_noise``)
+    pair_noise: str | None = None
+
+    @property
+    def doubt(self) -> str | None:
+        """Why these numbers cannot be taken at face value (None: they can), each reason naming its check."""
+        return _joined(("source", self.source_doubt), ("target", self.target_doubt), ("", self.pair_doubt))
+
+    @property
+    def noise(self) -> str | None:
+        """Why these numbers are noise (None: they are not): a side's split norms not resolved beyond the
+        self-dominance bound, or the pair's estimates out of range with too few documents to tell."""
+        return _joined(("source", self.source_noise), ("target", self.target_noise), ("", self.pair_noise))
+
+    @property
+    def plausible(self) -> bool:
+        return self.doubt is None
 
     def as_dict(self) -> dict[str, float | bool | str | None]:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "doubt": self.doubt, "noise": self.noise}
+
+
+def _joined(*reasons: tuple[str, str | None]) -> str | None:
+    """The reasons given, each after its subject ("subject: reason"; none for an empty subject), or None."""
+    given = [f"{subject}: {reason}" if subject else reason for subject, reason in reasons if reason]
+    return "; ".join(given) or None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +150,28 @@ class AlignmentMatrix:
     sketch_id: str
     #: (n, n) bool: either signature of the pair has a clamped split-sample norm
     norm_clamped: torch.Tensor
+    #: per signature: why its own numbers are not what the math allows (``Signature.findings``), or None
+    signature_doubts: tuple[str | None, ...] = ()
+    #: per signature: its unresolved split norms beyond the self-dominance bound (``Signature.findings``), or None
+    signature_noise: tuple[str | None, ...] = ()
+    #: (n, n): why a pair's estimates are not what the math allows, and their noise (``plausibility.pair_findings``)
+    pair_doubts: tuple[tuple[str | None, ...], ...] = ()
+    pair_noise: tuple[tuple[str | None, ...], ...] = ()
+
+    def doubt(self, i: int, j: int) -> str | None:
+        """Why the alignment of tasks i and j cannot be taken at face value (None: it can), naming the tasks."""
+        sides = (i,) if i == j else (i, j)
+        return _joined(*((self.names[k], self.signature_doubts[k]) for k in sides), ("", self.pair_doubts[i][j]))
+
+    def noise(self, i: int, j: int) -> str | None:
+        """Why the alignment of tasks i and j is noise (``AlignmentResult.noise``), naming the tasks."""
+        sides = (i,) if i == j else (i, j)
+        return _joined(*((self.names[k], self.signature_noise[k]) for k in sides), ("", self.pair_noise[i][j]))
+
+    def doubted(self) -> torch.Tensor:
+        """(n, n) bool: the pairs with a ``doubt``."""
+        n = len(self.names)
+        return torch.tensor([[self.doubt(i, j) is not None for j in range(n)] for i in range(n)], dtype=torch.bool)
 
     def pair(self, i: int, j: int) -> AlignmentResult:
         coupling = float(self.coupling[i, j])
@@ -129,6 +189,12 @@ class AlignmentMatrix:
             coupling_significant=defined and bool(GEOMETRIES["coupling"].significant(coupling, coupling_se)),
             sketch_id=self.sketch_id,
             norm_clamped=bool(self.norm_clamped[i, j]),
+            source_doubt=self.signature_doubts[i],
+            target_doubt=self.signature_doubts[j],
+            pair_doubt=self.pair_doubts[i][j],
+            source_noise=self.signature_noise[i],
+            target_noise=self.signature_noise[j],
+            pair_noise=self.pair_noise[i][j],
         )
 
 
@@ -234,9 +300,7 @@ def alignment_matrix(
     spec = signatures[0].spec
     if constants is None:
         constants = stderr_constants(spec.estimator, spec.reflection is not None)
-    c = constants.as_tensor()[:, None, None]
-    stderr = c * torch.sqrt(dominance[:, :, None] * dominance[:, None, :] / spec.m)
-    stderr = torch.maximum(stderr, feature_stderr(means, norms, cosine))
+    stderr = cosine_stderr(means, norms, cosine, dominance, constants.as_tensor()[:, None, None])
     stderr = torch.where(same, torch.zeros_like(stderr), stderr)
     fisher, activation, error = cosine
     defined = same | (
@@ -253,6 +317,10 @@ def alignment_matrix(
     if shrink_coupling:
         coupling = shrink_toward_separable(coupling, coupling_stderr)
     clamped = torch.tensor([bool(s.metadata.get(CLAMPED_NORMS_KEY)) for s in signatures])
+    findings = [signature.findings() for signature in signatures]
+    pair_doubts, pair_noise = plausibility.pair_findings(
+        cosine, stderr, dominance, [s.num_documents for s in signatures], differing_parts(signatures, means[0], same)
+    )
     return AlignmentMatrix(
         names=list(names)
         if names is not None
@@ -267,9 +335,51 @@ def alignment_matrix(
         coupling_stderr=coupling_stderr,
         sketch_id=signatures[0].sketch_id,
         norm_clamped=clamped[:, None] | clamped[None, :],
+        signature_doubts=tuple(doubt for doubt, _ in findings),
+        signature_noise=tuple(noise for _, noise in findings),
+        pair_doubts=pair_doubts,
+        pair_noise=pair_noise,
     )
 
 
+def cosine_stderr(
+    means: torch.Tensor, norms: torch.Tensor, cosine: torch.Tensor, dominance: torch.Tensor, c: torch.Tensor
+) -> torch.Tensor:
+    """(…, n, n) standard errors of the cosines: max(c √(R̂_i R̂_j / m), ``feature_stderr``), with ``dominance``
+    the R̂ of each signature (…, n) and ``c`` the calibrated constant (broadcast over the pairs)."""
+    m = means.shape[-1]
+    floor = c * torch.sqrt(dominance[..., :, None] * dominance[..., None, :] / m)
+    return torch.maximum(floor, feature_stderr(means, norms, cosine))
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    a, b = a.double(), b.double()
+    return float((a - b).norm()) <= SAME_DATA_TOLERANCE * float(a.norm())
+
+
+def differing_parts(
+    signatures: Sequence[Signature], joints: torch.Tensor, same: torch.Tensor
+) -> dict[tuple[int, int], list[str]]:
+    """The pairs (i, j), i ≠ j, whose joint sketches agree within ``SAME_DATA_TOLERANCE`` although they are not
+    ``same_data``, and what differs between them (``plausibility.parts_doubt``). ``joints``: (n, m) float64."""
+    distance = torch.cdist(joints, joints)
+    agree = (distance <= SAME_DATA_TOLERANCE * joints.norm(dim=1)[:, None]) & ~same
+    parts = {}
+    for i, j in agree.nonzero().tolist():
+        a, b = signatures[i], signatures[j]
+        differing = [f"{name} sketch" for name in SKETCHES[1:] if not _close(getattr(a, name), getattr(b, name))]
+        differing += ["split norms"] * (not _close(a.split_norms, b.split_norms))
+        differing += ["counts"] * ((a.num_tokens, a.num_documents) != (b.num_tokens, b.num_documents))
+        if differing:
+            parts[(i, j)] = differing
+    return parts
+
+
 def alignment(source: Signature, target: Signature) -> AlignmentResult:
-    """Alignment of two signatures with error bars and the three-factor decomposition."""
-    return alignment_matrix([source, target]).pair(0, 1)
+    """Alignment of two signatures with error bars and the three-factor decomposition. A result whose numbers the
+    math does not allow (``AlignmentResult.doubt``: a signature that fails its own checks, or estimates outside
+    what [0, 1] and their error bars allow) is returned flagged, with an ``ImplausibleAlignmentWarning``."""
+    result = alignment_matrix([source, target]).pair(0, 1)
+    if result.doubt is not None:
+        warnings.warn(f"alignment not to be trusted: {result.doubt}", ImplausibleAlignmentWarning, stacklevel=2)
+    return result

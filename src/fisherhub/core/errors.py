@@ -35,3 +35,8 @@ class TooFewDocumentsError(FisherHubError):
 class TooFewDocumentsWarning(UserWarning):
     """A signature finalized from fewer documents than make it trustworthy (``core.state.MIN_DOCUMENTS``), or
     whose split-sample norm is not resolved; the message says how many documents to sketch."""
+
+
+class ImplausibleAlignmentWarning(UserWarning):
+    """An alignment whose numbers the math does not allow (``AlignmentResult.doubt`` says why and which check):
+    a forged or damaged signature, or estimates outside [0, 1] by more than their error bars."""

@@ -20,7 +20,9 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load
 
+from fisherhub.core import plausibility
 from fisherhub.core.atomic import atomic_path
+from fisherhub.core.bounded import read_json
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
 from fisherhub.core.version import library_version
 from fisherhub.core.errors import FisherHubError, SignatureFileError
@@ -36,11 +38,9 @@ PROVENANCE_KEYS = (
     "dataset_revision",
     "text_column",
 )
-_RESERVED_KEYS = (
-    "format_version",
-    "kind",
-    "sketch_id",
-    "spec",
+#: the fields of the spec a header also holds as plain strings (other tools read them: cards, listings, the peer
+#: package)
+_PLAIN_FIELDS = (
     "m",
     "seed",
     "estimator",
@@ -50,6 +50,13 @@ _RESERVED_KEYS = (
     "vocab_size",
     "head_checksum",
     "tokenizer_checksum",
+)
+_RESERVED_KEYS = (
+    "format_version",
+    "kind",
+    "sketch_id",
+    "spec",
+    *_PLAIN_FIELDS,
     "num_documents",
     "num_tokens",
     "library_version",
@@ -59,7 +66,6 @@ _RESERVED_KEYS = (
 
 
 _DTYPE_NAMES = {torch.float32: "F32", torch.float64: "F64"}
-_SKETCH_NAMES = ("joint", "activation", "error")
 #: the largest signature file read (m = 2^20 features of float32, three sketches, is 12 MiB)
 MAX_SIGNATURE_BYTES = 64 * 2**20
 
@@ -69,16 +75,6 @@ def oversized(size: int | None) -> str | None:
     if size is None or size <= MAX_SIGNATURE_BYTES:
         return None
     return f"{size:,} bytes, more than a signature has ({MAX_SIGNATURE_BYTES:,})"
-
-
-def max_self_dominance(m: int) -> float:
-    """The largest self-dominance R̂ = ‖μ̂‖²/D a sketch of m features can show with a resolved split norm:
-    1 + √m/2. A resolved D is at least ``SPLIT_NORM_Z`` = 2 feature-level standard errors σ, and for random
-    features (m exchangeable products μ̂^A_r μ̂^B_r) σ ≈ ‖μ̂^A‖‖μ̂^B‖/√m ≳ ‖μ̂‖²/√m, so R̂ ≲ √m/2; the 1 is
-    slack for small m (tests/test_trust.py: resolved sketches stay under it). Larger means the split
-    norm is too small for the mean: the sketch has not resolved its task, or the file was forged (shrinking
-    D inflates every alignment of the signature by 1/√D)."""
-    return 1.0 + m**0.5 / 2
 
 
 def _serialize(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
@@ -118,6 +114,44 @@ def _check_stored_tensors(tensors: dict[str, torch.Tensor], spec: SketchSpec) ->
             )
 
 
+def _plain_fields(spec: SketchSpec) -> dict[str, str]:
+    """The ``_PLAIN_FIELDS`` of ``spec`` as a header writes them (the tokenizer checksum only where there is one)."""
+    fingerprint = spec.model_fingerprint
+    fields = {name: str(getattr(spec, name)) for name in _PLAIN_FIELDS[:7]}
+    fields["head_checksum"] = fingerprint.head_checksum if fingerprint else ""
+    if fingerprint and fingerprint.tokenizer_checksum:
+        fields["tokenizer_checksum"] = fingerprint.tokenizer_checksum
+    return fields
+
+
+#: the checks whose refusals the loader raises (SPEC §3, "Bounded claims")
+HEADER_CHECK = "header vs body"
+VALUES_CHECK = "values and counts"
+
+
+def _check_header(header: dict[str, str], spec: SketchSpec) -> None:
+    """The header's sketch id is its spec's, its plain fields (``_PLAIN_FIELDS``) say what its spec says, and
+    ``clamped_split_norms`` names sketches only; else ``SignatureFileError`` naming the field."""
+    if spec.sketch_id != header.get("sketch_id"):
+        raise SignatureFileError(
+            f"stored sketch id {header.get('sketch_id')!r:.60} does not match its spec ({spec.sketch_id}) (check: "
+            f"{HEADER_CHECK})"
+        )
+    expected = _plain_fields(spec)
+    for key in _PLAIN_FIELDS:
+        if key in header and header[key] != expected.get(key):
+            raise SignatureFileError(
+                f"header field {key} = {header[key]!r:.60} but its spec says {expected.get(key)!r}: the header and "
+                f"the body disagree (check: {HEADER_CHECK})"
+            )
+    unresolved = [name for name in header.get(CLAMPED_NORMS_KEY, "").split(",") if name]
+    if not set(unresolved) <= {"joint", "activation", "error"}:
+        raise SignatureFileError(
+            f"{CLAMPED_NORMS_KEY} = {header[CLAMPED_NORMS_KEY]!r:.60} names no sketch of a signature (joint, "
+            f"activation, error) (check: {HEADER_CHECK})"
+        )
+
+
 def _count(header: dict[str, str], key: str) -> int:
     value = header[key]
     if not (isinstance(value, str) and value.lstrip("-").isdecimal() and value.isascii()):
@@ -144,10 +178,12 @@ class Signature:
             if tuple(tensor.shape) != (self.spec.m,):
                 raise SignatureFileError(f"{name} has shape {tuple(tensor.shape)}, expected ({self.spec.m},)")
             if not torch.isfinite(tensor).all():
-                raise SignatureFileError(f"tensor {name!r} contains NaN or inf")
+                raise SignatureFileError(f"tensor {name!r} contains NaN or inf (check: {VALUES_CHECK})")
         norms = self.split_norms
         if tuple(norms.shape) != (3,) or not (torch.isfinite(norms).all() and (norms > 0).all()):
-            raise SignatureFileError(f"split_norms must be 3 positive finite numbers, got {norms.tolist()}")
+            raise SignatureFileError(
+                f"split_norms must be 3 positive finite numbers, got {norms.tolist()} (check: {VALUES_CHECK})"
+            )
         self.metadata = {str(k): str(v) for k, v in self.metadata.items()}
         self.metadata.setdefault("library_version", library_version())
         self.metadata.setdefault("created", datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
@@ -167,40 +203,26 @@ class Signature:
         return squares / self.split_norms.double()
 
     def self_dominance_bounds(self) -> list[tuple[float, float]]:
-        """(lowest, highest) R̂ each sketch (joint, activation, error) can show. Highest: ``max_self_dominance``.
-        Lowest: with half means a, b and token weights w, 1 − w, ‖μ̂‖² = ‖wa − (1 − w)b‖² + 4w(1 − w)⟨a, b⟩, so
-        R̂ ≥ 4w(1 − w) ≥ 4(n − 1)/n² over the sketch's n examples (tokens; documents for the joint sketch of
-        sequence granularity). Network sketches count other positions, so they get no lower bound."""
-        high = max_self_dominance(self.spec.m)
-        if self.spec.modules is not None:
-            return [(0.0, high)] * 3
-        joint = self.num_tokens if self.spec.granularity == "token" else self.num_documents
-        return [(4 * (n - 1) / n**2, high) for n in (joint, self.num_tokens, self.num_tokens)]
+        """(lowest, highest) R̂ each sketch (joint, activation, error) can show (``plausibility.dominance_bounds``)."""
+        return plausibility.dominance_bounds(self.spec, self.num_tokens, self.num_documents)
+
+    def findings(self) -> tuple[str | None, str | None]:
+        """(doubt, noise) of this signature's own numbers (``plausibility.self_dominance_findings``): the doubt says
+        why they are not what the math allows (a sketch marked resolved whose R̂ = ‖μ̂‖²/D lies outside
+        ``self_dominance_bounds``: its split norm does not fit its mean, so the file was forged or damaged), the
+        noise that a sketch its writer flagged unresolved (``clamped_split_norms``) lies outside: its alignments are
+        noise. None where there is nothing to say."""
+        unresolved = self.metadata.get(CLAMPED_NORMS_KEY, "")
+        dominances = self.self_dominances().tolist()
+        return plausibility.self_dominance_findings(
+            self.spec, self.num_tokens, self.num_documents, unresolved, dominances
+        )
 
     def implausibility(self) -> str | None:
-        """Why this signature's numbers cannot be taken at face value (None: they can): a sketch whose
-        self-dominance lies outside ``self_dominance_bounds``. Its split norm does not fit its mean, so its
-        alignments are noise (a sketch the writer flagged unresolved, ``clamped_split_norms``) or inflated /
-        deflated (a resolved one: the file was forged)."""
-        unresolved = set(self.metadata.get(CLAMPED_NORMS_KEY, "").split(","))
-        bounds = self.self_dominance_bounds()
-        values = self.self_dominances().tolist()
-        out = [
-            (name, value, low, high)
-            for name, value, (low, high) in zip(_SKETCH_NAMES, values, bounds)
-            if not low <= value <= high
-        ]
-        if not out:
-            return None
-        described = ", ".join(
-            f"{name} R̂ = {value:.3g} outside [{low:.3g}, {high:.3g}]" for name, value, low, high in out
-        )
-        if all(name in unresolved for name, *_ in out):
-            return f"unresolved split norms: {described}: its alignments are noise; sketch more documents"
-        return (
-            f"implausible split norms: {described} (the most a resolved split norm allows) although marked "
-            "resolved: forged, or damaged"
-        )
+        """Why this signature's numbers cannot be taken at face value (None: they can): the doubt or the noise
+        of ``findings``."""
+        doubt, noise = self.findings()
+        return doubt or noise
 
     def describe(self) -> dict[str, Any]:
         """A small dict for cards and tables."""
@@ -217,7 +239,6 @@ class Signature:
     # -- serialisation ----------------------------------------------------------------------------
     def _header(self) -> dict[str, str]:
         spec = self.spec
-        fingerprint = spec.model_fingerprint
         header = {k: v for k, v in self.metadata.items() if k not in _RESERVED_KEYS}
         header.update(
             {
@@ -225,22 +246,13 @@ class Signature:
                 "kind": "fishersketch-signature",
                 "sketch_id": spec.sketch_id,
                 "spec": json.dumps(spec.to_dict(), sort_keys=True),
-                "m": str(spec.m),
-                "seed": str(spec.seed),
-                "estimator": spec.estimator,
-                "granularity": spec.granularity,
-                "fisher": spec.fisher,
-                "d": str(spec.d),
-                "vocab_size": str(spec.vocab_size),
-                "head_checksum": fingerprint.head_checksum if fingerprint else "",
+                **_plain_fields(spec),
                 "num_documents": str(self.num_documents),
                 "num_tokens": str(self.num_tokens),
                 "library_version": self.metadata["library_version"],
                 "created": self.metadata["created"],
             }
         )
-        if fingerprint and fingerprint.tokenizer_checksum:
-            header["tokenizer_checksum"] = fingerprint.tokenizer_checksum
         return dict(sorted(header.items()))
 
     def _tensors(self) -> dict[str, torch.Tensor]:
@@ -283,7 +295,15 @@ class Signature:
         try:
             tensors = load(data)
             header_length = int.from_bytes(data[:8], "little")
-            header = json.loads(data[8 : 8 + header_length]).get("__metadata__") or {}
+            header = (
+                read_json(
+                    data[8 : 8 + header_length],
+                    f"{source}: its header",
+                    max_bytes=MAX_SIGNATURE_BYTES,
+                    error=SignatureFileError,
+                ).get("__metadata__")
+                or {}
+            )
         except (SafetensorError, ValueError, OSError, AttributeError) as exc:
             raise SignatureFileError(f"{source}: not a readable safetensors signature ({exc})") from exc
         if header.get("kind") != "fishersketch-signature":
@@ -297,13 +317,14 @@ class Signature:
         if stored != cls._checksum(tensors, header):
             raise SignatureFileError(f"{source}: checksum mismatch: the file was edited or corrupted")
         try:
-            spec = SketchSpec.from_dict(json.loads(header["spec"]), tensors.get("reflection"))
+            spec = SketchSpec.from_json(header["spec"], tensors.get("reflection"), "its spec")
+            _check_header(header, spec)
             _check_stored_tensors(tensors, spec)
             num_tokens, num_documents = _count(header, "num_tokens"), _count(header, "num_documents")
             if not 2 <= num_documents <= num_tokens < 2**63:
                 raise SignatureFileError(
                     f"num_tokens = {num_tokens} and num_documents = {num_documents}: a signature has at least 2 "
-                    "documents, each with at least one scored token"
+                    f"documents, each with at least one scored token (check: {VALUES_CHECK})"
                 )
             signature = cls(
                 spec=spec,
@@ -321,10 +342,6 @@ class Signature:
             raise SignatureFileError(f"{source}: {exc}") from exc
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise SignatureFileError(f"{source}: malformed signature ({exc!r})") from exc
-        if spec.sketch_id != header.get("sketch_id"):
-            raise SignatureFileError(
-                f"{source}: stored sketch id {header.get('sketch_id')} does not match its spec ({spec.sketch_id})"
-            )
         return signature
 
     @classmethod

@@ -20,6 +20,7 @@ from fisherhub.core.registry import (
     GRANULARITIES,
     KERNELS,
 )
+from fisherhub.core.bounded import read_json
 from fisherhub.core.errors import IncompatibleSignaturesError, InputError, SignatureFileError
 
 FORMAT_VERSION = 1
@@ -38,6 +39,8 @@ class ModelFingerprint:
     tokenizer_checksum: str | None = None
 
 
+#: the longest spec JSON read (a head spec is ~250 bytes; a network spec lists its modules, ~50 bytes each)
+MAX_SPEC_BYTES = 2**20
 #: rows of a matrix hashed at a time by ``tensor_checksum`` (about this many bytes in float32).
 CHECKSUM_BLOCK_BYTES = 16 * 2**20
 
@@ -219,6 +222,15 @@ class SketchSpec:
         data["reflection_checksum"] = self.reflection_checksum
         data.update(self._extension_fields())
         return data
+
+    @classmethod
+    def from_json(cls, text: str, reflection: torch.Tensor | None = None, where: str = "the spec") -> SketchSpec:
+        """``from_dict`` of the JSON ``text`` (a file's, read by ``core.bounded.read_json``: at most
+        ``MAX_SPEC_BYTES``); ``SignatureFileError`` naming ``where`` when it is not a spec's JSON object."""
+        data = read_json(text, where, max_bytes=MAX_SPEC_BYTES, error=SignatureFileError)
+        if not isinstance(data, dict):
+            raise SignatureFileError(f"{where} is a JSON {type(data).__name__}, not a spec's object")
+        return cls.from_dict(data, reflection)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], reflection: torch.Tensor | None = None) -> SketchSpec:

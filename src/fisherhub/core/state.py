@@ -269,7 +269,7 @@ class SketchState:
             raise SignatureFileError(
                 f"{path}: not a fisherhub state of format version {FORMAT_VERSION} (metadata {metadata})"
             )
-        spec = SketchSpec.from_dict(json.loads(metadata["spec"]), tensors.get("reflection"))
+        spec = SketchSpec.from_json(metadata["spec"], tensors.get("reflection"), f"{path}: its spec")
         state = cls(spec, device=device)
         if tensors["sums"].shape != state.sums.shape:
             raise SignatureFileError(f"{path}: sums of shape {tuple(tensors['sums'].shape)} do not match m={spec.m}")

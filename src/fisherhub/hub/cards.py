@@ -1,6 +1,8 @@
 """Repo cards (README.md) that list signatures: the YAML ``fisher_signatures:`` block and the human section,
 both rendered from the index (``fisherhub.hub.index``) with the templates in ``hub_cards/`` (SPEC §4).
-Everything that comes from signature metadata is escaped on its way into the card body."""
+Everything that comes from signature metadata is escaped on its way into the card body. Every card we read
+goes through ``parse_card`` (its file through ``card_text``): at most ``MAX_CARD_BYTES``, its YAML header
+read by the bounded reader (``core.bounded.read_parsed``) before a card class parses it."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ import yaml
 from huggingface_hub import DatasetCard, HfUri, ModelCard, RepoCard, SpaceCard, hf_hub_download
 from huggingface_hub.errors import HfUriError
 
+from fisherhub.core.bounded import read_file, read_parsed
+from fisherhub.core.errors import FisherHubError
 from fisherhub.hub.errors import CardError, hub_errors
 from fisherhub.hub.index import ENTRY_KEYS, check_entries
 from fisherhub.hub.refs import SignatureRef
@@ -34,6 +38,8 @@ SECTION_TEMPLATES = {"dataset": "dataset_section.md", "model": "adapter_section.
 CARD_CLASSES: dict[str, type[RepoCard]] = {"model": ModelCard, "dataset": DatasetCard, "space": SpaceCard}
 #: a card's YAML header (group 1) between its ``---`` lines, delimited as the card classes delimit it
 _HEADER = re.compile(r"^\s*---(?:\r\n|\r|\n)([\S\s]*?)(?:\r\n|\r|\n)---[ \t]*(?:\r\n|\n|$)")
+#: a README.md we read (YAML header and Markdown body); the Hub's longest cards are some 100 kB
+MAX_CARD_BYTES = 4 * 2**20
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_\[\]()|~])")  # what forms emphasis, code, links, cells mid-line
 _FILE_PATH = re.compile(r"[\w.-]+(?:/[\w.-]+)*")
 
@@ -118,13 +124,48 @@ def signature_entries(card_data: Any, where: str) -> list[dict[str, Any]]:
     )
 
 
+def _safe_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=yaml.SafeLoader)  # pure Python: a deep document ends in RecursionError
+
+
+def card_text(file: str | Path, where: str) -> str:
+    """The text of the card file ``file`` (of the repo or folder ``where``); ``CardError`` unread when it is larger
+    than ``MAX_CARD_BYTES`` or not UTF-8."""
+    data = read_file(file, f"{where}: {CARD_NAME}", max_bytes=MAX_CARD_BYTES, error=CardError)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CardError(f"{where}: {CARD_NAME} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+
+
+def parse_card(text: str, where: str, repo_type: str) -> RepoCard:
+    """``text`` (a README.md of the ``repo_type`` repo or folder ``where``) as that type's card class, its YAML
+    header read first by ``read_parsed`` (at most ``MAX_CARD_BYTES``, ``MAX_DEPTH`` deep, no more values than
+    bytes once its aliases are expanded); ``CardError`` naming ``where`` when the header is malformed."""
+    match = _HEADER.match(text)
+    try:
+        if match:
+            read_parsed(
+                match.group(1),
+                "the header",
+                _safe_yaml,
+                max_bytes=MAX_CARD_BYTES,
+                parse_errors=(yaml.YAMLError,),
+                what="YAML",
+                error=CardError,
+            )
+        return CARD_CLASSES[repo_type](text)
+    except (CardError, yaml.YAMLError, ValueError) as exc:  # the card classes raise ValueError on a bad header
+        reason = " ".join(str(exc).split())[:300]
+        raise CardError(f"{where}: {CARD_NAME} has a malformed YAML header ({reason})") from exc
+
+
 def download_card(repo: SignatureRef, token: str | None = None) -> tuple[str, str]:
     """(README.md text, the commit id it was read at) of ``repo`` at its revision, through the local cache
-    (so it works offline for what was fetched before)."""
+    (so it works offline for what was fetched before); ``card_text``'s bound."""
     with hub_errors(str(repo), CARD_NAME):
         local = hf_hub_download(repo.repo_id, CARD_NAME, repo_type=repo.repo_type, revision=repo.revision, token=token)
-    with open(local, encoding="utf-8-sig", newline="") as handle:
-        return handle.read(), Path(local).parent.name  # the cache keeps files under snapshots/<commit id>/
+    return card_text(local, str(repo)), Path(local).parent.name  # the cache keeps files under snapshots/<commit id>/
 
 
 def read_card(text: str | None, where: str, repo_type: str, *, repair: bool = False) -> RepoCard:
@@ -136,22 +177,22 @@ def read_card(text: str | None, where: str, repo_type: str, *, repair: bool = Fa
     if text is None:
         return card_class(f"---\n{CARD_KEY}: []\n---\n")
     try:
-        card = card_class(text)
+        card = parse_card(text, where, repo_type)
         signature_entries(card.data, where)
         return card
-    except (yaml.YAMLError, ValueError, CardError) as exc:  # the card classes raise ValueError on a bad header
+    except CardError as exc:
         if not repair:
-            reason = " ".join(str(exc).split())[:300]
             raise CardError(
-                f"{where}: README.md has a malformed YAML header ({reason}); nothing was changed. Fix the header, or "
-                "push with repair_card=True (--repair-card), which rewrites only the header and keeps the body "
-                "(and the old header, in a collapsed block)"
+                f"{exc}; nothing was changed. Fix the header, or push with repair_card=True (--repair-card), which "
+                "rewrites only the header and keeps the body (and the old header, in a collapsed block)"
             ) from exc
     match = _HEADER.match(text)  # the card classes only fail on a header they found
     header, body = match.group(1), text[match.end() :]
     try:
-        readable = yaml.safe_load(header)
-    except yaml.YAMLError:
+        readable = read_parsed(
+            header, "the header", _safe_yaml, max_bytes=MAX_CARD_BYTES, parse_errors=(yaml.YAMLError,), what="YAML"
+        )
+    except FisherHubError:
         readable = None
     kept = {k: v for k, v in readable.items() if k != CARD_KEY} if isinstance(readable, dict) else {}
     try:

@@ -15,9 +15,8 @@ from filelock import FileLock
 
 from fisherhub.core.atomic import atomic_path
 from fisherhub.core.errors import InputError
-from fisherhub.hub.cards import CARD_CLASSES, CARD_NAME, signature_entries
-from fisherhub.hub.errors import CardError
-from fisherhub.hub.index import INDEX_FOLDERS, merge_entries, parse_index
+from fisherhub.hub.cards import CARD_NAME, card_text, parse_card, signature_entries
+from fisherhub.hub.index import INDEX_FOLDERS, index_bytes, merge_entries, parse_index
 from fisherhub.hub.refs import ADAPTER_CONFIG, SIGNATURE_FOLDER, SIGNATURE_FOLDERS
 
 
@@ -33,8 +32,9 @@ def folder_signature_files(folder: Path) -> dict[str, int]:
 
 
 def folder_card(folder: Path) -> str | None:
+    """The text of the folder's README.md (``card_text``'s bound), None without one."""
     card = folder / CARD_NAME
-    return card.read_text(encoding="utf-8-sig") if card.is_file() else None
+    return card_text(card, str(folder)) if card.is_file() else None
 
 
 def folder_entries(folder: Path) -> list[dict[str, Any]]:
@@ -42,14 +42,13 @@ def folder_entries(folder: Path) -> list[dict[str, Any]]:
     ``fisher_signatures/index.json`` for paths it does not list), else its card's block (none without either)."""
     indexes = [path for path in INDEX_FOLDERS if (folder / path).is_file()]
     if indexes:
-        return merge_entries(*(parse_index((folder / path).read_bytes(), str(folder), path) for path in indexes))
+        return merge_entries(
+            *(parse_index(index_bytes(folder / path, str(folder), path), str(folder), path) for path in indexes)
+        )
     text = folder_card(folder)
     if text is None:
         return []
-    try:
-        return signature_entries(CARD_CLASSES[folder_repo_type(folder)](text).data, str(folder))
-    except ValueError as exc:  # the card classes raise ValueError on a malformed header
-        raise CardError(f"{folder}: {CARD_NAME} has a malformed YAML header ({exc})") from exc
+    return signature_entries(parse_card(text, str(folder), folder_repo_type(folder)).data, str(folder))
 
 
 def folder_repo_type(folder: Path) -> str:

@@ -17,8 +17,10 @@ import os
 import re
 from typing import Any
 
+from fisherhub.core.bounded import read_file, read_json
 from fisherhub.core.signature import Signature
 from fisherhub.hub.errors import CardError
+from fisherhub.safe_text import printable
 from fisherhub.hub.refs import LEGACY_SIGNATURE_FOLDER, SIGNATURE_FOLDER, SIGNATURE_FOLDERS, is_signature_file
 
 INDEX_PATH = f"{SIGNATURE_FOLDER}/index.json"
@@ -32,14 +34,6 @@ ENTRY_KEYS = ("path", "base_model", "sketch_id", "tokens", "documents", "dataset
 _CACHE_FOLDER = re.compile(r"(?:models|datasets|spaces)--([\w.-]+?)--([\w.-]+)")
 #: an index larger than this is refused unread (one entry is ~300 bytes)
 MAX_INDEX_BYTES = 4 * 2**20
-#: C0 and C1 control characters and the Unicode bidirectional overrides: what a terminal or a renderer acts on
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(value: object) -> str:
-    """``value`` as text without control characters (each becomes a space): safe to print in a terminal or
-    write into a card, whatever a repo's metadata holds."""
-    return _CONTROL.sub(" ", str(value))
 
 
 def _is_local_path(value: str) -> bool:
@@ -148,21 +142,20 @@ def render_index(entries: list[dict[str, Any]]) -> bytes:
     return (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
+def index_bytes(file: str | os.PathLike, where: str, index_path: str = INDEX_PATH) -> bytes:
+    """The bytes of the index file ``file`` (``index_path`` of ``where``), refused unread (``CardError``) when it is
+    larger than ``MAX_INDEX_BYTES``."""
+    return read_file(file, f"{where}: {index_path}", max_bytes=MAX_INDEX_BYTES, error=CardError)
+
+
 def parse_index(data: bytes, where: str, index_path: str = INDEX_PATH) -> list[dict[str, Any]]:
     """The entries of the index file at ``index_path`` (a key of ``INDEX_FOLDERS``), each under that index's
-    folder; ``CardError`` when it is not one this version reads."""
-    if len(data) > MAX_INDEX_BYTES:
-        raise CardError(
-            f"{where}: {index_path} is {len(data):,} bytes, more than an index of signatures needs "
-            f"({MAX_INDEX_BYTES:,})"
-        )
+    folder, read by ``read_json`` (at most ``MAX_INDEX_BYTES``); ``CardError`` when it is not one this version
+    reads."""
     try:
-        document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else printable(exc)
-        raise CardError(
-            f"{where}: {index_path} is not valid JSON ({reason}); push a signature again to rewrite it"
-        ) from exc
+        document = read_json(data, f"{where}: {index_path}", max_bytes=MAX_INDEX_BYTES, error=CardError)
+    except CardError as exc:
+        raise CardError(f"{printable(exc)}; push a signature again to rewrite it") from exc
     if not isinstance(document, dict) or document.get("kind") != INDEX_KIND:
         raise CardError(f"{where}: {index_path} is not a fisherhub signature index (no kind {INDEX_KIND!r})")
     if document.get("version") != INDEX_VERSION:

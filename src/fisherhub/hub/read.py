@@ -19,7 +19,8 @@ from fisherhub.core.spec import FORMAT_VERSION
 from fisherhub.hub.cards import CARD_NAME, download_card, read_card
 from fisherhub.hub.errors import AmbiguousSignatureError, CardError, SignatureNotFoundError, hub_errors
 from fisherhub.hub.folder import folder_entries, folder_signature_files
-from fisherhub.hub.index import entry_matches, printable
+from fisherhub.hub.index import entry_matches
+from fisherhub.safe_text import printable
 from fisherhub.hub.refs import SignatureRef, check_path, is_local_folder, is_local_path_only, repo_ref
 from fisherhub.hub.snapshot import RepoSnapshot, repo_snapshot
 from fisherhub.options import COMMIT_ID
@@ -106,6 +107,9 @@ def _local_header(file: str | os.PathLike) -> tuple[dict[str, str] | None, str |
 
 
 def _remote_header(api: HfApi, ref: SignatureRef) -> tuple[dict[str, str] | None, str | None]:
+    """(header metadata, problem) of a Hub safetensors file, its header read with a Range request by the client,
+    which parses it with ``json`` unbounded: a header nested past the recursion limit, or not a mapping of text,
+    is a problem of that file (as ``safetensors`` refuses both for a local one)."""
     try:
         with hub_errors(str(ref), ref.path):
             header = api.parse_safetensors_file_metadata(
@@ -113,7 +117,12 @@ def _remote_header(api: HfApi, ref: SignatureRef) -> tuple[dict[str, str] | None
             )
     except SafetensorsParsingError as exc:
         return None, f"not a readable safetensors file ({exc})"
-    return {printable(k): printable(v) for k, v in header.metadata.items()}, _header_problem(header.metadata)
+    except (RecursionError, AttributeError, TypeError):
+        return None, "not a readable safetensors file (its header is not a JSON mapping a safetensors reader accepts)"
+    metadata = header.metadata
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        return None, "not a readable safetensors file (its header's metadata is not a mapping of text to text)"
+    return {printable(k): printable(v) for k, v in metadata.items()}, _header_problem(metadata)
 
 
 def _infos(

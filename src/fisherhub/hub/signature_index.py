@@ -26,9 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from fisherhub.core.bounded import check_size, read_file, read_json
 from fisherhub.core.errors import FisherHubError, InputError, SignatureFileError
 from fisherhub.core.features import SKETCHES
+from fisherhub.core.plausibility import outside_range, range_doubt, self_dominance_findings
 from fisherhub.core.signature import Signature
+from fisherhub.core.state import CLAMPED_NORMS_KEY
 from fisherhub.core.spec import SketchSpec
 from fisherhub.hub.errors import HubError, hub_errors
 from fisherhub.hub.index_layout import (
@@ -40,6 +43,7 @@ from fisherhub.hub.index_layout import (
 from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_map
 from fisherhub.hub.refs import SignatureRef, is_signature_file
 from fisherhub.hub.snapshot import RepoSnapshot
+from fisherhub.safe_text import printable
 from fisherhub.lm.loading import canonical_model_id
 
 logger = logging.getLogger(__name__)
@@ -59,12 +63,18 @@ OBTAINED = {
 }
 #: signatures whose nearest neighbour the card and ``index show`` list
 NEIGHBOUR_ROWS = 10
+#: left-out rows whose reason the card and ``index show`` list
+LEFT_OUT_SHOWN = 10
 #: rows in the heatmap of the card and of ``index show --plot``
 PLOTTED_ROWS = 24
 #: the card's heatmap: in a hidden folder, which ``datasets`` never resolves as data (and outside ``configs:``)
 FIGURE_PATH = ".fisherhub/alignments.png"
 #: rows written to one resume chunk of the work folder
 CHUNK_ROWS = 256
+#: the state file's bound: it lists every repo read, ~150 bytes each (``read_json``)
+MAX_STATE_BYTES = 64 * 2**20
+#: a row's metadata JSON: a signature's metadata (~200 bytes; a signature file holds at most 64 MiB in all)
+MAX_METADATA_BYTES = 2**16
 #: a stored unit vector is refused when its length is this far from 1 (float16 rounding stays < 1e-3)
 UNIT_TOLERANCE = 1e-2
 _COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -126,8 +136,6 @@ def conform(table):
 def card_fields(card: dict[str, Any] | None) -> dict[str, Any]:
     """The ``CARD_COLUMNS`` of a row from the repo's card metadata: its license (a list joined by commas) and up
     to ``CARD_TAGS`` tags, as printable text of at most ``CARD_TEXT`` characters."""
-    from fisherhub.hub.index import printable
-
     card = card if isinstance(card, dict) else {}
 
     def texts(value: Any) -> list[str]:
@@ -267,7 +275,7 @@ class _SpecCache:
             if row["reflection"] is not None:
                 reflection = torch.from_numpy(np.frombuffer(row["reflection"], dtype="<f4").copy())
             try:
-                self.parsed[key] = SketchSpec.from_dict(json.loads(row["spec"]), reflection)
+                self.parsed[key] = SketchSpec.from_json(row["spec"], reflection, "its spec")
             except FisherHubError as exc:
                 raise SignatureFileError(f"malformed spec ({exc})") from exc
             except (TypeError, ValueError, KeyError, AttributeError) as exc:
@@ -275,27 +283,10 @@ class _SpecCache:
         return self.parsed[key]
 
 
-class _RowFigures:
-    """What ``Signature.implausibility`` reads of a signature (spec, counts, metadata, R̂ of each sketch), taken
-    from a row, so that a row gets the very plausibility bounds a signature file does."""
-
-    self_dominance_bounds = Signature.self_dominance_bounds
-    implausibility = Signature.implausibility
-
-    def __init__(self, spec: SketchSpec, num_tokens: int, num_documents: int, metadata: dict, dominances: np.ndarray):
-        self.spec, self.num_tokens, self.num_documents, self.metadata = spec, num_tokens, num_documents, metadata
-        self.dominances = dominances
-
-    def self_dominances(self):
-        import torch
-
-        return torch.from_numpy(np.asarray(self.dominances, dtype=np.float64))
-
-
 def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
     """(spec, lengths, split norms) of a row, or ``SignatureFileError`` saying what is wrong:
     the checks ``Signature.from_bytes`` makes of a file (spec and sketch id, positive split norms, at least 2
-    documents each with a scored token) and its plausibility bounds (``Signature.implausibility``: each
+    documents each with a scored token) and its plausibility bounds (``plausibility.self_dominance_findings``: each
     sketch's R̂ = ‖μ̂‖²/⟨μ̂^A, μ̂^B⟩ within what its counts allow), plus the row's own (its repo, commit and
     path, its base model); the sketches' shapes and values are checked by ``_SketchColumn``."""
     if row.get("format") != INDEX_FORMAT:
@@ -330,13 +321,15 @@ def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
         raise SignatureFileError(f"split_norms must be 3 positive finite numbers, got {row.get('split_norms')}")
     if lengths.shape != (3,) or not (np.isfinite(lengths).all() and (lengths > 0).all()):
         raise SignatureFileError(f"lengths must be 3 positive finite numbers, got {row.get('lengths')}")
-    try:
-        metadata = json.loads(row.get("metadata") or "{}")
-    except json.JSONDecodeError as exc:
-        raise SignatureFileError(f"its metadata is not JSON ({exc})") from exc
-    doubt = _RowFigures(spec, tokens, documents, metadata, lengths**2 / norms).implausibility()
-    if doubt is not None:
-        raise SignatureFileError(doubt)
+    metadata = read_json(
+        row.get("metadata") or "{}", "its metadata", max_bytes=MAX_METADATA_BYTES, error=SignatureFileError
+    )
+    if not isinstance(metadata, dict):
+        raise SignatureFileError(f"its metadata is a JSON {type(metadata).__name__}, not an object")
+    unresolved = str(metadata.get(CLAMPED_NORMS_KEY, ""))
+    doubt, noise = self_dominance_findings(spec, tokens, documents, unresolved, (lengths**2 / norms).tolist())
+    if doubt or noise:
+        raise SignatureFileError(doubt or noise)
     if row.get("dtype") not in INDEX_DTYPES:
         raise SignatureFileError(f"sketch dtype {row.get('dtype')!r} is none of {INDEX_DTYPES}")
     return spec, lengths, norms
@@ -441,6 +434,32 @@ def row_alignments(rows: IndexRows, indices: list[int], sketch: str = "joint") -
     return matrix
 
 
+def row_alignment_checks(rows: IndexRows, indices: list[int], alignments: np.ndarray, sketch: str = "joint"):
+    """(standard errors, ``plausibility.shared_allowance``, doubted mask), each (k, k), of ``alignments``
+    (``row_alignments`` of the rows ``indices``, of one spec), as ``alignment_matrix`` computes them from files
+    (``core.alignment.cosine_stderr``, ``plausibility.outside_range``; a pair with a row of fewer than
+    ``MIN_DOCUMENTS`` documents is noise, not doubted); the diagonal is exact."""
+    import torch
+
+    from fisherhub.core.alignment import cosine_stderr, stderr_constants
+    from fisherhub.core.plausibility import shared_allowance
+    from fisherhub.core.state import MIN_DOCUMENTS
+
+    k = SKETCHES.index(sketch)
+    lengths, norms = rows.lengths[indices, k], rows.split_norms[indices, k]
+    spec = rows.specs[indices[0]]
+    c = getattr(stderr_constants(spec.estimator, spec.reflection is not None), sketch)
+    dominances = torch.from_numpy(lengths**2 / norms)
+    means = torch.from_numpy(rows.units[sketch][indices].astype(np.float64) * lengths[:, None])
+    cosines = torch.from_numpy(alignments)
+    stderr = cosine_stderr(means, torch.from_numpy(norms), cosines, dominances, torch.tensor(c, dtype=torch.float64))
+    stderr.fill_diagonal_(0.0)
+    allowance = shared_allowance(dominances)
+    long = torch.tensor([rows.rows[i]["num_documents"] >= MIN_DOCUMENTS for i in indices])
+    doubted = outside_range(cosines, stderr, allowance) & long[:, None] & long[None, :]
+    return stderr.numpy(), allowance.numpy(), doubted.numpy()
+
+
 def largest_rows(rows: IndexRows, limit: int, among: Iterable[int] | None = None) -> list[int]:
     """The ``limit`` rows with the most tokens among those of the most common sketch id (rows that compare), of
     the rows ``among`` (default: all)."""
@@ -452,14 +471,22 @@ def largest_rows(rows: IndexRows, limit: int, among: Iterable[int] | None = None
     return sorted(same, key=lambda i: -rows.rows[i]["num_tokens"])[:limit]
 
 
-def nearest_neighbours(rows: IndexRows, limit: int) -> list[tuple[int, int, float]]:
-    """(row, its nearest other row, their A) for the ``largest_rows``, the neighbour among them."""
+def nearest_neighbours(rows: IndexRows, limit: int) -> list[tuple[int, int, float, str | None]]:
+    """(row, its nearest other row, their A, why A is not to be trusted or None) for the ``largest_rows``, the
+    neighbour among them; a neighbour whose A is outside what [0, 1] and its error bar allow
+    (``plausibility.range_doubt``) is taken only when no other is left."""
     chosen = largest_rows(rows, limit)
     if len(chosen) < 2:
         return []
     matrix = row_alignments(rows, chosen)
-    np.fill_diagonal(matrix, -np.inf)
-    return [(i, chosen[int(np.argmax(matrix[k]))], float(np.max(matrix[k]))) for k, i in enumerate(chosen)]
+    stderr, allowance, doubted = row_alignment_checks(rows, chosen, matrix)
+    out = []
+    for k, i in enumerate(chosen):
+        others = [j for j in range(len(chosen)) if j != k]
+        j = max([j for j in others if not doubted[k, j]] or others, key=lambda j: matrix[k, j])
+        doubt = range_doubt({"fisher": (matrix[k, j], stderr[k, j], allowance[k, j])}) if doubted[k, j] else None
+        out.append((i, chosen[j], float(matrix[k, j]), doubt))
+    return out
 
 
 def rows_figure(rows: IndexRows, base_model: str, limit: int = PLOTTED_ROWS, among: Iterable[int] | None = None):
@@ -476,13 +503,17 @@ def rows_figure(rows: IndexRows, base_model: str, limit: int = PLOTTED_ROWS, amo
     if len(chosen) < 2:
         return None
     matrix = row_alignments(rows, chosen)
-    names = [rows.rows[i]["repo_id"] for i in chosen]
+    doubted = row_alignment_checks(rows, chosen, matrix)[2]
+    names = [printable(rows.rows[i]["repo_id"]) for i in chosen]
     figure = Figure(figsize=(2 + 0.35 * len(names), 1.5 + 0.35 * len(names)))
     axis = figure.subplots()
-    image = axis.imshow(matrix, cmap="viridis")
+    image = axis.imshow(np.where(doubted, np.nan, matrix), cmap="viridis")
+    for i, j in zip(*np.nonzero(doubted)):  # outside what [0, 1] and its error bar allow: not to be read
+        axis.text(j, i, "!", ha="center", va="center", fontsize=6, color="red")
     axis.set_xticks(range(len(names)), names, rotation=90, fontsize=6)
     axis.set_yticks(range(len(names)), names, fontsize=6)
-    axis.set_title(f"{label('fisher')} among {len(names)} rows of {base_model}'s index", fontsize=8)
+    title = f"{label('fisher')} among {len(names)} rows of {printable(base_model)}'s index"
+    axis.set_title(title + (" (! red: not to be trusted)" if doubted.any() else ""), fontsize=8)
     figure.colorbar(image, ax=axis, shrink=0.8)
     figure.tight_layout()
     return figure
@@ -526,6 +557,23 @@ def repo_rows(snapshot: RepoSnapshot, base_model: str, layout: Layout, token: st
 
 
 # ----- the work folder: rows read so far, so that an interrupted build resumes -----------------------------------
+def work_folder(folder: str | os.PathLike) -> Path:
+    """``folder``, made when missing (with its parents); ``InputError`` saying what is in the way when it, or a
+    folder above it, is a file (which is left as it is), or when it cannot be made."""
+    path = Path(folder)
+    in_the_way = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+    if in_the_way is not None:
+        raise InputError(
+            f"the work folder {path} cannot be made: {in_the_way} is a file, not a folder (it is left as it is); "
+            "pass --work (work=) a folder, or a path that does not exist yet"
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"the work folder {path} cannot be made ({exc.strerror or exc}): pass another --work") from exc
+    return path
+
+
 class WorkFolder:
     """``journal.jsonl`` (one line per repo read: id, type, commit, rows, problems, chunk) and
     ``chunks/NNNNN.parquet`` (the rows of the repos journaled with that chunk). A chunk is written (to a
@@ -533,8 +581,8 @@ class WorkFolder:
     journaled; a torn last journal line is ignored."""
 
     def __init__(self, folder: str | os.PathLike, base_model: str, layout: Layout):
-        self.folder = Path(folder)
-        (self.folder / "chunks").mkdir(parents=True, exist_ok=True)
+        self.folder = work_folder(folder)
+        work_folder(self.folder / "chunks")
         self.journal = self.folder / "journal.jsonl"
         settings = {"base_model": base_model, "layout": layout.as_dict(), "format": INDEX_FORMAT}
         settings_file = self.folder / "settings.json"
@@ -695,21 +743,42 @@ def render_state(base_model: str, layout: Layout, work: WorkFolder, sketch_ids: 
     return (json.dumps(document, indent=1, sort_keys=True) + "\n").encode()
 
 
+def _state_problem(document: dict[str, Any]) -> str | None:
+    """What is wrong with the repos, base model and layout of a state file of this format (None: nothing)."""
+    repos = document.get("repos")
+    if not isinstance(repos, list) or not isinstance(document.get("base_model"), str):
+        return "lists no repos or base model"
+    for number, entry in enumerate(repos):
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("repo_id"), str)
+            and entry.get("repo_type") in ("model", "dataset")
+            and isinstance(entry.get("commit"), str)
+            and isinstance(entry.get("problems", []), list)
+        ):
+            return f"repo entry {number} is not a mapping with a repo_id, a repo_type and a commit"
+    layout = document.get("layout", {})
+    if not (isinstance(layout, dict) and isinstance(layout.get("sketches", []), list)) or not isinstance(
+        document.get("sketch_ids", []), list
+    ):
+        return "its layout or sketch ids are malformed"
+    return None
+
+
 def parse_state(data: bytes, where: str) -> dict[str, Any]:
-    """The state file of an index; ``InputError`` for one this fisherhub does not read (older or newer)."""
-    try:
-        document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{where}: {STATE_PATH} is not valid JSON ({exc}); rebuild the index") from exc
+    """The state file of an index, read by ``read_json`` (at most ``MAX_STATE_BYTES``); ``InputError`` for one
+    this fisherhub does not read (older or newer, malformed, out of bounds)."""
+    document = read_json(data, f"{where}: {STATE_PATH}", max_bytes=MAX_STATE_BYTES)
     if not isinstance(document, dict) or document.get("kind") != STATE_KIND:
         raise InputError(f"{where}: not a fisherhub signature index (no {STATE_PATH} of kind {STATE_KIND!r})")
     if document.get("format") != INDEX_FORMAT:
         raise InputError(
-            f"{where}: index format {document.get('format')!r}, this fisherhub reads format {INDEX_FORMAT}: "
-            "rebuild it with `fisherhub index build` (or upgrade fisherhub)"
+            f"{where}: index format {printable(repr(document.get('format')))[:40]}, this fisherhub reads format "
+            f"{INDEX_FORMAT}: rebuild it with `fisherhub index build` (or upgrade fisherhub)"
         )
-    if not isinstance(document.get("repos"), list) or not isinstance(document.get("base_model"), str):
-        raise InputError(f"{where}: {STATE_PATH} lists no repos or base model; rebuild the index")
+    problem = _state_problem(document)
+    if problem is not None:
+        raise InputError(f"{where}: {STATE_PATH} {problem}; rebuild the index with `fisherhub index build`")
     return document
 
 
@@ -725,6 +794,10 @@ class IndexSummary:
     problems: int
     #: (repo, dataset, tokens, nearest other repo, A) for the signatures with the most tokens
     neighbours: tuple[tuple[str, str, int, str, float], ...] = ()
+    #: per neighbour: why its A is not to be trusted (``nearest_neighbours``), or None
+    neighbour_doubts: tuple[str | None, ...] = ()
+    #: the rows ``read_rows`` left out, as "repo:path: reason" (a row that fails the bounded-claims checks too)
+    left_out: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, table, base_model: str, repos: Iterable[dict[str, Any]]) -> IndexSummary:
@@ -734,6 +807,7 @@ class IndexSummary:
         sketch_ids = collections.Counter(table.column("sketch_id").to_pylist())
         problems = sum(len(repo.get("problems") or []) for repo in repos)
         rows = read_rows(table, base_model, "the index")
+        found = nearest_neighbours(rows, NEIGHBOUR_ROWS)
         neighbours = tuple(
             (
                 rows.rows[i]["repo_id"],
@@ -742,12 +816,41 @@ class IndexSummary:
                 rows.rows[j]["repo_id"],
                 a,
             )
-            for i, j, a in nearest_neighbours(rows, NEIGHBOUR_ROWS)
+            for i, j, a, _ in found
         )
-        return cls(base_model, table.num_rows, len(repos), dict(obtained), dict(sketch_ids), problems, neighbours)
+        doubts = tuple(doubt for *_, doubt in found)
+        left_out = tuple(f"{row.repo_id}:{row.path}: {row.reason}" for row in rows.skipped)
+        return cls(
+            base_model,
+            table.num_rows,
+            len(repos),
+            dict(obtained),
+            dict(sketch_ids),
+            problems,
+            neighbours,
+            doubts,
+            left_out,
+        )
+
+    def _shown(self) -> list[tuple[str, str, int, str, str]]:
+        """The neighbours as shown: repo, dataset and nearest repo ``printable`` (they come from the rows), A with
+        " !" where it is doubted."""
+        doubts = self.neighbour_doubts or (None,) * len(self.neighbours)
+        return [
+            (printable(repo), printable(dataset), tokens, printable(nearest), f"{a:.3f}" + (" !" if doubt else ""))
+            for (repo, dataset, tokens, nearest, a), doubt in zip(self.neighbours, doubts)
+        ]
+
+    def _doubt_lines(self) -> list[str]:
+        doubts = self.neighbour_doubts or (None,) * len(self.neighbours)
+        return [
+            f"! {printable(repo)} and {printable(nearest)}: {doubt}"
+            for (repo, _, _, nearest, _), doubt in zip(self.neighbours, doubts)
+            if doubt
+        ]
 
     def neighbour_table(self) -> list[str]:
-        """The neighbours as a Markdown table (empty without them)."""
+        """The neighbours as a Markdown table (empty without them), then why a doubted A (!) is not to be trusted."""
         if not self.neighbours:
             return []
         from fisherhub.core.geometry import GEOMETRIES
@@ -762,25 +865,34 @@ class IndexSummary:
             f"| adapter | dataset | tokens | nearest | {fisher.symbol} |",
             "|---|---|---|---|---|",
         ]
-        return out + [
-            f"| {repo} | {dataset} | {tokens:,} | {nearest} | {a:.3f} |"
-            for repo, dataset, tokens, nearest, a in self.neighbours
+        cells = [
+            [cell.replace("|", "\\|") for cell in (repo, dataset, f"{tokens:,}", nearest, a)]
+            for repo, dataset, tokens, nearest, a in self._shown()
         ]
+        doubts = self._doubt_lines()
+        return out + [f"| {' | '.join(row)} |" for row in cells] + (["", *doubts] if doubts else [])
 
     def lines(self) -> list[str]:
-        out = [f"signature index of {self.base_model}: {self.rows} signatures from {self.repos} repos read"]
-        out += [f"  {count:>7}  {OBTAINED.get(kind, kind)}" for kind, count in sorted(self.by_obtained.items())]
-        out += [f"  sketch id {sketch_id}: {count} rows" for sketch_id, count in sorted(self.sketch_ids.items())]
+        out = [f"signature index of {printable(self.base_model)}: {self.rows} signatures from {self.repos} repos read"]
+        out += [
+            f"  {count:>7}  {printable(OBTAINED.get(kind, kind))}" for kind, count in sorted(self.by_obtained.items())
+        ]
+        out += [
+            f"  sketch id {printable(sketch_id)}: {count} rows" for sketch_id, count in sorted(self.sketch_ids.items())
+        ]
         if self.problems:
             out.append(f"  {self.problems} signature(s) could not be read (listed in {STATE_PATH})")
+        if self.left_out:
+            out.append(f"  {len(self.left_out)} row(s) left out (neither ranked nor shown):")
+            out += [f"    {printable(line)}" for line in self.left_out[:LEFT_OUT_SHOWN]]
+            out += [f"    ... and {len(self.left_out) - LEFT_OUT_SHOWN} more"] * (len(self.left_out) > LEFT_OUT_SHOWN)
         return out
 
     def neighbour_lines(self) -> list[str]:
-        """The neighbours as terminal lines."""
+        """The neighbours as terminal lines, then why a doubted A (!) is not to be trusted."""
         return [
-            f"  {repo} ({tokens:,} tokens): nearest {nearest}, A = {a:.3f}"
-            for repo, _, tokens, nearest, a in self.neighbours
-        ]
+            f"  {repo} ({tokens:,} tokens): nearest {nearest}, A = {a}" for repo, _, tokens, nearest, a in self._shown()
+        ] + self._doubt_lines()
 
 
 def render_card(
@@ -848,7 +960,9 @@ def push_index(
     import io
 
     import datasets
-    from huggingface_hub import CommitOperationAdd, DatasetCard, HfApi, hf_hub_download
+    from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
+
+    from fisherhub.hub.cards import card_text, parse_card
 
     api = HfApi(token=token)
     where = f"datasets/{repo.repo_id}"
@@ -864,7 +978,7 @@ def push_index(
             commit_message="signature index: rows",
         )
         card_file = hf_hub_download(repo.repo_id, "README.md", repo_type="dataset", token=token)
-        existing = DatasetCard.load(card_file).data.to_dict()
+        existing = parse_card(card_text(card_file, where), where, "dataset").data.to_dict()
         summary = IndexSummary.of(table, base_model, work.entries())
         state = render_state(base_model, layout, work, sorted(summary.sketch_ids))
         try:
@@ -925,20 +1039,24 @@ def load_index(name: str | SignatureRef, token: str | None = None, columns: list
     ref = name if isinstance(name, SignatureRef) else index_ref(name)
     where = f"datasets/{ref.repo_id}"
     with hub_errors(where):
-        info = HfApi(token=token).repo_info(ref.repo_id, repo_type="dataset", revision=ref.revision)
+        info = HfApi(token=token).repo_info(
+            ref.repo_id, repo_type="dataset", revision=ref.revision, files_metadata=True
+        )
     files = sorted(s.rfilename for s in info.siblings or [])
+    sizes = {s.rfilename: s.size for s in info.siblings or []}
     if STATE_PATH not in files:
         raise InputError(
             f"{where}: not a fisherhub signature index (no {STATE_PATH}); build one with `fisherhub index build`"
         )
     shards = [f for f in files if f.startswith(f"{DATA_DIR}/") and f.endswith(".parquet")]
+    check_size(sizes[STATE_PATH], f"{where}: {STATE_PATH}", max_bytes=MAX_STATE_BYTES)  # before any download
 
     def fetch(path: str) -> str:
         with hub_errors(where, path):
             return hf_hub_download(ref.repo_id, path, repo_type="dataset", revision=info.sha, token=token)
 
     outcomes = bounded_map(fetch, [STATE_PATH, *shards], catch=())
-    state = parse_state(Path(outcomes[0].value).read_bytes(), where)
+    state = parse_state(read_file(outcomes[0].value, f"{where}: {STATE_PATH}", max_bytes=MAX_STATE_BYTES), where)
     tables = []
     for outcome in outcomes[1:]:
         try:
@@ -973,6 +1091,38 @@ def listed_adapters(base_model: str, token: str | None = None) -> list[RepoSnaps
         return [RepoSnapshot.from_info(info, "model", listed=True) for info in infos]
 
 
+#: what a new dataset repo may hold before an index is pushed into it (the Hub writes ``.gitattributes``)
+NEW_REPO_FILES = frozenset({".gitattributes", "README.md"})
+
+
+def check_push_target(repo: SignatureRef, token: str | None = None, force: bool = False) -> None:
+    """``InputError`` unless ``repo`` may receive an index: it does not exist yet (the push creates it), holds
+    nothing but ``NEW_REPO_FILES``, or is an index (it has ``STATE_PATH``); with ``force``, any repo. Anything
+    else is someone's data, whose ``load_dataset`` the index's shards under ``DATA_DIR/`` would change."""
+    from huggingface_hub import HfApi
+
+    from fisherhub.hub.errors import RepoNotFoundError
+
+    where = f"datasets/{repo.repo_id}"
+    try:
+        with hub_errors(where):
+            info = HfApi(token=token).repo_info(repo.repo_id, repo_type="dataset")
+    except RepoNotFoundError:
+        return
+    files = sorted(sibling.rfilename for sibling in info.siblings or [])
+    others = [name for name in files if name not in NEW_REPO_FILES]
+    if force or not others or STATE_PATH in files:
+        return
+    shown = ", ".join(printable(name) for name in others[:5]) + (
+        f" and {len(others) - 5} more" if len(others) > 5 else ""
+    )
+    raise InputError(
+        f"{where} is not a signature index (no {STATE_PATH}) and holds {shown}: pushing the index would add "
+        f"Parquet shards under {DATA_DIR}/ and change what load_dataset({repo.repo_id!r}) returns. Nothing was "
+        "pushed. Push to a new or empty dataset repo, or pass --force (force=True) to push into this one anyway"
+    )
+
+
 def build_index(
     base_model: str,
     push: str,
@@ -984,13 +1134,17 @@ def build_index(
     private: bool = False,
     progress: bool = False,
     stop_after: int | None = None,
+    force: bool = False,
 ) -> tuple[str, IndexSummary]:
     """Gather every published signature of ``base_model``'s adapters (``find_adapters``) into the index
     ``push`` (a dataset repo) and push it; returns (the index commit, its summary). Repos are read
     ``workers`` at once; what was read is kept in ``work`` (default ``~/.cache/fisherhub/index/<org--name>``),
-    so a build that was killed resumes where it stopped (repos whose commit moved since are read again)."""
+    so a build that was killed resumes where it stopped (repos whose commit moved since are read again).
+    ``push`` is checked first (``check_push_target``): a repo that holds other data than an index is refused
+    unless ``force``."""
     base_model, layout = canonical_model_id(base_model), layout or Layout()
     repo = index_ref(push)
+    check_push_target(repo, token, force)
     folder = WorkFolder(work or default_work(repo), base_model, layout)
     snapshots = listed_adapters(base_model, token)
     if not snapshots:

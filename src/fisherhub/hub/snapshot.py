@@ -12,9 +12,10 @@ from typing import Any
 from huggingface_hub import HfApi, constants, hf_hub_download, snapshot_download, try_to_load_from_cache
 from huggingface_hub.errors import IncompleteSnapshotError, LocalEntryNotFoundError
 
-from fisherhub.hub.cards import CARD_CLASSES, CARD_NAME, read_card, signature_entries
-from fisherhub.hub.errors import OfflineCacheError, hub_errors
-from fisherhub.hub.index import INDEX_FOLDERS, merge_entries, parse_index
+from fisherhub.core.bounded import check_size, check_tree
+from fisherhub.hub.cards import CARD_NAME, MAX_CARD_BYTES, card_text, parse_card, read_card, signature_entries
+from fisherhub.hub.errors import CardError, OfflineCacheError, hub_errors
+from fisherhub.hub.index import INDEX_FOLDERS, MAX_INDEX_BYTES, index_bytes, merge_entries, parse_index
 from fisherhub.hub.refs import SignatureRef, is_signature_file
 
 logger = logging.getLogger(__name__)
@@ -39,6 +40,11 @@ class RepoSnapshot:
         sha, siblings, cardData)."""
         card = info.card_data
         card_data = card.to_dict() if hasattr(card, "to_dict") else card
+        try:  # parsed by the client from the Hub's answer: bounded as a card's header is
+            check_tree(card_data, f"{info.id}: its card metadata", max_values=MAX_CARD_BYTES, error=CardError)
+        except CardError as exc:
+            logger.warning("%s; read as if the repo had no card", exc)
+            card_data = None
         files = {sibling.rfilename: sibling.size for sibling in info.siblings or []}
         return cls(SignatureRef(info.id, repo_type, info.sha), files, card_data, asked, listed=listed)
 
@@ -74,7 +80,9 @@ class RepoSnapshot:
         if not self.complete or any(path in self.files for path in INDEX_FOLDERS):
             return merge_entries(self._indexed("", str(self.ref), token), card)
         if CARD_NAME in self.files and not self.listed:  # cached for offline use, read as the Hub did
-            text = self.download(CARD_NAME, token).read_text("utf-8-sig")
+            where = str(self.ref)
+            check_size(self.files[CARD_NAME], f"{where}: {CARD_NAME}", max_bytes=MAX_CARD_BYTES, error=CardError)
+            text = card_text(self.download(CARD_NAME, token), where)
             card = signature_entries(read_card(text, str(self.ref), self.ref.repo_type).data, str(self.ref))
         return card
 
@@ -84,9 +92,12 @@ class RepoSnapshot:
         for path in INDEX_FOLDERS:
             if not self.complete:
                 cached = self.cached_file(prefix + path)
-                data = cached.read_bytes() if cached is not None else None
+                data = index_bytes(cached, where, path) if cached is not None else None
+            elif prefix + path in self.files:
+                check_size(self.files[prefix + path], f"{where}: {path}", max_bytes=MAX_INDEX_BYTES, error=CardError)
+                data = index_bytes(self.download(prefix + path, token), where, path)
             else:
-                data = self.download(prefix + path, token).read_bytes() if prefix + path in self.files else None
+                data = None
             if data is not None:
                 listings.append(parse_index(data, where, path))
         return merge_entries(*listings)
@@ -127,8 +138,8 @@ def cached_snapshot(repo: SignatureRef) -> RepoSnapshot:
     card_data = None
     if CARD_NAME in files:
         try:
-            card_data = CARD_CLASSES[repo.repo_type].load(snapshot / CARD_NAME).data.to_dict()
-        except (ValueError, OSError) as exc:  # a malformed card lists nothing; the index may still
+            card_data = parse_card(card_text(snapshot / CARD_NAME, str(repo)), str(repo), repo.repo_type).data.to_dict()
+        except CardError as exc:  # a malformed card lists nothing; the index may still
             logger.warning("%s: cached card unreadable (%s)", repo, exc)
     return RepoSnapshot(
         SignatureRef(repo.repo_id, repo.repo_type, commit), files, card_data, repo.revision, complete=False

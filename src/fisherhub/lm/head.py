@@ -18,6 +18,7 @@ import weakref
 
 import torch
 
+from fisherhub.core.bounded import read_file, read_json
 from fisherhub.core.errors import InputError
 from fisherhub.core.spec import ModelFingerprint, tensor_checksum
 
@@ -89,6 +90,10 @@ def non_finite_model_error(what: str, dtype: torch.dtype) -> InputError:
     )
 
 
+#: a sharded checkpoint's ``model.safetensors.index.json`` (a 405B model's lists ~2,000 tensors in ~200 kB)
+MAX_WEIGHT_MAP_BYTES = 16 * 2**20
+
+
 def _stored_tensor(model: torch.nn.Module, parameter: torch.Tensor) -> torch.Tensor | None:
     """``parameter`` as stored in the safetensors files the model was loaded from (a local folder, or the Hub
     cache at the loaded commit), when the loaded values are exactly its rounding to the parameter's dtype;
@@ -113,10 +118,20 @@ def _stored_tensor(model: torch.nn.Module, parameter: torch.Tensor) -> torch.Ten
         return found if isinstance(found, str) else None
 
     index = local("model.safetensors.index.json")
-    with open(index) if index else contextlib.nullcontext() as handle:
-        weight_map = json.load(handle)["weight_map"] if index else {}
+    weight_map: dict = {}
+    if index:
+        try:
+            document = read_json(
+                read_file(index, index, max_bytes=MAX_WEIGHT_MAP_BYTES), index, max_bytes=MAX_WEIGHT_MAP_BYTES
+            )
+        except InputError:  # not an index a loader wrote: the loaded values stand
+            return None
+        weight_map = document.get("weight_map") if isinstance(document, dict) else None
+        if not isinstance(weight_map, dict):
+            return None
     for name in names:
-        path = local(weight_map[name]) if name in weight_map else None if index else local("model.safetensors")
+        shard = weight_map.get(name)
+        path = (local(shard) if isinstance(shard, str) else None) if index else local("model.safetensors")
         if path is None:
             continue
         with safe_open(path, framework="pt") as handle:

@@ -34,8 +34,11 @@ def _check_plain_model(model: torch.nn.Module) -> None:
 
 
 def _adapter_configs(adapters) -> list:
-    """PEFT configs of ``adapters``: paths or Hub ids (their adapter_config.json) or ``PeftConfig``s."""
+    """PEFT configs of ``adapters``: paths or Hub ids (their adapter_config.json, through the bounded reader) or
+    ``PeftConfig``s."""
     import peft
+
+    from fisherhub.lm.adapter_config import adapter_config_file, read_peft_config
 
     if isinstance(adapters, (str, peft.PeftConfig)) or not isinstance(adapters, Iterable):
         adapters = [adapters]
@@ -45,9 +48,9 @@ def _adapter_configs(adapters) -> list:
             configs.append(adapter)
             continue
         try:
-            configs.append(peft.PeftConfig.from_pretrained(str(adapter)))
-        except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read the adapter config of {adapter!r} (adapter_config.json): {exc}") from exc
+            configs.append(read_peft_config(adapter_config_file(adapter), f"{adapter}: adapter_config.json"))
+        except InputError as exc:
+            raise InputError(f"cannot read the adapter config of {adapter!r}: {exc}") from exc
     if not configs:
         raise InputError("adapters= is empty: give at least one adapter whose target modules to sketch")
     return configs

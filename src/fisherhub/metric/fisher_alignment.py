@@ -89,6 +89,12 @@ Returns:
     coupling (`list` of `float` or `None`): rho = A / (S_a S_e); None where S_a or S_e is within two
         standard errors of 0.
     stderr (`list` of `float`): standard error of each A.
+    doubt (`list` of `str` or `None`): why pair i's numbers are not to be trusted, naming the check that failed
+        and the side ("source" is predictions[i], "target" references[i]): a signature that fails its own
+        consistency checks (e.g. split norms too small for its sketch: a forged or damaged file) or estimates
+        outside [0, 1] by more than 5 standard errors; None where the pair is plausible. Such a pair also warns.
+    noisy (`list` of `bool`): a split-sample norm of either signature was not resolved, or an estimate is out of
+        range with a signature of fewer than 20 documents: its values are noise.
     sketch_id (`str`): the sketch id shared by all signatures.
 Examples:
     >>> import os
@@ -112,9 +118,11 @@ Examples:
     >>> fisher_alignment = evaluate.load(metric_path())
     >>> results = fisher_alignment.compute(predictions=[paths[0], paths[0]], references=[paths[0], paths[1]])
     >>> sorted(results)
-    ['activation_alignment', 'coupling', 'error_alignment', 'fisher_alignment', 'sketch_id', 'stderr']
+    ['activation_alignment', 'coupling', 'doubt', 'error_alignment', 'fisher_alignment', 'noisy', 'sketch_id', 'stderr']
     >>> results["fisher_alignment"][0], results["stderr"][0]
     (1.0, 0.0)
+    >>> results["doubt"]
+    [None, None]
     >>> 0.0 < results["fisher_alignment"][1] < 1.0
     True
     >>> results["sketch_id"] == spec.sketch_id
@@ -288,5 +296,7 @@ def _align_pairs(pairs):
         "error_alignment": [r.error for r in results],
         "coupling": [r.coupling for r in results],
         "stderr": [r.stderr for r in results],
+        "doubt": [r.doubt for r in results],
+        "noisy": [r.norm_clamped or r.noise is not None for r in results],
         "sketch_id": results[0].sketch_id,
     }

@@ -37,6 +37,7 @@ from fisherhub.hub.signature_index import (
     read_rows,
     replace_repos,
     signature_row,
+    work_folder,
 )
 from fisherhub.options import DataArgs
 
@@ -99,8 +100,7 @@ class SignJournal:
     dataset@revision, is saved before its line is written), and every journal file is read back."""
 
     def __init__(self, folder: Path, process_index: int = 0):
-        self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = work_folder(folder)
         self.path = folder / f"sketched-{process_index}.jsonl"
         self.done: dict[tuple[str, str], str] = {}
         for journal in sorted(folder.glob("sketched-*.jsonl")):

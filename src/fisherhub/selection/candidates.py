@@ -9,7 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.core.signature import Signature
@@ -129,16 +128,16 @@ def _with_training_data(
 RANKED_ADAPTER_TYPES = ("LORA",)
 
 
-def _peft_config(folder: Path, where: str):
-    """The ``peft.PeftConfig`` saved in ``folder`` (its ``adapter_config.json``); ``Skip`` when it is malformed,
-    or when the adapter is of a type that is not ranked (with its type as the reason)."""
-    from peft import PeftConfig
+def peft_config_of(file: Path, where: str):
+    """The ``peft.PeftConfig`` in ``file`` (an ``adapter_config.json``, through ``read_peft_config``'s bounds);
+    ``Skip`` when it is malformed, or when the adapter is of a type that is not ranked (with its type as the
+    reason)."""
+    from fisherhub.lm.adapter_config import read_peft_config
 
     try:
-        config = PeftConfig.from_pretrained(str(folder))
-    except (ValueError, TypeError, KeyError, AttributeError, RecursionError, OSError, UnicodeDecodeError) as exc:
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
-        raise Skip(f"malformed {where} ({reason}): save the adapter again with PeftModel.save_pretrained") from exc
+        config = read_peft_config(file, where)
+    except InputError as exc:
+        raise Skip(f"{exc}: save the adapter again with PeftModel.save_pretrained") from exc
     peft_type = getattr(config.peft_type, "value", config.peft_type)
     if peft_type is not None and peft_type not in RANKED_ADAPTER_TYPES:
         raise Skip(
@@ -148,7 +147,7 @@ def _peft_config(folder: Path, where: str):
     return config
 
 
-def _check_adapter_base(adapter_base: str | list[str] | None, base_model: str | None) -> None:
+def check_adapter_base(adapter_base: str | list[str] | None, base_model: str | None) -> None:
     """``adapter_base``: what the adapter config or card names (a card may list several)."""
     bases = [adapter_base] if isinstance(adapter_base, str) else list(adapter_base or [])
     if base_model and bases and not any(same_base_model(base, base_model) for base in bases):
@@ -156,20 +155,24 @@ def _check_adapter_base(adapter_base: str | list[str] | None, base_model: str | 
 
 
 def _local_candidate(folder: Path, base_model: str | None) -> Candidate:
-    from huggingface_hub import RepoCard
-
+    from fisherhub.hub.cards import card_text, parse_card
+    from fisherhub.hub.errors import CardError
     from fisherhub.hub.folder import folder_signature_files
 
     config = folder / ADAPTER_CONFIG
     if not config.is_file():
         raise Skip(f"not an adapter: the folder has no {ADAPTER_CONFIG} (save it with PeftModel.save_pretrained)")
-    _check_adapter_base(_peft_config(folder, ADAPTER_CONFIG).base_model_name_or_path, base_model)
+    check_adapter_base(peft_config_of(config, ADAPTER_CONFIG).base_model_name_or_path, base_model)
     options = [_local_option(folder / path) for path in folder_signature_files(folder)]  # regular files only
     card = folder / "README.md"
     try:
-        datasets = RepoCard.load(card).data.get("datasets") if card.is_file() else None
-    except (ValueError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise Skip(f"malformed adapter card README.md ({exc}): fix its YAML block between the '---' lines") from exc
+        datasets = (
+            parse_card(card_text(card, "adapter card"), "adapter card", "model").data.get("datasets")
+            if card.is_file()
+            else None
+        )
+    except CardError as exc:
+        raise Skip(f"{exc}: fix its YAML block between the '---' lines") from exc
     options = _with_training_data(options, datasets, base_model)
     return Candidate(str(folder), AdapterLocation(str(folder)), options)
 
@@ -178,11 +181,18 @@ def _adapter_config_base(snapshot, subfolder: str | None, token: str | None) -> 
     """``base_model_name_or_path`` of the repo's ``adapter_config.json`` (under ``subfolder``), read with
     ``peft.PeftConfig`` (``Skip`` for a type that is not ranked); one small download through the cache
     (offline: the cached copy)."""
+    from fisherhub.core.bounded import check_size
+    from fisherhub.lm.adapter_config import MAX_ADAPTER_CONFIG_BYTES
+
     path = f"{subfolder}/{ADAPTER_CONFIG}" if subfolder else ADAPTER_CONFIG
+    try:  # a size the listing gives: refused before the download
+        check_size(snapshot.files.get(path), path, max_bytes=MAX_ADAPTER_CONFIG_BYTES)
+    except InputError as exc:
+        raise Skip(str(exc)) from exc
     local = snapshot.download(path, token) if snapshot.complete else snapshot.cached_file(path)
     if local is None or not local.is_file():
         return None  # offline and never fetched: nothing names the base model
-    return _peft_config(local.parent, path).base_model_name_or_path
+    return peft_config_of(local, path).base_model_name_or_path
 
 
 def _hub_candidate(name: str, base_model: str | None, listing=None, token: str | None = None) -> Candidate:
@@ -211,7 +221,7 @@ def _hub_candidate(name: str, base_model: str | None, listing=None, token: str |
             raise Skip(f"not an adapter: {where} has no {ADAPTER_CONFIG} (a full model, not a PEFT adapter)")
         card = {} if subfolder else snapshot.card_data or {}  # the card describes the repo, not a folder in it
         config_base = _adapter_config_base(snapshot, subfolder, token)  # also refuses a type that is not ranked
-        _check_adapter_base(card.get("base_model") or config_base, base_model)
+        check_adapter_base(card.get("base_model") or config_base, base_model)
         options = hub_options(ref.repo_id, "model", snapshot=snapshot, token=token, subfolder=subfolder)
         options = _with_training_data(options, card.get("datasets"), base_model, token)
     except HubError as exc:

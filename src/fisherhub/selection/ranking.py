@@ -9,11 +9,10 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from fisherhub.core.errors import InputError
-from fisherhub.core.geometry import GEOMETRIES, HEAD_SCORES, SCORES, label
+from fisherhub.core.geometry import HEAD_SCORES, SCORES, label
 from fisherhub.core.spec import SketchSpec
 
 if TYPE_CHECKING:
-    from fisherhub.core.alignment import AlignmentResult
     from fisherhub.selection.candidates import Candidate, SignatureOption
     from fisherhub.selection.rows import RankedCandidate
 
@@ -32,27 +31,9 @@ def check_score(score: str) -> str:
     return score
 
 
-#: an estimate is implausible when it lies more than this many of its standard errors outside [0, 1]
-PLAUSIBLE_Z = 4.0
-
-
-def implausible_scores(result: AlignmentResult) -> str | None:
-    """Why an alignment's estimates cannot be true (None: they can): A, S_a and S_e are cosines of
-    non-negative kernels, in [0, 1], so an estimate more than ``PLAUSIBLE_Z`` standard errors outside, or a
-    value or standard error that is not a finite number, comes from a signature that is not what it says."""
-    problems = []
-    for score in HEAD_SCORES:
-        value, stderr = GEOMETRIES[score].value(result), GEOMETRIES[score].stderr(result)
-        if not (math.isfinite(value) and math.isfinite(stderr) and stderr >= 0):
-            problems.append(f"{score} = {value:.3g} ± {stderr:.3g}")
-        elif not -PLAUSIBLE_Z * stderr <= value <= 1.0 + PLAUSIBLE_Z * stderr:
-            problems.append(f"{score} = {value:.3g} ± {stderr:.3g} outside [0, 1]")
-    return f"implausible alignment: {'; '.join(problems)}" if problems else None
-
-
 def best_first(rows: Iterable[Row]) -> list[Row]:
-    """Rows by their score, highest first; rows in ``doubt`` (implausible numbers) after every other row, so
-    that none of them can be the best."""
+    """Rows by their score, highest first; rows in ``doubt`` (numbers the math does not allow, or noise) after
+    every other row, so that none of them can be the best."""
     return sorted(
         rows, key=lambda row: (row.doubt is None, row.score if math.isfinite(row.score) else -math.inf), reverse=True
     )

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES, HEAD_SCORES, label
 from fisherhub.extras import require
+from fisherhub.safe_text import printable
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -76,7 +77,7 @@ def _table_rows(selection: Shown, limit: int | None) -> tuple[list[str], list[li
         ]
         for rank, row in enumerate(selection.ranking[:limit], start=1)
     ]
-    return header, rows
+    return header, [[printable(cell) for cell in row] for row in rows]
 
 
 #: ``score="auto"`` in plain words, by the regime of the head (answer first; the evidence follows it)
@@ -109,7 +110,11 @@ def _caption(selection: Shown, limit: int | None) -> str:
 
     rows = selection.ranking[:limit]
     legend = [
-        *([f"note: {ABOVE_ONE}"] if any(max(row.fisher, row.activation, row.error) > 1.0 for row in rows) else []),
+        *(
+            [f"note: {ABOVE_ONE}"]
+            if any(max(row.fisher, row.activation, row.error) > 1.0 for row in rows if not row.doubt)
+            else []
+        ),
         *([f"note: {BLANK_COUPLING}"] if any(row.coupling is None for row in rows) else []),
     ]
     trust = []
@@ -117,9 +122,10 @@ def _caption(selection: Shown, limit: int | None) -> str:
         trust.append(auto_explanation(selection))
     if selection.rerank is not None:
         second = selection.rerank
+        unmeasured = f", {len(second.skipped)} more tried and skipped (below)" if second.skipped else ""
         trust.append(
-            f"two-stage: first {len(second.measured)} adapters of the S_a and S_e rankings measured on the "
-            f"target's {second.tokens} scored tokens ({second.documents} documents; base model loss "
+            f"two-stage: first {len(second.measured)} adapters of the S_a and S_e rankings measured{unmeasured} on "
+            f"the target's {second.tokens} scored tokens ({second.documents} documents; base model loss "
             f"{second.base_loss:.4f}) in {second.seconds:.1f} s"
         )
         if second.first_stage_verdict is not None:
@@ -133,7 +139,7 @@ def _caption(selection: Shown, limit: int | None) -> str:
         else []
     )
     skipped = ["skipped:", *(f"  {s.candidate}: {s.reason}" for s in selection.skipped)] if selection.skipped else []
-    return "\n".join([*trust, *doubts, *legend, *skipped])
+    return "\n".join(printable(line) for line in [*trust, *doubts, *legend, *skipped])  # a name's \n breaks no line
 
 
 def plain_table(selection: Shown, limit: int | None = None) -> str:
@@ -150,16 +156,18 @@ def rich_table(selection: Shown, limit: int | None = None) -> Table:
     """The same rows as a ``rich.table.Table``, the skipped candidates in its caption."""
     require("rich")
     from rich.table import Table
+    from rich.text import Text
 
     header, rows = _table_rows(selection, limit)
+    caption = _caption(selection, limit)
     table = Table(
         *header,
         title=f"candidates ranked by {label(selection.score)}",
-        caption=_caption(selection, limit) or None,
+        caption=Text(caption) if caption else None,
         caption_justify="left",
     )
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(Text(cell) for cell in row))  # Text: a repo's "[...]" is not read as rich markup
     return table
 
 
@@ -185,9 +193,16 @@ def bar_chart(selection: Shown, limit: int | None = None) -> Figure:
             capsize=3,
             label=label(score),
         )
-    axes.set_xticks(positions, [row.candidate for row in rows], rotation=20, ha="right", fontsize=8)
+    ticks = [f"! {printable(row.candidate)}" if row.doubt else printable(row.candidate) for row in rows]
+    axes.set_xticks(positions, ticks, rotation=20, ha="right", fontsize=8)
+    for tick, row in zip(axes.get_xticklabels(), rows):
+        tick.set_color("red" if row.doubt else "black")
     axes.set_ylabel("alignment with the target")
-    axes.set_title(f"ranked by {label(selection.score)}; best: {selection.best.candidate}", fontsize=10)
+    best = selection.best
+    title = f"ranked by {label(selection.score)}; best: {printable(best.candidate)}"
+    if any(row.doubt for row in rows):
+        title += " (! in red: not to be trusted, ranked last)" if best.doubt is None else " (! none to be trusted)"
+    axes.set_title(title, fontsize=10)
     axes.axhline(0.0, color="black", linewidth=0.6)
     figure.legend(loc="outside lower center", ncol=len(HEAD_SCORES), fontsize=8)
     return figure

@@ -14,13 +14,19 @@ measure how well each adapter predicts the target without holding back a part of
 leave both stages fewer tokens. The loss of candidate c is L_c = Σ_d NLL_c(d) / Σ_d n_d over documents d (n_d
 scored tokens); its error bars come from a bootstrap over the target's documents, the same draws for every
 candidate and the base model, so differences are paired.
+
+Adapters come from strangers: ``measure_adapter``, the one place a candidate is loaded and measured (``rerank``
+and any other schedule of the second stage call it), checks each first (``peft_loading.check_adapter``: its
+config, type, base model and weights file size), loads it, refuses NaN or inf weights and a loss that is not
+finite, and gives the base model back unchanged whatever happened; an adapter it cannot measure is skipped with
+its reason (``Rerank.skipped``), the next candidate of the merged order measured in its place, and never picked.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -29,10 +35,19 @@ from fisherhub.analysis.verdict import Verdict
 from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.core.errors import InputError
 from fisherhub.core.geometry import CLEAR_GAP_Z
+from fisherhub.selection.errors import Skip, UnmeasurableAdaptersError
+from fisherhub.selection.peft_loading import (
+    MEASURED_ADAPTER,
+    adapter_on,
+    brief,
+    check_adapter,
+    default_max_adapter_bytes,
+)
 from fisherhub.selection.ranking import best_first
+from fisherhub.selection.rows import Skipped
 
 if TYPE_CHECKING:
-    from fisherhub.selection.rows import RankedCandidate
+    from fisherhub.selection.rows import AdapterLocation, RankedCandidate
 
 #: the geometries whose rankings are merged into the second stage's candidates
 FIRST_STAGE = ("activation", "error")
@@ -45,6 +60,13 @@ def check_rerank(rerank: int) -> int:
     if not isinstance(rerank, int) or isinstance(rerank, bool) or rerank < 0:
         raise InputError(f"rerank must be a non-negative int (0: rank by signatures only), got {rerank!r}")
     return rerank
+
+
+def check_max_adapter_bytes(limit: int | None) -> int | None:
+    """``max_adapter_bytes`` (None: ``default_max_adapter_bytes`` of the base model), refused unless a positive int."""
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise InputError(f"max_adapter_bytes must be a positive int (bytes) or None, got {limit!r}")
+    return limit
 
 
 def second_stage_candidates(ranking: Sequence[RankedCandidate], k: int) -> list[RankedCandidate]:
@@ -95,24 +117,45 @@ def document_losses(model, batches, device=None) -> DocumentLosses:
     return DocumentLosses(torch.cat(nll), torch.cat(tokens))
 
 
-def each_adapter(
-    model, rows: Sequence[RankedCandidate], token: str | None = None
-) -> Iterator[tuple[RankedCandidate, object]]:
-    """``(row, peft_model)`` for each row's adapter in turn, loaded onto ``model`` alone: the previous one is
-    unloaded (``PeftModel.unload``: its LoRA modules removed, nothing merged) before the next is loaded, so one
-    adapter is in memory at a time, and ``model`` is the plain base model again at the end."""
-    from peft import PeftModel
+def _non_finite_weights(peft_model) -> list[str]:
+    """The names of the measured adapter's tensors that hold NaN or inf."""
+    return [
+        name
+        for name, tensor in peft_model.named_parameters()
+        if MEASURED_ADAPTER in name.split(".") and not bool(torch.isfinite(tensor).all())
+    ]
 
-    for row in rows:
-        peft_model = PeftModel.from_pretrained(
-            model, row.adapter.path, adapter_name="rerank", **row.adapter.hub_kwargs(token)
-        )
-        peft_model.eval()
+
+def measure_adapter(
+    model,
+    batches,
+    adapter: AdapterLocation,
+    *,
+    base_model: str | None = None,
+    token: str | None = None,
+    max_adapter_bytes: int | None = None,
+) -> DocumentLosses:
+    """The target's per-document losses (``batches``, as ``document_losses`` reads them) under ``adapter`` loaded
+    onto ``model`` alone (``peft_loading.adapter_on``: ``model`` is the plain base model again afterwards).
+    ``Skip`` with the reason when it cannot be measured: ``check_adapter`` refuses it (config, type, base model
+    ``base_model``, a weights file over ``max_adapter_bytes``, default ``default_max_adapter_bytes(model)``), peft
+    cannot load it, its weights hold NaN or inf, the forward pass fails, or its loss is not finite."""
+    limit = default_max_adapter_bytes(model) if max_adapter_bytes is None else max_adapter_bytes
+    check_adapter(adapter, base_model, limit, token, shared_base=True)
+    with adapter_on(model, adapter, token) as peft_model:
+        broken = _non_finite_weights(peft_model)
+        if broken:
+            raise Skip(
+                f"its weights hold NaN or inf ({len(broken)} tensor(s), e.g. {broken[0]}): a broken adapter, not "
+                "measured"
+            )
         try:
-            yield row, peft_model
-        finally:
-            model = peft_model.unload()
-            del peft_model
+            losses = document_losses(peft_model, batches)
+        except Exception as exc:  # noqa: BLE001 (a stranger's adapter on the target: any failure is the adapter's)
+            raise Skip(f"it fails on the target's documents ({brief(exc)})") from exc
+    if not bool(torch.isfinite(losses.nll).all()):
+        raise Skip("its loss on the target is not finite (NaN or inf): a broken adapter, not measured")
+    return losses
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,7 +174,8 @@ class MeasuredCandidate:
 class Rerank:
     """The second stage: the measured candidates (in first-stage order; ``verdict.best`` indexes them), the base
     model's loss, the verdict from the measured losses, the first stage's verdict, the target's documents and
-    scored tokens, and the seconds spent (the forward passes over the target, k + 1 of them with the base model's)."""
+    scored tokens, the seconds spent (the forward passes over the target, k + 1 of them with the base model's),
+    and the candidates tried but not measured, with the reason (``measure_adapter``)."""
 
     measured: list[MeasuredCandidate]
     base_loss: float
@@ -140,6 +184,7 @@ class Rerank:
     documents: int
     tokens: int
     seconds: float
+    skipped: list[Skipped] = dataclasses.field(default_factory=list)  # tried, not measured: why
 
     def lowest_first(self) -> list[MeasuredCandidate]:
         return sorted(self.measured, key=lambda m: m.loss)
@@ -204,18 +249,41 @@ def rerank(
     rows: Sequence[RankedCandidate],
     first_stage_verdict: Verdict | None = None,
     token: str | None = None,
+    *,
+    wanted: int | None = None,
+    base_model: str | None = None,
+    max_adapter_bytes: int | None = None,
 ) -> Rerank:
-    """Measure the target's loss (``batches``: its documents, as sketched) under the base ``model`` and under each
-    of ``rows``' adapters (one at a time, ``each_adapter``), with paired bootstrap error bars."""
+    """Measure the target's loss (``batches``: its documents, as sketched) under the base ``model`` and under
+    ``rows``' adapters in turn (``measure_adapter``, one at a time) until ``wanted`` (default: all) are measured,
+    with paired bootstrap error bars; the ones that cannot be measured are skipped with their reason.
+    ``UnmeasurableAdaptersError`` when none can be."""
     if not rows:
         raise InputError("no adapter among the candidates to re-rank: the first stage ranked only dataset repos")
     started = time.perf_counter()
     model.eval()
     base = document_losses(model, batches)
-    adapted = [document_losses(peft_model, batches) for _, peft_model in each_adapter(model, rows, token)]
+    if not bool(torch.isfinite(base.nll).all()):
+        raise InputError("the base model's own loss on the target is not finite: check the model and its dtype")
+    wanted = len(rows) if wanted is None else wanted
+    measured_rows, adapted, skipped = [], [], []
+    for row in rows:
+        if len(adapted) == wanted:
+            break
+        try:
+            losses = measure_adapter(
+                model, batches, row.adapter, base_model=base_model, token=token, max_adapter_bytes=max_adapter_bytes
+            )
+        except Skip as skip:
+            skipped.append(Skipped(row.candidate, f"second stage: {skip.reason}"))
+            continue
+        measured_rows.append(row)
+        adapted.append(losses)
+    if not adapted:
+        raise UnmeasurableAdaptersError(skipped)
     seconds = time.perf_counter() - started
     draws, base_draws = paired_bootstrap(base, adapted)
-    names = [row.candidate for row in rows]
+    names = [row.candidate for row in measured_rows]
     measured = [
         MeasuredCandidate(
             name, a.loss, float(draws[:, i].std()), base.loss - a.loss, float((base_draws - draws[:, i]).std())
@@ -223,4 +291,6 @@ def rerank(
         for i, (name, a) in enumerate(zip(names, adapted))
     ]
     verdict = measured_verdict(names, [m.loss for m in measured], draws)
-    return Rerank(measured, base.loss, verdict, first_stage_verdict, len(base.nll), int(base.tokens.sum()), seconds)
+    return Rerank(
+        measured, base.loss, verdict, first_stage_verdict, len(base.nll), int(base.tokens.sum()), seconds, skipped
+    )

@@ -39,13 +39,18 @@ class Selection:
     choice: AutoChoice | None = None  # with score="auto": the geometry scored by, the regime, and why
     token: str | None = dataclasses.field(default=None, repr=False)  # select_adapter's token, used again to load
     rerank: Rerank | None = None  # the second stage (``select_adapter(rerank=k)``): measured losses on the target
+    max_adapter_bytes: int | None = None  # the bound on an adapter's weights file ``load`` and ``mix`` load
 
     def reranked(self, second: Rerank) -> Selection:
         """This selection after its second stage: the measured candidates first, lowest target loss first, then
-        the others in first-stage order; the verdict is the measured one (the first stage's is in ``second``)."""
+        the others not tried in first-stage order; the ones tried but not measured move to ``skipped`` with their
+        reason (never the pick); the verdict is the measured one (the first stage's is in ``second``)."""
         measured = {m.candidate: rank for rank, m in enumerate(second.lowest_first())}
-        ranking = sorted(self.ranking, key=lambda row: measured.get(row.candidate, len(measured)))
-        return dataclasses.replace(self, ranking=ranking, verdict=second.verdict, rerank=second)
+        failed = {s.candidate for s in second.skipped}
+        kept = [row for row in self.ranking if row.candidate not in failed]
+        ranking = sorted(kept, key=lambda row: measured.get(row.candidate, len(measured)))
+        skipped = [*self.skipped, *second.skipped]
+        return dataclasses.replace(self, ranking=ranking, skipped=skipped, verdict=second.verdict, rerank=second)
 
     @property
     def best(self) -> RankedCandidate:
@@ -112,7 +117,13 @@ class Selection:
         active; with ``top_k`` the k best are loaded as named adapters (``set_adapter(name)`` switches;
         ``peft_config`` lists them by name). The base model is modified in place, as ``peft`` does."""
         return peft_loading.load_adapters(
-            self.ranking, model, self.base_model, top_k, next(iter(self.targets.values()), None), self.token
+            self.ranking,
+            model,
+            self.base_model,
+            top_k,
+            next(iter(self.targets.values()), None),
+            self.token,
+            self.max_adapter_bytes,
         )
 
     # -- mixing -------------------------------------------------------------------------------------
@@ -120,11 +131,10 @@ class Selection:
         """Mixing weights of the ``top_k`` best candidates (default: all), by candidate, summing to 1
         (``analysis.mixing.mixing_weights``): w_i ∝ score_i^(1/temperature) for the candidates significantly
         aligned with the target (the verdict's rule: above the one-sided Bonferroni z over all ranked
-        candidates), 0 for the others."""
+        candidates), 0 for the others and for the rows in doubt (``RankedCandidate.doubt``)."""
         rows = self.ranking if top_k is None else self.ranking[: peft_loading.check_top_k(top_k)]
-        weights = mixing_weights(
-            [row.score for row in rows], [row.stderr for row in rows], temperature, comparisons=len(self.ranking)
-        )
+        scores = [0.0 if row.doubt else row.score for row in rows]  # a row not to be trusted is never mixed in
+        weights = mixing_weights(scores, [row.stderr for row in rows], temperature, comparisons=len(self.ranking))
         return {row.candidate: weight for row, weight in zip(rows, weights)}
 
     def mix(

@@ -31,7 +31,7 @@ class Skipped:
     reason: str
 
     def __post_init__(self):
-        from fisherhub.hub.index import printable
+        from fisherhub.safe_text import printable
 
         object.__setattr__(self, "reason", printable(self.reason))
 
@@ -40,7 +40,8 @@ class Skipped:
 class RankedCandidate:
     """One row of a ranking: the candidate's alignment with the target and where its signature came from.
     ``adapter`` is None for a dataset repo (ranked, but nothing to load). ``doubt``: why its numbers cannot be
-    taken at face value (implausible split norms or estimates; such rows rank below all others), else None.
+    taken at face value (a bounded-claims check it fails, ``AlignmentResult.doubt``, or its noise; such rows rank
+    below all others), else None.
     ``provenance``: who signed it (the candidate's own repo or folder, or the dataset repo its card names) and
     whether ``fisherhub verify`` can re-sketch it (its data is a Hub dataset at a recorded commit)."""
 
@@ -51,6 +52,12 @@ class RankedCandidate:
     adapter: AdapterLocation | None
     doubt: str | None = None
     provenance: str = ""
+
+    @property
+    def implausible(self) -> bool:
+        """Whether ``doubt`` is more than the noise of a short signature (``AlignmentResult.source_noise`` or
+        ``pair_noise``, which is warned about, not refused): numbers the math does not allow, or a failed re-sketch."""
+        return self.doubt is not None and self.doubt not in (self.alignment.source_noise, self.alignment.pair_noise)
 
     @property
     def score(self) -> float:

@@ -6,8 +6,9 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from fisherhub.core.alignment import alignment
+from fisherhub.core.alignment import alignment_matrix
 from fisherhub.core.errors import FisherHubError, InputError
+from fisherhub.core.signature import Signature
 from fisherhub.analysis.verdict import score_selection
 from fisherhub.core.geometry import DEFAULT_SCORE, HEAD_SCORES
 from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_map
@@ -19,9 +20,8 @@ from fisherhub.selection.ranking import (
     check_score,
     choose_options,
     common_base_model,
-    implausible_scores,
 )
-from fisherhub.selection.rerank import check_rerank, second_stage_candidates
+from fisherhub.selection.rerank import check_max_adapter_bytes, check_rerank, second_stage_candidates
 from fisherhub.selection.rerank import rerank as measure
 from fisherhub.selection.results import Selection
 from fisherhub.selection.rows import RankedCandidate, Skipped
@@ -44,6 +44,16 @@ def provenance(candidate, source: str, signature) -> str:
     return f"{signer}; {'verifiable' if reason is None else f'unverifiable ({reason})'}"
 
 
+def plausible_target(target: Signature) -> Signature:
+    """``target``, unless its own numbers fail the bounded-claims checks (``Signature.findings``): no candidate's
+    alignment with it could then be trusted, so the selection is refused."""
+    doubt, _ = target.findings()
+    if doubt is not None:
+        source = target.metadata.get("dataset") or "the target"
+        raise InputError(f"the target signature ({source}) cannot be ranked against: {doubt}")
+    return target
+
+
 def select_adapter(
     target: Any,
     candidates: Sequence[str | os.PathLike] | None = None,
@@ -60,6 +70,7 @@ def select_adapter(
     shortlist: int = SHORTLIST,
     workers: int = DEFAULT_WORKERS,
     rerank: int = 0,
+    max_adapter_bytes: int | None = None,
 ) -> Selection:
     """Rank ``candidates`` by the alignment of their training data's signature with ``target``'s.
 
@@ -85,7 +96,10 @@ def select_adapter(
     stage: the first k adapters of the S_a and S_e rankings merged are loaded onto the base model one at a time
     and the target's sketched tokens measured under each (``selection.rerank``: loss ± bootstrap se over the
     target's documents, and the seconds of its k + 1 forward passes); the ranking puts them first, lowest loss
-    first, and the verdict is then the measured one (``fisherhub.selection.rerank``).
+    first, and the verdict is then the measured one (``fisherhub.selection.rerank``). An adapter that cannot be
+    measured (a malformed config, another type or base model, no weights or a weights file over
+    ``max_adapter_bytes``, default: the base model's parameters at 4 bytes each; one peft cannot load, NaN or inf
+    weights or loss) goes to ``skipped`` with its reason, the next of the merged rankings measured in its place.
     ``index`` (``datasets/org/name[@rev]``, built by ``fisherhub index build``) instead of ``candidates``: every
     row of the index is scored in one download and one matrix product, pinned to the index commit
     (``selection.index_ranking``); the ``shortlist`` best are then ranked from their own files at the commit
@@ -95,6 +109,7 @@ def select_adapter(
     """
     score = check_score(score)
     rerank = check_rerank(rerank)
+    max_adapter_bytes = check_max_adapter_bytes(max_adapter_bytes)
     given = given_signatures(target, base_model, token)
     data = data_to_sketch(target) if given is None else None
     if rerank and data is None:
@@ -159,11 +174,11 @@ def select_adapter(
             continue
         signature = outcome.value
         try:
-            result = alignment(signature, targets.like(signature))
+            result = alignment_matrix([signature, plausible_target(targets.like(signature))]).pair(0, 1)
         except Skip as skip:
             skipped.append(Skipped(candidate.name, skip.reason))
             continue
-        doubt = signature.implausibility() or implausible_scores(result)
+        doubt = result.source_doubt or result.pair_doubt or result.source_noise or result.pair_noise
         rows.append(
             RankedCandidate(
                 candidate.name,
@@ -190,14 +205,18 @@ def select_adapter(
         verdict=scored.verdict,
         choice=scored.choice,
         token=token,
+        max_adapter_bytes=max_adapter_bytes,
     )
     if rerank:
         second = measure(
             sketcher.model,
             sketcher.batches(),
-            second_stage_candidates(selection.ranking, rerank),
+            second_stage_candidates(selection.ranking, len(selection.ranking)),
             selection.verdict,
             token,
+            wanted=rerank,
+            base_model=base_model,
+            max_adapter_bytes=max_adapter_bytes,
         )
         selection = selection.reranked(second)
     if load:

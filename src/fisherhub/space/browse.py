@@ -116,7 +116,7 @@ def row_flags(row: dict[str, Any], metadata: dict[str, Any], common_sketch_id: s
 
 
 def row_view(row: dict[str, Any], common_sketch_id: str | None) -> RowView:
-    from fisherhub.hub.index import printable
+    from fisherhub.safe_text import printable
 
     try:
         metadata = json.loads(row.get("metadata") or "{}")

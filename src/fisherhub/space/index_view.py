@@ -78,14 +78,19 @@ def row_details(browser: IndexBrowser, neighbourhood: Neighbourhood) -> str:
         out.append("No other row of the index can be compared with this one.")
     else:
         rows = [
-            [str(rank), _row_link(browser, neighbourhood.rows[n.name]), *decomposition(n.alignment)]
+            [
+                str(rank),
+                _row_link(browser, neighbourhood.rows[n.name]),
+                *decomposition(n.alignment),
+                escape(n.alignment.doubt or n.alignment.noise or "—"),
+            ]
             for rank, n in enumerate(neighbourhood.neighbours, start=1)
         ]
         out += [
             f"**Nearest neighbours** (by A; the {len(neighbourhood.rows)} rows nearest by the index's sketches, "
             "ranked from their own files):",
             "",
-            markdown_table(["#", "neighbour", *_SYMBOLS], rows),
+            markdown_table(["#", "neighbour", *_SYMBOLS, "not to be trusted"], rows),
         ]
         if neighbourhood.verdict is not None:
             out += ["", f"**Verdict** for this row's data: {escape(neighbourhood.verdict.message)}"]

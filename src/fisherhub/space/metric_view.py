@@ -1,6 +1,6 @@
 """The metric Space's result for two uploaded signature files: what the ``fisher_alignment`` module's
 ``compute`` returns for them, and ``fisherhub.alignment``'s A, S_a, S_e and ρ, each ± its standard error, with
-the flags a reader needs (a file whose numbers cannot be trusted, values above 1, an undefined ρ). No Gradio here:
+the flags a reader needs (numbers not to be trusted or noise, values above 1, an undefined ρ). No Gradio here:
 ``space/metric_app.py`` lays it out. Files are named as uploaded, never by their local path."""
 
 from __future__ import annotations
@@ -13,33 +13,17 @@ from typing import Any
 from fisherhub.core.alignment import AlignmentResult, alignment
 from fisherhub.core.errors import FisherHubError, InputError, SignatureFileError
 from fisherhub.core.signature import Signature
-from fisherhub.core.state import CLAMPED_NORMS_KEY, MIN_DOCUMENTS
 from fisherhub.space.text import escape, markdown_table, with_error
 
 
-def signature_flags(signature: Signature, shown_as: str) -> list[str]:
-    """Why one file's alignments are not to be taken at face value: implausible or unresolved split norms, too
-    few documents (``MIN_DOCUMENTS``)."""
-    flags = []
-    if (doubt := signature.implausibility()) is not None:
-        flags.append(f"{shown_as}: {doubt}")
-    elif signature.metadata.get(CLAMPED_NORMS_KEY):
-        flags.append(
-            f"{shown_as}: unresolved split norms ({signature.metadata[CLAMPED_NORMS_KEY]}), values shrunk to 0"
-        )
-    if signature.num_documents < MIN_DOCUMENTS:
-        flags.append(
-            f"{shown_as}: {signature.num_documents} documents; below {MIN_DOCUMENTS} the split-half estimate of its norm "
-            "has noise its error bars do not show"
-        )
-    return flags
-
-
 def result_flags(result: AlignmentResult) -> list[str]:
-    """What the numbers of one pair need said (``fisherhub.legend``'s lines that apply)."""
+    """What the numbers of one pair need said: why they are not to be trusted or are noise (``AlignmentResult``'s
+    ``doubt`` and ``noise``, the checks under every surface), and ``fisherhub.legend``'s lines that apply."""
     from fisherhub.legend import ABOVE_ONE, BLANK_COUPLING
 
-    flags = [ABOVE_ONE] if max(result.fisher, result.activation, result.error) > 1.0 else []
+    flags = [f"not to be trusted: {result.doubt}"] if result.doubt else []
+    flags += [f"noise: {result.noise}"] if result.noise else []
+    flags += [ABOVE_ONE] if max(result.fisher, result.activation, result.error) > 1.0 else []
     return flags + ([BLANK_COUPLING] if result.coupling is None else [])
 
 
@@ -97,5 +81,4 @@ def compare_files(module: Any, paths: tuple[str, str], names: tuple[str, str]) -
             message = message.replace(os.fspath(path), name)
         raise InputError(message) from exc
     result = alignment(source, target)
-    flags = signature_flags(source, names[0]) + signature_flags(target, names[1]) + result_flags(result)
-    return MetricComparison(names, output, result, flags)
+    return MetricComparison(names, output, result, result_flags(result))

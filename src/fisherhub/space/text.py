@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from urllib.parse import quote
 
-from fisherhub.hub.index import printable
+from fisherhub.safe_text import printable
 
 #: what Markdown (and the HTML inside it) gives a meaning to: escaped with a backslash
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>&\"'=:])")
