@@ -47,18 +47,13 @@ from benchmarks.synthetic import add_output_arguments, machine_info, write_resul
 from fisherhub import Signature, SketchSpec  # noqa: E402
 from fisherhub.core.features import SKETCHES  # noqa: E402
 from fisherhub.hub import INDEX_PATH, push_signature, signature_path  # noqa: E402
-from fisherhub.hub.index import entry_for, render_index  # noqa: E402
+from fisherhub.hub.listing import entry_for, render_listing  # noqa: E402
 from fisherhub.hub.refs import SignatureRef  # noqa: E402
-from fisherhub.hub.signature_index import (  # noqa: E402
-    Layout,
-    RepoResult,
-    WorkFolder,
-    build_index,
-    push_index,
-    read_rows,
-    row_schema,
-    signature_row,
-)
+from fisherhub.hub.signature_index.build import RepoResult, WorkFolder, build_index  # noqa: E402
+from fisherhub.hub.signature_index.layout import Layout  # noqa: E402
+from fisherhub.hub.signature_index.rows import read_rows  # noqa: E402
+from fisherhub.hub.signature_index.schema import row_schema, signature_row  # noqa: E402
+from fisherhub.hub.signature_index.store import push_index  # noqa: E402
 from fisherhub.selection import select_adapter  # noqa: E402
 from fisherhub.selection.index_ranking import SHORTLIST, row_scores  # noqa: E402
 
@@ -127,7 +122,7 @@ def plain_files(signature: Signature) -> dict[str, bytes]:
         "adapter_config.json": ADAPTER_CONFIG,
         "README.md": PLAIN_CARD,
         path: signature.to_bytes(),
-        INDEX_PATH: render_index([entry_for(signature, path)]),
+        INDEX_PATH: render_listing([entry_for(signature, path)]),
     }
 
 
@@ -198,7 +193,7 @@ def write_index(signatures, repo_ids, name: str, work: Path) -> None:
     results = [RepoResult(r["repo_id"], "model", r["commit"], [r], []) for r in rows]
     for first in range(0, len(results), 256):
         folder.add(results[first : first + 256])
-    push_index(folder.table(), SignatureRef(name, "dataset"), BASE, Layout(), folder)
+    push_index(folder.table(), SignatureRef(name, "dataset"), BASE, Layout(), folder.entries())
 
 
 def rank_run(n: int, signatures, repo_ids, target, index: str, work: Path, latency: float) -> dict:
@@ -219,7 +214,7 @@ def rank_run(n: int, signatures, repo_ids, target, index: str, work: Path, laten
     out["top10_equal"] = set(final[:10]) == set(exact_names[:10])
     out["top10_order_equal"] = final[:10] == exact_names[:10]
     # the same candidates in the order the index shortlisted them, ranked from their own files
-    from fisherhub.hub.signature_index import load_index
+    from fisherhub.hub.signature_index.store import load_index
     from fisherhub.selection.index_ranking import rank_index
     from fisherhub.selection.target import Target
 

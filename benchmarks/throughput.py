@@ -70,7 +70,7 @@ import torch
 import fisherhub
 from fisherhub.core.batch import HeadBatch
 from fisherhub import SketchState
-from fisherhub.cli import allocator
+from fisherhub.cli.support import allocator
 from fisherhub.lm import HeadModel, head_batches, sketch_batch, spec_for_model
 from fisherhub.lm.capture import _forward_pass
 from fisherhub.lm.positions import scored_positions
@@ -180,7 +180,7 @@ def set_malloc_mode(measuring_memory: bool) -> None:
 
     Memory: serve every allocation ≥ 64 KiB by mmap and trim freed heap at once, so freed tensors leave
     the resident set and its peak measures the memory a call really holds. Time: the CLI's setting
-    (``fisherhub.cli.allocator.keep_freed_memory``: blocks < 32 MiB reused from the heap); with the
+    (``fisherhub.cli.support.allocator.keep_freed_memory``: blocks < 32 MiB reused from the heap); with the
     memory setting every temporary tensor would pay page faults, which would inflate the sketch's time.
     """
     if measuring_memory:

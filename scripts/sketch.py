@@ -6,7 +6,7 @@ accelerate launch --num_processes N scripts/sketch.py --dataset DATA --output si
 
 import sys
 
-from fisherhub.cli.sketch import main
+from fisherhub.cli.commands.sketch import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import torch
 
-from fisherhub.options import DataArgs, SketchArgs
+from fisherhub.cli.commands.sketch import SketchCommandOptions
+from fisherhub.options import DataOptions
 from fisherhub.pipeline.loop import sketch as sketch_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,10 +44,10 @@ def single_thread():
         torch.set_num_threads(threads)
 
 
-def run_args(folder: Path, name: str, **overrides) -> SketchArgs:
+def run_args(folder: Path, name: str, **overrides) -> SketchCommandOptions:
     """``folder/docs.jsonl`` under ``folder/model``, m = 256, one document a batch, a checkpoint every 2."""
     options = {
-        "data": DataArgs(str(folder / "docs.jsonl")),
+        "data": DataOptions(str(folder / "docs.jsonl")),
         "model": str(folder / "model"),
         "m": 256,
         "batch_size": 1,
@@ -57,17 +58,17 @@ def run_args(folder: Path, name: str, **overrides) -> SketchArgs:
         "progress": False,
         "cpu": True,  # tests read the checkpoints
     }
-    return SketchArgs(**{**options, **overrides})
+    return SketchCommandOptions(**{**options, **overrides})
 
 
-def sketch(args: SketchArgs):
+def sketch(args: SketchCommandOptions):
     """``pipeline.loop.sketch`` and the write of ``args.output`` that ``fisherhub sketch`` does after it."""
     signature = sketch_run(args)
     signature.save(args.output)
     return signature
 
 
-def cli_options(args: SketchArgs) -> list[str]:
+def cli_options(args: SketchCommandOptions) -> list[str]:
     """The command-line options of ``args`` (those ``run_args`` sets, and the network modules and granularity)."""
     modules = args.modules if args.modules is None or isinstance(args.modules, str) else ",".join(args.modules)
     return [
@@ -93,7 +94,9 @@ def cli_options(args: SketchArgs) -> list[str]:
     ]
 
 
-def run_script(prefix: list[str], args: SketchArgs, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_script(
+    prefix: list[str], args: SketchCommandOptions, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     environment = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
     command = [sys.executable, *prefix, str(REPO / "scripts" / "sketch.py"), *cli_options(args)]
     return subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300)

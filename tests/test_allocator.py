@@ -3,11 +3,11 @@
 import subprocess
 import sys
 
-from fisherhub.cli.allocator import keep_freed_memory
+from fisherhub.cli.support.allocator import keep_freed_memory
 
 STEADY_STATE_FAULTS = """
 import resource, sys, torch
-from fisherhub.cli.allocator import keep_freed_memory, set_malloc_thresholds
+from fisherhub.cli.support.allocator import keep_freed_memory, set_malloc_thresholds
 from fisherhub.core.batch import HeadBatch
 from fisherhub.core.spec import SketchSpec
 from fisherhub.core.state import SketchState

@@ -89,7 +89,7 @@ def test_the_head_is_resolved_once_per_model_and_again_after_its_weights_change(
 
 
 def test_the_resume_command_of_a_network_sketch_repeats_its_modules_and_adapters(tmp_path):
-    from fisherhub.cli.sketch import _how_to_resume, sketch_args
+    from fisherhub.cli.commands.sketch import _how_to_resume, sketch_args
 
     checkpoint = tmp_path / "c"
     checkpoint.mkdir()

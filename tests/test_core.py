@@ -15,7 +15,8 @@ from fisherhub.core.features import FeatureMap
 from fisherhub.core.hadamard import fwht
 from fisherhub.core.spec import REFLECTION_TOLERANCE
 from fisherhub.core.registry import ESTIMATORS
-from fisherhub.core.state import CLAMPED_NORMS_KEY, MIN_DOCUMENTS, SPLIT_NORM_Z
+from fisherhub.core.signature import CLAMPED_NORMS_KEY
+from fisherhub.core.state import MIN_DOCUMENTS, SPLIT_NORM_Z
 from fisherhub.core.errors import IncompatibleSignaturesError, InputError, TooFewDocumentsError
 from fisherhub.core.exact import exact_alignment, linear_cka
 
@@ -270,7 +271,7 @@ def test_bad_batches_raise_clear_errors(activations, errors, doc_index, match):
 
 
 def test_bad_specs_raise_clear_errors():
-    with pytest.raises(InputError, match="unknown estimator"):
+    with pytest.raises(InputError, match="SketchSpec.estimator must be one of"):
         SketchSpec(d=4, vocab_size=8, estimator="nope")
     with pytest.raises(InputError, match="positive int"):
         SketchSpec(d=0, vocab_size=8)

@@ -1,4 +1,4 @@
-"""Entry points of an installed wheel: ``fisherhub``, ``python -m fisherhub``, ``python -m fisherhub.cli.sketch``
+"""Entry points of an installed wheel: ``fisherhub``, ``python -m fisherhub``, ``python -m fisherhub.cli.commands.sketch``
 and ``accelerate launch -m fisherhub sketch`` (2 processes) run the same sketcher as ``scripts/sketch.py``.
 
 The wheel is built from a copy of this source tree and installed with ``--no-deps`` into a fresh venv that
@@ -95,7 +95,7 @@ def test_console_script_help(installed):
     assert "sketch" in result.stdout and "install-metric" in result.stdout
 
 
-@pytest.mark.parametrize("module", ["fisherhub", "fisherhub.cli.sketch"])
+@pytest.mark.parametrize("module", ["fisherhub", "fisherhub.cli.commands.sketch"])
 def test_python_m_runs_the_sketcher(installed, tiny, reference, module):
     prefix = [str(installed), "-m", *(["fisherhub", "sketch"] if module == "fisherhub" else [module])]
     result = _run([*prefix, *sketch_options(tiny, module)], cwd=tiny)

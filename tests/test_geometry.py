@@ -5,11 +5,12 @@ the ones the alignment, the legend, the verdict and the mixing weights apply."""
 from __future__ import annotations
 
 import ast
-import dataclasses
 from pathlib import Path
 
 import pytest
+import torch
 
+from fisherhub import HeadBatch, SketchSpec, SketchState, alignment_matrix
 from fisherhub.core.alignment import AlignmentResult
 from fisherhub.core.geometry import ALPHA, GEOMETRIES, SIGNIFICANCE_Z, bonferroni_z
 
@@ -82,10 +83,50 @@ def test_the_check_finds_a_second_copy(tmp_path):
     assert len(geometry_spellings(planted)) == 4
 
 
-def test_every_field_of_the_registry_is_a_field_of_the_alignment():
-    fields = {f.name for f in dataclasses.fields(AlignmentResult)}
+def test_every_geometry_reads_a_computed_one_and_results_are_keyed_by_geometry(tmp_path):
+    computed = {name for name, g in GEOMETRIES.items() if g.kernel is not None}
+    assert {"fisher", "activation", "error", "coupling"} <= computed
     for geometry in GEOMETRIES.values():
-        assert geometry.stderr_field in fields and geometry.field in fields | {None}, geometry.name
+        assert geometry.reads in computed | {None}, geometry.name
+    spec = SketchSpec(d=4, vocab_size=8, m=64)
+    signatures = []
+    for seed in range(2):
+        generator = torch.Generator().manual_seed(seed)
+        a, e = torch.randn(200, 4, generator=generator) + 1, torch.randn(200, 8, generator=generator)
+        signatures.append(
+            SketchState(spec).update(HeadBatch(activations=a, doc_index=torch.arange(200), errors=e)).finalize()
+        )
+    matrix = alignment_matrix(signatures)
+    result = matrix.pair(0, 1)
+    assert set(matrix.values) == set(matrix.stderrs) == set(result.values) == computed
+    assert (result.fisher, result.stderr) == (result.values["fisher"], result.stderrs["fisher"])
+    assert torch.equal(matrix.activation_stderr, matrix.stderrs["activation"])
+    assert AlignmentResult.from_record(result.as_dict()) == result
+    assert list(result.as_dict())[:8] == [
+        "fisher",
+        "activation",
+        "error",
+        "coupling",
+        "stderr",
+        "activation_stderr",
+        "error_stderr",
+        "coupling_stderr",
+    ]
+
+
+def test_the_sketches_are_spelled_once():
+    """``core.registry.SKETCHES`` is the one list of a signature's three sketches in ``src/``."""
+    spelled = []
+    for path in sorted((ROOT / "src").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Tuple, ast.List)) and {"joint", "activation", "error"} <= set(_strings(node.elts)):
+                spelled.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert spelled == ["src/fisherhub/core/registry.py:" + str(_line_of_sketches())], spelled
+
+
+def _line_of_sketches() -> int:
+    source = (ROOT / "src" / "fisherhub" / "core" / "registry.py").read_text(encoding="utf-8").splitlines()
+    return next(i for i, line in enumerate(source, 1) if line.startswith("SKETCHES = "))
 
 
 @pytest.mark.parametrize(

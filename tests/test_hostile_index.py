@@ -88,7 +88,7 @@ def test_a_state_file_nested_200000_deep_is_a_clear_error(adapters, hub, tmp_pat
 
 
 def test_a_state_file_that_is_too_large_or_malformed_is_a_clear_error(adapters, hub, tmp_path, monkeypatch):
-    import fisherhub.hub.signature_index as signature_index
+    import fisherhub.hub.signature_index.store as signature_index  # where load_index reads its bound
 
     build_index(BASE, INDEX, work=tmp_path / "work")
     state = json.loads(hub.files("tester/base-index", "dataset")[STATE_PATH])

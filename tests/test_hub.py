@@ -26,9 +26,9 @@ from fisherhub import (
     SketchSpec,
     SketchState,
 )
-from fisherhub.cli import list as list_command
-from fisherhub.cli import pull as pull_command
-from fisherhub.cli import push as push_command
+from fisherhub.cli.commands import list_signatures as list_command
+from fisherhub.cli.commands import pull as pull_command
+from fisherhub.cli.commands import push as push_command
 from fisherhub.hub import (
     SIGNATURE_TAG,
     AmbiguousSignatureError,

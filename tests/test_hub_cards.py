@@ -22,7 +22,7 @@ from fisherhub.hub import (
     push_signature,
 )
 from fisherhub.hub.cards import CARD_KEY, SECTION_BEGIN, SECTION_END
-from fisherhub.hub.index import parse_index, printable, public_name
+from fisherhub.hub.listing import parse_index, printable, public_name
 
 HOSTILE = {
     "dataset": f"<script>alert(1)</script> [x](javascript:alert(1)) | col {SECTION_END} `tick`\n## Heading",

@@ -17,7 +17,7 @@ from test_trust import task
 from fisherhub import Signature
 from fisherhub.hub import CardError, list_signatures, load_signature, push_signature
 from fisherhub.hub.cards import CARD_KEY
-from fisherhub.hub.index import INDEX_PATH, parse_index
+from fisherhub.hub.listing import INDEX_PATH, parse_index
 from fisherhub.hub.refs import repo_ref
 from fisherhub.hub.snapshot import cached_snapshot
 from fisherhub.hub.read import snapshot_signatures

@@ -14,7 +14,7 @@ from fisherhub import SketchSpec, SketchState, alignment, alignment_matrix
 from fisherhub.cli import main
 from fisherhub.core.geometry import SIGNIFICANCE_Z
 from fisherhub.legend import ABOVE_ONE, BLANK_COUPLING, NOT_SIGNIFICANT
-from fisherhub.plotting import NOT_SIGNIFICANT_GID, PANELS, alignment_figure
+from fisherhub.plotting import NOT_SIGNIFICANT_GID, alignment_figure, panels
 from fisherhub.selection import RankedCandidate, Selection
 
 SPEC = SketchSpec(d=8, vocab_size=32, m=512, estimator="maclaurin-hadamard")  # the values these cases were built on
@@ -70,7 +70,7 @@ def test_heatmap_hatches_non_significant_cells_and_explains_them(tasks):
     matrix = alignment_matrix(list(tasks.values()), names=list(tasks))
     figure = alignment_figure(matrix)
     expected_somewhere = False
-    for axis, geometry in zip(figure.axes, PANELS):
+    for axis, geometry in zip(figure.axes, panels()):
         field = geometry.name
         values, errors = getattr(matrix, field), getattr(matrix, geometry.stderr_field)
         # ρ departs from 1 on either side; A, S_a, S_e (true values ≥ 0) count only above 0

@@ -18,7 +18,7 @@ from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub.lm.specs import spec_for_model
 from fisherhub.cli import build_parser
-from fisherhub.cli.sketch import sketch_args as cli_sketch_args
+from fisherhub.cli.commands.sketch import sketch_args as cli_sketch_args
 from fisherhub.core.errors import InputError
 from fisherhub.options import DataArgs, SketchArgs
 from fisherhub.lm.loading import load_model_and_tokenizer, model_provenance
@@ -47,7 +47,6 @@ def sketch_args(folders, model: Path | str, **options) -> SketchArgs:
         model=str(model),
         m=256,
         batch_size=2,
-        output=None,
         progress=False,
         cpu=True,
         **options,

@@ -13,7 +13,7 @@ from fisherhub.testing.tiny_models import saved_tiny_model, tiny_causal_lm
 from fisherhub.hub import push_signature
 from fisherhub.lm.loading import load_model_and_tokenizer, model_provenance
 from fisherhub.pipeline.loop import sketch_dataset
-from fisherhub.selection.peft_loading import load_base_model
+from fisherhub.lm.loading import load_base_model
 
 TEXTS = [f"the {word} sat on mat {i}." for i, word in enumerate(["cat", "dog", "owl", "fox"] * 6)]
 

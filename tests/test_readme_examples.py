@@ -81,7 +81,7 @@ def test_the_plain_trainer_example_runs_as_written(embedded_model, hub, tmp_path
     from huggingface_hub import HfApi
     from peft import LoraConfig, get_peft_model
 
-    from fisherhub.hub.index import INDEX_PATH
+    from fisherhub.hub.listing import INDEX_PATH
     from fisherhub.lm.loading import load_model_and_tokenizer
 
     monkeypatch.chdir(tmp_path)

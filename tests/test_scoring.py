@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import pytest
@@ -167,7 +166,7 @@ def test_no_signal_when_every_candidate_is_the_target_itself():
     assert selection.choice.geometry == "fisher" and not selection.verdict.clear  # the only fallback given
     # head-input A that does not separate either: auto scores by whichever of the two is less flat
     for values in ((0.10, 0.12, 0.14, 0.16), (0.13, 0.13, 0.13, 0.13)):
-        head_input = [dataclasses.replace(r, fisher=v, stderr=0.02) for r, v in zip(results, values)]
+        head_input = [r.replace(fisher=v, stderr=0.02) for r, v in zip(results, values)]
         p_head, p_input = (
             separation(Scores.of(k, head_input if k == "head_input" else results)).p_value
             for k in ("fisher", "head_input")
@@ -202,18 +201,15 @@ def test_no_signal_head_falls_back_to_head_input_geometry():
 
 def test_shrunk_coupling_pulls_noisy_rho_to_the_cohort_mean():
     base = clear_winner()[0]
-    noisy = [
-        dataclasses.replace(base, coupling=c, coupling_stderr=s)
-        for c, s in ((0.5, 0.5), (1.5, 0.5), (1.0, 0.5), (0.9, 0.01))
-    ]
+    noisy = [base.replace(coupling=c, coupling_stderr=s) for c, s in ((0.5, 0.5), (1.5, 0.5), (1.0, 0.5), (0.9, 0.01))]
     shrunk = shrunk_coupling(noisy)
     # scatter within the error bars: τ² = 0, everything goes to the inverse-variance mean
     assert shrunk == pytest.approx([heterogeneity([0.5, 1.5, 1.0, 0.9], [0.5, 0.5, 0.5, 0.01])[2]] * 4)
-    spread = [dataclasses.replace(base, coupling=c, coupling_stderr=0.05) for c in (0.2, 0.6, 1.0, 1.4)]
+    spread = [base.replace(coupling=c, coupling_stderr=0.05) for c in (0.2, 0.6, 1.0, 1.4)]
     shrunk = shrunk_coupling(spread)
     assert all(min(c, 0.8) <= s <= max(c, 0.8) for c, s in zip((0.2, 0.6, 1.0, 1.4), shrunk))
     assert shrunk[0] > 0.2 and shrunk[3] < 1.4
-    undefined = [dataclasses.replace(base, coupling=None, coupling_stderr=None)] * 2
+    undefined = [base.replace(coupling=None, coupling_stderr=None)] * 2
     assert shrunk_coupling(undefined) == [1.0, 1.0]
     # toward 1: τ² = mean((ρ − 1)² − se²) = (0.64 + 0.16 + 0 + 0.16)/4 − 0.0025 = 0.2375
     toward_one = shrunk_coupling(spread, prior_mean=1.0)

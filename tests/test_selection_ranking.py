@@ -23,7 +23,9 @@ def option(sketch_id: str, base_model: str | None = "org/base") -> SignatureOpti
 
 
 def result(fisher: float, activation: float, error: float) -> AlignmentResult:
-    return AlignmentResult(fisher, activation, error, None, 0.01, 0.02, 0.03, None, False, "id")
+    record = {"fisher": fisher, "activation": activation, "error": error, "coupling": None}
+    stderrs = {"stderr": 0.01, "activation_stderr": 0.02, "error_stderr": 0.03, "coupling_stderr": None}
+    return AlignmentResult.from_record({**record, **stderrs, "sketch_id": "id"})
 
 
 def test_choose_options_prefers_the_target_then_the_shared_sketch_id():

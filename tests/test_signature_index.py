@@ -1,4 +1,4 @@
-"""The signature index (hub/signature_index.py): built from the adapters on the local Hub server, pushed as
+"""The signature index (hub/signature_index/): built from the adapters on the local Hub server, pushed as
 Parquet through ``datasets``, loaded with ``load_dataset``, resumed after an interruption, updated by
 commit, and ranked (selection/index_ranking.py) to exactly what ranking the shortlisted candidates gives."""
 

@@ -9,7 +9,7 @@ from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 from fisherhub import Signature
 from fisherhub.cli import main
 from fisherhub.hub import list_signatures, load_signature
-from fisherhub.hub.index import published
+from fisherhub.hub.listing import published
 
 
 def test_sketch_cli_pushes_to_a_dataset_repo(tmp_path, hub):

@@ -23,7 +23,7 @@ from fisherhub.core.errors import InputError
 from fisherhub.hub.refs import SignatureRef
 from fisherhub.hub.signature_index import Layout, LoadedIndex, load_index, read_rows, row_schema, signature_row
 from fisherhub.selection import select_adapter
-from fisherhub.core.state import CLAMPED_NORMS_KEY
+from fisherhub.core.signature import CLAMPED_NORMS_KEY
 from fisherhub.space.browse import NEIGHBOURS, UNKNOWN_LICENSE, Filters, IndexBrowser, Neighbourhood, row_flags
 from fisherhub.space.index_view import ranking, row_details
 from fisherhub.space.publish import INDEX_VARIABLE, SETTINGS_FILE, card_folder, space_index

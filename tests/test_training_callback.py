@@ -15,7 +15,7 @@ from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub.hub import INDEX_PATH, find_adapters, list_signatures, load_signature, push_signature
 from fisherhub.hub.cards import CARD_KEY, SIGNATURE_TAG
-from fisherhub.hub.index import parse_index
+from fisherhub.hub.listing import parse_index
 from fisherhub.selection import select_adapter
 from fisherhub.pipeline.loop import sketch_texts
 from fisherhub.training_callback import FisherSignatureCallback

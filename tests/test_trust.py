@@ -63,7 +63,7 @@ def test_forged_split_norms_never_become_the_best(world, tmp_path):
 def test_resolved_sketches_stay_under_the_self_dominance_bound():
     """The bound holds for honest sketches of few documents at small m; the ones above it are those the
     writer flagged unresolved, and they are marked so."""
-    from fisherhub.core.state import CLAMPED_NORMS_KEY
+    from fisherhub.core.signature import CLAMPED_NORMS_KEY
 
     worst, marked = 0.0, 0
     for m in (16, 64, 256, 4096):

@@ -14,7 +14,8 @@ from test_signature_fuzz import forged
 from fisherhub.testing.tiny_models import saved_tiny_model
 
 from fisherhub import Signature
-from fisherhub.options import DataArgs, SketchArgs
+from fisherhub.cli.commands.sketch import SketchCommandOptions
+from fisherhub.options import DataOptions
 from fisherhub.pipeline.loop import sketch
 from fisherhub.verify import VERIFY_TOLERANCE, compare, verify_signature
 
@@ -31,8 +32,8 @@ def published(hub, hf_api, hf_hub_cache, tmp_path):
     hf_api.create_repo("org/pets", repo_type="dataset")
     rows = "".join(json.dumps({"text": text}) + "\n" for text in TEXTS).encode()
     hf_api.upload_file(path_or_fileobj=rows, path_in_repo="train.jsonl", repo_id="org/pets", repo_type="dataset")
-    return SketchArgs(
-        data=DataArgs("org/pets", max_length=32),
+    return SketchCommandOptions(
+        data=DataOptions("org/pets", max_length=32),
         model="org/tiny",
         m=256,
         batch_size=4,
@@ -82,7 +83,7 @@ def test_verify_catches_what_no_bound_can(published, tmp_path):
     other = sketch(
         dataclasses.replace(
             published,
-            data=DataArgs("org/pets", max_length=16),
+            data=DataOptions("org/pets", max_length=16),
             output=str(tmp_path / "other.safetensors"),
             checkpoint=str(tmp_path / "other-checkpoint"),
         )
@@ -147,7 +148,7 @@ def test_selection_verify_demotes_a_forgery_within_the_bounds(published, tmp_pat
     target = sketch(
         dataclasses.replace(
             published,
-            data=DataArgs("org/pets", max_length=32, max_documents=40),
+            data=DataOptions("org/pets", max_length=32, max_documents=40),
             like=str(tmp_path / "honest.safetensors"),
         )
     )

@@ -35,7 +35,6 @@ from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES
 
 QUANTITIES = DECOMPOSITION
 LABELS = {q: GEOMETRIES[q].key for q in QUANTITIES}
-STDERR_FIELDS = {q: GEOMETRIES[q].stderr_field for q in QUANTITIES}
 NORMS = ("split", "u_statistic", "plugin")
 CHECK_TOKENS = 200  # tokens per task for the float64 cross-check of the float32 Gram products
 
@@ -128,9 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     exact = {norm: exact_matrices(blocks, len(names), norm) for norm in NORMS}
     comparisons = {
         norm: {
-            LABELS[q]: compare(
-                getattr(sketch, q), exact[norm][q], getattr(sketch, STDERR_FIELDS[q]) if norm == "split" else None
-            )
+            LABELS[q]: compare(sketch.values[q], exact[norm][q], sketch.stderrs[q] if norm == "split" else None)
             for q in QUANTITIES
         }
         for norm in NORMS
@@ -177,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     results = common.SETUP.results_dir
     heatmaps(
         {f"exact {LABELS[q]}": exact["split"][q] for q in QUANTITIES}
-        | {f"sketch {LABELS[q]}": getattr(sketch, q) for q in QUANTITIES},
+        | {f"sketch {LABELS[q]}": sketch.values[q] for q in QUANTITIES},
         names,
         results / "paper_exp1_heatmaps.png",
         f"Exp. 1: exact (top) vs FisherSketch m={spec.m} (bottom), SmolLM2-135M, {len(names)} domains",
@@ -185,10 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     upper = torch.triu(torch.ones(len(names), len(names), dtype=torch.bool), diagonal=1)
     scatter_panels(
-        {
-            LABELS[q]: (exact["split"][q][upper], getattr(sketch, q)[upper], getattr(sketch, STDERR_FIELDS[q])[upper])
-            for q in QUANTITIES
-        },
+        {LABELS[q]: (exact["split"][q][upper], sketch.values[q][upper], sketch.stderrs[q][upper]) for q in QUANTITIES},
         results / "paper_exp1_scatter.png",
         "Exp. 1: sketch ± stderr vs exact (split-sample norms), all domain pairs",
         "exact",
@@ -211,8 +205,8 @@ def main(argv: list[str] | None = None) -> None:
                 "speedup_pair": exact_pair_seconds / (2 * sketch_seconds),
             },
             "float32_gram_max_relative_difference_vs_float64": float32_check,
-            "sketch": {q: matrix_rows(getattr(sketch, q)) for q in QUANTITIES}
-            | {f"{q}_stderr": matrix_rows(getattr(sketch, STDERR_FIELDS[q])) for q in QUANTITIES},
+            "sketch": {q: matrix_rows(sketch.values[q]) for q in QUANTITIES}
+            | {f"{q}_stderr": matrix_rows(sketch.stderrs[q]) for q in QUANTITIES},
             "exact": {norm: {q: matrix_rows(m[q]) for q in QUANTITIES} for norm, m in exact.items()},
         },
         started,

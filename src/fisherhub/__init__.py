@@ -40,8 +40,8 @@ _EXPORTS = {
         for name in names
     },
     "SpecOptions": "fisherhub.options",
-    "DataArgs": "fisherhub.options",
-    "SketchArgs": "fisherhub.options",
+    "DataOptions": "fisherhub.options",
+    "SketchJobOptions": "fisherhub.options",
     "HeadModel": "fisherhub.lm",
     "spec_for_model": "fisherhub.lm",
     "load_model_and_tokenizer": "fisherhub.lm",
@@ -56,6 +56,8 @@ _EXPORTS = {
     "install_metric": "fisherhub.metric",
     "metric_path": "fisherhub.metric",
 }
+#: the names before fisherhub 0.3, kept for one release (not in ``__all__``)
+_ALIASES = {"DataArgs": "fisherhub.options", "SketchArgs": "fisherhub.options"}
 __all__ = sorted([*_EXPORTS, "__version__"])
 # neither cached nor listed by dir(): help(fisherhub) stays the page above, however many names are in use
-__getattr__, _ = lazy_attributes(__name__, _EXPORTS, cache=False)
+__getattr__, _ = lazy_attributes(__name__, {**_EXPORTS, **_ALIASES}, cache=False)

@@ -81,11 +81,10 @@ def _reason_lines(names, per_signature, per_pair) -> list[str]:
 
 
 def matrix_significance(matrix: AlignmentMatrix) -> dict[str, torch.Tensor]:
-    """Per field of the heatmap (fisher, activation, error, coupling), the mask of significant cells (a blank
-    ρ counts as significant: it is drawn blank, not hatched)."""
-    masks = {
-        name: shown_significant(name, GEOMETRIES[name].value(matrix), GEOMETRIES[name].stderr(matrix))
-        for name in DECOMPOSITION
-    }
-    masks["coupling"] |= matrix.coupling.isnan()
+    """Per panel of the heatmap (each shown geometry: fisher, activation, error, coupling), the mask of
+    significant cells (an undefined cell, a blank ρ, counts as significant: it is drawn blank, not hatched)."""
+    masks = {}
+    for name in DECOMPOSITION:
+        values = GEOMETRIES[name].value(matrix)
+        masks[name] = shown_significant(name, values, GEOMETRIES[name].stderr(matrix)) | values.isnan()
     return masks

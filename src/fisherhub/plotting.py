@@ -9,12 +9,16 @@ import textwrap
 from pathlib import Path
 
 from fisherhub.core.alignment import AlignmentMatrix
-from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES
+from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES, Geometry
 from fisherhub.extras import require
 from fisherhub.safe_text import printable
 
-#: the geometries of the four heatmap panels, in order
-PANELS = tuple(GEOMETRIES[name] for name in DECOMPOSITION)
+
+def panels() -> list[Geometry]:
+    """The geometries of the heatmap's panels, in order: the ``shown`` ones (A, S_a, S_e, ρ)."""
+    return [GEOMETRIES[name] for name in DECOMPOSITION]
+
+
 #: the ``gid`` of the patch drawn over each non-significant cell
 NOT_SIGNIFICANT_GID = "not-significant"
 #: the ``gid`` of the patch drawn over each doubted cell (``AlignmentMatrix.doubt``: not to be trusted)
@@ -22,13 +26,14 @@ DOUBTED_GID = "doubted"
 
 
 def alignment_figure(matrix: AlignmentMatrix, title: str | None = None):
-    """A, S_a, S_e and ρ as annotated heatmaps (value ± standard error), as a ``matplotlib.figure.Figure``.
+    """A, S_a, S_e and ρ (every ``shown`` geometry, two panels a row) as annotated heatmaps (value ± standard
+    error), as a ``matplotlib.figure.Figure``.
 
-    A, S_a and S_e share the scale [0, 1]; ρ is centred on 1 (independence of a and e), its scale spanning the
-    significant cells only, and blank (—) where undefined (S_a or S_e not significantly above 0). Cells that are
-    not significant (``fisherhub.legend``, by each geometry's rule) are hatched grey instead of coloured, cells not
-    to be trusted (``AlignmentMatrix.doubt``) crossed out in red with a "!"; the legend lines that apply (with the
-    reasons of the doubts) are printed under the panels.
+    A, S_a and S_e share the scale [0, 1]; ρ (a two-sided geometry) is centred on its null 1 (independence of a
+    and e), its scale spanning the significant cells only, and blank (—) where undefined (S_a or S_e not
+    significantly above 0). Cells that are not significant (``fisherhub.legend``, by each geometry's rule) are
+    hatched grey instead of coloured, cells not to be trusted (``AlignmentMatrix.doubt``) crossed out in red with
+    a "!"; the legend lines that apply (with the reasons of the doubts) are printed under the panels.
     """
     require("matplotlib")
     from matplotlib.figure import Figure
@@ -38,44 +43,16 @@ def alignment_figure(matrix: AlignmentMatrix, title: str | None = None):
     n = len(matrix.names)
     size = max(4.0, 0.9 * n + 2.0)
     legend = matrix_legend(matrix, hatched=True)
-    figure = Figure(figsize=(2 * size, 2 * size * 0.9 + 0.35 * len(legend)), layout="constrained")
-    axes = figure.subplots(2, 2)
+    shown_panels = panels()
+    rows = math.ceil(len(shown_panels) / 2)
+    figure = Figure(figsize=(2 * size, rows * size * 0.9 + 0.35 * len(legend)), layout="constrained")
+    axes = figure.subplots(rows, 2, squeeze=False)
     significance = matrix_significance(matrix)
     doubted = matrix.doubted()
-    for axis, geometry in zip(axes.flat, PANELS):
-        field = geometry.name
-        values = geometry.value(matrix).double()
-        errors = geometry.stderr(matrix).double()
-        shown = significance[field]
-        coloured = values.masked_fill(~shown | doubted, math.nan)
-        spread = 1.0
-        if field == "coupling":
-            finite = coloured[~coloured.isnan()]
-            spread = max(0.1, float((finite - 1).abs().max())) if finite.numel() else 1.0
-            image = axis.imshow(coloured.numpy(), cmap="RdBu_r", vmin=1 - spread, vmax=1 + spread)
-        else:
-            image = axis.imshow(coloured.numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
-        for i in range(n):
-            for j in range(n):
-                value, error = float(values[i, j]), float(errors[i, j])
-                if math.isnan(value):
-                    axis.text(j, i, "—", ha="center", va="center", fontsize=9, color="dimgray")
-                    continue
-                if doubted[i, j]:
-                    axis.add_patch(_cover(i, j, "mistyrose", "red", "xx", 1.0, DOUBTED_GID))
-                    axis.text(j, i, f"! {value:.2f}\n±{error:.2f}", ha="center", va="center", fontsize=8, color="red")
-                    continue
-                if not shown[i, j]:
-                    axis.add_patch(_cover(i, j, "lightgray", "gray", "///", 0.0, NOT_SIGNIFICANT_GID))
-                    shade = "black"
-                else:
-                    dark = abs(value - 1) > 0.6 * spread if field == "coupling" else value < 0.6
-                    shade = "white" if dark else "black"
-                axis.text(j, i, f"{value:.2f}\n±{error:.2f}", ha="center", va="center", fontsize=8, color=shade)
-        axis.set_title(geometry.label)
-        names = [printable(name) for name in matrix.names]
-        axis.set_xticks(range(n), names, rotation=45, ha="right")
-        axis.set_yticks(range(n), names)
+    for axis in axes.flat[len(shown_panels) :]:
+        axis.set_visible(False)
+    for axis, geometry in zip(axes.flat, shown_panels):
+        image = _draw_panel(axis, geometry, matrix, significance[geometry.name], doubted)
         figure.colorbar(image, ax=axis, shrink=0.8)
     figure.suptitle(title or f"FisherSketch alignments (sketch id {matrix.sketch_id})")
     if legend:
@@ -85,8 +62,74 @@ def alignment_figure(matrix: AlignmentMatrix, title: str | None = None):
     return figure
 
 
+def names_heatmap(matrix, names: list[str], title: str, doubted=None):
+    """One (k, k) matrix (numpy) as a heatmap with its rows and columns named ``names``, as a
+    ``matplotlib.figure.Figure`` (small type: made for many names, e.g. the rows of a signature index); the
+    cells of ``doubted`` ((k, k) bool) are left uncoloured and marked with a red "!" (not to be read)."""
+    import numpy as np
+
+    from fisherhub import extras
+
+    extras.require("matplotlib")
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(2 + 0.35 * len(names), 1.5 + 0.35 * len(names)))
+    axis = figure.subplots()
+    doubted = np.zeros(np.shape(matrix), dtype=bool) if doubted is None else doubted
+    image = axis.imshow(np.where(doubted, np.nan, matrix), cmap="viridis")
+    for i, j in zip(*np.nonzero(doubted)):  # outside what [0, 1] and its error bar allow: not to be read
+        axis.text(j, i, "!", ha="center", va="center", fontsize=6, color="red")
+    axis.set_xticks(range(len(names)), names, rotation=90, fontsize=6)
+    axis.set_yticks(range(len(names)), names, fontsize=6)
+    axis.set_title(title + (" (! red: not to be trusted)" if doubted.any() else ""), fontsize=8)
+    figure.colorbar(image, ax=axis, shrink=0.8)
+    figure.tight_layout()
+    return figure
+
+
+def _draw_panel(axis, geometry: Geometry, matrix: AlignmentMatrix, shown, doubted):
+    """One geometry's heatmap on ``axis``: significant cells coloured (a two-sided geometry centred on its null),
+    the others hatched grey, doubted ones crossed out in red, each annotated value ± standard error (— where
+    undefined); returns the image."""
+    n = len(matrix.names)
+    values = geometry.value(matrix).double()
+    errors = geometry.stderr(matrix).double()
+    coloured = values.masked_fill(~shown | doubted, math.nan)
+    spread = 1.0
+    centre = geometry.null
+    if geometry.two_sided:
+        finite = coloured[~coloured.isnan()]
+        spread = max(0.1, float((finite - centre).abs().max())) if finite.numel() else 1.0
+        image = axis.imshow(coloured.numpy(), cmap="RdBu_r", vmin=centre - spread, vmax=centre + spread)
+    else:
+        image = axis.imshow(coloured.numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
+    for i in range(n):
+        for j in range(n):
+            value, error = float(values[i, j]), float(errors[i, j])
+            if math.isnan(value):
+                axis.text(j, i, "—", ha="center", va="center", fontsize=9, color="dimgray")
+                continue
+            if doubted[i, j]:
+                axis.add_patch(_cover(i, j, "mistyrose", "red", "xx", 1.0, DOUBTED_GID))
+                axis.text(j, i, f"! {value:.2f}\n±{error:.2f}", ha="center", va="center", fontsize=8, color="red")
+                continue
+            if not shown[i, j]:
+                axis.add_patch(_cover(i, j, "lightgray", "gray", "///", 0.0, NOT_SIGNIFICANT_GID))
+                shade = "black"
+            else:
+                dark = abs(value - centre) > 0.6 * spread if geometry.two_sided else value < 0.6
+                shade = "white" if dark else "black"
+            axis.text(j, i, f"{value:.2f}\n±{error:.2f}", ha="center", va="center", fontsize=8, color=shade)
+    axis.set_title(geometry.label)
+    names = [printable(name) for name in matrix.names]
+    axis.set_xticks(range(n), names, rotation=45, ha="right")
+    axis.set_yticks(range(n), names)
+    return image
+
+
 def _cover(i: int, j: int, face: str, edge: str, hatch: str, width: float, gid: str):
     """The hatched patch drawn over cell (i, j) instead of its colour."""
+    require("matplotlib")
     from matplotlib.patches import Rectangle
 
     return Rectangle(

@@ -85,6 +85,9 @@ def printable_streams() -> Iterator[None]:
 def console(**options):
     """A ``rich`` console on ``sys.stdout`` that adds no escape sequences of its own (no colour, no markup, no
     hyperlinks), so that what it prints passes ``PrintableStream`` unchanged; ``options`` go to ``Console``."""
+    from fisherhub.extras import require
+
+    require("rich")
     from rich.console import Console
 
     return Console(file=sys.stdout, color_system=None, markup=False, emoji=False, highlight=False, **options)

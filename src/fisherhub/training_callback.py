@@ -27,7 +27,7 @@ import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from transformers import TrainerCallback
@@ -37,7 +37,7 @@ from fisherhub.core.errors import InputError
 from fisherhub.core.signature import Signature
 from fisherhub.hub import push_signature
 from fisherhub.hub.cards import SIGNATURE_TAG
-from fisherhub.options import DataArgs
+from fisherhub.options import DataOptions
 from fisherhub.pipeline.loop import sketch_dataset, sketch_texts
 
 logger = logging.getLogger(__name__)
@@ -71,12 +71,24 @@ def _as_base_model(model: Any):
             model.forward = patched
 
 
+class _CardUpdateThenAttach:
+    """A model's ``create_or_update_model_card``, then the callback's ``attach`` of the same folder (a model
+    whose method is one of these is signed already)."""
+
+    def __init__(self, update: Callable[[str], None], attach: Callable[[str], None]):
+        self.update, self.attach = update, attach
+
+    def __call__(self, output_dir: str) -> None:
+        self.update(output_dir)
+        self.attach(output_dir)
+
+
 class FisherSignatureCallback(TrainerCallback):
     """Sketches the training data under the base model at train begin and attaches the signature to the
     adapter in ``output_dir``, every checkpoint and every push (see the module docstring).
 
     ``data``: the training texts (a list of strings), a ``datasets`` Dataset / Hub id / data file (its
-    ``text_column`` is sketched), or a ``DataArgs``. ``dataset_name`` names the data in the signature (a
+    ``text_column`` is sketched), or a ``DataOptions``. ``dataset_name`` names the data in the signature (a
     Hub id is best; local paths are published as their file name). ``base_model``: default the adapter
     config's ``base_model_name_or_path`` (or the model's ``name_or_path``). ``tokenizer``: default the
     trainer's ``processing_class``. ``max_length``: default the trainer's (``SFTConfig.max_length``), else 512;
@@ -87,7 +99,7 @@ class FisherSignatureCallback(TrainerCallback):
 
     def __init__(
         self,
-        data: Sequence[str] | DataArgs | Any,
+        data: Sequence[str] | DataOptions | Any,
         *,
         dataset_name: str | None = None,
         base_model: str | None = None,
@@ -103,12 +115,12 @@ class FisherSignatureCallback(TrainerCallback):
         if isinstance(data, str) or not isinstance(data, Sequence):
             data = (
                 data
-                if isinstance(data, DataArgs)
-                else DataArgs(data, text_column=text_column, max_documents=max_documents)
+                if isinstance(data, DataOptions)
+                else DataOptions(data, text_column=text_column, max_documents=max_documents)
             )
         elif not data or not all(isinstance(text, str) for text in data):
             raise InputError(
-                "FisherSignatureCallback: data must be a list of texts (at least one), a dataset or a DataArgs"
+                "FisherSignatureCallback: data must be a list of texts (at least one), a dataset or a DataOptions"
             )
         self.data, self.dataset_name, self.base_model, self.tokenizer = data, dataset_name, base_model, tokenizer
         self.max_length, self.batch_size, self.like, self.progress = max_length, batch_size, like, progress
@@ -125,7 +137,7 @@ class FisherSignatureCallback(TrainerCallback):
                 f"{trainer_length}: the signature would describe other data than the adapter sees. Drop the "
                 "callback's max_length (it follows the trainer's) or make them equal"
             )
-        return self.max_length or trainer_length or DataArgs.max_length
+        return self.max_length or trainer_length or DataOptions.max_length
 
     def _sketch(self, model: Any, tokenizer: Any, max_length: int) -> Signature:
         base_model = self.base_model or _base_model_name(model)
@@ -136,7 +148,7 @@ class FisherSignatureCallback(TrainerCallback):
         metadata = {"base_model": base_model, **({"dataset": self.dataset_name} if self.dataset_name else {})}
         common = {"batch_size": self.batch_size, "metadata": metadata, "progress": self.progress, **self.spec_options}
         with _as_base_model(model):
-            if isinstance(self.data, DataArgs):
+            if isinstance(self.data, DataOptions):
                 data = (
                     self.data
                     if self.data.max_length == max_length
@@ -194,15 +206,8 @@ class FisherSignatureCallback(TrainerCallback):
         """After PEFT's ``create_or_update_model_card`` (which the Trainer calls on the card it has just written
         into ``output_dir``), put the signature's block, section and ``datasets:`` back into that card."""
         update = model.create_or_update_model_card
-        if getattr(update, "signs_cards", False):
-            return
-
-        def create_or_update_model_card(output_dir: str) -> None:
-            update(output_dir)
-            self._attach(output_dir)
-
-        create_or_update_model_card.signs_cards = True
-        model.create_or_update_model_card = create_or_update_model_card
+        if not isinstance(update, _CardUpdateThenAttach):
+            model.create_or_update_model_card = _CardUpdateThenAttach(update, self._attach)
 
     def on_save(self, args, state, control, **kwargs):
         if state.is_world_process_zero:

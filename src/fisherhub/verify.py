@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from fisherhub.core.errors import InputError
+from fisherhub.core.registry import SKETCHES
 
 if TYPE_CHECKING:  # torch is imported on first use, so that `fisherhub verify --help` answers at once
     import torch
@@ -22,7 +23,6 @@ if TYPE_CHECKING:  # torch is imported on first use, so that `fisherhub verify -
 
 #: the largest relative difference of a sketch vector (or split norm) that counts as reproduced
 VERIFY_TOLERANCE = 0.05
-SKETCHES = ("joint", "activation", "error")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Verification:
     def describe(self) -> str:
         if self.reason is not None:
             return f"unverifiable: {self.reason}"
-        worst = max(self.differences, key=self.differences.get)
+        worst = max(self.differences, key=self.differences.__getitem__)
         verdict = "reproduced" if self.reproduced else "NOT reproduced"
         counts = (
             ""
@@ -101,44 +101,65 @@ def verify_signature(
     batch_size: int = 8,
     **data_options: Any,
 ) -> Verification:
-    """Re-sketch the data ``signature`` (a ``Signature`` or a reference ``load_signature`` takes) names and compare
-    (``compare``). The base model is loaded at the recorded revision with ``token`` unless ``model`` and
-    ``tokenizer`` are given; the dataset is read at its recorded revision, config, split, text column, length
-    and document limits (``data_options`` override ``DataArgs`` fields, e.g. ``streaming=True``)."""
+    """Re-sketch the data ``signature`` names and compare the sketches (``compare``). The dataset is read at its
+    recorded revision, config, split, text column, length and document limits.
+
+    Args:
+        signature (`Signature` or `str`):
+            The signature, or a reference ``load_signature`` takes.
+        model (`torch.nn.Module`, *optional*):
+            The base model, with ``tokenizer`` (default: the recorded base model at its recorded revision).
+        tokenizer (`PreTrainedTokenizerBase`, *optional*):
+            Its tokenizer (with ``model``).
+        token (`str`, *optional*):
+            For private or gated Hub repos (loading the signature and the base model).
+        tolerance (`float`, *optional*):
+            The largest relative difference of a sketch (or split norm) that counts as reproduced.
+        batch_size (`int`, *optional*):
+            Documents per forward pass.
+        **data_options:
+            ``DataOptions`` fields that override the recorded ones, e.g. ``streaming=True``.
+
+    Returns:
+        `Verification`: reproduced or not, the differences per sketch and split norm, the counts; or the
+        reason it is unverifiable (its data is not a Hub dataset at a recorded commit).
+
+    Raises:
+        `InputError`: only one of ``model`` and ``tokenizer``, or data or a model that cannot be loaded.
+        `SignatureFileError`: the reference is not a valid signature.
+    """
     from fisherhub.core.signature import Signature
-    from fisherhub.options import DataArgs
+    from fisherhub.hub import load_signature
+    from fisherhub.lm.loading import load_base_model
+    from fisherhub.options import DataOptions
     from fisherhub.pipeline.loop import sketch_dataset
-    from fisherhub.selection.peft_loading import load_base_model
 
-    if not isinstance(signature, Signature):
-        from fisherhub.hub import load_signature
-
-        signature = load_signature(signature, token=token)
-    reason = unverifiable_reason(signature)
+    published = signature if isinstance(signature, Signature) else load_signature(signature, token=token)
+    reason = unverifiable_reason(published)
     if reason is not None:
         return Verification(False, tolerance, reason=reason)
-    metadata = signature.metadata
+    metadata = published.metadata
     chat = metadata.get("scored", "").startswith("assistant tokens")
-    column = metadata.get("text_column") or DataArgs.text_column
+    column = metadata.get("text_column") or DataOptions.text_column
     limits = {
         key: int(metadata[key])
         for key in ("max_documents", "max_tokens", "max_length")
         if metadata.get(key, "").isdecimal()
     }
-    data = DataArgs(
-        metadata["dataset"],
-        config=metadata.get("dataset_config") or None,
-        split=metadata.get("dataset_split") or "train",
-        revision=metadata["dataset_revision"],
-        **({"messages_column": column} if chat else {"text_column": column}),
+    fields: dict[str, Any] = {
+        "config": metadata.get("dataset_config") or None,
+        "split": metadata.get("dataset_split") or "train",
+        "revision": metadata["dataset_revision"],
+        ("messages_column" if chat else "text_column"): column,
         **limits,
         **data_options,
-    )
+    }
+    data = DataOptions(metadata["dataset"], **fields)
     if (model is None) != (tokenizer is None):
         raise InputError(
             "verify_signature: pass both model and tokenizer, or neither (the recorded base model is loaded)"
         )
     if model is None:
-        model, tokenizer = load_base_model(metadata["base_model"], signature, token)
-    sketched = sketch_dataset(data.dataset, model, tokenizer, signature, data=data, batch_size=batch_size)
-    return compare(signature, sketched, tolerance)
+        model, tokenizer = load_base_model(metadata["base_model"], published, token)
+    sketched = sketch_dataset(data.dataset, model, tokenizer, published, data=data, batch_size=batch_size)
+    return compare(published, sketched, tolerance)

@@ -9,12 +9,7 @@ from fisherhub.analysis.regime import Regime, regime
 from fisherhub.analysis.scores import Scores
 from fisherhub.analysis.separation import Separation, separation
 from fisherhub.core.alignment import AlignmentResult
-
-#: ``score="auto"`` takes the first geometry in this order that has signal; the head regime decides
-#: among "fisher", "error" and "activation" (``regime.REGIME_GEOMETRY``)
-AUTO_ORDER = ("network", "head", "head_input")
-#: when no geometry separates the candidates, auto scores by the least flat of these (smallest heterogeneity p)
-FALLBACK_GEOMETRIES = ("network", "fisher", "head_input")
+from fisherhub.core.geometry import auto_order, fallback_geometries
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,13 +23,14 @@ class AutoChoice:
 
 
 def auto_geometry(scores: Mapping[str, Scores], head: Sequence[AlignmentResult]) -> AutoChoice:
-    """The geometry carrying the signal. In ``AUTO_ORDER``: network-level A when given and it separates the
-    candidates; else the head geometry of the regime (coupled / separable: A, activation-dark: S_e,
-    error-flat: S_a); else head-input A when given and it separates; else nothing separates, and it scores
-    by the least flat of ``FALLBACK_GEOMETRIES`` (the verdict then says no candidate is clearly better)."""
+    """The geometry carrying the signal, the first in ``core.geometry.auto_order()`` that has it: network-level A
+    when given and it separates the candidates; else the head geometry of the regime (coupled / separable: A,
+    activation-dark: S_e, error-flat: S_a, ``Geometry.regimes``); else head-input A when given and it
+    separates; else nothing separates, and it scores by the least flat (smallest heterogeneity p) of
+    ``fallback_geometries()`` (the verdict then says no candidate is clearly better)."""
     head_regime = regime(head)
     separations = {name: separation(s) for name, s in scores.items()}
-    for step in AUTO_ORDER:
+    for step in auto_order():
         if step == "head" and head_regime.geometry is not None:
             return AutoChoice(
                 head_regime.geometry, head_regime, separations, f"head regime {head_regime.name}: {head_regime.reason}"
@@ -47,7 +43,9 @@ def auto_geometry(scores: Mapping[str, Scores], head: Sequence[AlignmentResult])
                 f"{step} A separates the candidates "
                 f"(heterogeneity p = {separations[step].p_value:.2g}); head regime {head_regime.name}",
             )
-    fallback = min((name for name in FALLBACK_GEOMETRIES if name in scores), key=lambda name: separations[name].p_value)
+    fallback = min(
+        (name for name in fallback_geometries() if name in scores), key=lambda name: separations[name].p_value
+    )
     return AutoChoice(
         fallback,
         head_regime,

@@ -11,17 +11,10 @@ from fisherhub.analysis.scores import Scores
 from fisherhub.analysis.separation import Separation, separation
 from fisherhub.core.alignment import AlignmentResult
 from fisherhub.core.errors import InputError
-from fisherhub.core.geometry import ALPHA, GEOMETRIES, bonferroni_z
+from fisherhub.core.geometry import ALPHA, GEOMETRIES, bonferroni_z, regime_geometry
 
-#: the head geometry each regime scores by (None: the head has no signal)
-REGIME_GEOMETRY = {
-    "coupled": "fisher",
-    "separable": "fisher",
-    "activation-dark": "error",
-    "error-flat": "activation",
-    "no-signal": None,
-}
-REGIMES = tuple(REGIME_GEOMETRY)
+#: the head regimes; the geometry each scores by is the one registered with it (``Geometry.regimes``)
+REGIMES = ("coupled", "separable", "activation-dark", "error-flat", "no-signal")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +35,7 @@ class Regime:
     @property
     def geometry(self) -> str | None:
         """The head geometry to score by in this regime (None for no-signal)."""
-        return REGIME_GEOMETRY[self.name]
+        return regime_geometry(self.name)
 
     def as_dict(self) -> dict[str, Any]:
         return {

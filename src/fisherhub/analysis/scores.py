@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from fisherhub.core.alignment import AlignmentResult
 from fisherhub.core.errors import InputError
-from fisherhub.core.geometry import GEOMETRIES, HEAD_SCORES
+from fisherhub.core.geometry import GEOMETRIES, HEAD_SCORES, OTHER_KINDS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,9 +46,8 @@ def candidate_scores(head: Sequence[AlignmentResult], **other: Sequence[Alignmen
     result per candidate in the same order."""
     scores = {name: Scores.of(name, head) for name in HEAD_SCORES}
     for name, results in other.items():
-        if name not in GEOMETRIES or GEOMETRIES[name].signature == "head":
-            kinds = [g.name for g in GEOMETRIES.values() if g.signature != "head"]
-            raise InputError(f"unknown signature kind {name!r}; give alignments as one of {', '.join(kinds)}")
+        if name not in OTHER_KINDS:
+            raise InputError(f"unknown signature kind {name!r}; give alignments as one of {', '.join(OTHER_KINDS)}")
         if len(results) != len(head):
             raise InputError(
                 f"{name}: {len(results)} alignments for {len(head)} candidates; give one per candidate, "

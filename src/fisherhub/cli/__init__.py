@@ -1,7 +1,8 @@
-"""``fisherhub`` command line: one sub-command per module of this package.
+"""``fisherhub`` command line: one sub-command per module of ``fisherhub.cli.commands``, found by iterating
+that package (a new command is one file there); what commands share is in ``fisherhub.cli.support``.
 
-Each module in ``COMMAND_MODULES`` defines ``register(subparsers)`` which adds its parser and sets
-``func`` (a callable taking the parsed ``argparse.Namespace`` and returning an exit code).
+Each command module defines ``register(subparsers)``, which adds its parser and sets ``func`` (a callable taking
+the parsed ``argparse.Namespace`` and returning an exit code).
 """
 
 from __future__ import annotations
@@ -9,24 +10,18 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import pkgutil
 import sys
 import warnings
 
 from fisherhub.core.errors import FisherHubError
 
-COMMAND_MODULES = (
-    "sketch",
-    "demo",
-    "compare",
-    "push",
-    "list",
-    "pull",
-    "verify",
-    "install_metric",
-    "metric_space",
-    "select",
-    "index",
-)
+
+def command_modules() -> list[str]:
+    """The modules of ``fisherhub.cli.commands`` (each one sub-command), by name."""
+    from fisherhub.cli import commands
+
+    return sorted(info.name for info in pkgutil.iter_modules(commands.__path__) if not info.name.startswith("_"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,8 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"fisherhub {library_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(f"fisherhub.cli.{name}").register(subparsers)
+    for name in command_modules():
+        importlib.import_module(f"fisherhub.cli.commands.{name}").register(subparsers)
     return parser
 
 
@@ -74,7 +69,7 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) 
     text holds reaches the terminal."""
     from fisherhub.safe_text import printable_streams
 
-    argv = sys.argv[1:] if argv is None else [*argv]  # (`list` here is the submodule fisherhub.cli.list)
+    argv = sys.argv[1:] if argv is None else list(argv)
     _check_flags(parser, argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -9,7 +9,7 @@ A 1.3 / 2.3, S_a 0.8 / 1.2, S_e 1.1. It is never below the pair's own feature-le
 share their inputs and differ only in a few labels.
 
 A signature whose split-sample norm was not resolved (``SketchState.finalize`` clamped it, see
-``state.CLAMPED_NORMS_KEY``) gives alignments shrunk toward 0 with wide error bars, flagged ``norm_clamped``.
+``signature.CLAMPED_NORMS_KEY``) gives alignments shrunk toward 0 with wide error bars, flagged ``norm_clamped``.
 Every signature and pair goes through the bounded-claims checks (``core.plausibility``): a result whose numbers
 the math does not allow carries the reason (``AlignmentResult.doubt``), a short signature's noise its own
 (``AlignmentResult.noise``).
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import warnings
 from pathlib import Path
 from collections.abc import Sequence
@@ -31,8 +30,9 @@ from collections.abc import Sequence
 import torch
 
 from fisherhub.core import plausibility
-from fisherhub.core.signature import Signature
-from fisherhub.core.state import CLAMPED_NORMS_KEY, SKETCHES
+from fisherhub.core.alignment_results import AlignmentMatrix, AlignmentResult
+from fisherhub.core.registry import SKETCHES
+from fisherhub.core.signature import CLAMPED_NORMS_KEY, Signature
 from fisherhub.core.errors import ImplausibleAlignmentWarning, InputError
 from fisherhub.core.geometry import GEOMETRIES
 from fisherhub.core.shrinkage import shrink
@@ -78,124 +78,6 @@ def stderr_constants(estimator: str, reflection: bool) -> StderrConstants:
             f"reflection (calibrated: {calibrated}); fit them with benchmarks/estimator_accuracy.py and add them to "
             "fisherhub/core/calibration.json, or pass constants= to alignment_matrix"
         ) from None
-
-
-@dataclasses.dataclass(frozen=True)
-class AlignmentResult:
-    """Fisher alignment A, its factors S_a, S_e, the coupling ρ and standard errors."""
-
-    fisher: float
-    activation: float
-    error: float
-    coupling: float | None
-    stderr: float
-    activation_stderr: float
-    error_stderr: float
-    coupling_stderr: float | None
-    coupling_significant: bool
-    sketch_id: str
-    #: a split-sample norm of either signature was not resolved: the values are shrunk toward 0, trust the stderr
-    norm_clamped: bool = False
-    #: why the source's / the target's own numbers are not what the math allows (``Signature.findings``), and why
-    #: the pair's are not (``plausibility.pair_findings``); None where they are
-    source_doubt: str | None = None
-    target_doubt: str | None = None
-    pair_doubt: str | None = None
-    #: a short signature's unresolved split norms beyond the self-dominance bound (``Signature.findings``): its
-    #: alignments are noise (warned, ranked after the plausible ones, not refused)
-    source_noise: str | None = None
-    target_noise: str | None = None
-    #: the pair's estimates outside what the math allows where a signature has too few documents to tell
-    #: (``plausibility.short_noise``)
-    pair_noise: str | None = None
-
-    @property
-    def doubt(self) -> str | None:
-        """Why these numbers cannot be taken at face value (None: they can), each reason naming its check."""
-        return _joined(("source", self.source_doubt), ("target", self.target_doubt), ("", self.pair_doubt))
-
-    @property
-    def noise(self) -> str | None:
-        """Why these numbers are noise (None: they are not): a side's split norms not resolved beyond the
-        self-dominance bound, or the pair's estimates out of range with too few documents to tell."""
-        return _joined(("source", self.source_noise), ("target", self.target_noise), ("", self.pair_noise))
-
-    @property
-    def plausible(self) -> bool:
-        return self.doubt is None
-
-    def as_dict(self) -> dict[str, float | bool | str | None]:
-        return {**dataclasses.asdict(self), "doubt": self.doubt, "noise": self.noise}
-
-
-def _joined(*reasons: tuple[str, str | None]) -> str | None:
-    """The reasons given, each after its subject ("subject: reason"; none for an empty subject), or None."""
-    given = [f"{subject}: {reason}" if subject else reason for subject, reason in reasons if reason]
-    return "; ".join(given) or None
-
-
-@dataclasses.dataclass(frozen=True)
-class AlignmentMatrix:
-    """All-pairs alignments; each field an (n, n) float64 tensor (coupling NaN where undefined)."""
-
-    names: list[str]
-    fisher: torch.Tensor
-    activation: torch.Tensor
-    error: torch.Tensor
-    coupling: torch.Tensor
-    stderr: torch.Tensor
-    activation_stderr: torch.Tensor
-    error_stderr: torch.Tensor
-    coupling_stderr: torch.Tensor
-    sketch_id: str
-    #: (n, n) bool: either signature of the pair has a clamped split-sample norm
-    norm_clamped: torch.Tensor
-    #: per signature: why its own numbers are not what the math allows (``Signature.findings``), or None
-    signature_doubts: tuple[str | None, ...] = ()
-    #: per signature: its unresolved split norms beyond the self-dominance bound (``Signature.findings``), or None
-    signature_noise: tuple[str | None, ...] = ()
-    #: (n, n): why a pair's estimates are not what the math allows, and their noise (``plausibility.pair_findings``)
-    pair_doubts: tuple[tuple[str | None, ...], ...] = ()
-    pair_noise: tuple[tuple[str | None, ...], ...] = ()
-
-    def doubt(self, i: int, j: int) -> str | None:
-        """Why the alignment of tasks i and j cannot be taken at face value (None: it can), naming the tasks."""
-        sides = (i,) if i == j else (i, j)
-        return _joined(*((self.names[k], self.signature_doubts[k]) for k in sides), ("", self.pair_doubts[i][j]))
-
-    def noise(self, i: int, j: int) -> str | None:
-        """Why the alignment of tasks i and j is noise (``AlignmentResult.noise``), naming the tasks."""
-        sides = (i,) if i == j else (i, j)
-        return _joined(*((self.names[k], self.signature_noise[k]) for k in sides), ("", self.pair_noise[i][j]))
-
-    def doubted(self) -> torch.Tensor:
-        """(n, n) bool: the pairs with a ``doubt``."""
-        n = len(self.names)
-        return torch.tensor([[self.doubt(i, j) is not None for j in range(n)] for i in range(n)], dtype=torch.bool)
-
-    def pair(self, i: int, j: int) -> AlignmentResult:
-        coupling = float(self.coupling[i, j])
-        defined = not math.isnan(coupling)
-        coupling_se = float(self.coupling_stderr[i, j])
-        return AlignmentResult(
-            fisher=float(self.fisher[i, j]),
-            activation=float(self.activation[i, j]),
-            error=float(self.error[i, j]),
-            coupling=coupling if defined else None,
-            stderr=float(self.stderr[i, j]),
-            activation_stderr=float(self.activation_stderr[i, j]),
-            error_stderr=float(self.error_stderr[i, j]),
-            coupling_stderr=coupling_se if defined else None,
-            coupling_significant=defined and bool(GEOMETRIES["coupling"].significant(coupling, coupling_se)),
-            sketch_id=self.sketch_id,
-            norm_clamped=bool(self.norm_clamped[i, j]),
-            source_doubt=self.signature_doubts[i],
-            target_doubt=self.signature_doubts[j],
-            pair_doubt=self.pair_doubts[i][j],
-            source_noise=self.signature_noise[i],
-            target_noise=self.signature_noise[j],
-            pair_noise=self.pair_noise[i][j],
-        )
 
 
 def feature_stderr(means: torch.Tensor, norms: torch.Tensor, cosine: torch.Tensor) -> torch.Tensor:
@@ -253,12 +135,7 @@ def same_data(a: Signature, b: Signature) -> bool:
         return True
     if (a.num_tokens, a.num_documents) != (b.num_tokens, b.num_documents):
         return False
-    pairs = [
-        (x.double(), y.double())
-        for x, y in zip(
-            (a.joint, a.activation, a.error, a.split_norms), (b.joint, b.activation, b.error, b.split_norms)
-        )
-    ]
+    pairs = [(x.double(), y.double()) for x, y in zip((*a.sketches(), a.split_norms), (*b.sketches(), b.split_norms))]
     return all(float((x - y).norm()) <= SAME_DATA_TOLERANCE * float(x.norm()) for x, y in pairs)
 
 
@@ -284,10 +161,25 @@ def alignment_matrix(
     """Pairwise alignments of compatible signatures.
 
     A pair of sketches of the same data (``same_data``: identical, or equal within float rounding) is 1 with
-    stderr 0. ρ is NaN where S_a or S_e is within ``SIGNIFICANCE_Z`` standard errors of 0. ``constants``
-    replaces the calibrated c of the signatures' estimator (all ones: the stderr fields are
-    max(√(R̂_i R̂_j / m), ``feature_stderr``)). ``shrink_coupling`` shrinks ρ toward 1
-    (``shrink_toward_separable``).
+    stderr 0. ρ is NaN where S_a or S_e is within ``SIGNIFICANCE_Z`` standard errors of 0.
+
+    Args:
+        signatures (`Sequence[Signature]`):
+            Signatures of one sketch id (and pilot direction).
+        names (`Sequence[str]`, *optional*):
+            A name per signature (default: each signature's ``dataset`` metadata, else ``#i``).
+        constants (`StderrConstants`, *optional*):
+            Replaces the calibrated c of the signatures' estimator (all ones: the stderr fields are
+            max(√(R̂_i R̂_j / m), ``feature_stderr``)).
+        shrink_coupling (`bool`, *optional*, defaults to `False`):
+            Shrink ρ toward 1 (``shrink_toward_separable``).
+
+    Returns:
+        `AlignmentMatrix`: every pair's A, S_a, S_e, ρ and their standard errors.
+
+    Raises:
+        `IncompatibleSignaturesError`: the signatures differ in sketch id or pilot direction.
+        `InputError`: no signatures, or something that is not a ``Signature``.
     """
     signatures = list(signatures)
     check_compatible(signatures)
@@ -302,20 +194,14 @@ def alignment_matrix(
         constants = stderr_constants(spec.estimator, spec.reflection is not None)
     stderr = cosine_stderr(means, norms, cosine, dominance, constants.as_tensor()[:, None, None])
     stderr = torch.where(same, torch.zeros_like(stderr), stderr)
-    fisher, activation, error = cosine
-    defined = same | (
-        GEOMETRIES["activation"].significant(activation, stderr[1]) & GEOMETRIES["error"].significant(error, stderr[2])
-    )
-    nan = torch.full_like(fisher, math.nan)
-    coupling = torch.where(defined, fisher / (activation * error), nan)
-    relative = torch.sqrt(
-        (stderr[0] / fisher.abs().clamp_min(1e-300)) ** 2
-        + (stderr[1] / activation.abs().clamp_min(1e-300)) ** 2
-        + (stderr[2] / error.abs().clamp_min(1e-300)) ** 2
-    )
-    coupling_stderr = torch.where(defined, coupling.abs() * relative, nan)
+    by_sketch = dict(zip(SKETCHES, cosine))
+    stderr_by_sketch = dict(zip(SKETCHES, stderr))
+    values, stderrs = {}, {}
+    for geometry in GEOMETRIES.values():
+        if geometry.kernel is not None:
+            values[geometry.name], stderrs[geometry.name] = geometry.kernel(by_sketch, stderr_by_sketch, same)
     if shrink_coupling:
-        coupling = shrink_toward_separable(coupling, coupling_stderr)
+        values["coupling"] = shrink_toward_separable(values["coupling"], stderrs["coupling"])
     clamped = torch.tensor([bool(s.metadata.get(CLAMPED_NORMS_KEY)) for s in signatures])
     findings = [signature.findings() for signature in signatures]
     pair_doubts, pair_noise = plausibility.pair_findings(
@@ -325,14 +211,8 @@ def alignment_matrix(
         names=list(names)
         if names is not None
         else [s.metadata.get("dataset", f"#{i}") for i, s in enumerate(signatures)],
-        fisher=fisher,
-        activation=activation,
-        error=error,
-        coupling=coupling,
-        stderr=stderr[0],
-        activation_stderr=stderr[1],
-        error_stderr=stderr[2],
-        coupling_stderr=coupling_stderr,
+        values=values,
+        stderrs=stderrs,
         sketch_id=signatures[0].sketch_id,
         norm_clamped=clamped[:, None] | clamped[None, :],
         signature_doubts=tuple(doubt for doubt, _ in findings),
@@ -376,9 +256,23 @@ def differing_parts(
 
 
 def alignment(source: Signature, target: Signature) -> AlignmentResult:
-    """Alignment of two signatures with error bars and the three-factor decomposition. A result whose numbers the
-    math does not allow (``AlignmentResult.doubt``: a signature that fails its own checks, or estimates outside
-    what [0, 1] and their error bars allow) is returned flagged, with an ``ImplausibleAlignmentWarning``."""
+    """Alignment of two signatures with error bars and the three-factor decomposition A = ρ · S_a · S_e. A result
+    whose numbers the math does not allow (``AlignmentResult.doubt``: a signature that fails its own checks, or
+    estimates outside what [0, 1] and their error bars allow) is returned flagged, with an
+    ``ImplausibleAlignmentWarning``.
+
+    Args:
+        source (`Signature`):
+            One signature, e.g. a candidate's training data.
+        target (`Signature`):
+            The other, of the same sketch id (sketch it ``like=`` the source).
+
+    Returns:
+        `AlignmentResult`: A, S_a, S_e, ρ and their standard errors, and why they are not to be trusted.
+
+    Raises:
+        `IncompatibleSignaturesError`: the signatures differ in sketch id or pilot direction.
+    """
     result = alignment_matrix([source, target]).pair(0, 1)
     if result.doubt is not None:
         warnings.warn(f"alignment not to be trusted: {result.doubt}", ImplausibleAlignmentWarning, stacklevel=2)

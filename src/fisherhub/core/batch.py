@@ -19,7 +19,22 @@ IGNORE_INDEX = -100
 
 @dataclasses.dataclass(frozen=True)
 class HeadBatch:
-    """Scored tokens of one batch: ``activations`` and ``doc_index`` with ``errors``, or ``logits`` and ``targets``."""
+    """Scored tokens of one batch, the seam between a model and the math (``SketchState.update``):
+    ``activations`` and ``doc_index`` with ``errors``, or with ``logits`` and ``targets`` (e is then never
+    formed). ``check`` validates it against the spec's d and K.
+
+    Args:
+        activations (`torch.Tensor`):
+            a, the head's inputs, (N, d).
+        doc_index (`torch.Tensor`):
+            The global document index of each row, (N,) int64.
+        errors (`torch.Tensor`, *optional*):
+            e = ∂loss/∂z, (N, K); not with ``logits``.
+        logits (`torch.Tensor`, *optional*):
+            z, (N, K), with ``targets``: e = softmax(z) − onehot(y).
+        targets (`torch.Tensor`, *optional*):
+            y, (N,) int64; rows with y = −100 (``IGNORE_INDEX``) are not scored.
+    """
 
     activations: torch.Tensor
     doc_index: torch.Tensor

@@ -13,7 +13,14 @@ class InputError(FisherHubError):
 
 
 class IncompatibleSignaturesError(FisherHubError):
-    """Two signatures (or states) made with different sketch specs were compared or merged."""
+    """Two signatures (or states) made with different sketch specs were compared or merged.
+
+    Args:
+        differences (`dict[str, tuple[object, object]]`):
+            Spec field -> (one value, the other).
+        what (`str`, *optional*):
+            What was compared, for the message.
+    """
 
     def __init__(self, differences: dict[str, tuple[object, object]], what: str = "signatures"):
         self.differences = differences

@@ -21,11 +21,9 @@ from fisherhub.core.projectors import (
     VOCABULARY_PROJECTORS,
     Projector,
 )
-from fisherhub.core.registry import ESTIMATORS
+from fisherhub.core.registry import ESTIMATORS, SKETCHES
 from fisherhub.core.spec import SketchSpec
 
-#: the three sketches of a task, in the order of ``features_from_projections`` and of the state's sums.
-SKETCHES = ("joint", "activation", "error")
 #: the label of the δ = Wᵀe projections' seed, ``derived_seed(spec.seed, HEAD_INPUT_LABEL)``.
 HEAD_INPUT_LABEL = "head-input/error"
 #: the two projector sides of an estimator (``core.registry.ESTIMATORS``: (activation kind, vocabulary kind)).

@@ -1,10 +1,17 @@
-"""The geometries of an alignment, each spelled once: name, where its value and standard error live, null
-value, label, and the significance rules (SPEC §2, "Geometries and significance"). No torch: every table,
-plot, legend, ranking, verdict and benchmark reads these.
+"""The geometries of an alignment, each spelled once: name, kernel, flags, null value, label, and the
+significance rules (SPEC §2, "Geometries and significance"). No torch at import: every table, plot, legend,
+ranking, verdict, metric output and benchmark reads these.
 
-Head geometries are fields of ``AlignmentResult`` / ``AlignmentMatrix`` (A, S_a, S_e, ρ); ``head_input`` and
-``network`` are the Fisher alignment A of another signature kind (``signature``); the shrunk ones are A with ρ
-shrunk (``fisherhub.analysis.shrinkage``), with A's standard error.
+A geometry is the one extension point of what an alignment reports. A head geometry has a ``kernel``: its value
+and standard error from the three sketches' cosines (``core.alignment`` computes every registered kernel, and
+results are keyed by geometry name). ``head_input`` and ``network`` are the Fisher alignment A of another
+signature kind (``signature``, ``of``); the shrunk ones are A with ρ shrunk across the candidates
+(``fisherhub.analysis.shrinkage``), with A's standard error. Its flags say where it shows: ``rankable``
+(candidates can be ranked by it: ``HEAD_SCORES``), ``shown`` (tables, heatmaps, ``compare``: ``DECOMPOSITION``),
+``metric_key`` (the ``fisher_alignment`` metric's output), ``regimes`` (the head regimes in which
+``score="auto"`` ranks by it), ``auto`` (where a signature kind's A comes in auto's order) and ``fallback``
+(its place among what auto ranks by when nothing separates the candidates). A new geometry is one
+``register(Geometry(...))`` call.
 
 Significance, one rule per question:
 
@@ -21,8 +28,15 @@ Significance, one rule per question:
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from statistics import NormalDist
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
+
+from fisherhub.core.registry import SKETCHES
+
+if TYPE_CHECKING:
+    import torch
 
 #: one value is significant when more than this many standard errors from its null
 SIGNIFICANCE_Z = 2.0
@@ -30,6 +44,10 @@ SIGNIFICANCE_Z = 2.0
 ALPHA = 0.05
 #: #1 is "clearly better" when it leads #2 by at least this many standard errors of the difference
 CLEAR_GAP_Z = 2.0
+
+#: a head geometry's kernel: (cosine, standard error) of each sketch, by ``SKETCHES`` name, each (n, n) float64,
+#: and ``same`` ((n, n) bool: pairs of sketches of the same data) -> its (value, standard error), (n, n) each
+Kernel = Callable[[Mapping[str, "torch.Tensor"], Mapping[str, "torch.Tensor"], "torch.Tensor"], tuple[Any, Any]]
 
 
 def bonferroni_z(alpha: float, comparisons: int, two_sided: bool = False) -> float:
@@ -40,31 +58,56 @@ def bonferroni_z(alpha: float, comparisons: int, two_sided: bool = False) -> flo
 
 @dataclasses.dataclass(frozen=True)
 class Geometry:
-    """One geometry: its ``name`` (the ``score=`` key), short ``symbol`` (column headers) and its ASCII ``key``
-    (keys of JSON results and calibration files), ``label`` (titles, legends, benchmark tables), the ``AlignmentResult`` fields of its value and standard error (``field`` None:
-    computed, see the module docstring), the ``signature`` kind whose alignment it reads, the signature
-    ``sketch`` it is the cosine of (None: a ratio or computed), its ``null`` value and whether departures from it
-    count on both sides."""
+    """One geometry (see the module docstring).
+
+    ``name`` is the ``score=`` key and the key of results; ``symbol`` the column header; ``key`` the ASCII key of
+    JSON results and calibration files; ``label`` titles, legends and benchmark tables; ``stderr_field`` the
+    key of its standard error in flat records (``AlignmentResult.as_dict``, ``compare --json``; default
+    ``<name>_stderr``). ``kernel`` computes it from one alignment's sketches; without one it is ``of`` (a
+    geometry) of an alignment of the ``signature`` kind, or (``of`` None) computed from the candidates'
+    alignments, with the standard error of ``"fisher"``. ``sketch``: the signature sketch it is the cosine of
+    (None: a ratio or computed); ``null`` and ``two_sided``: its significance rule."""
 
     name: str
     symbol: str
     key: str
     label: str
-    field: str | None
-    stderr_field: str
+    kernel: Kernel | None = dataclasses.field(default=None, repr=False, compare=False)
+    of: str | None = None
+    stderr_field: str = ""
     signature: str = "head"
     sketch: str | None = None
     null: float = 0.0
     two_sided: bool = False
+    rankable: bool = False
+    shown: bool = False
+    metric_key: str | None = None
+    regimes: tuple[str, ...] = ()
+    auto: str | None = None
+    fallback: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.stderr_field:
+            object.__setattr__(self, "stderr_field", f"{self.name}_stderr")
+        if self.sketch is not None and self.sketch not in SKETCHES:
+            raise ValueError(f"geometry {self.name}: sketch {self.sketch!r} is none of {SKETCHES}")
+        if self.auto not in (None, *AUTO_STEPS):
+            raise ValueError(f"geometry {self.name}: auto must be one of {AUTO_STEPS}, got {self.auto!r}")
+
+    @property
+    def reads(self) -> str | None:
+        """The key of its value in a result (``AlignmentResult.values``); None: computed from the candidates."""
+        return self.name if self.kernel is not None else self.of
 
     def value(self, result: Any) -> Any:
         """The value of this geometry in ``result`` (an ``AlignmentResult`` or ``AlignmentMatrix`` of its kind)."""
-        if self.field is None:
+        if self.reads is None:
             raise ValueError(f"{self.name} is computed from the candidates' alignments (fisherhub.analysis.shrinkage)")
-        return getattr(result, self.field)
+        return result.values[self.reads]
 
     def stderr(self, result: Any) -> Any:
-        return getattr(result, self.stderr_field)
+        """Its standard error in ``result``."""
+        return result.stderrs[self.reads or "fisher"]
 
     def significant(self, value: Any, stderr: Any) -> Any:
         """More than ``SIGNIFICANCE_Z`` standard errors from ``null`` (on either side when ``two_sided``, above it
@@ -74,55 +117,187 @@ class Geometry:
         return departure > SIGNIFICANCE_Z * stderr
 
 
-GEOMETRIES: dict[str, Geometry] = {
-    g.name: g
-    for g in (
-        Geometry("fisher", "A", "A", "Fisher alignment A", "fisher", "stderr", sketch="joint"),
-        Geometry(
-            "activation", "S_a", "S_a", "activation-only S_a", "activation", "activation_stderr", sketch="activation"
-        ),
-        Geometry("error", "S_e", "S_e", "error-only S_e", "error", "error_stderr", sketch="error"),
-        Geometry(
-            "coupling",
-            "ρ",
-            "rho",
-            "coupling ρ = A / (S_a S_e)",
-            "coupling",
-            "coupling_stderr",
-            null=1.0,
-            two_sided=True,
-        ),
-        Geometry(
-            "head_input",
-            "A_δ",
-            "A_head_input",
-            "head-input A (a, δ = Wᵀe)",
-            "fisher",
-            "stderr",
-            signature="head-input",
-            sketch="joint",
-        ),
-        Geometry(
-            "network", "A_net", "A_network", "network-level A", "fisher", "stderr", signature="network", sketch="joint"
-        ),
-        Geometry("fisher_shrunk", "A_ρ̃", "A_shrunk", "A, ρ shrunk to the cohort mean", None, "stderr"),
-        Geometry(
-            "fisher_shrunk_separable", "A_ρ̃1", "A_shrunk_separable", "A, ρ shrunk toward 1 (separable)", None, "stderr"
-        ),
+def cosine_of(sketch: str) -> Kernel:
+    """The kernel of a sketch's own cosine (and its standard error)."""
+
+    def kernel(cosine, stderr, same):
+        return cosine[sketch], stderr[sketch]
+
+    return kernel
+
+
+def coupling_kernel(cosine, stderr, same):
+    """ρ = A / (S_a S_e), NaN unless S_a and S_e are both significant (or the pair is of the same data); its
+    standard error by the delta method, |ρ| √((se_A/A)² + (se_a/S_a)² + (se_e/S_e)²)."""
+    import torch
+
+    fisher, activation, error = (cosine[name] for name in SKETCHES)
+    defined = same | (
+        GEOMETRIES["activation"].significant(activation, stderr["activation"])
+        & GEOMETRIES["error"].significant(error, stderr["error"])
     )
-}
-#: A, S_a, S_e: the cosines of a head signature's three sketches (the geometries a selection's rows rank by)
-HEAD_SCORES = ("fisher", "activation", "error")
+    nan = torch.full_like(fisher, math.nan)
+    coupling = torch.where(defined, fisher / (activation * error), nan)
+    relative = torch.sqrt(
+        (stderr["joint"] / fisher.abs().clamp_min(1e-300)) ** 2
+        + (stderr["activation"] / activation.abs().clamp_min(1e-300)) ** 2
+        + (stderr["error"] / error.abs().clamp_min(1e-300)) ** 2
+    )
+    return coupling, torch.where(defined, coupling.abs() * relative, nan)
+
+
+#: where a signature kind's A comes in ``score="auto"``'s order: before the head regime, or after it
+AUTO_STEPS = ("before-head", "after-head")
+#: every geometry, by name, in the order of tables and records (``register`` adds one)
+GEOMETRIES: dict[str, Geometry] = {}
+
+
+def register(geometry: Geometry) -> Geometry:
+    """Add ``geometry`` to ``GEOMETRIES`` (a name taken already is an error); returns it."""
+    if geometry.name in GEOMETRIES:
+        raise ValueError(f"a geometry named {geometry.name!r} is registered already")
+    GEOMETRIES[geometry.name] = geometry
+    return geometry
+
+
+class GeometryNames(Sequence[str]):
+    """The names of the registered geometries that ``keep``, in registration order, then ``extra``: a live view
+    (a geometry registered later is in it)."""
+
+    def __init__(self, keep: Callable[[Geometry], bool], extra: tuple[str, ...] = ()):
+        self.keep, self.extra = keep, extra
+
+    def names(self) -> tuple[str, ...]:
+        return (*(g.name for g in GEOMETRIES.values() if self.keep(g)), *self.extra)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[str, ...]: ...
+    def __getitem__(self, index: int | slice) -> str | tuple[str, ...]:
+        return self.names()[index]
+
+    def __len__(self) -> int:
+        return len(self.names())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names()
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self) == tuple(other) if isinstance(other, (tuple, list, GeometryNames)) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.names())
+
+    def __repr__(self) -> str:
+        return repr(self.names())
+
+
+for _geometry in (
+    Geometry(
+        "fisher",
+        "A",
+        "A",
+        "Fisher alignment A",
+        cosine_of("joint"),
+        stderr_field="stderr",
+        sketch="joint",
+        rankable=True,
+        shown=True,
+        metric_key="fisher_alignment",
+        regimes=("coupled", "separable"),
+        fallback=1,
+    ),
+    Geometry(
+        "activation",
+        "S_a",
+        "S_a",
+        "activation-only S_a",
+        cosine_of("activation"),
+        sketch="activation",
+        rankable=True,
+        shown=True,
+        metric_key="activation_alignment",
+        regimes=("error-flat",),
+    ),
+    Geometry(
+        "error",
+        "S_e",
+        "S_e",
+        "error-only S_e",
+        cosine_of("error"),
+        sketch="error",
+        rankable=True,
+        shown=True,
+        metric_key="error_alignment",
+        regimes=("activation-dark",),
+    ),
+    Geometry(
+        "coupling",
+        "ρ",
+        "rho",
+        "coupling ρ = A / (S_a S_e)",
+        coupling_kernel,
+        null=1.0,
+        two_sided=True,
+        shown=True,
+        metric_key="coupling",
+    ),
+    Geometry(
+        "head_input",
+        "A_δ",
+        "A_head_input",
+        "head-input A (a, δ = Wᵀe)",
+        of="fisher",
+        stderr_field="stderr",
+        signature="head-input",
+        sketch="joint",
+        auto="after-head",
+        fallback=2,
+    ),
+    Geometry(
+        "network",
+        "A_net",
+        "A_network",
+        "network-level A",
+        of="fisher",
+        stderr_field="stderr",
+        signature="network",
+        sketch="joint",
+        auto="before-head",
+        fallback=0,
+    ),
+    Geometry("fisher_shrunk", "A_ρ̃", "A_shrunk", "A, ρ shrunk to the cohort mean", stderr_field="stderr"),
+    Geometry(
+        "fisher_shrunk_separable",
+        "A_ρ̃1",
+        "A_shrunk_separable",
+        "A, ρ shrunk toward 1 (separable)",
+        stderr_field="stderr",
+    ),
+):
+    register(_geometry)
+
+#: the geometries an alignment of one signature pair computes (those with a kernel), in record order
+COMPUTED = GeometryNames(lambda g: g.kernel is not None)
+#: what a selection's rows rank by (A, S_a, S_e, and any geometry registered ``rankable``)
+HEAD_SCORES = GeometryNames(lambda g: g.rankable)
 #: what selection ranks candidates by: one of ``HEAD_SCORES``, or auto: the geometry that carries the signal
 #: among the candidates (``analysis.auto``: the regime readout)
-SCORES = (*HEAD_SCORES, "auto")
+SCORES = GeometryNames(lambda g: g.rankable, extra=("auto",))
 #: what ``select_adapter`` and ``fisherhub select`` rank by unless told: auto was never significantly worse than A
 #: on the four selection suites and better on the verbalizer one (benchmarks/RESULTS.md)
 DEFAULT_SCORE = "auto"
-#: the head decomposition A = ρ · S_a · S_e, as tables and heatmaps show it
-DECOMPOSITION = (*HEAD_SCORES, "coupling")
+#: what tables, heatmaps and ``compare`` show: the head decomposition A = ρ · S_a · S_e (and any geometry
+#: registered ``shown``)
+DECOMPOSITION = GeometryNames(lambda g: g.shown)
 #: the geometries computed from the candidates' alignments (ρ shrunk), not read from one alignment
-SHRUNK = ("fisher_shrunk", "fisher_shrunk_separable")
+SHRUNK = GeometryNames(lambda g: g.kernel is None and g.of is None)
+#: the other signature kinds' A, by name (``analysis.scores.candidate_scores`` takes their alignments)
+OTHER_KINDS = GeometryNames(lambda g: g.signature != "head")
 
 
 def label(name: str) -> str:
@@ -134,3 +309,23 @@ def label(name: str) -> str:
 def network_label(module_set: str) -> str:
     """The label of the network-level A over ``module_set``."""
     return f"{GEOMETRIES['network'].label}, {module_set}"
+
+
+def regime_geometry(regime: str) -> str | None:
+    """The geometry ``score="auto"`` ranks by in head regime ``regime`` (None: none, the head has no signal)."""
+    return next((g.name for g in GEOMETRIES.values() if regime in g.regimes), None)
+
+
+def auto_order() -> tuple[str, ...]:
+    """``score="auto"``'s order: the signature kinds' A registered ``before-head``, ``"head"`` (the head
+    regime's geometry), those registered ``after-head``."""
+    before = tuple(g.name for g in GEOMETRIES.values() if g.auto == "before-head")
+    after = tuple(g.name for g in GEOMETRIES.values() if g.auto == "after-head")
+    return (*before, "head", *after)
+
+
+def fallback_geometries() -> tuple[str, ...]:
+    """What auto scores by, the least flat of them (the first on a tie, in ``fallback`` order), when no geometry
+    separates the candidates."""
+    ranked = sorted((g.fallback, g.name) for g in GEOMETRIES.values() if g.fallback is not None)
+    return tuple(name for _, name in ranked)

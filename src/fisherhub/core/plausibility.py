@@ -25,9 +25,8 @@ from collections.abc import Sequence
 
 import torch
 
-from fisherhub.core.features import SKETCHES
+from fisherhub.core.registry import MIN_DOCUMENTS, SKETCHES
 from fisherhub.core.spec import SketchSpec
-from fisherhub.core.state import MIN_DOCUMENTS
 
 #: an estimate is implausible when it lies more than this many of its standard errors outside [0, 1]: a
 #: one-sided normal tail of 3e-7, so that the matrices of the benchmarks (up to 10⁵ cells) raise no false alarm

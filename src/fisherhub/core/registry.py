@@ -1,5 +1,9 @@
 """The names and defaults of a sketch's options (SPEC §2–3), without torch: the CLI builds its arguments
-from them before anything heavy is imported."""
+from them before anything heavy is imported. ``check_choice`` is the one check of a choice among them."""
+
+import re
+
+from fisherhub.core.errors import InputError
 
 #: estimator name -> (activation-side projector, vocabulary-side projector), see core.projectors.
 ESTIMATORS = {
@@ -12,6 +16,9 @@ DEFAULT_ESTIMATOR = "maclaurin-hadamard-permuted"
 #: the default until issue 14 (its shared slice signs bias S_e of tasks whose labels lie a fold width apart);
 #: its signatures still load and compare with each other, and the benchmarks time it beside the default.
 PREVIOUS_DEFAULT_ESTIMATOR = "maclaurin-hadamard"
+#: the three sketches of a task (joint (a, e) features, activation-only, error-only): the tensors of a signature
+#: and the order of the state's sums, features and split norms.
+SKETCHES = ("joint", "activation", "error")
 GRANULARITIES = ("token", "sequence")
 FISHER_TYPES = ("empirical", "true")
 #: what the error side of a head sketch is: e = ∂ℓ/∂z (K numbers), or δ = Wᵀe = ∂ℓ/∂a (d numbers).
@@ -24,3 +31,26 @@ ALL_LINEAR = "all-linear"
 #: random features per sketch: the joint signature is m float32 = 16 KiB at the default.
 DEFAULT_M = 4096
 DEFAULT_SEED = 0
+#: below this many documents an unresolved split-sample norm is refused (``TooFewDocumentsError``): the
+#: split-half estimate's own sampling noise, which its standard error does not see, dominates there.
+MIN_DOCUMENTS = 20
+#: a Hub repo id, as signatures record their base model and dataset: ``org/name``
+HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
+#: a full commit id, as signatures record revisions: 40 hex digits
+COMMIT_ID = re.compile(r"[0-9a-f]{40}")
+
+#: the options that are a choice among names, and the names (``SketchSpec`` and ``options.SpecOptions`` check them)
+CHOICES = {
+    "estimator": tuple(sorted(ESTIMATORS)),
+    "granularity": GRANULARITIES,
+    "fisher": FISHER_TYPES,
+    "error_space": ERROR_SPACES,
+    "kernel": KERNELS,
+}
+
+
+def check_choice(name: str, value: object, label: str) -> None:
+    """Refuse ``value`` for the option ``name`` unless it is one of ``CHOICES[name]``; ``label`` names the option
+    as the user gave it (``--kernel``, ``SketchSpec.kernel``)."""
+    if value not in CHOICES[name]:
+        raise InputError(f"{label} must be one of {', '.join(CHOICES[name])}, got {value!r}")

@@ -26,8 +26,11 @@ from fisherhub.core.bounded import read_json
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
 from fisherhub.core.version import library_version
 from fisherhub.core.errors import FisherHubError, SignatureFileError
-from fisherhub.core.state import CLAMPED_NORMS_KEY
+from fisherhub.core.registry import SKETCHES
 
+#: metadata key: the sketches (comma-separated names) whose split-sample norm was clamped at finalize
+#: (``SketchState.finalize``); their alignments are shrunk toward 0 with wide error bars.
+CLAMPED_NORMS_KEY = "clamped_split_norms"
 #: provenance keys a signature's metadata may carry (SPEC §3); free-form extra keys are kept too.
 PROVENANCE_KEYS = (
     "base_model",
@@ -98,7 +101,7 @@ def _serialize(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> by
 
 def _check_stored_tensors(tensors: dict[str, torch.Tensor], spec: SketchSpec) -> None:
     """The file holds exactly the tensors a signature of ``spec`` stores, each of its dtype and shape."""
-    expected = {name: (torch.float32, (spec.m,)) for name in ("joint", "activation", "error")}
+    expected = {name: (torch.float32, (spec.m,)) for name in SKETCHES}
     expected["split_norms"] = (torch.float64, (3,))
     if spec.reflection is not None:
         expected["reflection"] = (torch.float32, (spec.d,))
@@ -161,7 +164,33 @@ def _count(header: dict[str, str], key: str) -> int:
 
 @dataclasses.dataclass
 class Signature:
-    """A task's FisherSketch signature: μ̂ of the joint, activation and error features."""
+    """A task's FisherSketch signature: μ̂ of the joint, activation and error features, and the split-sample
+    norms that correct their cosines (``SketchState.finalize`` makes one; ``save`` / ``load`` read and write
+    the safetensors file, SPEC §3).
+
+    Args:
+        spec (`SketchSpec`):
+            The sketch it was made with (its id decides what it compares with).
+        joint (`torch.Tensor`):
+            μ̂ of the joint features, float32 (m,).
+        activation (`torch.Tensor`):
+            μ̂ of the activation features, float32 (m,).
+        error (`torch.Tensor`):
+            μ̂ of the error features, float32 (m,).
+        split_norms (`torch.Tensor`):
+            ⟨μ̂^A, μ̂^B⟩ of the two halves of the data, per sketch: float64 (3,), positive.
+        num_tokens (`int`):
+            Scored tokens sketched.
+        num_documents (`int`):
+            Documents sketched.
+        metadata (`dict[str, str]`, *optional*):
+            Provenance (``PROVENANCE_KEYS``: base model, dataset, revisions, ...) and free-form keys;
+            ``library_version`` and ``created`` are added when missing.
+
+    Raises:
+        `SignatureFileError`: a sketch of another shape than (m,), NaN or inf, or split norms that are not 3
+            positive finite numbers.
+    """
 
     spec: SketchSpec
     joint: torch.Tensor
@@ -173,7 +202,7 @@ class Signature:
     metadata: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("joint", "activation", "error"):
+        for name in SKETCHES:
             tensor = getattr(self, name)
             if tuple(tensor.shape) != (self.spec.m,):
                 raise SignatureFileError(f"{name} has shape {tuple(tensor.shape)}, expected ({self.spec.m},)")
@@ -197,9 +226,13 @@ class Signature:
         """R̂ = ‖μ̂‖² / ⟨μ̂^A, μ̂^B⟩ of the joint sketch (→ 1 as the task grows; drives the stderr)."""
         return float(self.joint.double().dot(self.joint.double()) / self.split_norms[0])
 
+    def sketches(self) -> list[torch.Tensor]:
+        """The means μ̂ of the three sketches, in ``SKETCHES`` order."""
+        return [getattr(self, name) for name in SKETCHES]
+
     def self_dominances(self) -> torch.Tensor:
         """R̂ of the joint, activation and error sketches."""
-        squares = torch.stack([t.double().dot(t.double()) for t in (self.joint, self.activation, self.error)])
+        squares = torch.stack([t.double().dot(t.double()) for t in self.sketches()])
         return squares / self.split_norms.double()
 
     def self_dominance_bounds(self) -> list[tuple[float, float]]:

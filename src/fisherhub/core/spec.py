@@ -11,14 +11,15 @@ from typing import Any
 import torch
 
 from fisherhub.core.registry import (
+    CHOICES,
     DEFAULT_ESTIMATOR,
     DEFAULT_M,
     DEFAULT_SEED,
     ERROR_SPACES,
-    ESTIMATORS,
     FISHER_TYPES,
     GRANULARITIES,
     KERNELS,
+    check_choice,
 )
 from fisherhub.core.bounded import read_json
 from fisherhub.core.errors import IncompatibleSignaturesError, InputError, SignatureFileError
@@ -33,7 +34,15 @@ REFLECTION_TOLERANCE = 1e-4
 
 @dataclasses.dataclass(frozen=True)
 class ModelFingerprint:
-    """Checksums of the base model's head weights (float32) and tokenizer, set by model capture."""
+    """Checksums of the base model's head weights (float32) and tokenizer, set by model capture
+    (``HeadModel.fingerprint``); both enter the sketch id.
+
+    Args:
+        head_checksum (`str`):
+            SHA-256 of the head's [W | b] as stored, in float32.
+        tokenizer_checksum (`str`, *optional*):
+            Checksum of the tokenizer's vocabulary (None: sketched without a tokenizer).
+    """
 
     head_checksum: str
     tokenizer_checksum: str | None = None
@@ -75,6 +84,36 @@ class SketchSpec:
     ``modules`` (network sketches, SPEC §2b, ``core.network``): the sketched linear modules as
     (name, in_features, out_features), with ``kernel`` "full" or "block"; d and vocab_size stay the head's.
     Fields at their defaults stay out of the sketch id, so head signatures keep their ids.
+
+    Args:
+        d (`int`):
+            The width of the head's input (hidden size).
+        vocab_size (`int`):
+            K, the rows of the head.
+        m (`int`, *optional*, defaults to `DEFAULT_M`):
+            Random features per sketch.
+        seed (`int`, *optional*, defaults to `DEFAULT_SEED`):
+            Seed of the random projections, in [0, 2**63).
+        estimator (`str`, *optional*, defaults to `DEFAULT_ESTIMATOR`):
+            The random-feature estimator, one of ``ESTIMATORS``.
+        granularity (`str`, *optional*, defaults to `"token"`):
+            "token": every scored token is an example; "sequence": every document.
+        fisher (`str`, *optional*, defaults to `"empirical"`):
+            "empirical": labels from the data; "true": labels sampled from the model.
+        model_fingerprint (`ModelFingerprint`, *optional*):
+            Checksums of the head and tokenizer the sketch belongs to.
+        reflection (`tuple[float, ...]`, *optional*):
+            The pilot activation mean (d floats) of the Householder reflection.
+        error_space (`str`, *optional*, defaults to `"logits"`):
+            "logits" or "head-input" (see above).
+        modules (`tuple[tuple[str, int, int], ...]`, *optional*):
+            Network sketches: the linear modules as (name, in_features, out_features).
+        kernel (`str`, *optional*, defaults to `"full"`):
+            Network sketches: "full" or "block".
+
+    Raises:
+        `InputError`: a value out of range or not one of its choices, a reflection of another length than d
+            or not finite, a network spec with an error space or reflection.
     """
 
     d: int
@@ -97,12 +136,8 @@ class SketchSpec:
                 raise InputError(f"SketchSpec.{name} must be a positive int, got {value!r}")
         if not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
             raise InputError(f"SketchSpec.seed must be an int in [0, 2**63), got {self.seed!r}")
-        if self.estimator not in ESTIMATORS:
-            raise InputError(f"unknown estimator {self.estimator!r}; choose one of {sorted(ESTIMATORS)}")
-        if self.granularity not in GRANULARITIES:
-            raise InputError(f"unknown granularity {self.granularity!r}; choose one of {GRANULARITIES}")
-        if self.fisher not in FISHER_TYPES:
-            raise InputError(f"unknown fisher type {self.fisher!r}; choose one of {FISHER_TYPES}")
+        for name in CHOICES:
+            check_choice(name, getattr(self, name), f"SketchSpec.{name}")
         if self.reflection is not None:
             values = tuple(float(v) for v in self.reflection)
             if len(values) != self.d:
@@ -111,10 +146,6 @@ class SketchSpec:
             if not torch.isfinite(vector).all() or vector.norm() == 0:
                 raise InputError("reflection (pilot activation mean) must be finite and non-zero")
             object.__setattr__(self, "reflection", tuple(vector.tolist()))
-        if self.error_space not in ERROR_SPACES:
-            raise InputError(f"unknown error space {self.error_space!r}; choose one of {ERROR_SPACES}")
-        if self.kernel not in KERNELS:
-            raise InputError(f"unknown kernel {self.kernel!r}; choose one of {KERNELS}")
         if self.modules is not None:
             object.__setattr__(self, "modules", _checked_modules(self.modules))
             if self.error_space != "logits" or self.reflection is not None:

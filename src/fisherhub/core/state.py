@@ -25,16 +25,13 @@ from fisherhub.core.features import SKETCHES, feature_map
 from fisherhub.core.network import NetworkBatch
 from fisherhub.core.parallel import map_row_ranges
 from fisherhub.core.projectors import CPU_TRANSFORM_BLOCK_BYTES, _VocabularyProjector, row_blocks
+from fisherhub.core.signature import CLAMPED_NORMS_KEY, Signature
+from fisherhub.core.registry import MIN_DOCUMENTS
 from fisherhub.core.spec import FORMAT_VERSION, SketchSpec
 
 #: a split-sample norm within this many of its standard errors of zero is not resolved: it is clamped to that
 #: bound and the signature says so (``CLAMPED_NORMS_KEY``).
 SPLIT_NORM_Z = 2.0
-#: below this many documents an unresolved split-sample norm is refused (``TooFewDocumentsError``): the
-#: split-half estimate's own sampling noise, which its standard error does not see, dominates there.
-MIN_DOCUMENTS = 20
-#: signature metadata key: the sketches (comma-separated names) whose split-sample norm was clamped.
-CLAMPED_NORMS_KEY = "clamped_split_norms"
 #: the float64 features of a block of rows (``_add_range``) stay within this many bytes, so they stay in cache.
 ACCUMULATE_BYTES = CPU_TRANSFORM_BLOCK_BYTES
 
@@ -49,7 +46,16 @@ class RangeTerms(NamedTuple):
 
 
 class SketchState:
-    """Split-half sums of random features for one task."""
+    """Split-half sums of random features for one task: ``update`` adds a batch, ``flush`` closes its
+    documents, ``merge`` adds another process's sums, ``finalize`` gives the ``Signature``; ``save`` / ``load``
+    checkpoint it.
+
+    Args:
+        spec (`SketchSpec`):
+            The sketch (head or network) the sums are of.
+        device (`torch.device` or `str`, *optional*):
+            Where the sums live (the head's device).
+    """
 
     def __init__(self, spec: SketchSpec, device: torch.device | str = "cpu"):
         self.spec = spec
@@ -310,8 +316,6 @@ class SketchState:
         becomes ``SPLIT_NORM_Z`` σ, so the task's alignments shrink toward 0. With fewer than ``MIN_DOCUMENTS``
         documents a non-positive D is refused instead (``TooFewDocumentsError``, saying how many would be needed).
         """
-        from fisherhub.core.signature import Signature
-
         norms, stderrs = self.split_norms_and_stderrs()
         floors = SPLIT_NORM_Z * stderrs
         unresolved = norms <= floors

@@ -10,7 +10,8 @@ import os
 import re
 from typing import Any
 
-from fisherhub.options import COMMIT_ID, DataArgs
+from fisherhub.core.registry import COMMIT_ID
+from fisherhub.options import DataOptions
 
 logger = logging.getLogger(__name__)
 _HUB_CACHE_FOLDER = re.compile(r"(?:^|[\\/])([\w.-]+)___([\w.-]+)[\\/][^\\/]+[\\/][^\\/]+[\\/]([0-9a-f]{40})[\\/]")
@@ -27,7 +28,7 @@ def hub_origin(source: Any) -> tuple[str, str] | None:
     return None
 
 
-def streamed_hub_commit(args: DataArgs) -> str | None:
+def streamed_hub_commit(args: DataOptions) -> str | None:
     """The commit a Hub dataset streamed by its id is read at: the one ``datasets`` resolves the id and revision
     to (``load_dataset_builder``, as ``load_dataset(streaming=True)`` does; the builder's hash, which also names the
     cache folder of the map-style path). None for anything else, or when it cannot be resolved (then logged: a
@@ -44,7 +45,7 @@ def streamed_hub_commit(args: DataArgs) -> str | None:
     return commit if isinstance(commit, str) and COMMIT_ID.fullmatch(commit) else None
 
 
-def dataset_provenance(args: DataArgs, source: Any) -> dict[str, str]:
+def dataset_provenance(args: DataOptions, source: Any) -> dict[str, str]:
     """``args.provenance()`` pinned to what was read: a ``Dataset`` loaded from the Hub named by its full id
     (``org/pets``, not ``pets``), the revision the commit its rows came from (of a stream by id: the commit the
     id resolves to, ``streamed_hub_commit``), and a dataset given as an
@@ -62,6 +63,6 @@ def dataset_provenance(args: DataArgs, source: Any) -> dict[str, str]:
         if not isinstance(args.dataset, (str, os.PathLike)):
             metadata["dataset"] = repo_id
         metadata["dataset_revision"] = commit
-    elif (commit := streamed_hub_commit(args)) is not None:
-        metadata["dataset_revision"] = commit
+    elif (streamed := streamed_hub_commit(args)) is not None:
+        metadata["dataset_revision"] = streamed
     return metadata

@@ -10,13 +10,13 @@ from pathlib import Path
 
 from fisherhub.core.errors import InputError
 from fisherhub.data.files import file_builder
-from fisherhub.options import DataArgs
+from fisherhub.options import DataOptions
 
 #: the one split a local data file (or glob) is: ``datasets`` loads ``data_files={split: path}``
-DATA_FILE_SPLIT = DataArgs.split
+DATA_FILE_SPLIT = DataOptions.split
 
 
-def load_source(args: DataArgs):
+def load_source(args: DataOptions):
     """The ``datasets`` object behind ``args`` (map-style, or iterable when ``streaming``)."""
     import datasets
 
@@ -39,7 +39,7 @@ def load_source(args: DataArgs):
     return source
 
 
-def dataset_fingerprint(source, args: DataArgs) -> str | None:
+def dataset_fingerprint(source, args: DataOptions) -> str | None:
     """What identifies the rows (a resume refuses other rows): ``datasets``' own hash (``Hasher``) of a
     map-style dataset (its table, a memory-mapped one by its files, with its indices and format); for a stream
     of files or a Hub dataset, the builder's config id (it hashes the data files with their modification
@@ -81,7 +81,7 @@ def _load_saved_dataset(name: str, split: str):
     return _pick_split(loaded, split) if isinstance(loaded, datasets.DatasetDict) else loaded
 
 
-def _load_path_or_id(args: DataArgs):
+def _load_path_or_id(args: DataOptions):
     import datasets
 
     name = os.fspath(args.dataset)
@@ -129,7 +129,7 @@ def _unreadable(name: str, cause: BaseException) -> InputError:
     )
 
 
-def decoded(rows: Iterable, args: DataArgs) -> Iterator:
+def decoded(rows: Iterable, args: DataOptions) -> Iterator:
     """``rows``, with the errors of undecodable data (read lazily, row by row) as ``InputError``."""
     from datasets.exceptions import DatasetGenerationError
 
@@ -140,7 +140,7 @@ def decoded(rows: Iterable, args: DataArgs) -> Iterator:
         raise _unreadable(args.provenance()["dataset"], cause) from exc
 
 
-def _check_column(source, args: DataArgs) -> None:
+def _check_column(source, args: DataOptions) -> None:
     columns = source.column_names
     if columns is None:  # streaming without known features: look at the first row
         first = next(decoded(source, args), None)

@@ -19,7 +19,7 @@ from fisherhub.core.errors import InputError
 from fisherhub.data.batches import Batch, Document, collate
 from fisherhub.data.sources import dataset_fingerprint, decoded, load_source
 from fisherhub.data.tokenization import DocumentTokenizer
-from fisherhub.options import DataArgs
+from fisherhub.options import DataOptions
 
 
 @dataclasses.dataclass
@@ -42,7 +42,7 @@ class DocumentStream:
     there without reading the rows before it again.
     """
 
-    def __init__(self, args: DataArgs, tokenizer, process_index: int = 0, num_processes: int = 1, source=None):
+    def __init__(self, args: DataOptions, tokenizer, process_index: int = 0, num_processes: int = 1, source=None):
         if not 0 <= process_index < num_processes:
             raise InputError(f"process index {process_index} out of range for {num_processes} processes")
         self.args = args
@@ -122,7 +122,7 @@ class DocumentStream:
         import datasets
 
         if self.shard_sizes is not None:
-            return self._own_shard_rows(start_index, reading_state)
+            return self._own_shard_rows(self.shard_sizes, start_index, reading_state)
         rows = self.source.select_columns([self.args.column])
         if self.args.max_tokens is not None:
             return enumerate(rows)
@@ -144,14 +144,14 @@ class DocumentStream:
         return rows
 
     def _own_shard_rows(
-        self, start_index: int, reading_state: dict[str, Any] | None
+        self, shard_sizes: list[int], start_index: int, reading_state: dict[str, Any] | None
     ) -> Iterator[tuple[int, dict[str, Any]]]:
         """This process's shards (``split_dataset_by_node``: j ≡ k mod N, in order), each row with its global
         index: shard j's rows follow the ``shard_sizes`` of the shards before it."""
         from datasets.distributed import split_dataset_by_node
 
         rows = split_dataset_by_node(self.source, rank=self.process_index, world_size=self.num_processes)
-        offsets = [0, *itertools.accumulate(self.shard_sizes)]
+        offsets = [0, *itertools.accumulate(shard_sizes)]
         indices = [range(offsets[shard], offsets[shard + 1]) for shard in self.own_shards()]
         before = sum(min(max(start_index - own.start, 0), len(own)) for own in indices)  # own rows read already
         rows = self._resumed(rows.select_columns([self.args.column]), before, reading_state)
@@ -178,9 +178,9 @@ class DocumentStream:
         try:
             total = len(self.source)
         except TypeError:
-            total = self.args.max_documents
-            if total is None:
+            if self.args.max_documents is None:
                 return None
+            total = self.args.max_documents
         if self.args.max_documents is not None:
             total = min(total, self.args.max_documents)
         return len(range(self.process_index, total, self.num_processes))
@@ -193,7 +193,7 @@ def _pad_token_id(tokenizer) -> int:
     return 0
 
 
-def check_has_documents(seen: int, too_short: int, args: DataArgs, scored_per_half: list[int] | None = None) -> None:
+def check_has_documents(seen: int, too_short: int, args: DataOptions, scored_per_half: list[int] | None = None) -> None:
     """Raise a clear error when no document had a scored token (totals over all processes), or, given the
     scored documents of each split half (i mod 2), when every row of a half had none although it has rows."""
     name = args.provenance()["dataset"]

@@ -8,13 +8,13 @@ from typing import Any
 
 from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.core.errors import InputError
-from fisherhub.options import DataArgs
+from fisherhub.options import DataOptions
 
 
 class DocumentTokenizer:
     """Turns one row into (input_ids, labels), truncated to ``max_length`` tokens."""
 
-    def __init__(self, tokenizer, args: DataArgs):
+    def __init__(self, tokenizer, args: DataOptions):
         self.tokenizer = tokenizer
         self.args = args
         if args.messages_column:

@@ -1,5 +1,5 @@
 """Repo cards (README.md) that list signatures: the YAML ``fisher_signatures:`` block and the human section,
-both rendered from the index (``fisherhub.hub.index``) with the templates in ``hub_cards/`` (SPEC §4).
+both rendered from the repo's listing (``fisherhub.hub.listing``) with the templates in ``hub_cards/`` (SPEC §4).
 Everything that comes from signature metadata is escaped on its way into the card body. Every card we read
 goes through ``parse_card`` (its file through ``card_text``): at most ``MAX_CARD_BYTES``, its YAML header
 read by the bounded reader (``core.bounded.read_parsed``) before a card class parses it."""
@@ -10,9 +10,9 @@ import html
 import importlib.resources
 import json
 import re
-from importlib.resources.abc import Traversable
+import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 import yaml
@@ -22,8 +22,14 @@ from huggingface_hub.errors import HfUriError
 from fisherhub.core.bounded import read_file, read_parsed
 from fisherhub.core.errors import FisherHubError
 from fisherhub.hub.errors import CardError, hub_errors
-from fisherhub.hub.index import ENTRY_KEYS, check_entries
+from fisherhub.hub.listing import ENTRY_KEYS, check_entries
 from fisherhub.hub.refs import SignatureRef
+
+if TYPE_CHECKING:
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:  # Python 3.10 has it in importlib.abc only
+        from importlib.abc import Traversable
 
 CARD_NAME = "README.md"
 CARD_KEY = "fisher_signatures"
@@ -186,7 +192,8 @@ def read_card(text: str | None, where: str, repo_type: str, *, repair: bool = Fa
                 f"{exc}; nothing was changed. Fix the header, or push with repair_card=True (--repair-card), which "
                 "rewrites only the header and keeps the body (and the old header, in a collapsed block)"
             ) from exc
-    match = _HEADER.match(text)  # the card classes only fail on a header they found
+    match = _HEADER.match(text)
+    assert match is not None  # the card classes only fail on a header they found
     header, body = match.group(1), text[match.end() :]
     try:
         readable = read_parsed(
@@ -196,9 +203,9 @@ def read_card(text: str | None, where: str, repo_type: str, *, repair: bool = Fa
         readable = None
     kept = {k: v for k, v in readable.items() if k != CARD_KEY} if isinstance(readable, dict) else {}
     try:
-        data = card_class.card_data_class(**kept, **{CARD_KEY: []})
+        data = card_class.card_data_class(**{**kept, CARD_KEY: []})
     except ValueError:  # a model-index ModelCardData cannot parse: it stays in the old header only
-        data = card_class.card_data_class(**{k: v for k, v in kept.items() if k != "model-index"}, **{CARD_KEY: []})
+        data = card_class.card_data_class(**{**{k: v for k, v in kept.items() if k != "model-index"}, CARD_KEY: []})
     old_header = (
         "<details><summary>Card metadata replaced by fisherhub (it was malformed)</summary>\n\n"
         f"```yaml\n{header}\n```\n\n</details>\n\n"

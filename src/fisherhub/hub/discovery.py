@@ -8,15 +8,20 @@ chosen signature file (HEAD + GET); without it, the index first (HEAD + GET).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from huggingface_hub import HfApi
 
 from fisherhub.hub.cards import SIGNATURE_TAG, signature_entries
 from fisherhub.hub.errors import CardError, hub_errors
-from fisherhub.hub.index import INDEX_FOLDERS, entry_matches
+from fisherhub.hub.listing import LISTING_FOLDERS, entry_matches
 from fisherhub.hub.snapshot import RepoSnapshot
 
+if TYPE_CHECKING:
+    from huggingface_hub.hf_api import ExpandModelProperty_T
+
 #: what a listing returns per repo (``expand=``): enough to pin, list and choose without a repo_info call
-LISTING_FIELDS = ("sha", "siblings", "cardData")
+LISTING_FIELDS: tuple[ExpandModelProperty_T, ...] = ("sha", "siblings", "cardData")
 
 
 def adapter_tag(base_model: str) -> str:
@@ -27,7 +32,7 @@ def adapter_tag(base_model: str) -> str:
 def _may_be_signed(snapshot: RepoSnapshot) -> bool:
     """Signature files in the repo, or training datasets named in its card (whose repos may carry them)."""
     return (
-        any(path in snapshot.files for path in INDEX_FOLDERS)
+        any(path in snapshot.files for path in LISTING_FOLDERS)
         or bool(snapshot.signature_files)
         or bool((snapshot.card_data or {}).get("datasets"))
     )

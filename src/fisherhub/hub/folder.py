@@ -16,7 +16,7 @@ from filelock import FileLock
 from fisherhub.core.atomic import atomic_path
 from fisherhub.core.errors import InputError
 from fisherhub.hub.cards import CARD_NAME, card_text, parse_card, signature_entries
-from fisherhub.hub.index import INDEX_FOLDERS, index_bytes, merge_entries, parse_index
+from fisherhub.hub.listing import LISTING_FOLDERS, index_bytes, merge_entries, parse_listing
 from fisherhub.hub.refs import ADAPTER_CONFIG, SIGNATURE_FOLDER, SIGNATURE_FOLDERS
 
 
@@ -40,10 +40,10 @@ def folder_card(folder: Path) -> str | None:
 def folder_entries(folder: Path) -> list[dict[str, Any]]:
     """The entries the folder's indexes list (``.fisher_signatures/index.json``, then the legacy
     ``fisher_signatures/index.json`` for paths it does not list), else its card's block (none without either)."""
-    indexes = [path for path in INDEX_FOLDERS if (folder / path).is_file()]
+    indexes = [path for path in LISTING_FOLDERS if (folder / path).is_file()]
     if indexes:
         return merge_entries(
-            *(parse_index(index_bytes(folder / path, str(folder), path), str(folder), path) for path in indexes)
+            *(parse_listing(index_bytes(folder / path, str(folder), path), str(folder), path) for path in indexes)
         )
     text = folder_card(folder)
     if text is None:

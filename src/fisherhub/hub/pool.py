@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 #: requests in flight at once (the Hub answers this many from one client without rate limiting)
 DEFAULT_WORKERS = 8
@@ -27,6 +27,12 @@ class Outcome(Generic[Item, Value]):
     item: Item
     value: Value | None = None
     error: BaseException | None = None
+
+    def result(self) -> Value:
+        """The value ``fn(item)`` returned; its exception raised again when it raised one."""
+        if self.error is not None:
+            raise self.error
+        return cast(Value, self.value)
 
 
 def check_workers(workers: int) -> int:

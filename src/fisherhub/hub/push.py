@@ -8,18 +8,18 @@ import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.errors import HfHubHTTPError
-from huggingface_hub.hf_api import RepoSibling
+from huggingface_hub.hf_api import DatasetInfo, ModelInfo, RepoSibling
 
 from fisherhub.core.errors import InputError
 from fisherhub.core.signature import Signature
 from fisherhub.hub.cards import CARD_NAME, download_card, read_card, set_entries
 from fisherhub.hub.errors import CardError, ConcurrentPushError, hub_errors
 from fisherhub.hub.folder import folder_card, folder_entries, folder_repo_type, locked_folder, write_atomically
-from fisherhub.hub.index import INDEX_PATH, entry_for, published, render_index, with_entry, written_entries
+from fisherhub.hub.listing import LISTING_PATH, entry_for, published, render_listing, with_entry, written_entries
 from fisherhub.hub.refs import (
     ADAPTER_CONFIG,
     PUSH_REPO_TYPES,
@@ -77,7 +77,7 @@ def _update(
     entries = with_entry(entries, entry_for(signature, path))
     card = read_card(old_card, where, repo_type, repair=repair_card)
     set_entries(card, entries, repo_type, name, adapter_of, index)
-    return _Update(path, signature.to_bytes(), render_index(written_entries(entries)), str(card))
+    return _Update(path, signature.to_bytes(), render_listing(written_entries(entries)), str(card))
 
 
 def _entries(read: Callable[[], list[dict[str, Any]]], repair_card: bool) -> list[dict[str, Any]]:
@@ -115,23 +115,50 @@ def push_signature(
     index: str | None = None,
 ) -> PushResult:
     """Add ``signature`` under ``.fisher_signatures/`` of a dataset or model (adapter) repo, or of a local
-    folder, and list it in ``.fisher_signatures/index.json`` and the card; on the Hub in one commit on
-    ``revision`` (default branch when None). ``repo``: ``org/name`` (a model repo unless ``repo_type`` says
-    otherwise), ``datasets/org/name``, an ``hf://`` URI, or an existing local folder (``repo_type`` then says
-    what it will be on the Hub: default ``model`` when it holds an adapter, else ``dataset``). The repo must exist
-    unless ``create_repo`` (then it is created when missing, as ``push_to_hub`` does in transformers; a new
-    model repo's card gets ``base_model`` and ``library_name: peft``, so the Hub lists it as an adapter of
-    that base model once the adapter is in it).
+    folder, and list it in ``.fisher_signatures/index.json`` and the card; on the Hub in one commit. What is
+    published holds no local paths: they become a Hub id or a file / folder name (``index.published``). When
+    the same file, index and card are already there, nothing is committed.
 
-    What is published holds no local paths: they become a Hub id or a file / folder name (``index.published``).
-    The commit's parent is ``parent_commit``, by default the head the card was read at, so a push made by
-    someone else in between fails with ``ConcurrentPushError`` instead of being overwritten. ``create_pr``
-    opens a pull request (for repos one cannot write to). When the same file, index and card are already
-    there, nothing is committed. A malformed card is refused unless ``repair_card`` (see ``cards.read_card``).
-    ``index``: the signature index (``datasets/org/name`` or ``org/name``, see ``fisherhub index``) the repo is
-    in; the card's section links to it.
+    Args:
+        signature (`Signature`):
+            The signature to publish (it must name its base model).
+        repo (`str`, `os.PathLike` or `SignatureRef`):
+            ``org/name`` (a model repo unless ``repo_type`` says otherwise), ``datasets/org/name``, an ``hf://``
+            URI, or an existing local folder.
+        repo_type (`str`, *optional*):
+            ``model`` or ``dataset``: of a bare ``org/name``; of a local folder, what it will be on the Hub
+            (default ``model`` when it holds an adapter, else ``dataset``).
+        revision (`str`, *optional*):
+            The branch to commit to (default: the repo's default branch).
+        create_pr (`bool`, *optional*):
+            Open a pull request (for repos one cannot write to).
+        parent_commit (`str`, *optional*):
+            The commit's parent, by default the head the card was read at: a push made by someone else in
+            between fails instead of being overwritten.
+        token (`str`, *optional*):
+            A token with write access (default: the logged-in one, ``HF_TOKEN``).
+        commit_message (`str`, *optional*):
+            The commit message (default: one naming the signature).
+        repair_card (`bool`, *optional*):
+            Rewrite a malformed card header, keeping its body (``cards.read_card``); otherwise one is refused.
+        create_repo (`bool`, *optional*):
+            Create the repo when it is missing (as ``push_to_hub`` does in transformers; a new model repo's card
+            gets ``base_model`` and ``library_name: peft``, so the Hub lists it as an adapter of that model).
+        index (`str`, *optional*):
+            The signature index the repo is in (``datasets/org/name`` or ``org/name``, ``fisherhub index``):
+            the card's section links to it.
+
+    Returns:
+        `PushResult`: where the file is (``location``, ``ref`` pinned to the new commit), whether anything was
+        committed, and the commit or pull-request URL.
+
+    Raises:
+        `InputError`: a signature without a base model, Hub-only options for a local folder, a bad repo type.
+        `ConcurrentPushError`: someone pushed after the card was read; push again.
+        `CardError`: the repo's card has a malformed header (see ``repair_card``).
+        `HubError`: the Hub refused the request (missing repo, no write access).
     """
-    from fisherhub.hub.signature_index import index_ref
+    from fisherhub.hub.refs import index_ref
 
     signature = published(signature)
     index = index_ref(index).repo_id if index is not None else None
@@ -146,12 +173,7 @@ def push_signature(
     target = repo.at(revision) if isinstance(repo, SignatureRef) else repo_ref(os.fspath(repo), repo_type, revision)
     check_repo_type(target.repo_type, PUSH_REPO_TYPES)
     api = HfApi(token=token)
-    created = False
-    with hub_errors(str(target)):
-        if create_repo:
-            created = not api.repo_exists(target.repo_id, repo_type=target.repo_type)
-            api.create_repo(target.repo_id, repo_type=target.repo_type, exist_ok=True)
-        info = api.repo_info(target.repo_id, repo_type=target.repo_type, revision=target.revision, files_metadata=True)
+    info, created = _repo_info(api, target, create_repo)
     snapshot = RepoSnapshot.from_info(info, target.repo_type, target.revision)
     files = {sibling.rfilename: sibling for sibling in info.siblings or []}
     old_card = download_card(snapshot.ref, token)[0] if CARD_NAME in files else None
@@ -170,11 +192,39 @@ def push_signature(
     head = snapshot.ref.with_path(update.path)
     if (
         update.card == old_card
-        and _holds(files.get(INDEX_PATH), update.index)
+        and _holds(files.get(LISTING_PATH), update.index)
         and _holds(files.get(update.path), update.data)
     ):
         return PushResult(head, committed=False)
+    return _commit(api, target, signature, update, commit_message, create_pr, parent_commit or info.sha)
 
+
+def _repo_info(api: HfApi, target: SignatureRef, create_repo: bool) -> tuple[ModelInfo | DatasetInfo, bool]:
+    """The repo ``target`` at its revision with its files' metadata (created first when ``create_repo`` and
+    missing), and whether it was created."""
+    created = False
+    with hub_errors(str(target)):
+        if create_repo:
+            created = not api.repo_exists(target.repo_id, repo_type=target.repo_type)
+            api.create_repo(target.repo_id, repo_type=target.repo_type, exist_ok=True)
+        info = cast(  # a model or dataset repo (PUSH_REPO_TYPES)
+            "ModelInfo | DatasetInfo",
+            api.repo_info(target.repo_id, repo_type=target.repo_type, revision=target.revision, files_metadata=True),
+        )
+    return info, created
+
+
+def _commit(
+    api: HfApi,
+    target: SignatureRef,
+    signature: Signature,
+    update: _Update,
+    commit_message: str | None,
+    create_pr: bool,
+    parent_commit: str | None,
+) -> PushResult:
+    """The signature file, the listing and the card in one commit on ``parent_commit``; a push in between is a
+    ``ConcurrentPushError``."""
     metadata = signature.metadata
     described = (
         f"{metadata.get('dataset')} under {metadata['base_model']}"
@@ -183,7 +233,7 @@ def push_signature(
     )
     operations = [
         CommitOperationAdd(update.path, update.data),
-        CommitOperationAdd(INDEX_PATH, update.index),
+        CommitOperationAdd(LISTING_PATH, update.index),
         CommitOperationAdd(CARD_NAME, update.card.encode("utf-8")),
     ]
     try:
@@ -195,14 +245,14 @@ def push_signature(
                 repo_type=target.repo_type,
                 revision=target.revision,
                 create_pr=create_pr,
-                parent_commit=parent_commit or info.sha,
+                parent_commit=parent_commit,
             )
     except HfHubHTTPError as exc:
         if exc.response is None or exc.response.status_code != _CONFLICT:
             raise
         raise ConcurrentPushError(
             f"{target}: someone pushed to {target.revision or 'the default branch'} after its card was read at commit "
-            f"{(parent_commit or info.sha)[:7]}; nothing was written. Push again: it re-reads the card and keeps "
+            f"{str(parent_commit)[:7]}; nothing was written. Push again: it re-reads the card and keeps "
             "their changes"
         ) from exc
     pushed = SignatureRef(target.repo_id, target.repo_type, commit.oid, update.path)
@@ -238,7 +288,7 @@ def _write_to_folder(
     file = folder / update.path
     outputs = [
         (file, update.data),
-        (folder / INDEX_PATH, update.index),
+        (folder / LISTING_PATH, update.index),
         (folder / CARD_NAME, update.card.encode("utf-8")),
     ]
     written = False

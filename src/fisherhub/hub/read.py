@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,11 @@ from fisherhub.core.spec import FORMAT_VERSION
 from fisherhub.hub.cards import CARD_NAME, download_card, read_card
 from fisherhub.hub.errors import AmbiguousSignatureError, CardError, SignatureNotFoundError, hub_errors
 from fisherhub.hub.folder import folder_entries, folder_signature_files
-from fisherhub.hub.index import entry_matches
+from fisherhub.hub.listing import entry_matches
 from fisherhub.safe_text import printable
 from fisherhub.hub.refs import SignatureRef, check_path, is_local_folder, is_local_path_only, repo_ref
 from fisherhub.hub.snapshot import RepoSnapshot, repo_snapshot
-from fisherhub.options import COMMIT_ID
+from fisherhub.core.registry import COMMIT_ID
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ def _remote_header(api: HfApi, ref: SignatureRef) -> tuple[dict[str, str] | None
     try:
         with hub_errors(str(ref), ref.path):
             header = api.parse_safetensors_file_metadata(
-                ref.repo_id, ref.path, repo_type=ref.repo_type, revision=ref.revision
+                ref.repo_id, ref.file, repo_type=ref.repo_type, revision=ref.revision
             )
     except SafetensorsParsingError as exc:
         return None, f"not a readable safetensors file ({exc})"
@@ -126,7 +127,7 @@ def _remote_header(api: HfApi, ref: SignatureRef) -> tuple[dict[str, str] | None
 
 
 def _infos(
-    entries: list[dict[str, Any]], files: dict[str, int | None], complete: bool, header, locate, read_listed: bool
+    entries: list[dict[str, Any]], files: Mapping[str, int | None], complete: bool, header, locate, read_listed: bool
 ) -> list[SignatureInfo]:
     """One info per signature file and per listed entry. ``header(path)`` reads a file's header ((None, None):
     not readable here, e.g. offline and not cached), for every file with ``read_listed``, else only for files
@@ -311,16 +312,16 @@ def _download(target: SignatureRef, token: str | None) -> str:
     ``get_hf_file_metadata``) and a file larger than a signature is refused without being downloaded; a copy the
     cache holds at that commit is taken as it is (no request), and offline the cache answers."""
     where = str(target)
-    cached = try_to_load_from_cache(target.repo_id, target.path, revision=target.revision, repo_type=target.repo_type)
+    cached = try_to_load_from_cache(target.repo_id, target.file, revision=target.revision, repo_type=target.repo_type)
     if isinstance(cached, str) and COMMIT_ID.fullmatch(target.revision or ""):
         return cached
     with hub_errors(where, target.path):
         if not constants.HF_HUB_OFFLINE:
-            url = hf_hub_url(target.repo_id, target.path, repo_type=target.repo_type, revision=target.revision)
+            url = hf_hub_url(target.repo_id, target.file, repo_type=target.repo_type, revision=target.revision)
             if (problem := oversized(get_hf_file_metadata(url, token=token).size)) is not None:
                 raise SignatureFileError(f"{where}: {problem}: not downloaded")
         return hf_hub_download(
-            target.repo_id, target.path, repo_type=target.repo_type, revision=target.revision, token=token
+            target.repo_id, target.file, repo_type=target.repo_type, revision=target.revision, token=token
         )
 
 
@@ -332,10 +333,33 @@ def load_signature(
     sketch_id: str | None = None,
     token: str | None = None,
 ) -> Signature:
-    """The signature ``ref`` names (a local file or a Hub reference, see ``REFERENCE_FORMS``). Without a path
-    the repo card chooses: the one signature for ``base_model`` / ``sketch_id``. A remote file that is not a
-    valid signature raises ``SignatureFileError`` naming the repo, revision and path. Works offline
-    (``HF_HUB_OFFLINE=1``) for what the cache holds; pin ``revision`` to read what an older commit cached."""
+    """The signature ``ref`` names. Works offline (``HF_HUB_OFFLINE=1``) for what the cache holds; pin
+    ``revision`` to read what an older commit cached.
+
+    Args:
+        ref (`str` or `os.PathLike`):
+            A local ``.safetensors`` file or folder, or a Hub reference (``REFERENCE_FORMS``: ``org/name``,
+            ``datasets/org/name[@rev][:path]``, ``hf://...``, a Hub web URL). Without a path the repo's index
+            (or card) chooses: the one signature for ``base_model`` / ``sketch_id``.
+        revision (`str`, *optional*):
+            Branch, tag or commit of a Hub reference that names none.
+        base_model (`str`, *optional*):
+            Choose among a repo's signatures the one for this base model.
+        sketch_id (`str`, *optional*):
+            Choose among a repo's signatures the one of this sketch id.
+        token (`str`, *optional*):
+            For private or gated repos (default: the logged-in one, ``HF_TOKEN``).
+
+    Returns:
+        `Signature`: the validated signature.
+
+    Raises:
+        `SignatureFileError`: the file is not a valid signature (the message names repo, revision and path).
+        `SignatureNotFoundError`: the repo lists no signature that matches.
+        `AmbiguousSignatureError`: several match: give base_model, sketch_id or the path.
+        `InputError`: a reference none of the forms reads, or a revision for a local path.
+        `HubError`: the Hub refused the request (missing repo, no access, offline without a cached copy).
+    """
     return _fetch(ref, revision, base_model, sketch_id, token)[1]
 
 

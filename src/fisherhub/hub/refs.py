@@ -16,13 +16,13 @@ import dataclasses
 import hashlib
 import os
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, cast, overload
 
 from huggingface_hub import HfUri, constants, parse_hf_uri
 from huggingface_hub.errors import HfUriError
 
 from fisherhub.core.errors import InputError
-from fisherhub.options import DEFAULT_REPO_TYPE, PUSH_REPO_TYPES, REPO_TYPES  # noqa: F401  (PUSH_REPO_TYPES: for push)
+from fisherhub.hub.repo_types import DEFAULT_REPO_TYPE, PUSH_REPO_TYPES, REPO_TYPES  # noqa: F401  (PUSH_REPO_TYPES: for push)
 
 if TYPE_CHECKING:
     from fisherhub.core.signature import Signature
@@ -34,9 +34,16 @@ LEGACY_SIGNATURE_FOLDER = "fisher_signatures"
 #: the folders signatures are read from, in this order (a path in the first wins over the same name later)
 SIGNATURE_FOLDERS = (SIGNATURE_FOLDER, LEGACY_SIGNATURE_FOLDER)
 ADAPTER_CONFIG = "adapter_config.json"  # what makes a folder or repo a PEFT adapter
-_PREFIXES = {prefix: kind for prefix, kind in constants.HF_URI_TYPE_PREFIXES.items() if kind in REPO_TYPES}
-_TYPE_PREFIX = {kind: prefix for prefix, kind in _PREFIXES.items()}
+_PREFIXES: dict[str, str] = {
+    prefix: kind for prefix, kind in constants.HF_URI_TYPE_PREFIXES.items() if kind in REPO_TYPES
+}
+_TYPE_PREFIX: dict[str, str] = {kind: prefix for prefix, kind in _PREFIXES.items()}
 _SHORT_FORM = re.compile(r"(?:(" + "|".join(_PREFIXES) + r")/)?([^/@:]+/[^/@:]+)(?:@([^:]+))?(?::(.*))?")
+
+
+def hf_uri(repo_type: str, repo_id: str, revision: str | None = None, path: str = "") -> HfUri:
+    """The client's ``HfUri`` of a repo whose type is one of ``REPO_TYPES`` (types the client names too)."""
+    return HfUri(cast(Literal["model", "dataset", "space"], repo_type), repo_id, revision, path)
 
 
 def check_repo_type(repo_type: str, allowed: tuple[str, ...] = REPO_TYPES) -> str:
@@ -47,6 +54,10 @@ def check_repo_type(repo_type: str, allowed: tuple[str, ...] = REPO_TYPES) -> st
     return repo_type
 
 
+@overload
+def check_path(path: str, where: str) -> str: ...
+@overload
+def check_path(path: None, where: str) -> None: ...
 def check_path(path: str | None, where: str) -> str | None:
     """``path`` inside a repo, refused when it could leave the repo (``..``, ``.``, absolute, empty segments)."""
     if path is None:
@@ -119,7 +130,7 @@ class SignatureRef:
         prefix, repo_id, revision, path = match.groups()
         repo_type = _PREFIXES[prefix] if prefix else check_repo_type(default_repo_type or DEFAULT_REPO_TYPE)
         try:
-            HfUri(repo_type, repo_id, revision)  # the client's own checks of the id and revision
+            hf_uri(repo_type, repo_id, revision)  # the client's own checks of the id and revision
         except HfUriError:
             return None
         return cls(repo_id, repo_type, revision, check_path(path, text) if path is not None else None)
@@ -133,6 +144,13 @@ class SignatureRef:
                 f"{self} names revision {self.revision!r} but revision={revision!r} was also given; pass one"
             )
         return dataclasses.replace(self, revision=revision)
+
+    @property
+    def file(self) -> str:
+        """The path of the file this reference names; ``InputError`` for a reference to a whole repo."""
+        if self.path is None:
+            raise InputError(f"{self} names a repo, not a file in it")
+        return self.path
 
     def with_path(self, path: str) -> SignatureRef:
         return dataclasses.replace(self, path=check_path(path, str(self)))
@@ -148,7 +166,7 @@ class SignatureRef:
 
     def __str__(self) -> str:
         """The ``hf://`` URI (``huggingface_hub``'s canonical form)."""
-        return HfUri(self.repo_type, self.repo_id, self.revision, self.path or "").to_uri()
+        return hf_uri(self.repo_type, self.repo_id, self.revision, self.path or "").to_uri()
 
 
 def _slug(text: str) -> str:
@@ -181,6 +199,17 @@ def signature_path(signature: Signature) -> str:
         )
     parts = [_slug(metadata["base_model"]), _slug(data), signature.sketch_id]
     return f"{SIGNATURE_FOLDER}/{'__'.join(parts)}.safetensors"
+
+
+def index_ref(name: str) -> SignatureRef:
+    """The signature index ``name`` names (``fisherhub index``): ``datasets/org/name[@rev]`` or
+    ``org/name[@rev]`` (an index is always a dataset repo)."""
+    ref = SignatureRef.parse(name if name.startswith(("datasets/", "hf://")) else f"datasets/{name}")
+    if ref is None or ref.repo_type != "dataset" or ref.path is not None:
+        raise InputError(
+            f"{name!r}: an index is a dataset repo, named datasets/org/name[@revision] or org/name[@revision]"
+        )
+    return ref
 
 
 def repo_ref(text: str, repo_type: str | None = None, revision: str | None = None) -> SignatureRef:

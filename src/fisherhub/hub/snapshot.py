@@ -15,7 +15,7 @@ from huggingface_hub.errors import IncompleteSnapshotError, LocalEntryNotFoundEr
 from fisherhub.core.bounded import check_size, check_tree
 from fisherhub.hub.cards import CARD_NAME, MAX_CARD_BYTES, card_text, parse_card, read_card, signature_entries
 from fisherhub.hub.errors import CardError, OfflineCacheError, hub_errors
-from fisherhub.hub.index import INDEX_FOLDERS, MAX_INDEX_BYTES, index_bytes, merge_entries, parse_index
+from fisherhub.hub.listing import LISTING_FOLDERS, MAX_INDEX_BYTES, index_bytes, merge_entries, parse_listing
 from fisherhub.hub.refs import SignatureRef, is_signature_file
 
 logger = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class RepoSnapshot:
         card = signature_entries(self.card_data, str(self.ref))
         if self.listed and card:
             return card
-        if not self.complete or any(path in self.files for path in INDEX_FOLDERS):
+        if not self.complete or any(path in self.files for path in LISTING_FOLDERS):
             return merge_entries(self._indexed("", str(self.ref), token), card)
         if CARD_NAME in self.files and not self.listed:  # cached for offline use, read as the Hub did
             where = str(self.ref)
@@ -89,7 +89,7 @@ class RepoSnapshot:
     def _indexed(self, prefix: str, where: str, token: str | None) -> list[dict[str, Any]]:
         """The entries of the indexes under ``prefix`` of the repo (the cached copies offline), in reading order."""
         listings = []
-        for path in INDEX_FOLDERS:
+        for path in LISTING_FOLDERS:
             if not self.complete:
                 cached = self.cached_file(prefix + path)
                 data = index_bytes(cached, where, path) if cached is not None else None
@@ -99,7 +99,7 @@ class RepoSnapshot:
             else:
                 data = None
             if data is not None:
-                listings.append(parse_index(data, where, path))
+                listings.append(parse_listing(data, where, path))
         return merge_entries(*listings)
 
     def download(self, path: str, token: str | None = None) -> Path:
@@ -132,7 +132,7 @@ def cached_snapshot(repo: SignatureRef) -> RepoSnapshot:
         ) from exc
     snapshot = Path(folder)
     commit = snapshot.name
-    files = {
+    files: dict[str, int | None] = {
         path.relative_to(snapshot).as_posix(): path.stat().st_size for path in snapshot.rglob("*") if path.is_file()
     }
     card_data = None

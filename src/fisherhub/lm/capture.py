@@ -29,7 +29,7 @@ from fisherhub.core.errors import InputError
 from fisherhub.core.hashing import Stream, uniforms
 from fisherhub.core.registry import ERROR_SPACES, FISHER_TYPES
 from fisherhub.core.state import SketchState
-from fisherhub.lm.head import HeadModel
+from fisherhub.lm.head import HeadModel, input_embeddings
 from fisherhub.lm.positions import ScoredPositions, attention_mask, document_indices, scored_positions
 
 #: the true-Fisher label of a token is drawn with the uniform of index doc_index · 2³² + position.
@@ -100,7 +100,7 @@ def forward(
     ``inputs_only`` the forward pass stops at the head (z and logits are None).
     """
     base = head.base
-    embeddings = base.get_input_embeddings().weight
+    embeddings = input_embeddings(base).weight
     if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= embeddings.shape[0]):
         raise InputError(
             f"input_ids range over [{int(input_ids.min())}, {int(input_ids.max())}] but the model embeds ids "
@@ -115,6 +115,7 @@ def forward(
         raise InputError(f"{type(base).__name__}'s forward pass never called its output head")
     if inputs_only:
         return capture.inputs, None, None
+    assert capture.outputs is not None  # the forward hook ran: it sets both
     if capture.outputs.shape[:2] != input_ids.shape:
         raise InputError(
             f"the output head computed logits of shape {tuple(capture.outputs.shape)} for input_ids of shape "
@@ -166,6 +167,7 @@ def _forward_pass(head: HeadModel, batch: Mapping, fisher: str) -> _ForwardPass 
             "the batch was tokenized with a tokenizer that does not belong to this model"
         )
     activations, head_outputs, model_logits = forward(head, batch["input_ids"], attention_mask(batch))
+    assert head_outputs is not None  # a whole forward pass (not inputs_only)
     if model_logits is not None and model_logits.shape == head_outputs.shape:
         first = (scored.rows[0], scored.positions[0])
         head.transform.check(head_outputs[first], model_logits[first])
@@ -265,6 +267,7 @@ def sketch_batch(
         error_space=state.spec.error_space,
     ):
         state.update(head_batch)
-        scored += int((head_batch.targets != IGNORE_INDEX).sum()) if head_batch.from_logits else len(head_batch)
+        rows = head_batch.scored_rows()
+        scored += len(head_batch) if rows is None else len(rows)
     state.flush()
     return scored

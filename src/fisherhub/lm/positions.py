@@ -16,7 +16,7 @@ import torch
 from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.core.errors import InputError
 from fisherhub.lm.head import text_config
-from fisherhub.options import DataArgs
+from fisherhub.options import DataOptions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +109,7 @@ def max_positions(model: torch.nn.Module) -> int | None:
     return None
 
 
-def within_model_context(data: DataArgs, model: torch.nn.Module) -> DataArgs:
+def within_model_context(data: DataOptions, model: torch.nn.Module) -> DataOptions:
     """``data``, with ``max_length`` lowered to the model's position limit where that is smaller (with a warning:
     a longer document would index past the model's position embeddings)."""
     limit = max_positions(model)

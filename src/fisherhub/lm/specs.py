@@ -89,21 +89,37 @@ def spec_for_model(
     like: Signature | None = None,
     **spec_options,
 ) -> SketchSpec:
-    """The sketch spec for ``model``: d, K and the fingerprint from its head, the ``options`` (m, seed,
-    estimator, granularity, Fisher type, reflection, error space ("head-input": (a, δ = Wᵀe), SPEC §2b): a
-    ``SpecOptions``, or its fields as keywords; defaults in ``fisherhub.options.SpecOptions``), and the
-    Householder reflection on ``pilot_mean`` (computed on the embedded probe documents, so it needs the tokenizer).
-    With ``options.modules`` or ``options.adapters`` it is a network spec (SPEC §2b): the chosen linear modules
-    as (name, in_features, out_features) in model order, and the ``kernel``; no reflection.
+    """The sketch spec for ``model``: d, K and the fingerprint from its head, the options, and the Householder
+    reflection on ``pilot_mean`` (computed on the embedded probe documents, so it needs the tokenizer). With
+    ``modules`` or ``adapters`` it is a network spec (SPEC §2b): the chosen linear modules as (name,
+    in_features, out_features) in model order, and the ``kernel``; no reflection.
 
-    ``options.reflection``: None uses it whenever the tokenizer is given; True requires it; False goes
-    without. The reflection cuts the standard error of A by about half (benchmarks/README.md). Only its use
-    enters the sketch id: signatures whose pilot directions agree within ``core.spec.REFLECTION_TOLERANCE``
-    compare (``SketchSpec.compatible_with``), so pilots computed on other devices in float32 are fine; a pilot
-    from a bfloat16 run may not be: sketch ``like=``.
+    ``reflection``: None uses it whenever the tokenizer is given; True requires it; False goes without. It
+    cuts the standard error of A by about half (benchmarks/README.md). Only its use enters the sketch id:
+    signatures whose pilot directions agree within ``core.spec.REFLECTION_TOLERANCE`` compare
+    (``SketchSpec.compatible_with``), so pilots computed on other devices in float32 are fine; a pilot from a
+    bfloat16 run may not be: sketch ``like=``.
 
-    With ``like``, the signature's own spec is returned (``options`` are ignored) once the model's head
-    checksum (and tokenizer checksum, when both are known) match the signature's.
+    Args:
+        model (`torch.nn.Module` or `HeadModel`):
+            A ``transformers`` causal LM.
+        tokenizer (`PreTrainedTokenizerBase`, *optional*):
+            Its tokenizer (for the reflection and the tokenizer checksum).
+        options (`SpecOptions`, *optional*):
+            m, seed, estimator, granularity, Fisher type, reflection, error space ("head-input": (a, δ = Wᵀe),
+            SPEC §2b), modules / adapters and kernel (defaults in ``SpecOptions``).
+        like (`Signature`, *optional*):
+            Return this signature's own spec (``options`` are ignored) once the model's head checksum (and
+            tokenizer checksum, when both are known) match the signature's.
+        **spec_options:
+            The fields of ``SpecOptions`` as keywords, instead of ``options``.
+
+    Returns:
+        `SketchSpec`: the spec (head or network).
+
+    Raises:
+        `InputError`: both ``options`` and keywords, a ``like`` that is not a Signature or is of another model,
+            options ``SpecOptions`` refuses, a reflection asked for without a tokenizer.
     """
     head = HeadModel.of(model, tokenizer)
     if like is not None:

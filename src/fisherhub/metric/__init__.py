@@ -24,7 +24,11 @@ REFERENCE_URLS = ("https://pypi.org/project/fishersketch/",)
 
 
 def metric_path() -> str:
-    """Path of the metric module file, for ``evaluate.load(metric_path())``."""
+    """The metric module file inside the installed package.
+
+    Returns:
+        `str`: its path, for ``evaluate.load(metric_path())``.
+    """
     return str(Path(__file__).with_name(f"{METRIC_NAME}.py"))
 
 
@@ -36,10 +40,21 @@ def default_metric_folder() -> Path:
 
 
 def install_metric(folder: str | os.PathLike | None = None) -> Path:
-    """Copy the metric module into ``folder`` (default ``default_metric_folder()``; evaluate loads a folder by
-    the module file named after it, so a folder not named ``fisher_alignment`` gets one of that name inside)
-    and return the folder, for ``evaluate.load(str(folder))``. Re-running it (e.g. after upgrading fisherhub)
-    replaces the copy with the installed code."""
+    """Copy the metric module into a folder, for ``evaluate.load(str(folder))``: a path that outlives the
+    environment, offline too. Re-running it (e.g. after upgrading fisherhub) replaces the copy with the
+    installed code.
+
+    Args:
+        folder (`str` or `os.PathLike`, *optional*):
+            Where (default ``default_metric_folder()``); evaluate loads a folder by the module file named after
+            it, so a folder not named ``fisher_alignment`` gets one of that name inside.
+
+    Returns:
+        `Path`: the folder holding ``fisher_alignment.py``.
+
+    Raises:
+        `OSError`: the folder cannot be created or written.
+    """
     target = Path(folder) if folder is not None else default_metric_folder()
     if target.name != METRIC_NAME:
         target = target / METRIC_NAME

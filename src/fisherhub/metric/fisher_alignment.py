@@ -30,13 +30,14 @@ import torch
 from evaluate import logging
 
 from fisherhub import alignment
+from fisherhub.core.geometry import GEOMETRIES
 from fisherhub.core.errors import FisherHubError
 from fisherhub.core.errors import InputError
 from fisherhub.hub import load_signature
 from fisherhub.metric import CODEBASE_URLS
 from fisherhub.metric import HOMEPAGE
 from fisherhub.metric import REFERENCE_URLS
-from fisherhub.options import DataArgs
+from fisherhub.options import DataOptions
 from fisherhub.options import RunOptions
 from fisherhub.options import SpecOptions
 
@@ -151,7 +152,7 @@ class TextSketchOptions:
     m: int = SpecOptions.m
     seed: int = SpecOptions.seed
     batch_size: int = RunOptions.batch_size
-    max_length: int = DataArgs.max_length
+    max_length: int = DataOptions.max_length
     device: str | None = None
 
 
@@ -204,7 +205,7 @@ class FisherAlignment(evaluate.Metric):
         m=SpecOptions.m,
         seed=SpecOptions.seed,
         batch_size=RunOptions.batch_size,
-        max_length=DataArgs.max_length,
+        max_length=DataOptions.max_length,
         device=None,
     ):
         nested = not isinstance(predictions[0], str)
@@ -288,13 +289,12 @@ def _sketch_text_pairs(tasks, options):
 
 
 def _align_pairs(pairs):
-    """The metric's output: one entry per (source, target) signature pair, as in ``fisherhub.alignment``."""
+    """The metric's output: one entry per (source, target) signature pair, as in ``fisherhub.alignment``: each
+    geometry with a ``metric_key`` (``fisherhub.core.geometry``), the standard error of A, the sketch id."""
     results = [alignment(source, target) for source, target in pairs]
+    computed = [g for g in GEOMETRIES.values() if g.metric_key is not None and g.kernel is not None]
     return {
-        "fisher_alignment": [r.fisher for r in results],
-        "activation_alignment": [r.activation for r in results],
-        "error_alignment": [r.error for r in results],
-        "coupling": [r.coupling for r in results],
+        **{g.metric_key: [g.value(r) for r in results] for g in computed},
         "stderr": [r.stderr for r in results],
         "doubt": [r.doubt for r in results],
         "noisy": [r.norm_clamped or r.noise is not None for r in results],

@@ -15,6 +15,7 @@ and the rows, so the index gets the rows a one-process run gives.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -23,23 +24,23 @@ from typing import Any
 
 from fisherhub.core.errors import FisherHubError
 from fisherhub.core.signature import Signature
+from fisherhub.core.spec import SketchSpec
 from fisherhub.hub.errors import HubError, hub_errors
-from fisherhub.hub.index import INDEX_PATH
+from fisherhub.hub.listing import LISTING_PATH
 from fisherhub.hub.refs import SIGNATURE_FOLDER
-from fisherhub.hub.signature_index import (
+from fisherhub.hub.signature_index.build import (
     InterruptedBuild,
     RepoResult,
     WorkFolder,
     default_work,
     listed_adapters,
-    load_index,
-    push_index,
-    read_rows,
     replace_repos,
-    signature_row,
     work_folder,
 )
-from fisherhub.options import DataArgs
+from fisherhub.hub.signature_index.rows import IndexRows, read_rows
+from fisherhub.hub.signature_index.schema import signature_row
+from fisherhub.hub.signature_index.store import LoadedIndex, load_index, push_index
+from fisherhub.options import DataOptions
 
 SKETCHED_FOLDER = f"{SIGNATURE_FOLDER}/sketched"
 #: errors reading a third party's dataset that skip it (with the message) instead of stopping the run
@@ -143,31 +144,69 @@ def sign_unsigned(
     process returns the report, the others None."""
     from accelerate import PartialState
     from accelerate.utils import gather_object
-    from huggingface_hub import CommitOperationAdd, HfApi
+    from huggingface_hub import HfApi
 
-    from fisherhub.pipeline.loop import no_accelerator, sketch_dataset
+    from fisherhub.pipeline.loop import sketch_dataset
+    from fisherhub.pipeline.processes import no_accelerator
 
-    options = DataArgs("", max_documents=max_documents, text_column=text_column)  # refused here, not per dataset
+    options = DataOptions("", max_documents=max_documents, text_column=text_column)  # refused here, not per dataset
     loaded = load_index(index, token)
-    rows = read_rows(loaded.table, base_model, f"datasets/{loaded.ref.repo_id}", loaded.commit)
-    spec = None
-    if len(rows):
-        counts: dict[str, int] = {}
-        for row in rows.rows:
-            counts[row["sketch_id"]] = counts.get(row["sketch_id"], 0) + 1
-        common = max(counts, key=counts.get)
-        spec = next(s for s, row in zip(rows.specs, rows.rows) if row["sketch_id"] == common)
-    unsigned = [s for s in listed_adapters(base_model, token) if not s.signature_files and INDEX_PATH not in s.files]
+    spec = _common_spec(read_rows(loaded.table, base_model, f"datasets/{loaded.ref.repo_id}", loaded.commit))
+    unsigned, naming, by_dataset = _datasets_of_unsigned(base_model, token)
+    state = PartialState(cpu=no_accelerator())
+    sign_folder = Path(work or default_work(loaded.ref)) / "sign"
+    api = HfApi(token=token)
+    shares = list(by_dataset.items())[state.process_index :: state.num_processes]
+    sketch_one = functools.partial(
+        sketch_dataset, model=model, tokenizer=tokenizer, spec=spec, metadata=_signed_metadata(base_model)
+    )
+    outcomes = _sketch_shares(
+        shares, api, SignJournal(sign_folder, state.process_index), options, sketch_one, stop_after
+    )
+    outcomes = gather_object(outcomes)  # every process's share (waits for all of them)
+    if not state.is_main_process:
+        return None
+    order = list(by_dataset)
+    outcomes.sort(key=lambda outcome: order.index(outcome.dataset))
+    sketched = [o for o in outcomes if o.status == "sketched"]
+    if not sketched:
+        return SignReport(len(unsigned), len(naming), outcomes, 0, None)
+    rows, commit = _publish(loaded, api, SignJournal(sign_folder), sketched, naming, token)
+    return SignReport(len(unsigned), len(naming), outcomes, rows, commit)
+
+
+def _signed_metadata(base_model: str) -> dict[str, str]:
+    return {"base_model": base_model, "signed_by": "fisherhub index sign"}
+
+
+def _common_spec(rows: IndexRows) -> SketchSpec | None:
+    """The spec of the most common sketch id among the index's rows (None without rows)."""
+    if not len(rows):
+        return None
+    counts: dict[str, int] = {}
+    for row in rows.rows:
+        counts[row["sketch_id"]] = counts.get(row["sketch_id"], 0) + 1
+    common = max(counts, key=counts.__getitem__)
+    return next(s for s, row in zip(rows.specs, rows.rows) if row["sketch_id"] == common)
+
+
+def _datasets_of_unsigned(base_model: str, token: str | None):
+    """(the listed adapters of ``base_model`` with no signature, those whose card names datasets: id ->
+    (snapshot, datasets), each named dataset -> the adapters that name it)."""
+    unsigned = [s for s in listed_adapters(base_model, token) if not s.signature_files and LISTING_PATH not in s.files]
     naming = {s.ref.repo_id: (s, _card_datasets(s.card_data)) for s in unsigned if _card_datasets(s.card_data)}
     by_dataset: dict[str, list[str]] = {}
     for repo_id, (_, names) in naming.items():
         for name in names:
             by_dataset.setdefault(name, []).append(repo_id)
-    state = PartialState(cpu=no_accelerator())
-    sign_folder = Path(work or default_work(loaded.ref)) / "sign"
-    journal = SignJournal(sign_folder, state.process_index)
-    api, outcomes, sketched_now = HfApi(token=token), [], 0
-    shares = list(by_dataset.items())[state.process_index :: state.num_processes]
+    return unsigned, naming, by_dataset
+
+
+def _sketch_shares(shares, api, journal: SignJournal, options: DataOptions, sketch_one, stop_after: int | None):
+    """One ``DatasetOutcome`` per (dataset, adapters naming it) of this process's share: each dataset pinned to
+    its commit and sketched (``sketch_one``) unless the journal has it; a dataset that cannot be read is
+    skipped with the reason. ``stop_after``: stop after sketching that many (a stand-in for a kill)."""
+    outcomes, sketched_now = [], 0
     for dataset, adapters in shares:
         try:
             with hub_errors(f"datasets/{dataset}"):
@@ -175,19 +214,14 @@ def sign_unsigned(
         except HubError as exc:
             outcomes.append(DatasetOutcome(dataset, None, "skipped", str(exc), tuple(adapters)))
             continue
+        if revision is None:
+            outcomes.append(DatasetOutcome(dataset, None, "skipped", "the Hub names no commit of it", tuple(adapters)))
+            continue
         if (dataset, revision) not in journal.done:
             if stop_after is not None and sketched_now >= stop_after:
                 raise InterruptedBuild(f"stopped after sketching {stop_after} datasets; run again to resume")
             try:
-                data = dataclasses.replace(options, dataset=dataset, revision=revision)
-                signature = sketch_dataset(
-                    dataset,
-                    model,
-                    tokenizer,
-                    spec,
-                    data=data,
-                    metadata={"base_model": base_model, "signed_by": "fisherhub index sign"},
-                )
+                signature = sketch_one(dataset, data=dataclasses.replace(options, dataset=dataset, revision=revision))
             except DATA_ERRORS as exc:
                 outcomes.append(
                     DatasetOutcome(dataset, revision, "skipped", f"{type(exc).__name__}: {exc}", tuple(adapters))
@@ -198,15 +232,14 @@ def sign_unsigned(
         outcomes.append(
             DatasetOutcome(dataset, revision, "sketched", None, tuple(adapters), _file_name(dataset, revision))
         )
-    outcomes = gather_object(outcomes)  # every process's share (waits for all of them)
-    if not state.is_main_process:
-        return None
-    order = list(by_dataset)
-    outcomes.sort(key=lambda outcome: order.index(outcome.dataset))
-    journal = SignJournal(sign_folder)  # the files the other processes sketched
-    sketched = [o for o in outcomes if o.status == "sketched"]
-    if not sketched:
-        return SignReport(len(unsigned), len(naming), outcomes, 0, None)
+    return outcomes
+
+
+def _publish(loaded: LoadedIndex, api, journal: SignJournal, sketched, naming, token: str | None):
+    """The sketched files committed to the index repo, then one row per (adapter, sketched dataset) added to
+    the index; (rows added, the index's new commit)."""
+    from huggingface_hub import CommitOperationAdd
+
     files = {o.file: journal.folder / journal.done[(o.dataset, o.revision)] for o in sketched}
     with hub_errors(f"datasets/{loaded.ref.repo_id}"):
         info = api.create_commit(
@@ -233,5 +266,5 @@ def sign_unsigned(
         ]
     )
     table = replace_repos(loaded, folder, keys)
-    commit = push_index(table, loaded.ref, loaded.base_model, loaded.layout, folder, token=token)
-    return SignReport(len(unsigned), len(naming), outcomes, sum(map(len, results.values())), commit)
+    commit = push_index(table, loaded.ref, loaded.base_model, loaded.layout, folder.entries(), token=token)
+    return sum(map(len, results.values())), commit

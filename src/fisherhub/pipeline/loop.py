@@ -36,14 +36,15 @@ from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
 from fisherhub.core.state import SketchState
 from fisherhub.data.sources import load_source
-from fisherhub.data.stream import DocumentCounts, DocumentStream, check_has_documents
+from fisherhub.data.stream import DocumentStream, check_has_documents
 from fisherhub.lm.capture import sketch_batch
 from fisherhub.lm.head import HeadModel
 from fisherhub.lm.loading import loaded_model_provenance
 from fisherhub.lm.network import sketch_network_batch
 from fisherhub.lm.positions import within_model_context
 from fisherhub.lm.specs import check_spec_head, spec_for_model
-from fisherhub.options import DataArgs, RunOptions, SketchArgs
+from fisherhub.options import DataOptions, RunOptions, SketchJobOptions
+from fisherhub.pipeline.processes import all_shard_sizes, main_process_reflection, make_accelerator, reduce_totals
 from fisherhub.pipeline.checkpoints import Checkpointer, Progress, check_checkpoint_folder
 
 logger = logging.getLogger(__name__)
@@ -107,7 +108,7 @@ def _run_batches(
         bar.update(stream.counts.seen - bar.n)
 
 
-def _metadata(data: DataArgs, source, model_metadata: dict[str, str] | None) -> dict[str, str]:
+def _metadata(data: DataOptions, source, model_metadata: dict[str, str] | None) -> dict[str, str]:
     """What the signature records about its data and model, taken before the run (the commit a stream reads is
     the one its id resolves to at the start)."""
     from fisherhub.data.provenance import dataset_provenance
@@ -136,7 +137,7 @@ def _sketch_in_process(
     spec,
     kernels: Sequence[str] | None,
     *,
-    data: DataArgs | None,
+    data: DataOptions | None,
     batch_size: int,
     token_chunk_size: int,
     metadata: dict[str, str] | None,
@@ -145,7 +146,7 @@ def _sketch_in_process(
     **spec_options,
 ) -> list[Signature]:
     """The signatures of one pass of ``dataset``: of the resolved spec, or of it with each of ``kernels``."""
-    data = dataclasses.replace(data, dataset=dataset) if data is not None else DataArgs(dataset)
+    data = dataclasses.replace(data, dataset=dataset) if data is not None else DataOptions(dataset)
     source = load_source(data)
     head = HeadModel.of(model, tokenizer)
     data = within_model_context(data, head.base)
@@ -181,7 +182,7 @@ def sketch_dataset(
     tokenizer,
     spec: SketchSpec | Signature | None = None,
     *,
-    data: DataArgs | None = None,
+    data: DataOptions | None = None,
     batch_size: int = RunOptions.batch_size,
     token_chunk_size: int = RunOptions.token_chunk_size,
     metadata: dict[str, str] | None = None,
@@ -189,14 +190,43 @@ def sketch_dataset(
     description: str = "sketching",
     **spec_options,
 ) -> Signature:
-    """Signature of ``dataset`` (a ``datasets`` object, path or Hub id) under ``model``, in this process.
+    """Signature of ``dataset`` under ``model``, in this process (``sketch`` runs on every process of an
+    ``accelerate`` launch). The dataset is checked before the model runs; nothing is written.
 
-    ``spec``: a ``SketchSpec``, a ``Signature`` to be comparable with, or None (``spec_options``: the fields
-    of ``SpecOptions``: m, seed, estimator, granularity, fisher, reflection, error_space; ``modules=`` or
-    ``adapters=`` (and ``kernel``) make a network signature, SPEC §2b). ``data``: column and limit options
-    (``DataArgs``; its ``dataset`` is replaced by ``dataset``). The dataset is checked before the model runs.
-    Without a ``base_model`` in ``metadata``, the signature records the model's ``config.name_or_path`` (its Hub
-    id or folder), which ``push_signature`` needs; a model built from a config records none.
+    Args:
+        dataset (`datasets.Dataset`, `datasets.IterableDataset`, `str` or `os.PathLike`):
+            The documents: a ``datasets`` object, a Hub dataset id, a local folder or a data file / glob.
+        model (`torch.nn.Module` or `HeadModel`):
+            A ``transformers`` causal LM (maybe PEFT-wrapped).
+        tokenizer (`PreTrainedTokenizerBase`):
+            Its tokenizer.
+        spec (`SketchSpec` or `Signature`, *optional*):
+            The sketch, or a signature to be comparable with (its spec is reused once the model's head
+            matches); None makes one from ``spec_options``.
+        data (`DataOptions`, *optional*):
+            Columns, split and limits (its ``dataset`` is replaced by ``dataset``).
+        batch_size (`int`, *optional*):
+            Documents per forward pass.
+        token_chunk_size (`int`, *optional*):
+            Scored tokens per softmax chunk (memory: about this many rows of K floats).
+        metadata (`dict[str, str]`, *optional*):
+            Extra signature metadata. Without a ``base_model``, the signature records the model's
+            ``config.name_or_path`` (its Hub id or folder), which ``push_signature`` needs.
+        progress (`bool`, *optional*):
+            Show a progress bar (it honours the Hub's progress-bar switches).
+        description (`str`, *optional*):
+            The progress bar's label.
+        **spec_options:
+            Fields of ``SpecOptions`` for a new spec (m, seed, estimator, granularity, fisher, reflection,
+            error_space; ``modules=`` or ``adapters=``, and ``kernel``, make a network signature, SPEC §2b).
+
+    Returns:
+        `Signature`: the dataset's signature.
+
+    Raises:
+        `InputError`: a dataset, column or option that cannot be read, a model without a linear head, a spec
+            for another model.
+        `TooFewDocumentsError`: too few documents to resolve a split-sample norm.
     """
     return _sketch_in_process(
         dataset,
@@ -221,7 +251,7 @@ def sketch_network_kernels(
     spec: SketchSpec | Signature | None = None,
     *,
     kernels: Sequence[str] = KERNELS,
-    data: DataArgs | None = None,
+    data: DataOptions | None = None,
     batch_size: int = RunOptions.batch_size,
     metadata: dict[str, str] | None = None,
     progress: bool = False,
@@ -254,11 +284,32 @@ def sketch_texts(
     tokenizer,
     spec: SketchSpec | Signature | None = None,
     *,
-    max_length: int = DataArgs.max_length,
+    max_length: int = DataOptions.max_length,
     **options,
 ) -> Signature:
-    """Signature of a list of texts (each a document, in order); options as for ``sketch_dataset`` (``modules=``
-    or ``adapters=``: a network signature)."""
+    """Signature of a list of texts, each a document, in order.
+
+    Args:
+        texts (`Iterable[str]`):
+            The documents (a list of strings, not one string).
+        model (`torch.nn.Module` or `HeadModel`):
+            A ``transformers`` causal LM (maybe PEFT-wrapped).
+        tokenizer (`PreTrainedTokenizerBase`):
+            Its tokenizer.
+        spec (`SketchSpec` or `Signature`, *optional*):
+            As for ``sketch_dataset``.
+        max_length (`int`, *optional*):
+            Truncate documents to this many tokens.
+        **options:
+            Those of ``sketch_dataset`` (``modules=`` or ``adapters=``: a network signature).
+
+    Returns:
+        `Signature`: the texts' signature.
+
+    Raises:
+        `InputError`: one string instead of a list, an empty list or non-strings, and as for ``sketch_dataset``.
+        `TooFewDocumentsError`: too few documents to resolve a split-sample norm.
+    """
     import datasets
 
     if isinstance(texts, str):
@@ -270,69 +321,11 @@ def sketch_texts(
     if not texts or not all(isinstance(text, str) for text in texts):
         raise InputError("sketch_texts takes a non-empty iterable of strings (one document each)")
     dataset = datasets.Dataset.from_dict({"text": texts})
-    return sketch_dataset(dataset, model, tokenizer, spec, data=DataArgs(dataset, max_length=max_length), **options)
+    return sketch_dataset(dataset, model, tokenizer, spec, data=DataOptions(dataset, max_length=max_length), **options)
 
 
 # -- the accelerate entry point ------------------------------------------------------------------------
-def no_accelerator() -> bool:
-    """True when ``ACCELERATE_USE_CPU`` says so or no accelerator device is available (accelerate's state
-    must then be made with ``cpu=True`` to see the processes ``accelerate launch`` started)."""
-    return (
-        os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes") or not torch.accelerator.is_available()
-    )
-
-
-def make_accelerator(cpu: bool | None = None):
-    """An ``Accelerator``; ``cpu=None`` uses the CPU when no accelerator device is available."""
-    from accelerate import Accelerator
-
-    return Accelerator(cpu=no_accelerator() if cpu is None else cpu)
-
-
-def _reduce_totals(accelerator, state: SketchState, counts: DocumentCounts) -> DocumentCounts:
-    """One all-reduce (sum) of the state's sums and counts and the document counts; updates ``state``.
-
-    Everything travels as one float64 vector (counts are exact below 2⁵³).
-    """
-    packed = torch.cat(
-        [
-            state.sums.flatten(),
-            state.token_counts.double(),
-            state.document_counts.double(),
-            torch.tensor([counts.seen, counts.too_short], dtype=torch.float64, device=state.sums.device),
-        ]
-    )
-    total = accelerator.reduce(packed, reduction="sum")
-    size = state.sums.numel()
-    state.sums.copy_(total[:size].view_as(state.sums))
-    state.token_counts.copy_(total[size : size + 2].round().long())
-    state.document_counts.copy_(total[size + 2 : size + 4].round().long())
-    seen, too_short = total[size + 4 :].round().long().tolist()
-    return DocumentCounts(seen=seen, too_short=too_short)
-
-
-def _main_process_reflection(accelerator, spec: SketchSpec) -> SketchSpec:
-    """Every process sketches with the main process's pilot mean (each device computes its own, which
-    may differ in the last bits; the sums of one signature must come from one set of projections)."""
-    if accelerator.num_processes == 1 or spec.reflection is None:
-        return spec
-    from accelerate.utils import broadcast
-
-    pilot = broadcast(spec.reflection_tensor.to(accelerator.device), from_process=0)
-    return spec.with_reflection(pilot.cpu())
-
-
-def _all_shard_sizes(accelerator, stream: DocumentStream, own_sizes: list[int]) -> list[int]:
-    """The rows of every shard of the stream, from each process's own (one all-gather)."""
-    from accelerate.utils import gather_object
-
-    sizes = [0] * stream.source.num_shards
-    for shard, size in gather_object(list(zip(stream.own_shards(), own_sizes))):
-        sizes[shard] = size
-    return sizes
-
-
-def _run_key(args: SketchArgs, spec: SketchSpec, world: int, dataset_fingerprint: str | None) -> dict[str, Any]:
+def _run_key(args: SketchJobOptions, spec: SketchSpec, world: int, dataset_fingerprint: str | None) -> dict[str, Any]:
     """What a resumed run must share with the checkpointed one (the batch size may change)."""
     data = args.data
     return {
@@ -348,35 +341,17 @@ def _run_key(args: SketchArgs, spec: SketchSpec, world: int, dataset_fingerprint
     }
 
 
-def sketch(args: SketchArgs, accelerator=None) -> Signature:
-    """Sketch ``args.data`` under ``args.model`` with every process of ``accelerator``; see the module doc.
+def _load_model(args: SketchJobOptions, like: Signature | None, accelerator):
+    """(model, tokenizer, provenance) of ``args.model`` (else the base model ``like`` names, at its revision), on
+    this process's device unless ``args.device_map`` spreads it; the main process loads first (the first load may
+    convert the default model into the cache) and warns when adapters will not match the recorded id."""
+    from fisherhub.lm.loading import DEFAULT_MODEL_REVISION, load_model_and_tokenizer, model_provenance
 
-    The checkpoint folder, the data source and a ``like`` signature are checked before the model is loaded. Returns the signature
-    on every process and writes nothing but checkpoints.
-    """
-    from fisherhub.hub import load_signature
-    from fisherhub.lm.loading import (
-        DEFAULT_MODEL_REVISION,
-        load_model_and_tokenizer,
-        model_provenance,
-    )
-
-    if args.checkpoint:
-        check_checkpoint_folder(args.checkpoint, resume=args.resume)
-    source = load_source(args.data)
-    like = load_signature(args.like) if args.like else None
-    accelerator = accelerator or make_accelerator(args.cpu)
-    if args.device_map is not None and accelerator.num_processes > 1:
-        raise InputError(
-            f"device_map={args.device_map!r} spreads one model over the devices of one process, but this run has "
-            f"{accelerator.num_processes} processes (each loads its own copy on its own device): run one process "
-            "(fisherhub sketch --device-map auto ...) for a model that does not fit one device, or drop --device-map"
-        )
     model_ref, revision = args.model, args.model_revision
     if like is not None and model_ref is None and like.metadata.get("base_model_revision") != DEFAULT_MODEL_REVISION:
         model_ref = like.metadata.get("base_model") or None
         revision = revision or like.metadata.get("base_model_revision") or None
-    with accelerator.main_process_first():  # the first load may convert the default model into the cache
+    with accelerator.main_process_first():
         model, tokenizer = load_model_and_tokenizer(
             model_ref,
             dtype=args.dtype,
@@ -391,11 +366,46 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
     provenance = model_provenance(model_ref, model, revision, args.gguf_file, args.base_model_id)
     if provenance.warning and accelerator.is_main_process:  # before the run: it may be stopped and given the id
         logger.warning(provenance.warning)
+    return model, tokenizer, provenance
+
+
+def sketch(args: SketchJobOptions, accelerator=None) -> Signature:
+    """Sketch ``args.data`` under ``args.model`` with every process of ``accelerator``; see the module doc.
+    The checkpoint folder, the data source and a ``like`` signature are checked before the model is loaded;
+    nothing but checkpoints is written.
+
+    Args:
+        args (`SketchJobOptions`):
+            Data, model, spec and run options (the ``fisherhub sketch`` flags).
+        accelerator (`accelerate.Accelerator`, *optional*):
+            The processes to sketch with (default: one made for ``args.cpu``).
+
+    Returns:
+        `Signature`: the signature of all the processes' documents, on every process.
+
+    Raises:
+        `InputError`: a data source, model, ``like`` signature or checkpoint folder that cannot be used.
+        `TooFewDocumentsError`: too few documents to resolve a split-sample norm.
+    """
+    from fisherhub.hub import load_signature
+
+    if args.checkpoint:
+        check_checkpoint_folder(args.checkpoint, resume=args.resume)
+    source = load_source(args.data)
+    like = load_signature(args.like) if args.like else None
+    accelerator = accelerator or make_accelerator(args.cpu)
+    if args.device_map is not None and accelerator.num_processes > 1:
+        raise InputError(
+            f"device_map={args.device_map!r} spreads one model over the devices of one process, but this run has "
+            f"{accelerator.num_processes} processes (each loads its own copy on its own device): run one process "
+            "(fisherhub sketch --device-map auto ...) for a model that does not fit one device, or drop --device-map"
+        )
+    model, tokenizer, provenance = _load_model(args, like, accelerator)
     head = HeadModel.of(model, tokenizer)
     data = within_model_context(args.data, model)
     metadata = _metadata(data, source, provenance.as_metadata())
     stream = DocumentStream(data, tokenizer, accelerator.process_index, accelerator.num_processes, source=source)
-    spec = _main_process_reflection(accelerator, spec_for_model(head, tokenizer, args.spec_options(), like=like))
+    spec = main_process_reflection(accelerator, spec_for_model(head, tokenizer, args.spec_options(), like=like))
     checkpointer = None
     if args.checkpoint:
         key = _run_key(args, spec, accelerator.num_processes, stream.fingerprint)
@@ -403,12 +413,13 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
             args.checkpoint, accelerator.process_index, accelerator.num_processes, key, args.checkpoint_every
         )
     if args.resume:
+        assert checkpointer is not None  # RunOptions refuses --resume without --checkpoint
         state, progress = checkpointer.load(spec, head.device)
     else:
         state, progress = SketchState(spec, device=head.device), Progress()
     if stream.reads_own_shards:
         progress.own_shard_sizes = progress.own_shard_sizes or stream.count_own_shards()
-        stream.shard_sizes = _all_shard_sizes(accelerator, stream, progress.own_shard_sizes)
+        stream.shard_sizes = all_shard_sizes(accelerator, stream, progress.own_shard_sizes)
     _run_batches(
         stream,
         [state],
@@ -421,6 +432,6 @@ def sketch(args: SketchArgs, accelerator=None) -> Signature:
     )
     if checkpointer is not None:
         checkpointer.save(state, progress)
-    totals = _reduce_totals(accelerator, state, progress.counts)
+    totals = reduce_totals(accelerator, state, progress.counts)
     check_has_documents(totals.seen, totals.too_short, data, state.document_counts.tolist())
     return state.finalize(metadata)

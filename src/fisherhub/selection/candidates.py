@@ -28,7 +28,7 @@ def other_base_model(whose: str, named: list[str], base_model: str | None) -> Sk
     """The skip of a candidate whose ``whose`` (its signatures, the adapter) are for the ``named`` base models,
     not for the target's ``base_model``; a name on either side that is no Hub id (the path a GGUF or local-folder
     run recorded) gets the way out."""
-    from fisherhub.options import HUB_ID
+    from fisherhub.core.registry import HUB_ID
 
     paths = [name for name in dict.fromkeys([*named, base_model]) if name and not HUB_ID.fullmatch(name)]
     hint = (

@@ -1,4 +1,4 @@
-"""Ranking every row of a signature index (``hub/signature_index.py``) against a target: one download, one
+"""Ranking every row of a signature index (``hub/signature_index/``) against a target: one download, one
 matrix product, pinned to the index commit; the ``shortlist`` best rows are then ranked from their own files
 (``select_adapter``), so the final table is exactly what ranking those candidates directly gives.
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from fisherhub.core.errors import InputError
 from fisherhub.core.features import SKETCHES
-from fisherhub.core.geometry import GEOMETRIES
+from fisherhub.core.geometry import GEOMETRIES, HEAD_SCORES
 from fisherhub.selection.candidates import SignedElsewhere, same_base_model
 from fisherhub.selection.errors import Skip
 from fisherhub.selection.ranking import incompatibility
@@ -25,7 +25,8 @@ from fisherhub.selection.rows import Skipped
 
 if TYPE_CHECKING:
     from fisherhub.core.signature import Signature
-    from fisherhub.hub.signature_index import IndexRows, LoadedIndex
+    from fisherhub.hub.signature_index.rows import IndexRows
+    from fisherhub.hub.signature_index.store import LoadedIndex
     from fisherhub.selection.target import Target
 
 #: rows of an index ranked again from their own files (error bars, regime, verdict)
@@ -35,7 +36,10 @@ SHORTLIST = 20
 def score_sketch(score: str) -> str:
     """The sketch a score ranks the rows by: that of its geometry (``auto`` pre-ranks by A's, then chooses among
     the shortlist)."""
-    return GEOMETRIES["fisher" if score == "auto" else score].sketch
+    sketch = GEOMETRIES["fisher" if score == "auto" else score].sketch
+    if sketch is None:
+        raise InputError(f"score {score!r} is the cosine of no sketch: an index ranks by {', '.join(HEAD_SCORES)}")
+    return sketch
 
 
 def row_scores(rows: IndexRows, target: Signature, sketch: str = "joint") -> np.ndarray:
@@ -81,7 +85,7 @@ class IndexRanking:
             if row.get("file_repo"):
                 file = SignatureRef(row["file_repo"], "dataset", row["file_commit"], ref.path)
                 names.setdefault(
-                    name, SignedElsewhere(ref.repo_id, ref.revision, file, row["sketch_id"], row["base_model"])
+                    name, SignedElsewhere(ref.repo_id, row["commit"], file, row["sketch_id"], row["base_model"])
                 )
             else:
                 names.setdefault(name, name)
@@ -137,7 +141,7 @@ def rank_index(
     incomparable = np.flatnonzero(np.isnan(scores))
     for i in incomparable:
         reason = incompatibility(target.spec, rows.specs[i]) or "not comparable"
-        skipped.append(Skipped(rows.ref(i).short(), f"index row: {reason}"))
+        skipped.append(Skipped(rows.ref(int(i)).short(), f"index row: {reason}"))
     order = [int(i) for i in np.argsort(-np.nan_to_num(scores, nan=-np.inf), kind="stable") if not np.isnan(scores[i])]
     if not order:
         raise InputError(f"{where}: no row can be compared with the target ({skipped[0].reason})")

@@ -165,26 +165,6 @@ def adapter_on(model, adapter: AdapterLocation, token: str | None = None) -> Ite
             parameter.requires_grad_(trainable[name])
 
 
-def load_base_model(base_model: str | None, signature: Signature | None = None, token: str | None = None):
-    """(model, tokenizer) of ``base_model`` (a Hub id or local folder) at the revision ``signature`` (one sketched
-    under it) records, with ``token``: the embedded default when that is its GGUF revision, so nothing is
-    downloaded for it. A local folder is read as it is (a revision applies to Hub ids)."""
-    from pathlib import Path
-
-    from fisherhub.lm.loading import is_embedded_model, load_model_and_tokenizer
-
-    if base_model is None:
-        raise InputError(
-            "the base model is unknown: pass base_model= (a Hub id or local folder) or model= and tokenizer="
-        )
-    revision = (signature.metadata.get("base_model_revision") if signature is not None else None) or None
-    if is_embedded_model(base_model, revision):
-        return load_model_and_tokenizer(None)
-    if Path(base_model).is_dir():
-        revision = None
-    return load_model_and_tokenizer(base_model, revision=revision, token=token)
-
-
 def adapter_names(candidates: Sequence[str]) -> list[str]:
     """Distinct adapter names for ``peft`` (identifiers: ``org/lora-a`` -> ``lora_a``, repeats get ``_2``...)."""
     names: list[str] = []
@@ -221,8 +201,11 @@ def load_adapters(
     ``max_adapter_bytes``, default ``default_max_adapter_bytes``): ``InputError`` with its reason otherwise."""
     from peft import PeftModel
 
+    from fisherhub.lm.loading import load_base_model
+
     count = check_top_k(top_k)
     rows = ranking[:count]
+    adapters = [row.adapter for row in rows if row.adapter is not None]
     datasets_only = [row.candidate for row in rows if row.adapter is None]
     if datasets_only:
         raise InputError(
@@ -232,16 +215,16 @@ def load_adapters(
     if model is None:
         model = load_base_model(base_model, signature, token)[0]
     limit = default_max_adapter_bytes(model) if max_adapter_bytes is None else max_adapter_bytes
-    for row in rows:
+    for row, adapter in zip(rows, adapters):
         try:
-            check_adapter(row.adapter, base_model, limit, token)
+            check_adapter(adapter, base_model, limit, token)
         except Skip as skip:
             raise InputError(f"cannot load {row.candidate}: {skip.reason}") from skip
     names = adapter_names([row.candidate for row in rows])
     peft_model = PeftModel.from_pretrained(
-        model, rows[0].adapter.path, adapter_name=names[0], **rows[0].adapter.hub_kwargs(token)
+        model, adapters[0].path, adapter_name=names[0], **adapters[0].hub_kwargs(token)
     )
-    for row, name in zip(rows[1:], names[1:]):
-        peft_model.load_adapter(row.adapter.path, adapter_name=name, **row.adapter.hub_kwargs(token))
+    for adapter, name in zip(adapters[1:], names[1:]):
+        peft_model.load_adapter(adapter.path, adapter_name=name, **adapter.hub_kwargs(token))
     peft_model.set_adapter(names[0])
     return peft_model.eval()

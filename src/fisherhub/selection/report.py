@@ -90,9 +90,9 @@ _AUTO_WHY = {
 }
 
 
-def auto_explanation(selection: Shown) -> str:
-    """What ``score="auto"`` ranked by and why, in plain words, then the statistics behind it."""
-    choice = selection.choice
+def auto_explanation(choice: AutoChoice, score: str) -> str:
+    """What ``score="auto"`` ranked by (``score``, the geometry ``choice`` took) and why, in plain words, then
+    the statistics behind it."""
     separation = choice.separations.get(choice.geometry)
     if choice.geometry == choice.regime.geometry:
         why = _AUTO_WHY[choice.regime.name]
@@ -100,7 +100,7 @@ def auto_explanation(selection: Shown) -> str:
         why = f"the head's own scores do not tell the candidates apart; the {label(choice.geometry)} does"
     else:
         why = "no score tells the candidates apart beyond their error bars, so this ranking is close to a guess"
-    return f"auto: ranked by {label(selection.score)}, because {why}. (Evidence: {choice.reason}.)"
+    return f"auto: ranked by {label(score)}, because {why}. (Evidence: {choice.reason}.)"
 
 
 def _caption(selection: Shown, limit: int | None) -> str:
@@ -119,7 +119,7 @@ def _caption(selection: Shown, limit: int | None) -> str:
     ]
     trust = []
     if selection.choice is not None:
-        trust.append(auto_explanation(selection))
+        trust.append(auto_explanation(selection.choice, selection.score))
     if selection.rerank is not None:
         second = selection.rerank
         unmeasured = f", {len(second.skipped)} more tried and skipped (below)" if second.skipped else ""

@@ -266,10 +266,13 @@ def rerank(
     if not bool(torch.isfinite(base.nll).all()):
         raise InputError("the base model's own loss on the target is not finite: check the model and its dtype")
     wanted = len(rows) if wanted is None else wanted
-    measured_rows, adapted, skipped = [], [], []
+    measured_rows: list[RankedCandidate] = []
+    adapted: list[DocumentLosses] = []
+    skipped: list[Skipped] = []
     for row in rows:
         if len(adapted) == wanted:
             break
+        assert row.adapter is not None  # second_stage_candidates keeps the rows that have an adapter
         try:
             losses = measure_adapter(
                 model, batches, row.adapter, base_model=base_model, token=token, max_adapter_bytes=max_adapter_bytes

@@ -26,20 +26,45 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass
 class Selection:
-    """Candidates ranked by ``score`` (best first), the ones skipped and why, and the target's signatures
-    (one per sketch id the candidates use)."""
+    """What ``select_adapter`` returns: the candidates ranked (best first), the ones skipped and why, the
+    verdict, and the target's signatures. ``best``, ``table()``, ``plot()``, ``load()`` and ``mix()`` read it.
+
+    Args:
+        ranking (`list[RankedCandidate]`):
+            The ranked candidates, best first, each with its alignment, its signature's source and provenance.
+        skipped (`list[Skipped]`):
+            The candidates left out, each with its reason.
+        score (`str`):
+            The geometry ranked by (``fisher``, ``activation`` or ``error``; what ``auto`` chose).
+        targets (`dict[str, Signature]`):
+            The target's signatures, one per sketch id the candidates use.
+        base_model (`str`, *optional*):
+            The base model the candidates are adapters of.
+        model (`Any`, *optional*):
+            The ``PeftModel``, when ``select_adapter(load=True)``.
+        verdict (`Verdict`, *optional*):
+            How far to trust the pick (``analysis.verdict.verdict``).
+        choice (`AutoChoice`, *optional*):
+            With ``score="auto"``: the geometry scored by, the regime, and why.
+        token (`str`, *optional*):
+            ``select_adapter``'s token, used again by ``load`` and ``mix``.
+        rerank (`Rerank`, *optional*):
+            The second stage (``select_adapter(rerank=k)``): measured losses on the target.
+        max_adapter_bytes (`int`, *optional*):
+            The bound on an adapter's weights file that ``load`` and ``mix`` load.
+    """
 
     ranking: list[RankedCandidate]
     skipped: list[Skipped]
     score: str
     targets: dict[str, Signature]
     base_model: str | None = None
-    model: Any = None  # the PeftModel, when select_adapter(load=True)
-    verdict: Verdict | None = None  # how far to trust the pick (``analysis.verdict.verdict``)
-    choice: AutoChoice | None = None  # with score="auto": the geometry scored by, the regime, and why
-    token: str | None = dataclasses.field(default=None, repr=False)  # select_adapter's token, used again to load
-    rerank: Rerank | None = None  # the second stage (``select_adapter(rerank=k)``): measured losses on the target
-    max_adapter_bytes: int | None = None  # the bound on an adapter's weights file ``load`` and ``mix`` load
+    model: Any = None
+    verdict: Verdict | None = None
+    choice: AutoChoice | None = None
+    token: str | None = dataclasses.field(default=None, repr=False)
+    rerank: Rerank | None = None
+    max_adapter_bytes: int | None = None
 
     def reranked(self, second: Rerank) -> Selection:
         """This selection after its second stage: the measured candidates first, lowest target loss first, then

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from fisherhub.core.alignment import AlignmentResult
@@ -61,11 +62,13 @@ class RankedCandidate:
 
     @property
     def score(self) -> float:
-        return GEOMETRIES[self.score_name].value(self.alignment)
+        value = GEOMETRIES[self.score_name].value(self.alignment)
+        return math.nan if value is None else value
 
     @property
     def stderr(self) -> float:
-        return GEOMETRIES[self.score_name].stderr(self.alignment)
+        stderr = GEOMETRIES[self.score_name].stderr(self.alignment)
+        return math.nan if stderr is None else stderr
 
     @property
     def fisher(self) -> float:

@@ -12,7 +12,7 @@ from fisherhub.core.signature import Signature
 from fisherhub.analysis.verdict import score_selection
 from fisherhub.core.geometry import DEFAULT_SCORE, HEAD_SCORES
 from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_map
-from fisherhub.selection.candidates import candidate_name, discover, resolve_candidate
+from fisherhub.selection.candidates import Candidate, SignatureOption, candidate_name, discover, resolve_candidate
 from fisherhub.selection.errors import NoCompatibleCandidatesError, Skip
 from fisherhub.selection.index_ranking import SHORTLIST, check_shortlist, rank_index
 from fisherhub.selection.ranking import (
@@ -28,7 +28,7 @@ from fisherhub.selection.rows import RankedCandidate, Skipped
 from fisherhub.selection.target import SketchOptions, Target, TargetSketcher, data_to_sketch, given_signatures
 
 if TYPE_CHECKING:
-    from fisherhub.hub.signature_index import LoadedIndex
+    from fisherhub.hub.signature_index.store import LoadedIndex
 
 
 def provenance(candidate, source: str, signature) -> str:
@@ -54,6 +54,144 @@ def plausible_target(target: Signature) -> Signature:
     return target
 
 
+def _sketcher(data, model, tokenizer, base_model: str | None, sketch: SketchOptions | None) -> TargetSketcher | None:
+    """What sketches a target given as data (None for one given as signatures)."""
+    return None if data is None else TargetSketcher(data, model, tokenizer, base_model, sketch or SketchOptions())
+
+
+def _index_shortlist(
+    index: str | LoadedIndex,
+    shortlist: int,
+    score: str,
+    token,
+    base_model,
+    given,
+    data,
+    model,
+    tokenizer,
+    sketch,
+    skipped,
+) -> tuple[list[str], Target, str]:
+    """The ``shortlist`` best candidates of the signature index ``index`` (its rows scored at once,
+    ``rank_index``; a ``LoadedIndex``: from the rows it read), the target they were scored against, and the base
+    model; rows left out go to ``skipped``."""
+    from fisherhub.hub.signature_index.store import LoadedIndex, load_index
+
+    check_shortlist(shortlist)
+    loaded = index if isinstance(index, LoadedIndex) else load_index(index, token)
+    base_model = base_model or loaded.base_model
+    targets = Target(given, _sketcher(data, model, tokenizer, base_model, sketch))
+    ranking = rank_index(loaded, targets, base_model, score, token)
+    skipped.extend(ranking.skipped)
+    return ranking.candidates(shortlist), targets, base_model
+
+
+def candidate_pool(
+    names: Sequence[str | os.PathLike], base_model: str | None, token: str | None, workers: int, skipped: list[Skipped]
+) -> tuple[list[tuple[Candidate, list[SignatureOption]]], str | None]:
+    """Each named candidate resolved (``workers`` at once) with its signatures for the base model, and that base
+    model (default: the one the candidates' signatures name); a candidate that cannot be resolved, or has no
+    signature for the base model, goes to ``skipped`` with its reason (a hostile or broken repo is never fatal)."""
+    if not names:
+        raise InputError("no candidates given: pass adapter repo ids or folders, or None and base_model= to discover")
+    resolved = []
+    unreadable = (FisherHubError, OSError, ValueError, RecursionError)
+    for outcome in bounded_map(
+        lambda name: resolve_candidate(name, base_model, token), names, workers, catch=(Skip, *unreadable)
+    ):
+        if isinstance(outcome.error, Skip):
+            skipped.append(Skipped(candidate_name(outcome.item), outcome.error.reason))
+        elif outcome.error is not None:
+            skipped.append(Skipped(candidate_name(outcome.item), f"unreadable: {outcome.error}"))
+        else:
+            resolved.append(outcome.result())
+    if base_model is None:
+        named = (option.base_model for candidate in resolved for option in candidate.options)
+        base_model = common_base_model(named, "the candidates' signatures")
+    usable = []
+    for candidate in resolved:
+        try:
+            usable.append((candidate, candidate.options_for(base_model)))
+        except Skip as skip:
+            skipped.append(Skipped(candidate.name, skip.reason))
+    return usable, base_model
+
+
+def scored_rows(
+    usable: Sequence[tuple[Candidate, list[SignatureOption]]], targets: Target, workers: int, skipped: list[Skipped]
+) -> list[RankedCandidate]:
+    """One row per candidate: the signature chosen for it (``choose_options``) loaded (``workers`` at once) and
+    aligned with the target's of its sketch id; what cannot be loaded or compared goes to ``skipped``."""
+    rows = []
+    chosen = choose_options(usable, targets.signatures)
+    for loaded in bounded_map(lambda pair: pair[1].load(), chosen, workers, catch=(FisherHubError,)):
+        candidate, option = loaded.item
+        if loaded.error is not None:  # a remote file that is not a valid signature
+            skipped.append(Skipped(candidate.name, f"unreadable signature {option.source}: {loaded.error}"))
+            continue
+        signature = loaded.result()
+        try:
+            result = alignment_matrix([signature, plausible_target(targets.like(signature))]).pair(0, 1)
+        except Skip as skip:
+            skipped.append(Skipped(candidate.name, skip.reason))
+            continue
+        doubt = result.source_doubt or result.pair_doubt or result.source_noise or result.pair_noise
+        source = option.source
+        provenance_text = provenance(candidate, source, signature)
+        rows.append(
+            RankedCandidate(candidate.name, "fisher", result, source, candidate.adapter, doubt, provenance_text)
+        )
+    return rows
+
+
+def ranked_selection(
+    rows: list[RankedCandidate],
+    skipped: list[Skipped],
+    score: str,
+    targets: Target,
+    base_model: str | None,
+    token: str | None,
+    max_adapter_bytes: int | None = None,
+) -> Selection:
+    """The rows ranked by ``score`` (``auto``: the geometry the plausible rows' regime chooses) with the verdict
+    on the plausible rows, as a ``Selection``; ``NoCompatibleCandidatesError`` without rows."""
+    if not rows:
+        raise NoCompatibleCandidatesError(skipped)
+    trusted = [row for row in rows if row.doubt is None] or rows  # the verdict is about the plausible rows
+    scored = score_selection([row.alignment for row in trusted], score, names=[row.candidate for row in trusted])
+    geometry = scored.scores.geometry if scored.scores.geometry in HEAD_SCORES else "fisher"
+    ranked = best_first(row.ranked_by(geometry) for row in rows)
+    return Selection(
+        ranked,
+        skipped,
+        geometry,
+        dict(targets.signatures),
+        base_model,
+        verdict=scored.verdict,
+        choice=scored.choice,
+        token=token,
+        max_adapter_bytes=max_adapter_bytes,
+    )
+
+
+def _second_stage(
+    selection: Selection, sketcher: TargetSketcher, wanted: int, token: str | None, max_adapter_bytes: int | None
+) -> Selection:
+    """``selection`` re-ranked by the target's measured loss under ``wanted`` adapters of the merged first-stage
+    rankings (``rerank.rerank``; an adapter that cannot be measured gives its place to the next)."""
+    second = measure(
+        sketcher.model,
+        sketcher.batches(),
+        second_stage_candidates(selection.ranking, len(selection.ranking)),
+        selection.verdict,
+        token,
+        wanted=wanted,
+        base_model=selection.base_model,
+        max_adapter_bytes=max_adapter_bytes,
+    )
+    return selection.reranked(second)
+
+
 def select_adapter(
     target: Any,
     candidates: Sequence[str | os.PathLike] | None = None,
@@ -72,40 +210,71 @@ def select_adapter(
     rerank: int = 0,
     max_adapter_bytes: int | None = None,
 ) -> Selection:
-    """Rank ``candidates`` by the alignment of their training data's signature with ``target``'s.
+    """Rank ``candidates`` by the alignment of their training data's signature with ``target``'s. A candidate's
+    signature comes from its repo or folder, else from the dataset repos its card names under ``datasets:``; a
+    candidate that cannot be compared with the target (another base model, sketch id or pilot direction) is
+    skipped, with its reason. Every selection carries a ``verdict`` (the gap between #1 and #2 in standard
+    errors, P(best) against random, which geometries agree, or "no candidate is clearly better"), shown under
+    its table. Candidates' repos are read ``workers`` at once (``hub.pool``).
 
-    ``target``: a ``Signature``; a signature reference (a ``.safetensors`` file, ``datasets/org/name[:path]``,
-    ``hf://...``); or data to sketch with each distinct candidate spec (``like=``) under the base model: a
-    list of texts, a ``datasets`` Dataset, or a dataset id / folder / data file (``sketch`` sets columns and
-    limits). ``candidates``: adapter repo ids (``org/name[@rev]``), local adapter folders (PEFT
-    ``adapter_config.json``, signatures under ``.fisher_signatures/``), dataset repos (``datasets/org/name``) or
-    local signature files of source datasets;
-    None discovers the adapters of ``base_model`` on the Hub. A candidate's signature comes from its repo or
-    folder, else from the dataset repos its card names under ``datasets:``. ``base_model`` (default: the one the
-    target's signatures name, else the one the candidates' signatures name) filters signatures and adapters,
-    and is what is loaded when ``model`` / ``tokenizer`` are not given. A candidate that cannot be compared
-    with the target (another base model, sketch id or pilot direction) is skipped, with its reason.
-    ``score``: ``auto`` (default: the geometry that carries the signal among these candidates, from their regime:
-    ``fisherhub.analysis``), ``fisher`` (A), ``activation`` (S_a only) or ``error`` (S_e only). Every selection
-    carries a ``verdict`` (the gap between #1 and #2 in standard errors, P(best) against random, which geometries
-    agree, or "no candidate is clearly better"), shown under its table. With ``load=True`` the
-    best ``top_k`` (default 1) adapters are loaded onto ``model`` (or the loaded base model) into
-    ``selection.model``. ``token`` (default: the logged-in one, ``HF_TOKEN``) goes to every Hub call:
-    discovery, repo infos, signature and config downloads, and ``Selection.load`` / ``mix``; a private repo
-    it cannot read is skipped, saying so. ``rerank=k`` (a target given as data; 0: signatures only) adds a second
-    stage: the first k adapters of the S_a and S_e rankings merged are loaded onto the base model one at a time
-    and the target's sketched tokens measured under each (``selection.rerank``: loss ± bootstrap se over the
-    target's documents, and the seconds of its k + 1 forward passes); the ranking puts them first, lowest loss
-    first, and the verdict is then the measured one (``fisherhub.selection.rerank``). An adapter that cannot be
-    measured (a malformed config, another type or base model, no weights or a weights file over
-    ``max_adapter_bytes``, default: the base model's parameters at 4 bytes each; one peft cannot load, NaN or inf
-    weights or loss) goes to ``skipped`` with its reason, the next of the merged rankings measured in its place.
-    ``index`` (``datasets/org/name[@rev]``, built by ``fisherhub index build``) instead of ``candidates``: every
-    row of the index is scored in one download and one matrix product, pinned to the index commit
-    (``selection.index_ranking``); the ``shortlist`` best are then ranked from their own files at the commit
-    each row names, so the result is exactly ``select_adapter`` of those candidates; a ``LoadedIndex``
-    (``load_index``'s, pinned to its commit) ranks from the rows it already read. Candidates' repos are
-    read ``workers`` at once (``hub.pool``).
+    Args:
+        target (`Signature`, `str`, `list[str]` or `datasets.Dataset`):
+            A ``Signature``; a signature reference (a ``.safetensors`` file, ``datasets/org/name[:path]``,
+            ``hf://...``); or data to sketch with each distinct candidate spec (``like=``) under the base model:
+            a list of texts, a ``datasets`` Dataset, or a dataset id / folder / data file.
+        candidates (`Sequence[str | os.PathLike]`, *optional*):
+            Adapter repo ids (``org/name[@rev]``), local adapter folders (PEFT ``adapter_config.json``,
+            signatures under ``.fisher_signatures/``), dataset repos (``datasets/org/name``) or local signature
+            files of source datasets; None discovers the adapters of ``base_model`` on the Hub.
+        base_model (`str`, *optional*):
+            Filters signatures and adapters, and is what is loaded when ``model`` / ``tokenizer`` are not given
+            (default: the one the target's signatures name, else the one the candidates' signatures name).
+        top_k (`int`, *optional*):
+            With ``load``: how many of the best adapters are loaded (default 1).
+        load (`bool`, *optional*):
+            Load the best ``top_k`` adapters onto ``model`` (or the loaded base model) into ``selection.model``.
+        score (`str`, *optional*):
+            ``auto`` (the geometry that carries the signal among these candidates, from their regime:
+            ``fisherhub.analysis``), ``fisher`` (A), ``activation`` (S_a only) or ``error`` (S_e only).
+        model (`torch.nn.Module`, *optional*):
+            The base model, to sketch a target given as data and to load adapters onto.
+        tokenizer (`PreTrainedTokenizerBase`, *optional*):
+            Its tokenizer.
+        sketch (`SketchOptions`, *optional*):
+            Columns, limits and batch size of a target given as data.
+        token (`str`, *optional*):
+            Goes to every Hub call (default: the logged-in one, ``HF_TOKEN``): discovery, repo infos, signature
+            and config downloads, and ``Selection.load`` / ``mix``; a private repo it cannot read is skipped.
+        index (`str` or `LoadedIndex`, *optional*):
+            A signature index (``datasets/org/name[@rev]``, ``fisherhub index build``) instead of
+            ``candidates``: every row is scored in one download and one matrix product, pinned to the index
+            commit; the ``shortlist`` best are then ranked from their own files at the commit each row names,
+            so the result is exactly ``select_adapter`` of those candidates. A ``LoadedIndex`` (``load_index``'s,
+            pinned to its commit) ranks from the rows it already read.
+        shortlist (`int`, *optional*):
+            With ``index``: how many rows are ranked again from their files.
+        workers (`int`, *optional*):
+            Hub requests in flight at once.
+        rerank (`int`, *optional*):
+            k > 0 (a target given as data) adds a second stage: the first k adapters of the S_a and S_e
+            rankings merged are loaded onto the base model one at a time and the target's sketched tokens
+            measured under each (``selection.rerank``: loss ± bootstrap se over the target's documents); the
+            ranking puts them first, lowest loss first, and the verdict is then the measured one. An adapter that
+            cannot be measured (a malformed config, another type or base model, no weights or a weights file over
+            ``max_adapter_bytes``; one peft cannot load, NaN or inf weights or loss) goes to ``skipped`` with its
+            reason, the next of the merged rankings measured in its place.
+        max_adapter_bytes (`int`, *optional*):
+            The largest adapter weights file the second stage, ``Selection.load`` and ``mix`` load (default: the
+            base model's parameters at 4 bytes each).
+
+    Returns:
+        `Selection`: the ranking (best first), the candidates skipped and why, the verdict, and the target's
+        signatures; ``selection.model`` with ``load=True``.
+
+    Raises:
+        `NoCompatibleCandidatesError`: no candidate could be ranked (each skipped one says why).
+        `InputError`: no candidates, both ``candidates`` and ``index``, ``rerank`` without data, a bad option.
+        `HubError`: discovery or the index could not be read from the Hub.
     """
     score = check_score(score)
     rerank = check_rerank(rerank)
@@ -121,104 +290,25 @@ def select_adapter(
         base_model = common_base_model((s.metadata.get("base_model") for s in given), "the target's signatures")
     skipped: list[Skipped] = []
     targets = None
+    names: Sequence[str | os.PathLike]
     if index is not None:
         if candidates is not None:
             raise InputError("pass candidates or index=, not both (the index chooses the candidates)")
-        from fisherhub.hub.signature_index import LoadedIndex, load_index
-
-        check_shortlist(shortlist)
-        loaded = index if isinstance(index, LoadedIndex) else load_index(index, token)
-        base_model = base_model or loaded.base_model
-        sketcher = (
-            None if data is None else TargetSketcher(data, model, tokenizer, base_model, sketch or SketchOptions())
+        names, targets, base_model = _index_shortlist(
+            index, shortlist, score, token, base_model, given, data, model, tokenizer, sketch, skipped
         )
-        targets = Target(given, sketcher)
-        ranking = rank_index(loaded, targets, base_model, score, token)
-        names, skipped = ranking.candidates(shortlist), list(ranking.skipped)
     else:
         names = list(candidates) if candidates is not None else discover(base_model, token)
-    if not names:
-        raise InputError("no candidates given: pass adapter repo ids or folders, or None and base_model= to discover")
-    resolved = []
-    unreadable = (FisherHubError, OSError, ValueError, RecursionError)  # a hostile or broken repo: never fatal
-    for outcome in bounded_map(
-        lambda name: resolve_candidate(name, base_model, token), names, workers, catch=(Skip, *unreadable)
-    ):
-        if isinstance(outcome.error, Skip):
-            skipped.append(Skipped(candidate_name(outcome.item), outcome.error.reason))
-        elif outcome.error is not None:
-            skipped.append(Skipped(candidate_name(outcome.item), f"unreadable: {outcome.error}"))
-        else:
-            resolved.append(outcome.value)
-    if base_model is None:
-        named = (option.base_model for candidate in resolved for option in candidate.options)
-        base_model = common_base_model(named, "the candidates' signatures")
-    usable = []
-    for candidate in resolved:
-        try:
-            usable.append((candidate, candidate.options_for(base_model)))
-        except Skip as skip:
-            skipped.append(Skipped(candidate.name, skip.reason))
+    usable, base_model = candidate_pool(names, base_model, token, workers, skipped)
     if targets is None:
-        sketcher = (
-            None if data is None else TargetSketcher(data, model, tokenizer, base_model, sketch or SketchOptions())
-        )
-        targets = Target(given, sketcher)
+        targets = Target(given, _sketcher(data, model, tokenizer, base_model, sketch))
     sketcher = targets.sketcher
-    rows = []
-    chosen = choose_options(usable, targets.signatures)
-    for outcome in bounded_map(lambda pair: pair[1].load(), chosen, workers, catch=(FisherHubError,)):
-        candidate, option = outcome.item
-        if outcome.error is not None:  # a remote file that is not a valid signature
-            skipped.append(Skipped(candidate.name, f"unreadable signature {option.source}: {outcome.error}"))
-            continue
-        signature = outcome.value
-        try:
-            result = alignment_matrix([signature, plausible_target(targets.like(signature))]).pair(0, 1)
-        except Skip as skip:
-            skipped.append(Skipped(candidate.name, skip.reason))
-            continue
-        doubt = result.source_doubt or result.pair_doubt or result.source_noise or result.pair_noise
-        rows.append(
-            RankedCandidate(
-                candidate.name,
-                "fisher",
-                result,
-                option.source,
-                candidate.adapter,
-                doubt,
-                provenance(candidate, option.source, signature),
-            )
-        )
-    if not rows:
-        raise NoCompatibleCandidatesError(skipped)
-    trusted = [row for row in rows if row.doubt is None] or rows  # the verdict is about the plausible rows
-    scored = score_selection([row.alignment for row in trusted], score, names=[row.candidate for row in trusted])
-    geometry = scored.scores.geometry if scored.scores.geometry in HEAD_SCORES else "fisher"
-    rows = [row.ranked_by(geometry) for row in rows]
-    selection = Selection(
-        best_first(rows),
-        skipped,
-        geometry,
-        dict(targets.signatures),
-        base_model,
-        verdict=scored.verdict,
-        choice=scored.choice,
-        token=token,
-        max_adapter_bytes=max_adapter_bytes,
+    selection = ranked_selection(
+        scored_rows(usable, targets, workers, skipped), skipped, score, targets, base_model, token, max_adapter_bytes
     )
     if rerank:
-        second = measure(
-            sketcher.model,
-            sketcher.batches(),
-            second_stage_candidates(selection.ranking, len(selection.ranking)),
-            selection.verdict,
-            token,
-            wanted=rerank,
-            base_model=base_model,
-            max_adapter_bytes=max_adapter_bytes,
-        )
-        selection = selection.reranked(second)
+        assert sketcher is not None  # rerank needs the target's data (refused above without it)
+        selection = _second_stage(selection, sketcher, rerank, token, max_adapter_bytes)
     if load:
         base = model if model is not None or sketcher is None else sketcher.model
         selection.model = selection.load(base, top_k)

@@ -11,10 +11,10 @@ from fisherhub.core.errors import InputError, TooFewDocumentsError
 from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
 from fisherhub.hub.refs import is_signature_reference
-from fisherhub.options import DataArgs, RunOptions
+from fisherhub.lm.loading import load_base_model
+from fisherhub.options import DataOptions, RunOptions
 from fisherhub.selection.candidates import hub_options
 from fisherhub.selection.errors import Skip
-from fisherhub.selection.peft_loading import load_base_model
 from fisherhub.selection.ranking import incompatibility
 
 
@@ -22,9 +22,9 @@ from fisherhub.selection.ranking import incompatibility
 class SketchOptions:
     """How a target given as texts or a dataset is sketched (with each candidate's spec, ``like=``)."""
 
-    data: DataArgs | None = None  # columns, split, limits of a dataset target (its ``dataset`` is replaced)
+    data: DataOptions | None = None  # columns, split, limits of a dataset target (its ``dataset`` is replaced)
     batch_size: int = RunOptions.batch_size
-    max_length: int = DataArgs.max_length
+    max_length: int = DataOptions.max_length
     progress: bool = True
 
 
@@ -94,14 +94,14 @@ class TargetSketcher:
             self.tokenizer = self.tokenizer if self.tokenizer is not None else loaded_tokenizer
         return self.model, self.tokenizer
 
-    def _data_args(self) -> DataArgs:
+    def _data_args(self) -> DataOptions:
         """What the sketch reads: the texts as one-column dataset, or the dataset with ``options.data``."""
         import datasets
 
         if isinstance(self.data, list):
-            return DataArgs(datasets.Dataset.from_dict({"text": self.data}), max_length=self.options.max_length)
+            return DataOptions(datasets.Dataset.from_dict({"text": self.data}), max_length=self.options.max_length)
         return dataclasses.replace(
-            self.options.data or DataArgs(self.data, max_length=self.options.max_length), dataset=self.data
+            self.options.data or DataOptions(self.data, max_length=self.options.max_length), dataset=self.data
         )
 
     def batches(self) -> list:
@@ -128,15 +128,19 @@ class TargetSketcher:
                 f"other base model: its signature is for {theirs!r}, the target is sketched under "
                 f"{self.base_model or 'the given model'!r}: {exc}"
             ) from exc
-        options = self.options
-        common = {
-            "batch_size": options.batch_size,
-            "progress": options.progress,
-            "metadata": _base_model_metadata(self.base_model or like.metadata.get("base_model"), model, like),
-        }
+        metadata = _base_model_metadata(self.base_model or like.metadata.get("base_model"), model, like)
         try:
             data = self._data_args()
-            return sketch_dataset(data.dataset, model, tokenizer, spec, data=data, **common)
+            return sketch_dataset(
+                data.dataset,
+                model,
+                tokenizer,
+                spec,
+                data=data,
+                batch_size=self.options.batch_size,
+                progress=self.options.progress,
+                metadata=metadata,
+            )
         except TooFewDocumentsError as exc:
             raise TooFewDocumentsError(
                 f"the target has too few tokens to sketch: {exc} Give the target more text (a few dozen documents "

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fisherhub.core.errors import FisherHubError, InputError, SignatureFileError
-from fisherhub.core.state import CLAMPED_NORMS_KEY, MIN_DOCUMENTS
+from fisherhub.core.registry import MIN_DOCUMENTS
+from fisherhub.core.signature import CLAMPED_NORMS_KEY
 from fisherhub.hub.pool import bounded_map
 from fisherhub.selection.index_ranking import SHORTLIST, row_scores
 
@@ -291,7 +292,7 @@ class IndexBrowser:
         if not readable:
             return Neighbourhood(i, [], {}, None, unreadable)
         names = {self.row_name(o.item): o.item for o in readable}
-        signatures = {self.row_name(o.item): o.value for o in readable}
+        signatures = {self.row_name(o.item): o.result() for o in readable}
         ranked = rank_nearest(target, signatures)
         verdict = score_selection([n.alignment for n in ranked], "fisher", [n.name for n in ranked]).verdict
         return Neighbourhood(i, ranked[:limit], names, verdict, unreadable)

@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fisherhub.core.errors import FisherHubError
+from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.space import index_view
 from fisherhub.space.browse import Filters, IndexBrowser
 from fisherhub.space.ui import gradio
@@ -50,6 +50,8 @@ class BrowserCache:
             commit = (
                 HfApi(token=self.token).repo_info(self.ref.repo_id, repo_type="dataset", revision=self.ref.revision).sha
             )
+        if commit is None:
+            raise InputError(f"datasets/{self.ref.repo_id}: the Hub names no commit of it")
         return self.at(commit)
 
     def at(self, commit: str) -> IndexBrowser:

@@ -182,7 +182,7 @@ def ranking(selection: Selection, target: Signature, shown_as: str) -> str:
     if selection.verdict is not None:
         out.append(f"**Verdict**: {escape(short_commits(selection.verdict.message))}")
     if selection.choice is not None:
-        out += ["", escape(auto_explanation(selection))]
+        out += ["", escape(auto_explanation(selection.choice, selection.score))]
     if selection.skipped:
         out += ["", f"{len(selection.skipped)} candidate(s) left out:"]
         out += [f"- {escape(s.candidate)}: {escape(s.reason)}" for s in selection.skipped[:20]]

@@ -110,7 +110,8 @@ def chromium(viewport: dict[str, int] | None = None) -> Iterator[Browsing]:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
         try:
-            context = browser.new_context(viewport=viewport or VIEWPORT)
+            size = viewport or VIEWPORT
+            context = browser.new_context(viewport={"width": size["width"], "height": size["height"]})
             browsing = Browsing(context.new_page(), set(), [])
 
             def route(request_route):

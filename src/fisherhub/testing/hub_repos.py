@@ -15,14 +15,14 @@ def create_adapter(
     api.create_repo(repo_id)
     named = f"datasets: {json.dumps(datasets)}\n" if datasets else ""
     named += "".join(f"{key}: {json.dumps(value)}\n" for key, value in (card or {}).items())
-    card = f"---\nbase_model: {base_model}\nlibrary_name: peft\n{named}---\n# {repo_id}\n"
+    text = f"---\nbase_model: {base_model}\nlibrary_name: peft\n{named}---\n# {repo_id}\n"
     from huggingface_hub import CommitOperationAdd
 
     api.create_commit(
         repo_id,
         [
             CommitOperationAdd("adapter_config.json", json.dumps({"base_model_name_or_path": base_model}).encode()),
-            CommitOperationAdd("README.md", card.encode()),
+            CommitOperationAdd("README.md", text.encode()),
         ],
         commit_message="adapter",
     )

@@ -99,8 +99,8 @@ def random_projection_reference(
         scores["spearman_A_strong"].append(spearman(sketch_a[strong], exact_a[strong]))
         scores["mae_A"].append(float((sketch_a - exact_a).abs().mean()))
     summary = {}
-    for key, values in scores.items():
-        values = torch.tensor(values, dtype=torch.float64)
+    for key, listed in scores.items():
+        values = torch.tensor(listed, dtype=torch.float64)
         summary[key] = float(values.mean())
         summary[f"{key}_p10"], summary[f"{key}_p90"] = (float(values.quantile(q)) for q in (0.1, 0.9))
     return summary

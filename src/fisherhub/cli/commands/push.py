@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from fisherhub.cli.repo_arguments import add_repo_arguments, repo_from_args
+from fisherhub.cli.support.repo_arguments import add_repo_arguments, repo_from_args
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from fisherhub.core.errors import InputError
     from fisherhub.core.signature import Signature
     from fisherhub.hub import push_signature
-    from fisherhub.hub.signature_index import index_ref
+    from fisherhub.hub.refs import index_ref
 
     if args.index is not None:
         try:

@@ -102,7 +102,7 @@ def test_two_pushers_into_one_folder_keep_every_index_entry(signature, tmp_path,
     """Each pusher reads the index and writes it back; without a lock both read it before either writes, and the
     index forgets one signature (here the reads are slowed down so that they always overlap)."""
     from fisherhub.hub import push as push_module
-    from fisherhub.hub.index import INDEX_PATH, parse_index
+    from fisherhub.hub.listing import INDEX_PATH, parse_index
 
     read = push_module.folder_entries
 
@@ -367,7 +367,7 @@ def test_a_signature_of_sketch_texts_records_its_base_model_and_pushes(tiny, tmp
     code, _, error = run_cli(["push", str(signature_file), str(folder)], capsys)
     assert code == 0, error
     assert signature.metadata["base_model"] == str(tiny / "model")
-    from fisherhub.hub.index import INDEX_PATH, parse_index
+    from fisherhub.hub.listing import INDEX_PATH, parse_index
 
     [entry] = parse_index((folder / INDEX_PATH).read_bytes(), str(folder))
     assert entry["base_model"] == "model"  # the folder's name: no local path is published
@@ -509,7 +509,7 @@ def test_compare_says_same_data_for_two_sketches_of_the_same_documents(signature
 
 def test_ctrl_c_before_the_first_checkpoint_says_to_start_again_not_to_resume(tiny, tmp_path, monkeypatch, capsys):
     """``--resume`` now needs a checkpoint, so the interrupted run's advice must not be a command that is refused."""
-    from test_leftovers import interrupt_after
+    from test_interrupts_and_outputs import interrupt_after
 
     checkpoint = tmp_path / "checkpoint"
     interrupt_after(monkeypatch, batches=1)

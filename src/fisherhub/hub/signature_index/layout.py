@@ -1,4 +1,4 @@
-"""How a signature index row stores its sketches (``hub/signature_index.py``); no torch or numpy here, so the
+"""How a signature index row stores its sketches (``hub/signature_index``); no torch or numpy here, so the
 CLI's parsers can read the choices."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from fisherhub.options import DEFAULT_REPO_TYPE, REPO_TYPES
+from fisherhub.hub.repo_types import DEFAULT_REPO_TYPE, REPO_TYPES
 
 if TYPE_CHECKING:
     from fisherhub.hub.refs import SignatureRef

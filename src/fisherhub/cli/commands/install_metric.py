@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from fisherhub.cli.arguments import HelpFormatter
+from fisherhub.cli.support.arguments import HelpFormatter
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -8,22 +8,43 @@ bars and its decomposition, and writes the signatures and a heatmap PNG to the o
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
 
-from fisherhub.cli.arguments import HelpFormatter, add_arguments
+from fisherhub.cli.support.arguments import HelpFormatter, add_arguments
 from fisherhub.extras import require
-from fisherhub.options import DemoOptions, RunOptions, SpecOptions
+from fisherhub.options import RunOptions, SpecOptions, documented, option
+
+
+@documented
+@dataclasses.dataclass(kw_only=True)
+class DemoOptions:
+    """``fisherhub demo``: the shipped demo domains under the embedded default model."""
+
+    output_dir: str = option(
+        "fisherhub-demo",
+        "folder the signatures and the heatmap PNG are written to (default: fisherhub-demo/ in the current folder)",
+    )
+    model: str | None = option(None, "another base model (id or folder) instead of the embedded default")
+    domains: list[str] | None = option(None, "a subset of the demo domains (default: all five)", nargs="+")
+    max_documents: int | None = option(None, "documents per domain (default: all 100)")
+    max_length: int = option(128, "tokens per document")
+    overwrite: bool = option(
+        False,
+        "replace the signatures and heatmap of an earlier demo in --output-dir (default: "
+        "they are kept, and the demo refused before the model loads)",
+    )
 
 
 def run(namespace: argparse.Namespace) -> int:
     require("rich")
     from fisherhub.lm.specs import spec_for_model
-    from fisherhub.cli.allocator import keep_freed_memory
-    from fisherhub.cli.compare import refuse_doubts, report
-    from fisherhub.cli.outputs import check_outputs
-    from fisherhub.options import DataArgs
+    from fisherhub.cli.support.allocator import keep_freed_memory
+    from fisherhub.cli.commands.compare import refuse_doubts, report
+    from fisherhub.cli.support.outputs import check_outputs
+    from fisherhub.options import DataOptions
     from fisherhub.lm.loading import load_model_and_tokenizer, model_provenance
     from fisherhub.data.demo import DEMO_DOMAINS, load_demo_domain
     from fisherhub.pipeline.loop import sketch_dataset
@@ -45,7 +66,7 @@ def run(namespace: argparse.Namespace) -> int:
     signatures = []
     for name in domains:
         dataset = load_demo_domain(name)
-        data = DataArgs(dataset, max_documents=namespace.max_documents, max_length=namespace.max_length)
+        data = DataOptions(dataset, max_documents=namespace.max_documents, max_length=namespace.max_length)
         signature = sketch_dataset(
             dataset,
             model,

@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fisherhub.cli.arguments import HelpFormatter
-from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES
+from fisherhub.cli.support.arguments import HelpFormatter
+from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES, Geometry
 from fisherhub.extras import require
 from fisherhub.safe_text import printable
 
 if TYPE_CHECKING:
-    from fisherhub.core.alignment import AlignmentMatrix
+    from fisherhub.core.alignment import AlignmentMatrix, AlignmentResult
     from fisherhub.core.signature import Signature
 
 
@@ -64,8 +64,19 @@ def same_data_pairs(signatures: Sequence[Signature]) -> frozenset[tuple[int, int
     return frozenset((i, j) for i in range(n) for j in range(n) if i != j and same_data(signatures[i], signatures[j]))
 
 
+def _decomposition_cell(geometry: Geometry, pair: AlignmentResult, doubted: bool) -> str:
+    """value ± stderr (then ! where the pair is doubted), — where undefined, * after a two-sided geometry (ρ)
+    that departs from its null."""
+    value, stderr = geometry.value(pair), geometry.stderr(pair)
+    if value is None:
+        return "—"
+    starred = geometry.two_sided and geometry.significant(value, stderr)
+    return _cell(value, stderr, doubted) + (" *" if starred else "")
+
+
 def decomposition_table(matrix: AlignmentMatrix, same: frozenset[tuple[int, int]] = frozenset()):
-    """A rich table with one row per pair: A, S_a, S_e and ρ with standard errors (* = ρ ≠ 1 significantly)."""
+    """A rich table with one row per pair: A, S_a, S_e and ρ (every ``shown`` geometry) with standard errors
+    (* = ρ ≠ 1 significantly)."""
     require("rich")
     from rich.table import Table
     from rich.text import Text
@@ -82,12 +93,9 @@ def decomposition_table(matrix: AlignmentMatrix, same: frozenset[tuple[int, int]
     for i in range(n):
         for j in range(i + 1, n):
             pair = matrix.pair(i, j)
-            doubted = matrix.doubt(i, j) is not None
-            cells = [
-                "—" if g.value(pair) is None else _cell(g.value(pair), g.stderr(pair), doubted) for g in geometries
-            ]
+            pair_doubted = matrix.doubt(i, j) is not None
+            cells = [_decomposition_cell(g, pair, pair_doubted) for g in geometries]
             cells[0] = SAME_DATA if (i, j) in same else cells[0]
-            cells[-1] += " *" if pair.coupling_significant else ""
             table.add_row(Text(printable(matrix.names[i])), Text(printable(matrix.names[j])), *cells)
     return table
 
@@ -124,19 +132,21 @@ def report(
 
 
 def matrix_as_json(matrix: AlignmentMatrix) -> dict:
-    """The matrices by field (NaN as null), and why each pair (``doubts``, n × n) and each signature
-    (``signature_doubts``) is not to be trusted, null where it is, and each signature's ``noise``."""
-    geometries = [GEOMETRIES[name] for name in DECOMPOSITION]
-    fields = [g.field for g in geometries] + [g.stderr_field for g in geometries]
-    as_lists = {
-        field: [[None if math.isnan(v) else v for v in row] for row in getattr(matrix, field).tolist()]
-        for field in fields
-    }
+    """Every shown geometry's values, then their standard errors (keyed by ``stderr_field``), as nested lists
+    (None where undefined), and why each pair (``doubts``, n × n) and each signature (``signature_doubts``) is
+    not to be trusted, null where it is, and each signature's ``noise``."""
+
+    def listed(values) -> list[list[float | None]]:
+        return [[None if math.isnan(v) else v for v in row] for row in values.tolist()]
+
+    values = {name: listed(matrix.values[name]) for name in DECOMPOSITION}
+    stderrs = {GEOMETRIES[name].stderr_field: listed(matrix.stderrs[name]) for name in DECOMPOSITION}
     n = len(matrix.names)
     return {
         "names": matrix.names,
         "sketch_id": matrix.sketch_id,
-        **as_lists,
+        **values,
+        **stderrs,
         "doubts": [[matrix.doubt(i, j) for j in range(n)] for i in range(n)],
         "signature_doubts": list(matrix.signature_doubts),
         "noise": list(matrix.signature_noise),
@@ -166,7 +176,7 @@ def _name(ref: str) -> str:
 
 
 def run(namespace: argparse.Namespace) -> int:
-    from fisherhub.cli.outputs import output_problem
+    from fisherhub.cli.support.outputs import output_problem
     from fisherhub.core.atomic import atomic_path
     from fisherhub.core.errors import InputError
     from fisherhub.hub import load_signature

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from fisherhub.cli.repo_arguments import add_repo_arguments, repo_from_args
+from fisherhub.cli.support.repo_arguments import add_repo_arguments, repo_from_args
 
 COLUMNS = ("path", "base model", "sketch id", "dataset", "tokens", "listed", "problem")
 

@@ -1,4 +1,4 @@
-"""The list of a repo's signatures: ``.fisher_signatures/index.json`` is the source of truth, written in the
+"""A repo's listing of its signatures: ``.fisher_signatures/index.json`` is the source of truth, written in the
 same commit as the signature files; the card's ``fisher_signatures:`` block is its rendering (and the
 fallback for repos pushed before the index existed). A ``push_to_hub`` that rewrites the card leaves the
 index, so the listing survives it. The legacy ``fisher_signatures/index.json`` (fisherhub 0.2.0) is read
@@ -6,7 +6,8 @@ after it, for the paths it does not list, and never written.
 
 What is published about a signature never holds the user's directories: a local path in its metadata is
 replaced by a Hub id when the path is a Hub cache folder (``.../models--org--name/snapshots/<sha>``), else
-by the file or folder name (``published``).
+by the file or folder name (``published``). Not to be confused with the *signature index*, a base model's
+signatures across repos in one dataset (``hub/signature_index/``).
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from fisherhub.hub.errors import CardError
 from fisherhub.safe_text import printable
 from fisherhub.hub.refs import LEGACY_SIGNATURE_FOLDER, SIGNATURE_FOLDER, SIGNATURE_FOLDERS, is_signature_file
 
-INDEX_PATH = f"{SIGNATURE_FOLDER}/index.json"
-LEGACY_INDEX_PATH = f"{LEGACY_SIGNATURE_FOLDER}/index.json"
-#: each index and the one folder its entries may point into, in the order they are read
-INDEX_FOLDERS = {INDEX_PATH: SIGNATURE_FOLDER, LEGACY_INDEX_PATH: LEGACY_SIGNATURE_FOLDER}
+LISTING_PATH = f"{SIGNATURE_FOLDER}/index.json"
+LEGACY_LISTING_PATH = f"{LEGACY_SIGNATURE_FOLDER}/index.json"
+#: each listing and the one folder its entries may point into, in the order they are read
+LISTING_FOLDERS = {LISTING_PATH: SIGNATURE_FOLDER, LEGACY_LISTING_PATH: LEGACY_SIGNATURE_FOLDER}
 INDEX_KIND = "fisherhub-signature-index"
 INDEX_VERSION = 1
 #: what an entry says about a signature file (``path`` is from the repo root)
@@ -136,20 +137,20 @@ def entry_matches(entry: dict[str, Any], base_model: str | None, sketch_id: str 
     )
 
 
-def render_index(entries: list[dict[str, Any]]) -> bytes:
+def render_listing(entries: list[dict[str, Any]]) -> bytes:
     """The bytes of ``index.json`` (stable: equal entries give equal bytes)."""
     document = {"kind": INDEX_KIND, "version": INDEX_VERSION, "signatures": entries}
     return (json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def index_bytes(file: str | os.PathLike, where: str, index_path: str = INDEX_PATH) -> bytes:
-    """The bytes of the index file ``file`` (``index_path`` of ``where``), refused unread (``CardError``) when it is
-    larger than ``MAX_INDEX_BYTES``."""
+def index_bytes(file: str | os.PathLike, where: str, index_path: str = LISTING_PATH) -> bytes:
+    """The bytes of the listing file ``file`` (``index_path`` of ``where``), refused unread (``CardError``) when it
+    is larger than ``MAX_INDEX_BYTES``."""
     return read_file(file, f"{where}: {index_path}", max_bytes=MAX_INDEX_BYTES, error=CardError)
 
 
-def parse_index(data: bytes, where: str, index_path: str = INDEX_PATH) -> list[dict[str, Any]]:
-    """The entries of the index file at ``index_path`` (a key of ``INDEX_FOLDERS``), each under that index's
+def parse_listing(data: bytes, where: str, index_path: str = LISTING_PATH) -> list[dict[str, Any]]:
+    """The entries of the listing file at ``index_path`` (a key of ``LISTING_FOLDERS``), each under that listing's
     folder, read by ``read_json`` (at most ``MAX_INDEX_BYTES``); ``CardError`` when it is not one this version
     reads."""
     try:
@@ -164,5 +165,10 @@ def parse_index(data: bytes, where: str, index_path: str = INDEX_PATH) -> list[d
             f"{INDEX_VERSION} (upgrade fisherhub)"
         )
     return check_entries(
-        document.get("signatures"), where, f"{index_path}'s `signatures`", (INDEX_FOLDERS[index_path],)
+        document.get("signatures"), where, f"{index_path}'s `signatures`", (LISTING_FOLDERS[index_path],)
     )
+
+
+#: the names of ``render_listing``, ``parse_listing`` and the paths before fisherhub 0.3, kept for one release
+render_index, parse_index = render_listing, parse_listing
+INDEX_PATH, LEGACY_INDEX_PATH, INDEX_FOLDERS = LISTING_PATH, LEGACY_LISTING_PATH, LISTING_FOLDERS

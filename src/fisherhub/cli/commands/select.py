@@ -11,10 +11,40 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fisherhub.cli.arguments import HelpFormatter, add_arguments
+from fisherhub.cli.support.arguments import HelpFormatter, add_arguments
 from fisherhub.core.geometry import DEFAULT_SCORE, SCORES
 from fisherhub.extras import require
-from fisherhub.options import DataArgs
+from fisherhub.options import DataOptions
+
+
+def _add_second_stage_arguments(parser: argparse.ArgumentParser) -> None:
+    """--rerank and its bound, --plot, --verify: what happens to the ranking after the signatures."""
+    parser.add_argument(
+        "--rerank",
+        type=int,
+        default=0,
+        metavar="K",
+        help="second stage for a dataset TARGET: load the first K adapters of the S_a and S_e rankings "
+        "one at a time and re-rank them by the target's measured loss (3 is a good choice; "
+        "0: signatures only)",
+    )
+    parser.add_argument(
+        "--max-adapter-mb",
+        type=int,
+        default=None,
+        metavar="MB",
+        help="largest adapter weights file --rerank loads, in MB (default: the base model's parameters at 4 "
+        "bytes each; a larger adapter is skipped, saying so)",
+    )
+    parser.add_argument("--plot", default=None, metavar="PNG", help="write a bar chart of the scores with error bars")
+    parser.add_argument(
+        "--verify",
+        type=int,
+        default=0,
+        metavar="K",
+        help="re-sketch the K best candidates' data (fisherhub verify) before showing the ranking: a "
+        "signature that is not reproduced is marked and ranked last",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,39 +78,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--shortlist", type=int, default=None, help="rows of --index ranked again from their files (default 20)"
     )
     parser.add_argument("--top-k", type=int, default=None, help="show the k best candidates only")
-    parser.add_argument(
-        "--rerank",
-        type=int,
-        default=0,
-        metavar="K",
-        help="second stage for a dataset TARGET: load the first K adapters of the S_a and S_e rankings "
-        "one at a time and re-rank them by the target's measured loss (3 is a good choice; "
-        "0: signatures only)",
-    )
-    parser.add_argument(
-        "--max-adapter-mb",
-        type=int,
-        default=None,
-        metavar="MB",
-        help="largest adapter weights file --rerank loads, in MB (default: the base model's parameters at 4 "
-        "bytes each; a larger adapter is skipped, saying so)",
-    )
-    parser.add_argument("--plot", default=None, metavar="PNG", help="write a bar chart of the scores with error bars")
-    parser.add_argument(
-        "--verify",
-        type=int,
-        default=0,
-        metavar="K",
-        help="re-sketch the K best candidates' data (fisherhub verify) before showing the ranking: a "
-        "signature that is not reproduced is marked and ranked last",
-    )
+    _add_second_stage_arguments(parser)
     parser.add_argument(
         "--token",
         default=None,
         help="Hub token for private or gated adapters (default: HF_TOKEN or the one `hf auth login` saved)",
     )
     add_arguments(
-        parser.add_argument_group("a dataset TARGET"), DataArgs, only=("split", "text_column", "max_documents")
+        parser.add_argument_group("a dataset TARGET"), DataOptions, only=("split", "text_column", "max_documents")
     )
     parser.set_defaults(func=run)
 
@@ -91,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     from fisherhub.selection import SketchOptions, select_adapter
 
     check_positive(args, ("max_adapter_mb",), optional=True)
-    data = DataArgs(args.target, split=args.split, text_column=args.text_column, max_documents=args.max_documents)
+    data = DataOptions(args.target, split=args.split, text_column=args.text_column, max_documents=args.max_documents)
     selection = select_adapter(
         args.target,
         args.candidates or None,

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 
-from fisherhub.cli.arguments import HelpFormatter
+from fisherhub.cli.support.arguments import HelpFormatter
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from fisherhub.cli.space_arguments import add_space_arguments
+    from fisherhub.cli.support.space_arguments import add_space_arguments
 
     parser = subparsers.add_parser(
         "metric-space",
@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fisherhub.cli.space_arguments import publish_or_serve
+    from fisherhub.cli.support.space_arguments import publish_or_serve
     from fisherhub.core.errors import InputError
     from fisherhub.metric import METRIC_NAME
     from fisherhub.space.publish import metric_space_files, space_repo

@@ -4,7 +4,7 @@ output head, or with ``--modules all-linear|q_proj,v_proj`` / ``--adapter DIR`` 
 
 One process: ``fisherhub sketch --dataset DATA --output sig.safetensors``. N processes:
 ``accelerate launch [launch options] -m fisherhub sketch --dataset DATA ...`` (or ``scripts/sketch.py``
-in a checkout; see docs/distributed.md). ``python -m fisherhub.cli.sketch`` runs it too.
+in a checkout; see docs/distributed.md). ``python -m fisherhub.cli.commands.sketch`` runs it too.
 """
 
 from __future__ import annotations
@@ -16,13 +16,30 @@ import shlex
 import sys
 from pathlib import Path
 
-from fisherhub.cli.outputs import OVERWRITE_HELP, check_outputs
+from fisherhub.cli.support.outputs import OVERWRITE_HELP, check_outputs
 from fisherhub.core.errors import InputError
-from fisherhub.cli.arguments import HelpFormatter, add_arguments, from_namespace
-from fisherhub.options import DataArgs, ModelOptions, RunOptions, SketchArgs, SpecOptions
+from fisherhub.cli.support.arguments import HelpFormatter, add_arguments, from_namespace
+from fisherhub.hub.repo_types import DEFAULT_REPO_TYPE, PUSH_REPO_TYPES
+from fisherhub.options import DataOptions, ModelOptions, RunOptions, SketchJobOptions, SpecOptions, documented, option
+
+
+@documented
+@dataclasses.dataclass(kw_only=True)
+class SketchCommandOptions(SketchJobOptions):
+    """``fisherhub sketch``: a sketch run, and where the command puts its signature."""
+
+    output: str | None = option("signature.safetensors", "where the signature is written", flags=("-o", "--output"))
+    push_to_hub: str | None = option(None, "also push the signature to this Hub repo", metavar="REPO")
+    push_repo_type: str = option(
+        DEFAULT_REPO_TYPE,
+        "type of a bare org/name given to --push-to-hub (datasets/org/name names a dataset repo)",
+        choices=PUSH_REPO_TYPES,
+        flags=("--repo-type",),
+    )
+
 
 #: argument groups of ``fisherhub sketch``, in --help order: (title, options dataclass)
-GROUPS = (("data", DataArgs), ("model", ModelOptions), ("sketch", SpecOptions), ("run", RunOptions))
+GROUPS = (("data", DataOptions), ("model", ModelOptions), ("sketch", SpecOptions), ("run", RunOptions))
 
 #: exit status after Ctrl-C (128 + SIGINT, as shells report it)
 INTERRUPTED_EXIT_CODE = 130
@@ -33,16 +50,16 @@ def add_sketch_arguments(parser: argparse.ArgumentParser) -> None:
         add_arguments(parser.add_argument_group(title), options)
     inherited = tuple(field.name for _, options in GROUPS for field in dataclasses.fields(options))
     output = parser.add_argument_group("output")
-    add_arguments(output, SketchArgs, exclude=inherited)
+    add_arguments(output, SketchCommandOptions, exclude=inherited)
     output.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
 
 
-def sketch_args(namespace: argparse.Namespace) -> SketchArgs:
+def sketch_args(namespace: argparse.Namespace) -> SketchCommandOptions:
     """The run the flags describe; bad values, a missing data file and an output that cannot be written are
     refused here, before anything heavy (``pipeline.loop.sketch`` then checks the checkpoint folder)."""
     from fisherhub.data.files import missing_data_file
 
-    args = from_namespace(SketchArgs, namespace, data=from_namespace(DataArgs, namespace))
+    args = from_namespace(SketchCommandOptions, namespace, data=from_namespace(DataOptions, namespace))
     if (missing := missing_data_file(args.data.dataset)) is not None:
         raise InputError(f"--dataset {missing!r}: no such data file (from {os.getcwd()}); check the path")
     check_outputs([("--output", args.output)], namespace.overwrite)
@@ -51,14 +68,14 @@ def sketch_args(namespace: argparse.Namespace) -> SketchArgs:
 
 def run(namespace: argparse.Namespace) -> int:
     args = sketch_args(namespace)  # bad options and a missing data file are refused before anything heavy loads
-    from fisherhub.cli.allocator import keep_freed_memory
-    from fisherhub.cli.process_group import run_and_release
+    from fisherhub.cli.support.allocator import keep_freed_memory
+    from fisherhub.cli.support.process_group import run_and_release
 
     keep_freed_memory()
     return run_and_release(lambda: _sketch_and_write(args, namespace))
 
 
-def _sketch_and_write(args: SketchArgs, namespace: argparse.Namespace) -> int:
+def _sketch_and_write(args: SketchCommandOptions, namespace: argparse.Namespace) -> int:
     """Sketch, then (main process) write and push; the checkpoints go once every process has finished."""
     from accelerate import PartialState
 
@@ -74,7 +91,7 @@ def _sketch_and_write(args: SketchArgs, namespace: argparse.Namespace) -> int:
     state = PartialState()
     if state.is_main_process:
         if args.output:
-            _save(signature, args)
+            _save(signature, args.output, args)
             print(
                 f"wrote {args.output}: sketch id {signature.sketch_id}, {signature.num_documents} documents, "
                 f"{signature.num_tokens} scored tokens"
@@ -93,11 +110,11 @@ def _sketch_and_write(args: SketchArgs, namespace: argparse.Namespace) -> int:
     return 0
 
 
-def _save(signature, args: SketchArgs) -> None:
-    """Write the output; when it cannot be written (a full disk), say so in one line and what was kept."""
+def _save(signature, output: str, args: SketchCommandOptions) -> None:
+    """Write ``output``; when it cannot be written (a full disk), say so in one line and what was kept."""
     try:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        signature.save(args.output)
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        signature.save(output)
     except (OSError, InputError) as exc:
         kept = (
             f"the checkpoint in {args.checkpoint} is kept: free some space, then rerun with --resume to write it"

@@ -1,4 +1,5 @@
-"""The package's import structure: no import cycle between modules; a core that imports nothing of the
+"""The package's import structure: no import cycle between modules nor between folders (in-function and
+type-only imports counted); a core that imports nothing of the
 package outside ``core/`` and no third-party package but torch, numpy and safetensors; and a layer order
 (``LAYERS``) in which a module imports only its own layer or lower ones, type-only imports included."""
 
@@ -93,17 +94,49 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_no_import_cycle_between_modules():
-    modules = package_modules()
-    graph = {
-        name: {
-            target
-            for target in imports(path, module_level_only=True, modules=frozenset(modules))
-            if target in modules and target != name
-        }
-        for name, path in modules.items()
-    }
+def folder_of(module: str) -> str:
+    """The top-level module or package of ``fisherhub`` a module lies in (``fisherhub.hub.read`` -> ``hub``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph between folders (top-level modules and packages) of a module import graph."""
+    folders: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        source = folder_of(name)
+        folders.setdefault(source, set()).update(folder_of(t) for t in targets if folder_of(t) != source)
+    return folders
+
+
+def test_no_import_cycle_between_modules_in_function_and_type_only_imports_included():
+    graph = full_import_graph(PACKAGE, fisherhub._EXPORTS)
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
+
+
+def test_no_import_cycle_between_folders_even_within_a_layer():
+    """Folders of one layer (``data``, ``lm``, ``hub``) may import each other, but not both ways round."""
+    graph = folder_graph(full_import_graph(PACKAGE, fisherhub._EXPORTS))
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
+
+
+def test_the_cycle_checks_see_a_planted_in_function_back_import(tmp_path):
+    """A copy of the package with in-function back-imports: ``core/spec.py`` importing ``core.signature`` (which
+    imports it), and a ``data`` module and an ``lm`` module importing each other's folder: a module cycle and a
+    cycle of two folders of one layer."""
+    import shutil
+
+    package = tmp_path / "fisherhub"
+    shutil.copytree(PACKAGE, package, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    spec = package / "core" / "spec.py"
+    spec.write_text(spec.read_text() + "\n\ndef _planted():\n    from fisherhub.core.signature import Signature\n")
+    (package / "lm" / "planted.py").write_text("def f():\n    from fisherhub.data import batches\n")
+    (package / "data" / "planted.py").write_text("def g():\n    from fisherhub.lm import head\n")
+    graph = full_import_graph(package, fisherhub._EXPORTS)
+    cycle = find_cycle(graph)
+    assert cycle is not None and {"fisherhub.core.spec", "fisherhub.core.signature"} <= set(cycle), cycle
+    assert set(find_cycle(folder_graph(graph)) or ()) == {"data", "lm"}
+    assert "fisherhub.core.signature" not in full_import_graph(PACKAGE, fisherhub._EXPORTS)["fisherhub.core.spec"]
 
 
 def test_the_checker_sees_a_cycle_and_a_forbidden_core_import(tmp_path):
@@ -120,20 +153,23 @@ def test_the_checker_sees_a_cycle_and_a_forbidden_core_import(tmp_path):
 #: The layers, lowest first: a module of one imports only modules of its own layer or lower ones. Each entry
 #: names top-level modules or packages of ``fisherhub``; a module belongs to the entry naming its top level.
 #: ``extras`` (imports of the optional packages) and ``safe_text`` (the one sanitiser of text from repos, under every
-#: printer) sit with ``core``; ``legend`` and ``plotting`` show alignments (over ``core`` only) at the analysis level, so that ``selection``
-#: and ``cli`` can use them; ``training_callback`` is a Trainer integration over ``hub`` and ``pipeline``, beside
-#: ``selection`` and ``metric``; ``config`` (the option dataclasses, once split out of ``options``) sits with
-#: ``options``; ``space`` (the Spaces' pages) sits over ``selection``, under ``cli``; ``testing`` (oracles and tiny
-#: models for tests and benchmarks) and ``__main__`` are entry points.
+#: printer) sit with ``core``; ``legend`` and ``plotting`` draw alignments and heatmaps (over ``core`` only) below
+#: the integrations, so that ``hub`` (the signature index's card), ``selection`` and ``cli`` can use them;
+#: ``training_callback`` is a Trainer integration over ``hub`` and ``pipeline``, beside
+#: ``selection`` and ``metric``; ``verify`` (re-sketching a published signature, over ``pipeline`` and ``hub``) sits
+#: below ``selection``, which reports whether its picks are verifiable; ``config`` (the option dataclasses, once split out of ``options``) sits with
+#: ``options``; ``space`` (the Spaces' pages) sits over ``selection``, under ``cli``; ``testing`` (oracles and tiny models for tests and benchmarks) and ``__main__`` are entry points.
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(names.split())
     for names in (
         "core extras safe_text",
         "options config",
+        "legend plotting",
         "data lm hub",
         "pipeline",
-        "analysis legend plotting",
-        "selection metric training_callback verify",
+        "analysis",
+        "verify",
+        "selection metric training_callback",
         "space",
         "cli",
         "__main__ testing",
@@ -213,7 +249,7 @@ def test_the_layer_checker_sees_an_upward_import_a_type_only_one_and_an_unplaced
     package = tmp_path / "fisherhub"
     shutil.copytree(PACKAGE, package, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     (package / "hub" / "planted.py").write_text(
-        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from fisherhub.cli.select import main\n"
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from fisherhub.cli.commands.select import main\n"
     )
     (package / "analysis").mkdir(exist_ok=True)
     (package / "analysis" / "planted.py").write_text("def f():\n    from ..selection import results\n")
@@ -222,7 +258,7 @@ def test_the_layer_checker_sees_an_upward_import_a_type_only_one_and_an_unplaced
     unplaced, upward = layer_violations(full_import_graph(package, fisherhub._EXPORTS))
     assert unplaced == ["fisherhub.unlayered"]
     assert upward - set(LAYER_EXCEPTIONS) == {
-        ("fisherhub.hub.planted", "fisherhub.cli.select"),
+        ("fisherhub.hub.planted", "fisherhub.cli.commands.select"),
         ("fisherhub.analysis.planted", "fisherhub.selection.results"),
         ("fisherhub.core.planted", "fisherhub.pipeline"),
     }

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 
-from fisherhub.cli.arguments import HelpFormatter
-from fisherhub.cli.space_arguments import add_space_arguments, publish_or_serve
+from fisherhub.cli.support.arguments import HelpFormatter
+from fisherhub.cli.support.space_arguments import add_space_arguments, publish_or_serve
 
 
 def _common(parser: argparse.ArgumentParser, workers: bool = True) -> None:
@@ -34,8 +34,6 @@ def _common(parser: argparse.ArgumentParser, workers: bool = True) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from fisherhub.hub.index_layout import DEFAULT_DTYPE, INDEX_DTYPES
-
     parser = subparsers.add_parser(
         "index",
         help="gather a base model's signatures in one Hub dataset, and rank from it",
@@ -45,6 +43,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     commands = parser.add_subparsers(
         dest="index_command", metavar="ACTION", required=True, help="build, update, sign, show or browse an index"
     )
+    for add in (_add_build, _add_update, _add_sign, _add_show, _add_space):
+        add(commands)
+
+
+def _add_build(commands: argparse._SubParsersAction) -> None:
+    from fisherhub.hub.signature_index.layout import DEFAULT_DTYPE, INDEX_DTYPES
+
     build = commands.add_parser(
         "build", help="gather every published signature of a base model's adapters", formatter_class=HelpFormatter
     )
@@ -65,12 +70,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _common(build)
     build.set_defaults(func=run_build)
+
+
+def _add_update(commands: argparse._SubParsersAction) -> None:
     update = commands.add_parser(
         "update", help="read again the adapters whose commit changed", formatter_class=HelpFormatter
     )
     update.add_argument("index", metavar="ORG/NAME", help="the index to bring up to date")
     _common(update)
     update.set_defaults(func=run_update)
+
+
+def _add_sign(commands: argparse._SubParsersAction) -> None:
     sign = commands.add_parser(
         "sign",
         help="sketch the datasets that unsigned adapters' cards name, add their rows",
@@ -84,6 +95,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sign.add_argument("--report", default="sign-report.json", metavar="JSON", help="where the report is written")
     _common(sign, workers=False)
     sign.set_defaults(func=run_sign)
+
+
+def _add_show(commands: argparse._SubParsersAction) -> None:
     show = commands.add_parser("show", help="what an index holds", formatter_class=HelpFormatter)
     show.add_argument("index", metavar="ORG/NAME", help="the index to show")
     show.add_argument("--token", default=None, help="Hub token")
@@ -94,6 +108,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="write a heatmap of the alignment A among the rows with the most tokens (up to 24)",
     )
     show.set_defaults(func=run_show)
+
+
+def _add_space(commands: argparse._SubParsersAction) -> None:
     space = commands.add_parser(
         "space",
         help="the index's browser page: push it as a Space, or serve it here",
@@ -106,9 +123,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_build(args: argparse.Namespace) -> int:
     from fisherhub.core.features import SKETCHES
-    from fisherhub.hub.index_layout import Layout
+    from fisherhub.hub.signature_index.layout import Layout
     from fisherhub.hub.pool import check_workers
-    from fisherhub.hub.signature_index import build_index
+    from fisherhub.hub.signature_index.build import build_index
 
     layout = Layout(args.dtype, SKETCHES if args.sketches == "all" else ("joint",))
     commit, summary = build_index(
@@ -129,7 +146,7 @@ def run_build(args: argparse.Namespace) -> int:
 
 def run_update(args: argparse.Namespace) -> int:
     from fisherhub.hub.pool import check_workers
-    from fisherhub.hub.signature_index import update_index
+    from fisherhub.hub.signature_index.build import update_index
 
     commit, summary, read = update_index(
         args.index, work=args.work, token=args.token, workers=check_workers(args.workers)
@@ -140,7 +157,7 @@ def run_update(args: argparse.Namespace) -> int:
 
 
 def run_sign(args: argparse.Namespace) -> int:
-    from fisherhub.cli.process_group import run_and_release
+    from fisherhub.cli.support.process_group import run_and_release
     from fisherhub.options import check_positive
 
     check_positive(args, ("max_documents",), optional=True)
@@ -155,7 +172,7 @@ def _sign(args: argparse.Namespace) -> int:
 
     from fisherhub.lm.loading import load_model_and_tokenizer
     from fisherhub.pipeline.index_signing import sign_unsigned
-    from fisherhub.pipeline.loop import no_accelerator
+    from fisherhub.pipeline.processes import no_accelerator
 
     state = PartialState(cpu=no_accelerator())
     model, tokenizer = load_model_and_tokenizer(args.model or args.base_model)
@@ -181,7 +198,8 @@ def _sign(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from fisherhub.hub.signature_index import IndexSummary, load_index
+    from fisherhub.hub.signature_index.card import IndexSummary
+    from fisherhub.hub.signature_index.store import load_index
 
     loaded = load_index(args.index, args.token)
     summary = IndexSummary.of(loaded.table, loaded.base_model, loaded.state["repos"])
@@ -195,7 +213,8 @@ def run_show(args: argparse.Namespace) -> int:
 def plot_rows(loaded, path: str) -> str:
     """The card's heatmap of A among the rows with the most tokens (``signature_index.rows_figure``), saved."""
     from fisherhub.core.errors import InputError
-    from fisherhub.hub.signature_index import read_rows, rows_figure
+    from fisherhub.hub.signature_index.card import rows_figure
+    from fisherhub.hub.signature_index.rows import read_rows
 
     where = f"datasets/{loaded.ref.repo_id}"
     figure = rows_figure(read_rows(loaded.table, loaded.base_model, where, loaded.commit), loaded.base_model)

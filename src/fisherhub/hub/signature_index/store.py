@@ -1,0 +1,160 @@
+"""The index on the Hub: pushed (``push_index``: the Parquet shards through ``datasets``, then card, state file
+and heatmap in one commit) and loaded at one commit (``load_index``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, cast
+
+
+from fisherhub.core.bounded import check_size, read_file
+from fisherhub.core.errors import InputError
+from fisherhub.hub.errors import hub_errors
+from fisherhub.hub.pool import bounded_map
+from fisherhub.hub.refs import SignatureRef, index_ref
+from fisherhub.hub.signature_index.layout import DEFAULT_DTYPE, DEFAULT_SKETCHES, Layout
+from fisherhub.hub.signature_index.card import FIGURE_PATH, IndexSummary, render_card, rows_figure
+from fisherhub.hub.signature_index.rows import IndexRows, read_rows
+from fisherhub.hub.signature_index.schema import (
+    DATA_DIR,
+    MAX_STATE_BYTES,
+    SPLIT,
+    STATE_PATH,
+    conform,
+    parse_state,
+    render_state,
+    row_schema,
+)
+
+if TYPE_CHECKING:
+    from huggingface_hub.hf_api import DatasetInfo
+
+
+def push_index(
+    table,
+    repo: SignatureRef,
+    base_model: str,
+    layout: Layout,
+    repos: list[dict[str, Any]],
+    *,
+    token: str | None = None,
+    private: bool = False,
+) -> str:
+    """Push ``table`` as the index ``repo`` (``repos``: the state file's entries of the repos read, a work folder's
+    ``entries()``): the Parquet shards through ``datasets`` (``push_to_hub``), then the
+    card, state file and (with matplotlib installed) the card's heatmap in one commit; returns that commit."""
+    import io
+
+    import datasets
+    from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
+
+    from fisherhub.hub.cards import card_text, parse_card
+
+    api = HfApi(token=token)
+    where = f"datasets/{repo.repo_id}"
+    with hub_errors(where):
+        dataset = datasets.Dataset(conform(table))
+        dataset.push_to_hub(
+            repo.repo_id,
+            split=SPLIT,
+            data_dir=DATA_DIR,
+            token=token,
+            private=private,
+            max_shard_size="100MB",
+            commit_message="signature index: rows",
+        )
+        card_file = hf_hub_download(repo.repo_id, "README.md", repo_type="dataset", token=token)
+        existing = parse_card(card_text(card_file, where), where, "dataset").data.to_dict()
+        summary = IndexSummary.of(table, base_model, repos)
+        state = render_state(base_model, layout, repos, sorted(summary.sketch_ids))
+        try:
+            figure = rows_figure(read_rows(table, base_model, where), base_model)
+        except InputError:  # matplotlib is not installed: the card goes without its figure
+            figure = None
+        operations = [CommitOperationAdd(STATE_PATH, state)]
+        if figure is not None:
+            png = io.BytesIO()
+            figure.savefig(png, format="png", dpi=120)
+            operations.append(CommitOperationAdd(FIGURE_PATH, png.getvalue()))
+        card = render_card(summary, layout, existing, repo.repo_id, figure is not None)
+        info = api.create_commit(
+            repo.repo_id,
+            repo_type="dataset",
+            commit_message=f"signature index of {base_model}: {table.num_rows} rows",
+            operations=[CommitOperationAdd("README.md", card.encode()), *operations],
+        )
+    return info.oid
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedIndex:
+    """An index read at one commit: its state file, the Arrow table of its rows, the commit; ``rows()`` its checked
+    rows (read once: ranking several targets from one loaded index reads them once)."""
+
+    ref: SignatureRef
+    commit: str
+    state: dict[str, Any]
+    table: Any
+    _rows: dict[str | None, IndexRows] = dataclasses.field(default_factory=dict, init=False, compare=False, repr=False)
+
+    @property
+    def base_model(self) -> str:
+        return self.state["base_model"]
+
+    def rows(self, base_model: str | None = None) -> IndexRows:
+        """The checked rows for ``base_model`` (default: the index's own), ``read_rows`` of the table, read once."""
+        base_model = base_model or self.base_model
+        if base_model not in self._rows:
+            self._rows[base_model] = read_rows(self.table, base_model, f"datasets/{self.ref.repo_id}", self.commit)
+        return self._rows[base_model]
+
+    @property
+    def layout(self) -> Layout:
+        layout = self.state.get("layout") or {}
+        return Layout(layout.get("dtype", DEFAULT_DTYPE), tuple(layout.get("sketches", DEFAULT_SKETCHES)))
+
+
+def load_index(name: str | SignatureRef, token: str | None = None, columns: list[str] | None = None) -> LoadedIndex:
+    """The index ``name`` (``datasets/org/name[@rev]``) pinned to the commit its revision is now: one
+    ``repo_info``, then the state file and the shards at that commit through the cache (a warm cache makes
+    no more requests). ``InputError`` for a repo that is not an index of this format, or a truncated shard."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from huggingface_hub import HfApi, hf_hub_download
+
+    ref = name if isinstance(name, SignatureRef) else index_ref(name)
+    where = f"datasets/{ref.repo_id}"
+    with hub_errors(where):
+        info = cast(
+            "DatasetInfo",
+            HfApi(token=token).repo_info(ref.repo_id, repo_type="dataset", revision=ref.revision, files_metadata=True),
+        )
+    if info.sha is None:
+        raise InputError(f"{where}: the Hub names no commit of it")
+    commit = info.sha
+    files = sorted(s.rfilename for s in info.siblings or [])
+    sizes = {s.rfilename: s.size for s in info.siblings or []}
+    if STATE_PATH not in files:
+        raise InputError(
+            f"{where}: not a fisherhub signature index (no {STATE_PATH}); build one with `fisherhub index build`"
+        )
+    shards = [f for f in files if f.startswith(f"{DATA_DIR}/") and f.endswith(".parquet")]
+    check_size(sizes[STATE_PATH], f"{where}: {STATE_PATH}", max_bytes=MAX_STATE_BYTES)  # before any download
+
+    def fetch(path: str) -> str:
+        with hub_errors(where, path):
+            return hf_hub_download(ref.repo_id, path, repo_type="dataset", revision=commit, token=token)
+
+    outcomes = bounded_map(fetch, [STATE_PATH, *shards], catch=())
+    state = parse_state(read_file(outcomes[0].result(), f"{where}: {STATE_PATH}", max_bytes=MAX_STATE_BYTES), where)
+    tables = []
+    for outcome in outcomes[1:]:
+        try:
+            tables.append(pq.read_table(outcome.result(), columns=columns))
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError(
+                f"{where}@{commit[:12]}: the shard {outcome.item} is not readable Parquet ({exc}); "
+                "the index is damaged: rebuild it with `fisherhub index build`"
+            ) from exc
+    table = pa.concat_tables(tables) if tables else row_schema().empty_table()
+    return LoadedIndex(ref, commit, state, table)
