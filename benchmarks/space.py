@@ -66,7 +66,9 @@ def write_index(signatures, repo_ids, work: Path) -> None:
     results = [RepoResult(r["repo_id"], "model", r["commit"], [r], []) for r in rows]
     for first in range(0, len(results), 256):
         folder.add(results[first : first + 256])
-    push_index(folder.table(), SignatureRef(INDEX.removeprefix("datasets/"), "dataset"), BASE, Layout(), folder)
+    push_index(
+        folder.table(), SignatureRef(INDEX.removeprefix("datasets/"), "dataset"), BASE, Layout(), folder.entries()
+    )
 
 
 def point_at(page, selector: str) -> None:
