@@ -158,7 +158,7 @@ def test_the_checker_sees_a_cycle_and_a_forbidden_core_import(tmp_path):
 #: ``training_callback`` is a Trainer integration over ``hub`` and ``pipeline``, beside
 #: ``selection`` and ``metric``; ``verify`` (re-sketching a published signature, over ``pipeline`` and ``hub``) sits
 #: below ``selection``, which reports whether its picks are verifiable; ``config`` (the option dataclasses, once split out of ``options``) sits with
-#: ``options``; ``testing`` (oracles and tiny models for tests and benchmarks) and ``__main__`` are entry points.
+#: ``options``; ``space`` (the Spaces' pages) sits over ``selection``, under ``cli``; ``testing`` (oracles and tiny models for tests and benchmarks) and ``__main__`` are entry points.
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(names.split())
     for names in (
@@ -170,6 +170,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "analysis",
         "verify",
         "selection metric training_callback",
+        "space",
         "cli",
         "__main__ testing",
     )

@@ -37,6 +37,11 @@ class Shown(Protocol):
 _COMMIT_ID = re.compile(r"@[0-9a-f]{40}\b")
 
 
+def short_commits(text: str) -> str:
+    """``text`` with each ``@<40-hex commit>`` cut to ``@`` + its first 7 hex digits."""
+    return _COMMIT_ID.sub(lambda match: match.group(0)[:8], text)
+
+
 def _format(value: float | None, stderr: float | None = None) -> str:
     if value is None:
         return "—"
@@ -67,7 +72,7 @@ def _table_rows(selection: Shown, limit: int | None) -> tuple[list[str], list[li
             _format(row.activation),
             _format(row.error),
             _format(row.coupling),
-            _COMMIT_ID.sub(lambda match: match.group(0)[:8], row.signature_source),  # @ + 7 hex digits
+            short_commits(row.signature_source),
             row.provenance,
         ]
         for rank, row in enumerate(selection.ranking[:limit], start=1)
