@@ -134,6 +134,12 @@ SUITES = {
             ("index_sign.json", "index_sign.png", "index_sign_report.json"),
         ),
         Suite(
+            "space",
+            "benchmarks.space",
+            "the index Space in Chromium: first page, filter, neighbours, a target ranked",
+            ("space.json", "space.png"),
+        ),
+        Suite(
             "estimator_accuracy",
             "benchmarks.estimator_accuracy",
             "sketch vs exact A, S_a, S_e, rho on synthetic tasks",

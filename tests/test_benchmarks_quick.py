@@ -98,6 +98,30 @@ def _index_sign_values(result: dict) -> None:
     assert result["best_for_volcano_target"].startswith("bench/signed-05@")
 
 
+def _space_values(result: dict) -> None:
+    """The space suite's JSON: every step of the page timed (in Chromium, unless it is missing, which it says),
+    no request of the page left 127.0.0.1, the page's own computations timed."""
+    assert result["rows"] == 200 and all(seconds > 0 for seconds in result["server"].values())
+    if result["browser"] is None:
+        assert "apt-get install -y chromium" in result["browser_missing"]
+        return
+    steps = result["browser"]
+    assert steps.pop("requests refused (not 127.0.0.1)") == 0
+    assert set(steps) == {
+        "start: the page's server answers",
+        "reference: its first page",
+        "reference: its page again",
+        "first page",
+        "page again",
+        "filter",
+        "next page",
+        "neighbours",
+        "target ranked (cold)",
+        "target ranked (warm)",
+    }
+    assert all(0 < s < 300 for value in steps.values() for s in (value if isinstance(value, list) else [value]))
+
+
 CHECKS = {
     "discovery": lambda r: (
         [run["adapters"] for run in r["runs"]] == [10, 20]
@@ -105,6 +129,7 @@ CHECKS = {
     ),
     "index": lambda r: _index_values(r) is None,
     "index_sign": lambda r: _index_sign_values(r) is None,
+    "space": lambda r: _space_values(r) is None,
     "estimator_accuracy": lambda r: (
         len(r["configs"]) == 3
         and _correlations([v["summary"]["spearman_A"] for c in r["configs"] for v in c["variants"]])

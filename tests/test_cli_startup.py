@@ -19,13 +19,13 @@ from fisherhub.lm import head as head_module
 from fisherhub.lm import loading
 
 
-def test_help_and_argument_errors_import_neither_torch_nor_transformers():
+def test_help_and_argument_errors_import_neither_torch_nor_transformers_nor_gradio():
     script = (
         "import sys\nfrom fisherhub.cli import main\n"
         "for argv in (['--help'], ['sketch', '--help'], ['sketch', '--dataset', 'x.jsonl', '-m', 'many'],\n"
-        "             ['sketch', '--dataset', 'no/such/file.jsonl']):\n"
+        "             ['sketch', '--dataset', 'no/such/file.jsonl'], ['index', 'space', '--help'], ['metric-space', '--help']):\n"
         "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
-        "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'datasets', 'huggingface_hub') if m in sys.modules))\n"
+        "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'datasets', 'huggingface_hub', 'gradio') if m in sys.modules))\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert "HEAVY []" in result.stdout, result.stdout[-2000:] + result.stderr[-2000:]

@@ -204,7 +204,7 @@ def test_two_processes_split_the_datasets_and_add_the_rows_one_process_adds(worl
                 continue
             if column == "metadata":  # all but the time each was sketched
                 value, other[column] = (json.loads(m) | {"created": None} for m in (value, other[column]))
-            if isinstance(value, list):
+            if isinstance(value, list) and all(isinstance(v, float) for v in value):  # split norms, lengths
                 assert torch.allclose(torch.tensor(value), torch.tensor(other[column]), rtol=1e-5, atol=1e-7), column
             else:
                 assert value == other[column], column

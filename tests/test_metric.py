@@ -237,7 +237,7 @@ def test_space_folder_pushes_and_loads_from_hub(hub, tmp_path, signature_files):
     card = files["README.md"].decode()
     assert card.startswith("---\n") and "sdk: gradio" in card and "app_file: app.py" in card
     assert "- evaluate\n- metric\n" in card
-    assert b"launch_gradio_widget" in files["app.py"] and b"fisherhub" in files["requirements.txt"]
+    assert b"build_metric_app" in files["app.py"] and b"fisherhub[space]" in files["requirements.txt"]
 
     env = _fresh_env(tmp_path / "hf_home", HF_ENDPOINT=hub.endpoint)
     pairs = [(signature_files["first"], signature_files["second"])]

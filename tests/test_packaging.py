@@ -28,10 +28,13 @@ TEST_EXTRA = {
 }
 #: the package that tests and benchmarks share (``fisherhub.testing``): it may import the ``test`` extra
 TESTING = SOURCE / "testing"
-#: the optional parts of fisherhub.extras, each an extra of its own, and all of them
-OPTIONAL = {"gguf": "gguf", "plot": "matplotlib", "rich": "rich"}
+#: the optional parts of fisherhub.extras, each an extra of its own (besides other extras of fisherhub it needs)
+OPTIONAL = {"gguf": "gguf", "plot": "matplotlib", "rich": "rich", "space": "gradio"}
 EXTRAS = {
-    extra: Requirement(line) for extra in OPTIONAL for line in PYPROJECT["project"]["optional-dependencies"][extra]
+    extra: Requirement(line)
+    for extra in OPTIONAL
+    for line in PYPROJECT["project"]["optional-dependencies"][extra]
+    if not line.startswith("fisherhub[")
 }
 
 
@@ -87,15 +90,16 @@ def test_every_dependency_is_used():
 
 
 def test_the_optional_packages_are_extras_imported_only_through_require():
-    """gguf, matplotlib and rich are extras (each its own, and all in ``[all]``, which the test and demo extras
-    install), never imported when a module is: a function imports one after ``require``, which names the pip
-    command when it is missing."""
+    """gguf, matplotlib, rich and gradio are extras (each its own; the first three in ``[all]``, which the demo
+    extra installs; the test extra installs ``[all]`` and ``[space]``), never imported when a module is: a
+    function imports one after ``require``, which names the pip command when it is missing."""
     from fisherhub.extras import EXTRAS as REQUIRED
+    from fisherhub.extras import IN_ALL
 
     extras = PYPROJECT["project"]["optional-dependencies"]
     assert {extra: requirement.name for extra, requirement in EXTRAS.items()} == OPTIONAL
     assert {module: extra for module, (extra, _) in REQUIRED.items()} == {v: k for k, v in OPTIONAL.items()}
-    assert extras["all"] == [f"fisherhub[{','.join(OPTIONAL)}]"] and "fisherhub[all]" in extras["test"]
+    assert extras["all"] == [f"fisherhub[{','.join(IN_ALL)}]"] and "fisherhub[all,space]" in extras["test"]
     assert "fisherhub[all]" in extras["demo"] and not set(OPTIONAL.values()) & set(DEPENDENCIES)
     for path in sorted(SOURCE.rglob("*.py")):
         tree = ast.parse(path.read_text(), str(path))

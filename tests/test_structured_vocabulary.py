@@ -13,7 +13,7 @@ from fisherhub.testing.oracles import sketch, synthetic_task
 
 from fisherhub import SketchSpec, alignment_matrix
 from fisherhub.core.exact import exact_alignment
-from fisherhub.core.spec import ESTIMATORS
+from fisherhub.core.registry import ESTIMATORS
 
 M = 1024
 Q = M  # the fold width of the folded estimators

@@ -10,6 +10,7 @@ document and token counts must be equal. ``VERIFY_TOLERANCE`` is what runs of th
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from fisherhub.core.errors import InputError
@@ -61,7 +62,11 @@ class Verification:
 def unverifiable_reason(signature: Signature) -> str | None:
     """Why ``signature`` cannot be re-sketched from public data (None: it can): its dataset must be a Hub id
     (``org/name``) at a recorded commit, under a named base model."""
-    metadata = signature.metadata
+    return unverifiable_metadata(signature.metadata)
+
+
+def unverifiable_metadata(metadata: Mapping[str, Any]) -> str | None:
+    """``unverifiable_reason`` of a signature with this metadata (an index row's, without the file)."""
     dataset, revision = metadata.get("dataset", ""), metadata.get("dataset_revision", "")
     if not metadata.get("base_model"):
         return "the signature names no base model"

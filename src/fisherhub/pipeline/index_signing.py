@@ -255,7 +255,9 @@ def _publish(loaded: LoadedIndex, api, journal: SignJournal, sketched, naming, t
         signature = Signature.load(files[outcome.file])
         for adapter in outcome.adapters:
             snapshot = naming[adapter][0]
-            row = signature_row(signature, snapshot.ref.with_path(outcome.file), "sketched", loaded.layout)
+            row = signature_row(
+                signature, snapshot.ref.with_path(outcome.file), "sketched", loaded.layout, snapshot.card_data
+            )
             results.setdefault(adapter, []).append({**row, "file_repo": loaded.ref.repo_id, "file_commit": info.oid})
     folder = WorkFolder(journal.folder / f"push-{info.oid[:12]}", loaded.base_model, loaded.layout)
     keys = {("model", adapter) for adapter in results}

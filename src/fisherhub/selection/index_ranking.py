@@ -118,8 +118,6 @@ def rank_index(
     loaded: LoadedIndex, targets: Target, base_model: str | None, score: str = "fisher", token: str | None = None
 ) -> IndexRanking:
     """Every row of ``loaded`` for ``base_model`` scored against the target (``row_scores``), best first."""
-    from fisherhub.hub.signature_index.rows import read_rows
-
     where = f"datasets/{loaded.ref.repo_id}@{loaded.commit[:12]}"
     if base_model is not None and not same_base_model(loaded.base_model, base_model):
         raise InputError(f"{where} is the index of {loaded.base_model!r}, not of {base_model!r}")
@@ -129,7 +127,7 @@ def rank_index(
             f"{where} stores the {', '.join(loaded.layout.sketches)} sketch(es) only: rank it with "
             "score='fisher' or 'auto', or build an index with --sketches all"
         )
-    rows = read_rows(loaded.table, base_model or loaded.base_model, where, loaded.commit)
+    rows = loaded.rows(base_model)
     skipped = [Skipped(f"{s.repo_id}:{s.path}", s.reason) for s in rows.skipped]
     if not len(rows):
         raise InputError(

@@ -39,6 +39,11 @@ class Shown(Protocol):
 _COMMIT_ID = re.compile(r"@[0-9a-f]{40}\b")
 
 
+def short_commits(text: str) -> str:
+    """``text`` with each ``@<40-hex commit>`` cut to ``@`` + its first 7 hex digits."""
+    return _COMMIT_ID.sub(lambda match: match.group(0)[:8], text)
+
+
 def _format(value: float | None, stderr: float | None = None) -> str:
     if value is None:
         return "—"
@@ -69,7 +74,7 @@ def _table_rows(selection: Shown, limit: int | None) -> tuple[list[str], list[li
             _format(row.activation),
             _format(row.error),
             _format(row.coupling),
-            short_source(row.signature_source),
+            short_commits(row.signature_source),
             row.provenance,
         ]
         for rank, row in enumerate(selection.ranking[:limit], start=1)
@@ -186,11 +191,6 @@ def _layout(
         for line in shown_rows:
             line[name_at] = _shortened(line[name_at], fitted)
     return shown, shown_rows, details
-
-
-def short_source(source: str) -> str:
-    """A signature source with its commit id cut to 7 hex digits, as tables show it."""
-    return _COMMIT_ID.sub(lambda match: match.group(0)[:8], source)  # @ + 7 hex digits
 
 
 def fill(text: str, width: int, indent: str = "", more: str = "  ") -> list[str]:

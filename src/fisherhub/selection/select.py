@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fisherhub.core.alignment import alignment_matrix
 from fisherhub.core.errors import FisherHubError, InputError
@@ -33,6 +33,9 @@ from fisherhub.selection.rerank import rerank as measure
 from fisherhub.selection.results import Selection
 from fisherhub.selection.rows import RankedCandidate, Skipped
 from fisherhub.selection.target import SketchOptions, Target, TargetSketcher, data_to_sketch, given_signatures
+
+if TYPE_CHECKING:
+    from fisherhub.hub.signature_index.store import LoadedIndex
 
 
 def provenance(candidate, source: str, signature) -> str:
@@ -64,14 +67,25 @@ def _sketcher(data, model, tokenizer, base_model: str | None, sketch: SketchOpti
 
 
 def _index_shortlist(
-    index: str, shortlist: int, score: str, token, base_model, given, data, model, tokenizer, sketch, skipped
+    index: str | LoadedIndex,
+    shortlist: int,
+    score: str,
+    token,
+    base_model,
+    given,
+    data,
+    model,
+    tokenizer,
+    sketch,
+    skipped,
 ) -> tuple[list[str], Target, str]:
     """The ``shortlist`` best candidates of the signature index ``index`` (its rows scored at once,
-    ``rank_index``), the target they were scored against, and the base model; rows left out go to ``skipped``."""
-    from fisherhub.hub.signature_index.store import load_index
+    ``rank_index``; a ``LoadedIndex``: from the rows it read), the target they were scored against, and the base
+    model; rows left out go to ``skipped``."""
+    from fisherhub.hub.signature_index.store import LoadedIndex, load_index
 
     check_shortlist(shortlist)
-    loaded = load_index(index, token)
+    loaded = index if isinstance(index, LoadedIndex) else load_index(index, token)
     base_model = base_model or loaded.base_model
     targets = Target(given, _sketcher(data, model, tokenizer, base_model, sketch))
     ranking = rank_index(loaded, targets, base_model, score, token)
@@ -197,7 +211,7 @@ def select_adapter(
     tokenizer=None,
     sketch: SketchOptions | None = None,
     token: str | None = None,
-    index: str | None = None,
+    index: str | LoadedIndex | None = None,
     shortlist: int = SHORTLIST,
     workers: int = DEFAULT_WORKERS,
     rerank: int = 0,
@@ -238,11 +252,12 @@ def select_adapter(
         token (`str`, *optional*):
             Goes to every Hub call (default: the logged-in one, ``HF_TOKEN``): discovery, repo infos, signature
             and config downloads, and ``Selection.load`` / ``mix``; a private repo it cannot read is skipped.
-        index (`str`, *optional*):
+        index (`str` or `LoadedIndex`, *optional*):
             A signature index (``datasets/org/name[@rev]``, ``fisherhub index build``) instead of
             ``candidates``: every row is scored in one download and one matrix product, pinned to the index
             commit; the ``shortlist`` best are then ranked from their own files at the commit each row names,
-            so the result is exactly ``select_adapter`` of those candidates.
+            so the result is exactly ``select_adapter`` of those candidates. A ``LoadedIndex`` (``load_index``'s,
+            pinned to its commit) ranks from the rows it already read.
         shortlist (`int`, *optional*):
             With ``index``: how many rows are ranked again from their files.
         workers (`int`, *optional*):

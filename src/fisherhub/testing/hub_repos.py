@@ -7,18 +7,22 @@ from __future__ import annotations
 import json
 
 
-def create_adapter(api, repo_id: str, base_model: str, datasets: list[str] | None = None) -> str:
-    """An adapter repo of ``base_model`` without signatures; its card names ``datasets`` when given."""
+def create_adapter(
+    api, repo_id: str, base_model: str, datasets: list[str] | None = None, card: dict | None = None
+) -> str:
+    """An adapter repo of ``base_model`` without signatures; its card names ``datasets`` when given, and has the
+    fields of ``card`` (e.g. ``license``, ``tags``)."""
     api.create_repo(repo_id)
     named = f"datasets: {json.dumps(datasets)}\n" if datasets else ""
-    card = f"---\nbase_model: {base_model}\nlibrary_name: peft\n{named}---\n# {repo_id}\n"
+    named += "".join(f"{key}: {json.dumps(value)}\n" for key, value in (card or {}).items())
+    text = f"---\nbase_model: {base_model}\nlibrary_name: peft\n{named}---\n# {repo_id}\n"
     from huggingface_hub import CommitOperationAdd
 
     api.create_commit(
         repo_id,
         [
             CommitOperationAdd("adapter_config.json", json.dumps({"base_model_name_or_path": base_model}).encode()),
-            CommitOperationAdd("README.md", card.encode()),
+            CommitOperationAdd("README.md", text.encode()),
         ],
         commit_message="adapter",
     )

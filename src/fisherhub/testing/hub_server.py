@@ -21,6 +21,8 @@ answered as the Hub answers one it lacks: 404 RepoNotFound, as no repo here is m
   POST /api/{t}/{id}/commit/{rev}  NDJSON header/file/deletedFile/deletedFolder; ?create_pr=1 -> refs/pr/N;
                                    412 "A commit has happened since..." when parentCommit is not the head
   HEAD|GET /[datasets/|spaces/]{id}/resolve/{rev}/{path}   X-Repo-Commit, ETag, Content-Length; Range -> 206
+  GET  /[datasets/|spaces/]{id}[/tree/{rev}|/blob/{rev}/{path}]   the repo's (file's) web page: HTML (id, commit,
+                                   files; the file's text)
   POST /[datasets/|spaces/]{id}.git/info/lfs/objects/batch   LFS "basic" upload actions -> PUT /lfs-upload/{sha256}
                                    (files named ``*LFS_SUFFIXES`` are "lfs" at preupload, as the Hub answers for
                                    Parquet; the commit names them by ``lfsFile`` sha256)
@@ -47,6 +49,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import html
 import json
 import os
 import re
@@ -343,6 +346,33 @@ class HubServer:
         headers["Content-Range"] = f"bytes {span[0]}-{span[1]}/{len(data)}"
         return 206, data[span[0] : span[1] + 1], headers
 
+    def web_page(self, h, body, prefix, repo_id, view, rev, path):
+        """A stand-in for the Hub's web page of a repo (``/{id}``, ``/{id}/tree/{rev}``) or of a file in it
+        (``/{id}/blob/{rev}/{path}``): HTML naming the repo, the commit and its files (the file's text), so that
+        links an app builds from ``HF_ENDPOINT`` can be followed."""
+        repo_type = {p: t for t, p in PREFIX.items()}[prefix]
+        with self.lock:
+            repo = self.readable(h, repo_id, repo_type)
+            commit = repo.resolve(rev or "main")
+        if view == "blob" and path not in commit.files:
+            raise HubError(404, f"Entry not found: {path}", "EntryNotFound")
+        name = f"{PREFIX[repo_type]}{repo_id}"
+        if view == "blob":
+            data = commit.files[path]
+            shown = data.decode("utf-8", "replace") if b"\0" not in data[:1024] else f"{len(data)} bytes (binary)"
+            content = f"<h2>{html.escape(path)}</h2><pre>{html.escape(shown)}</pre>"
+        else:
+            items = "".join(
+                f'<li><a href="/{html.escape(name)}/blob/{commit.oid}/{html.escape(file)}">{html.escape(file)}</a></li>'
+                for file in sorted(commit.files)
+            )
+            content = f"<ul>{items}</ul>"
+        page = (
+            f"<!doctype html><html><head><title>{html.escape(name)}</title></head><body>"
+            f"<h1>{html.escape(name)}</h1><p>commit {commit.oid}</p>{content}</body></html>"
+        )
+        return 200, page.encode(), {"Content-Type": "text/html; charset=utf-8"}
+
     def lfs_batch(self, h, body, prefix, repo_id):
         self.repo(repo_id, {p: t for t, p in PREFIX.items()}[prefix])
         objects = []
@@ -376,6 +406,7 @@ ROUTES = [  # (method, path pattern on the raw path, HubServer method); groups a
     ("GET", r"/()([^/]+)/resolve/" + SEG + r"/(.+)", "resolve_file"),  # a model id without a namespace
     ("POST", r"/(datasets/|spaces/|)([^/]+/[^/]+)\.git/info/lfs/objects/batch", "lfs_batch"),
     ("PUT", r"/lfs-upload/([0-9a-f]{64})", "lfs_upload"),
+    ("GET", r"/(datasets/|spaces/|)([^/]+/[^/]+)(?:/(tree|blob)/([^/]+)(?:/(.+))?)?", "web_page"),  # the last
 ]
 NEEDS_TOKEN = {"create_repo", "whoami", "preupload", "commit", "lfs_batch"}
 

@@ -8,7 +8,8 @@ adapters' cards name (each dataset@revision once, into the index repo, never int
 their rows; under ``accelerate launch [launch options] -m fisherhub index sign ...`` (``--num_processes N`` on N
 GPUs, with ``--multi_gpu`` on the CPU: docs/distributed.md) the N processes split
 the datasets (each sketched by one process) and the main one pushes. ``show ORG/NAME`` prints what the index holds. Rank from it with
-``fisherhub select TARGET --index ORG/NAME``.
+``fisherhub select TARGET --index ORG/NAME``. ``space ORG/NAME --serve`` runs the index's browser page here (against
+the Hub ``HF_ENDPOINT`` names); ``--push spaces/ORG/NAME`` creates or updates it as a Space, in one commit.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 
 from fisherhub.cli.support.arguments import HelpFormatter
+from fisherhub.cli.support.space_arguments import add_space_arguments, publish_or_serve
 
 
 def _common(parser: argparse.ArgumentParser, workers: bool = True) -> None:
@@ -40,9 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=HelpFormatter,
     )
     commands = parser.add_subparsers(
-        dest="index_command", metavar="ACTION", required=True, help="build, update, sign or show an index"
+        dest="index_command", metavar="ACTION", required=True, help="build, update, sign, show or browse an index"
     )
-    for add in (_add_build, _add_update, _add_sign, _add_show):
+    for add in (_add_build, _add_update, _add_sign, _add_show, _add_space):
         add(commands)
 
 
@@ -107,6 +109,17 @@ def _add_show(commands: argparse._SubParsersAction) -> None:
         help="write a heatmap of the alignment A among the rows with the most tokens (up to 24)",
     )
     show.set_defaults(func=run_show)
+
+
+def _add_space(commands: argparse._SubParsersAction) -> None:
+    space = commands.add_parser(
+        "space",
+        help="the index's browser page: push it as a Space, or serve it here",
+        formatter_class=HelpFormatter,
+    )
+    space.add_argument("index", metavar="ORG/NAME", help="the index the page shows")
+    add_space_arguments(space, "spaces/ORG/NAME")
+    space.set_defaults(func=run_space)
 
 
 def run_build(args: argparse.Namespace) -> int:
@@ -210,3 +223,20 @@ def plot_rows(loaded, path: str) -> str:
         raise InputError(f"{where}: fewer than two usable rows of one sketch id to plot")
     figure.savefig(path, dpi=120)
     return path
+
+
+def run_space(args: argparse.Namespace) -> int:
+    from fisherhub.hub.signature_index import load_index
+    from fisherhub.space.publish import index_space_files, space_repo
+
+    if args.push:
+        space_repo(args.push)  # a bad name is refused before anything is read
+    loaded = load_index(args.index, args.token)  # an index, readable: refused here before a Space is made of it
+    files = index_space_files(args.index, loaded.base_model)
+
+    def page():
+        from fisherhub.space.index_app import build_index_app
+
+        return build_index_app(args.index, token=args.token)
+
+    return publish_or_serve(args, files, f"the index Space of datasets/{loaded.ref.repo_id}", page, "spaces/ORG/NAME")

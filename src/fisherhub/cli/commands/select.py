@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     from fisherhub.core.errors import InputError
     from fisherhub.options import check_positive
     from fisherhub.selection import SketchOptions, select_adapter
-    from fisherhub.selection.report import below_table, fill, short_source, table_width
+    from fisherhub.selection.report import below_table, fill, short_commits, table_width
 
     check_positive(args, ("max_adapter_mb",), optional=True)
     data = DataOptions(args.target, split=args.split, text_column=args.text_column, max_documents=args.max_documents)
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     )
     loss = "".join(f"target loss {m.loss:.4f} ± {m.stderr:.4f}, " for m in measured)
     noise = " ! (noise: its split norms are not resolved, see above)" if best.doubt else ""
-    source = best.signature_source if args.wide else short_source(best.signature_source)
+    source = best.signature_source if args.wide else short_commits(best.signature_source)
     line = (
         f"best: {best.candidate} ({loss}{selection.score} {best.score:.3f} ± {best.stderr:.3f}), from {source}{noise}"
     )

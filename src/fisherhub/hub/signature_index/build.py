@@ -20,7 +20,7 @@ from fisherhub.hub.signature_index.layout import Layout
 from fisherhub.hub.snapshot import RepoSnapshot
 from fisherhub.options import canonical_model_id
 from fisherhub.hub.signature_index.card import IndexSummary
-from fisherhub.hub.signature_index.schema import DATA_DIR, INDEX_FORMAT, STATE_PATH, row_schema, signature_row
+from fisherhub.hub.signature_index.schema import DATA_DIR, INDEX_FORMAT, STATE_PATH, conform, row_schema, signature_row
 from fisherhub.hub.signature_index.store import LoadedIndex, load_index, push_index
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def repo_rows(snapshot: RepoSnapshot, base_model: str, layout: Layout, token: st
         if canonical_model_id(signature.metadata.get("base_model")) != canonical_model_id(base_model):
             problems.append((info.path, f"the file names base model {signature.metadata.get('base_model')!r}"))
             continue
-        rows.append(signature_row(signature, ref.with_path(info.path), "published", layout))
+        rows.append(signature_row(signature, ref.with_path(info.path), "published", layout, snapshot.card_data))
     return RepoResult(ref.repo_id, ref.repo_type, str(ref.revision), rows, problems)
 
 
@@ -173,7 +173,7 @@ class WorkFolder:
         }
         tables = []
         for chunk in sorted({chunk for _, chunk in wanted.values()}):
-            table = pq.read_table(self.folder / "chunks" / f"{chunk:05d}.parquet")
+            table = conform(pq.read_table(self.folder / "chunks" / f"{chunk:05d}.parquet"))
             keep = [
                 wanted.get((t, r)) == (c, chunk)
                 for t, r, c in zip(*(table.column(k).to_pylist() for k in ("repo_type", "repo_id", "commit")))
@@ -354,7 +354,7 @@ def replace_repos(loaded: LoadedIndex, folder: WorkFolder, replaced: set[tuple[s
             folder.done[key] = {**entry, "chunk": None}
     keys = zip(loaded.table.column("repo_type").to_pylist(), loaded.table.column("repo_id").to_pylist())
     keep = pa.array([key not in replaced for key in keys], type=pa.bool_())
-    return pa.concat_tables([loaded.table.filter(keep).cast(row_schema()), folder.table()])
+    return pa.concat_tables([conform(loaded.table.filter(keep)), folder.table()])
 
 
 def update_index(

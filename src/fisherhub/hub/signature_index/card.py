@@ -199,13 +199,13 @@ def render_card(
     return f"---\n{front}---\n\n{body}"
 
 
-def rows_figure(rows: IndexRows, base_model: str, limit: int = PLOTTED_ROWS):
-    """A heatmap (matplotlib ``Figure``, ``plotting.names_heatmap``) of A among the ``largest_rows``; None with
-    fewer than two."""
+def rows_figure(rows: IndexRows, base_model: str, limit: int = PLOTTED_ROWS, among: Iterable[int] | None = None):
+    """A heatmap (matplotlib ``Figure``, ``plotting.names_heatmap``) of A among the ``largest_rows`` (of the rows
+    ``among``, default all); None with fewer than two."""
     from fisherhub.core.geometry import label
     from fisherhub.plotting import names_heatmap
 
-    chosen = largest_rows(rows, limit)
+    chosen = largest_rows(rows, limit, among)
     if len(chosen) < 2:
         return None
     matrix = row_alignments(rows, chosen)

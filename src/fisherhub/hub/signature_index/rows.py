@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,7 +21,7 @@ from fisherhub.core.spec import SketchSpec
 from fisherhub.hub.refs import SignatureRef, is_signature_file
 from fisherhub.hub.signature_index.layout import INDEX_DTYPES
 from fisherhub.options import canonical_model_id
-from fisherhub.hub.signature_index.schema import INDEX_FORMAT, row_schema
+from fisherhub.hub.signature_index.schema import CARD_COLUMNS, INDEX_FORMAT, conform, row_schema
 
 if TYPE_CHECKING:
     pass
@@ -64,6 +65,13 @@ class IndexRows:
         row = self.rows[i]
         return SignatureRef(row["repo_id"], row["repo_type"], row["commit"], row["path"])
 
+    def file_ref(self, i: int) -> SignatureRef:
+        """Where row ``i``'s signature file is: in the row's repo, or (sketched by the indexer) in the index repo."""
+        row = self.rows[i]
+        if row.get("file_repo"):
+            return SignatureRef(row["file_repo"], "dataset", row["file_commit"], row["path"])
+        return self.ref(i)
+
 
 def _decode(data: bytes | None, dtype: str, m: int, what: str) -> np.ndarray:
     if data is None:
@@ -82,10 +90,25 @@ def _decode(data: bytes | None, dtype: str, m: int, what: str) -> np.ndarray:
 
 
 class _SpecCache:
-    """Parsed specs by (spec JSON, reflection bytes): the rows of one sketch id share a handful."""
+    """Parsed specs by (spec JSON, reflection bytes), and their sketch ids: the rows of one sketch id share a
+    handful; and the canonical form of each base model named (``canonical_model_id``, once per name)."""
 
     def __init__(self) -> None:
         self.parsed: dict[tuple[str, bytes | None], SketchSpec] = {}
+        self.sketch_ids: dict[int, str] = {}
+        self.models: dict[str, str | None] = {}
+
+    def sketch_id(self, spec: SketchSpec) -> str:
+        if id(spec) not in self.sketch_ids:
+            self.sketch_ids[id(spec)] = spec.sketch_id
+        return self.sketch_ids[id(spec)]
+
+    def canonical(self, name: Any) -> str | None:
+        if not isinstance(name, str):
+            return canonical_model_id(name)
+        if name not in self.models:
+            self.models[name] = canonical_model_id(name)
+        return self.models[name]
 
     def __call__(self, row: dict[str, Any]) -> SketchSpec:
         key = (row["spec"], row["reflection"])
@@ -124,10 +147,10 @@ def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
         isinstance(row["file_repo"], str) and _COMMIT.fullmatch(str(row.get("file_commit")))
     ):
         raise SignatureFileError("the row's file is in another repo but names no 40-hex commit of it")
-    if base_model is not None and canonical_model_id(row.get("base_model")) != canonical_model_id(base_model):
+    if base_model is not None and specs.canonical(row.get("base_model")) != specs.canonical(base_model):
         raise SignatureFileError(f"other base model {row.get('base_model')!r}, not {base_model!r}")
     spec = specs(row)
-    if spec.sketch_id != row.get("sketch_id"):
+    if specs.sketch_id(spec) != row.get("sketch_id"):
         raise SignatureFileError(f"stored sketch id {row.get('sketch_id')} does not match its spec ({spec.sketch_id})")
     documents, tokens = row.get("num_documents"), row.get("num_tokens")
     if not (isinstance(documents, int) and isinstance(tokens, int) and 2 <= documents <= tokens < 2**63):
@@ -155,8 +178,8 @@ def _check_row(row: dict[str, Any], specs: _SpecCache, base_model: str | None):
 
 
 def check_table_columns(table, where: str) -> None:
-    """``InputError`` unless ``table`` has every column of this fisherhub's rows."""
-    missing = sorted(set(row_schema().names) - set(table.column_names))
+    """``InputError`` unless ``table`` has every column of this fisherhub's rows (the ``CARD_COLUMNS`` may be absent)."""
+    missing = sorted(set(row_schema().names) - set(CARD_COLUMNS) - set(table.column_names))
     if missing:
         raise InputError(
             f"{where}: not a signature index of this fisherhub (columns {missing} missing); rebuild it "
@@ -204,6 +227,7 @@ def read_rows(table, base_model: str | None, where: str, commit: str | None = No
     """The checked rows of an Arrow ``table`` of index rows, for ``base_model`` (None: any): each row that
     fails a check skipped with its reason. Reads the sketches every row stores (the joint one always)."""
     check_table_columns(table, where)
+    table = conform(table)
     scalar_columns = [name for name in table.column_names if name not in SKETCHES]
     columns = {name: table.column(name).to_pylist() for name in scalar_columns}
     stored = [name for name in SKETCHES if table.column(name).null_count == 0] or ["joint"]
@@ -277,12 +301,14 @@ def row_alignment_checks(rows: IndexRows, indices: list[int], alignments: np.nda
     return stderr.numpy(), allowance.numpy(), doubted.numpy()
 
 
-def largest_rows(rows: IndexRows, limit: int) -> list[int]:
-    """The ``limit`` rows with the most tokens among those of the most common sketch id (rows that compare)."""
-    if not len(rows):
+def largest_rows(rows: IndexRows, limit: int, among: Iterable[int] | None = None) -> list[int]:
+    """The ``limit`` rows with the most tokens among those of the most common sketch id (rows that compare), of
+    the rows ``among`` (default: all)."""
+    candidates = range(len(rows)) if among is None else list(among)
+    if not len(candidates):
         return []
-    common = collections.Counter(row["sketch_id"] for row in rows.rows).most_common(1)[0][0]
-    same = [i for i, row in enumerate(rows.rows) if row["sketch_id"] == common]
+    common = collections.Counter(rows.rows[i]["sketch_id"] for i in candidates).most_common(1)[0][0]
+    same = [i for i in candidates if rows.rows[i]["sketch_id"] == common]
     return sorted(same, key=lambda i: -rows.rows[i]["num_tokens"])[:limit]
 
 

@@ -39,6 +39,11 @@ OBTAINED = {
     "verified": "published by the repo and verified by the indexer",
 }
 _PROVENANCE = ("base_model", "base_model_revision", "dataset", "dataset_config", "dataset_split", "dataset_revision")
+#: the adapter card's ``license`` and ``tags`` at the commit read (what a browser filters by); optional: an
+#: index built before they were recorded has neither, and reads as null
+CARD_COLUMNS = ("license", "tags")
+#: at most this many card tags of at most this many characters are kept per row (a card is the publisher's text)
+CARD_TAGS, CARD_TEXT = 64, 100
 
 
 def row_schema():
@@ -67,8 +72,38 @@ def row_schema():
             ("file_repo", text),
             ("file_commit", text),
             ("format", pa.int32()),
+            ("license", text),
+            ("tags", pa.list_(text)),
         ]
     )
+
+
+def conform(table):
+    """``table`` with this fisherhub's row schema: the ``CARD_COLUMNS`` an older index lacks added as nulls;
+    ``InputError`` for a column of another type."""
+    import pyarrow as pa
+
+    schema = row_schema()
+    for name in CARD_COLUMNS:
+        if name not in table.column_names:
+            table = table.append_column(schema.field(name), pa.nulls(table.num_rows, schema.field(name).type))
+    try:
+        return table.select(schema.names).cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise InputError(f"not a signature index of this fisherhub (a column of another type: {exc})") from exc
+
+
+def card_fields(card: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``CARD_COLUMNS`` of a row from the repo's card metadata: its license (a list joined by commas) and up
+    to ``CARD_TAGS`` tags, as printable text of at most ``CARD_TEXT`` characters."""
+    card = card if isinstance(card, dict) else {}
+
+    def texts(value: Any) -> list[str]:
+        values = value if isinstance(value, list) else [value] if value else []
+        return [printable(v).strip()[:CARD_TEXT] for v in values if isinstance(v, (str, int, float)) and str(v).strip()]
+
+    licenses = texts(card.get("license"))
+    return {"license": ", ".join(licenses) or None, "tags": texts(card.get("tags"))[:CARD_TAGS] or None}
 
 
 @functools.lru_cache(maxsize=64)
@@ -77,8 +112,11 @@ def spec_json(spec: SketchSpec) -> str:
     return json.dumps(spec.to_dict(), sort_keys=True)
 
 
-def signature_row(signature: Signature, ref: SignatureRef, obtained: str, layout: Layout) -> dict[str, Any]:
-    """The index row of ``signature``, the file ``ref`` names (pinned to a commit)."""
+def signature_row(
+    signature: Signature, ref: SignatureRef, obtained: str, layout: Layout, card: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The index row of ``signature``, the file ``ref`` names (pinned to a commit); ``card``: the metadata of the
+    card of the repo the row is for (its license and tags, ``card_fields``)."""
     if obtained not in OBTAINED:
         raise InputError(f"obtained must be one of {tuple(OBTAINED)}, got {obtained!r}")
     means = [getattr(signature, name).double() for name in SKETCHES]
@@ -103,6 +141,7 @@ def signature_row(signature: Signature, ref: SignatureRef, obtained: str, layout
         "file_repo": None,
         "file_commit": None,
         "format": INDEX_FORMAT,
+        **card_fields(card),
     }
     dtype = np.dtype(layout.dtype).newbyteorder("<")
     for name, mean, length in zip(SKETCHES, means, lengths):

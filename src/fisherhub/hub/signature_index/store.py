@@ -14,12 +14,13 @@ from fisherhub.hub.pool import bounded_map
 from fisherhub.hub.refs import SignatureRef, index_ref
 from fisherhub.hub.signature_index.layout import DEFAULT_DTYPE, DEFAULT_SKETCHES, Layout
 from fisherhub.hub.signature_index.card import FIGURE_PATH, IndexSummary, render_card, rows_figure
-from fisherhub.hub.signature_index.rows import read_rows
+from fisherhub.hub.signature_index.rows import IndexRows, read_rows
 from fisherhub.hub.signature_index.schema import (
     DATA_DIR,
     MAX_STATE_BYTES,
     SPLIT,
     STATE_PATH,
+    conform,
     parse_state,
     render_state,
     row_schema,
@@ -52,7 +53,7 @@ def push_index(
     api = HfApi(token=token)
     where = f"datasets/{repo.repo_id}"
     with hub_errors(where):
-        dataset = datasets.Dataset(table.cast(row_schema()))
+        dataset = datasets.Dataset(conform(table))
         dataset.push_to_hub(
             repo.repo_id,
             split=SPLIT,
@@ -87,16 +88,25 @@ def push_index(
 
 @dataclasses.dataclass(frozen=True)
 class LoadedIndex:
-    """An index read at one commit: its state file, the Arrow table of its rows, the commit."""
+    """An index read at one commit: its state file, the Arrow table of its rows, the commit; ``rows()`` its checked
+    rows (read once: ranking several targets from one loaded index reads them once)."""
 
     ref: SignatureRef
     commit: str
     state: dict[str, Any]
     table: Any
+    _rows: dict[str | None, IndexRows] = dataclasses.field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property
     def base_model(self) -> str:
         return self.state["base_model"]
+
+    def rows(self, base_model: str | None = None) -> IndexRows:
+        """The checked rows for ``base_model`` (default: the index's own), ``read_rows`` of the table, read once."""
+        base_model = base_model or self.base_model
+        if base_model not in self._rows:
+            self._rows[base_model] = read_rows(self.table, base_model, f"datasets/{self.ref.repo_id}", self.commit)
+        return self._rows[base_model]
 
     @property
     def layout(self) -> Layout:
