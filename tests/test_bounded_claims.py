@@ -356,7 +356,7 @@ def test_index_show_and_select_index(world, hub, hf_api, hf_hub_cache, tmp_path,
 
     target = tmp_path / "target.safetensors"
     world["target"].save(target)
-    assert main(["select", str(target), "--index", "tester/index"]) == 0
+    assert main(["select", str(target), "--index", "tester/index", "--wide"]) == 0  # one line per row and reason
     out = capsys.readouterr().out
     assert "org/forged-norms:" in out and "index row: implausible split norms" in out  # skipped, with its reason
     rows = [line for line in out.splitlines() if line[:1].isdigit()]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import sketch_helpers
-from sketch_helpers import LAUNCH_TWO_CPU_PROCESSES, run_script, sketch
+from sketch_helpers import LAUNCH_TWO_CPU_PROCESSES, REPO, run_script, sketch
 from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub.cli import main
@@ -103,6 +103,25 @@ def test_case2_resume_of_a_two_process_checkpoint_with_one_process_is_refused(ti
     ):
         sketch(dataclasses.replace(args, resume=True))
     assert not Path(args.output).exists()
+
+
+def test_a_launch_that_starts_fewer_processes_than_asked_says_so(tiny):
+    """``accelerate launch --num_processes 2`` without ``--multi_gpu`` (the form the script's docstring once gave)
+    starts one process on a machine without 2 GPUs: the run warns, naming both numbers and the launch that starts
+    two; the CPU form the docstring gives now is the one the tests launch (``LAUNCH_TWO_CPU_PROCESSES``)."""
+    asked_only = [word for word in LAUNCH_TWO_CPU_PROCESSES if word != "--multi_gpu"]
+    args = run_args(tiny, "asked-two")
+    result = run_script(asked_only, args, env={"CUDA_VISIBLE_DEVICES": ""})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(path.name for path in Path(args.checkpoint).glob("*.json")) == ["rank0-of1.json"]  # one process
+    warning = " ".join(line for line in result.stderr.splitlines() if line.startswith("warning: accelerate launch"))
+    assert warning.startswith("warning: accelerate launch was asked for 2 processes but started 1: ")
+    assert f"accelerate launch {' '.join(LAUNCH_TWO_CPU_PROCESSES[2:])} -m fisherhub sketch --cpu" in warning
+    documented = " ".join((REPO / "scripts" / "sketch.py").read_text().replace("\\\n", " ").split())
+    assert (
+        f"accelerate launch {' '.join(LAUNCH_TWO_CPU_PROCESSES[2:]).replace(' 2 ', ' N ', 1)} scripts/sketch.py --cpu"
+        in documented
+    )
 
 
 # -- 7: NaN / inf in the model -----------------------------------------------------------------------------

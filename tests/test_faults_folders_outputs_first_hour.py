@@ -98,7 +98,7 @@ def stray_temporaries(folder: Path) -> list[str]:
 
 
 # -- local folders ----------------------------------------------------------------------------------------
-def test_two_pushers_into_one_folder_keep_every_index_entry(signature, tmp_path, monkeypatch):
+def test_two_pushers_into_one_folder_keep_every_index_entry(tiny, tmp_path, monkeypatch):
     """Each pusher reads the index and writes it back; without a lock both read it before either writes, and the
     index forgets one signature (here the reads are slowed down so that they always overlap)."""
     from fisherhub.hub import push as push_module
@@ -112,8 +112,9 @@ def test_two_pushers_into_one_folder_keep_every_index_entry(signature, tmp_path,
         return entries
 
     monkeypatch.setattr(push_module, "folder_entries", slow_read)
-    signatures = [
-        dataclasses.replace(signature, metadata={**signature.metadata, "dataset": f"org/data-{k}"}) for k in range(2)
+    signatures = [  # of other documents each (a push replaces a signature of the same data under another name)
+        sketch_texts(TEXTS[k:], *loaded(tiny), m=M, metadata={"base_model": "tester/tiny", "dataset": f"org/data-{k}"})
+        for k in range(2)
     ]
     errors = []
 
@@ -484,6 +485,69 @@ def test_a_mistyped_hub_model_id_fails_at_the_first_request(hub, tmp_path):
     ):
         load_model_and_tokenizer("tester/no-such-model")
     assert len(hub.requests) == 1, hub.requests
+
+
+def test_a_model_id_that_is_no_model_is_named_at_the_first_request(hub, hf_api):
+    """Issue 32: ``--model gpt3`` with the local Hub up said "couldn't connect" to a reachable server. An id without
+    a namespace the Hub lacks, an adapter repo and a repo without ``config.json``: each said at once, one request."""
+    from fisherhub.lm.loading import load_model_and_tokenizer
+    from fisherhub.testing.hub_repos import create_adapter
+
+    create_adapter(hf_api, "tester/lora", "tester/base")
+    hf_api.create_repo("tester/not-a-model")
+    for name, said in (
+        ("gpt3", r"model 'gpt3': no such folder .*the Hub has no model repo of that id \(http://127\.0\.0\.1:\d+\)"),
+        ("tester/lora", r"model 'tester/lora' is a PEFT adapter of tester/base, not a model: .*--model tester/base"),
+        (
+            "tester/not-a-model",
+            r"model 'tester/not-a-model': the Hub repo has no config.json, so it is no transformers",
+        ),
+    ):
+        hub.requests.clear()
+        with pytest.raises(InputError, match=said):
+            load_model_and_tokenizer(name)
+        assert len(hub.requests) == 1, (name, hub.requests)
+
+
+def _unreachable(monkeypatch) -> str:
+    """The Hub's endpoint moved to a loopback port nothing listens on (connection refused); returns it."""
+    import socket
+
+    from huggingface_hub import constants
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{free.getsockname()[1]}"
+    monkeypatch.setattr(constants, "ENDPOINT", dead)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", dead + "/{repo_id}/resolve/{revision}/{filename}")
+    return dead
+
+
+def test_an_unreachable_hub_is_said_at_once_or_the_cached_model_loads(
+    hub, hf_api, tiny, hf_hub_cache, monkeypatch, caplog
+):
+    """Issue 32: with no network a model id took ~50 s of printed retries (5 per file, backoff to 8 s) before the
+    error. Now one failed request says the Hub cannot be reached, or loads the copy the cache holds, without a
+    retry (the bound is loose: 20 s against the ~50 s of retries)."""
+    from fisherhub.lm.loading import load_model_and_tokenizer
+
+    hf_api.create_repo("tester/tiny")
+    hf_api.upload_folder(repo_id="tester/tiny", folder_path=str(tiny / "model"))
+    load_model_and_tokenizer("tester/tiny")  # online: now in the cache
+    dead = _unreachable(monkeypatch)
+    caplog.set_level("INFO")
+    start = time.perf_counter()
+    with pytest.raises(
+        InputError,
+        match=rf"model 'tester/never-fetched': the Hub \({re.escape(dead)}\) cannot be reached .* holds no copy",
+    ):
+        load_model_and_tokenizer("tester/never-fetched")
+    model, _ = load_model_and_tokenizer("tester/tiny")
+    elapsed = time.perf_counter() - start
+    assert model.config.vocab_size == 64 and elapsed < 20, elapsed
+    messages = [record.getMessage() for record in caplog.records]
+    assert not [m for m in messages if "Retrying" in m], messages
+    assert [m for m in messages if m.startswith(f"the Hub ({dead}) cannot be reached") and "from the local cache" in m]
 
 
 def test_compare_says_same_data_for_two_sketches_of_the_same_documents(signature, tmp_path, capsys):

@@ -175,7 +175,7 @@ def test_a_folder_without_weights_is_skipped_with_its_reason(world):
 
 def test_cli_a_folder_without_weights_is_skipped_with_its_reason(world, capsys):
     empty, good = world["broken"]["no-weights"], world["good"]
-    assert cli(world, empty, *good, extra=["--rerank", "2"]) == 0
+    assert cli(world, empty, *good, extra=["--rerank", "2", "--wide"]) == 0  # one line per reason
     captured = capsys.readouterr()
     assert f"  {empty}: {REASONS['no-weights']}" in captured.out and f"best: {good[0]} (target loss " in captured.out
     assert "HFValidationError" not in captured.err and "Traceback" not in captured.err

@@ -586,3 +586,98 @@ def test_the_cache_is_read_through_huggingface_hub_for_what_was_fetched(hub, hf_
     assert set(cached_snapshot(ref).files) == {*snapshot.files, "README.md"}
     with pytest.raises(OfflineCacheError):
         cached_snapshot(repo_ref(DATA, revision="no-such-branch"))
+
+
+def card_snippet(card_text: str) -> str:
+    """The ``load_signature(...)`` call of a card's generated section."""
+    [call] = [line for line in card_text.splitlines() if "= load_signature(" in line and "<org>" not in line]
+    return call.split("=", 1)[1].strip()
+
+
+def test_a_repush_of_the_same_data_replaces_the_older_file_and_says_so(hub, dataset_repo, tmp_path, capsys):
+    """Issue 32: the same data sketched from a local file, then from its Hub dataset, was two signatures of one base
+    model and sketch id, and `pull REPO`, `--sketch-id` and the card's snippet all failed with "2 signatures match".
+    The second push replaces the first (equal sketches and counts), in the same commit, and says so."""
+    from_file = make_signature(dataset="train.jsonl")
+    from_hub = Signature(**{**from_file.__dict__, "metadata": {**from_file.metadata, "dataset": "org/data"}})
+    first = push_signature(from_file, DATA)
+    from_hub.save(tmp_path / "from-hub.safetensors")
+    assert cli("push", str(tmp_path / "from-hub.safetensors"), DATA) == 0
+    said = capsys.readouterr().out
+    assert f"replaced {first.ref.path}: a signature of the same data (equal sketches)" in said
+    files = hub.files(dataset_repo, "dataset")
+    assert first.ref.path not in files and [i.dataset for i in list_signatures(DATA)] == ["org/data"]
+    assert hub.commit_count(dataset_repo, "dataset") == 4  # initial, card, first push, the replacing push
+    for loaded in (
+        load_signature(DATA),
+        load_signature(DATA, sketch_id=from_file.sketch_id),
+        eval(card_snippet(card_of(hub, dataset_repo).text), {"load_signature": load_signature}),
+    ):
+        assert loaded.joint.equal(from_file.joint)
+    assert cli("pull", DATA, "--sketch-id", from_file.sketch_id, "-o", str(tmp_path / "pulled.safetensors")) == 0
+    # the same data sketched again with more documents: the same file, replaced, and said so
+    more = make_signature(n=240)
+    result = push_signature(more, DATA)
+    assert result.replaced == {
+        result.ref.path: "an older signature of the same base model, data and sketch id (200 documents, 200 tokens)"
+    }
+    # other data of the same base model is kept: then the choice needs the dataset, and the error says so
+    push_signature(make_signature(dataset="org/other-data", seed=3), DATA)
+    with pytest.raises(AmbiguousSignatureError) as exc:
+        load_signature(DATA, base_model="org/base")
+    message = str(exc.value)
+    assert "2 signatures match base_model=org/base; choose one: " in message
+    assert (
+        "dataset=org/data (--dataset org/data)" in message
+        and "dataset=org/other-data (--dataset org/other-data)" in message
+    )
+    assert load_signature(DATA, dataset="org/other-data").num_documents == 200
+    assert cli("pull", DATA, "--dataset", "org/data", "-o", str(tmp_path / "chosen.safetensors")) == 0
+    assert Signature.load(tmp_path / "chosen.safetensors").num_documents == 240
+    snippet = card_snippet(card_of(hub, dataset_repo).text)  # the card's own snippet chooses one, and loads it
+    assert snippet.startswith('load_signature("datasets/org/data", base_model="org/base", dataset=')
+    assert eval(snippet, {"load_signature": load_signature}).metadata["dataset"] in snippet
+
+
+def test_two_signatures_that_no_field_tells_apart_are_chosen_by_path(hub, dataset_repo):
+    """Two lists of texts (no dataset named) under one base model: only their paths tell them apart, and the error
+    and the card's snippet use the path."""
+    first, second = make_signature(dataset="", seed=1), make_signature(dataset="", seed=2)
+    paths = [push_signature(signature, DATA).ref.path for signature in (first, second)]
+    with pytest.raises(AmbiguousSignatureError) as exc:
+        load_signature(DATA)
+    assert all(f"{path}: by its path, datasets/org/data:{path}" in str(exc.value) for path in paths)
+    snippet = card_snippet(card_of(hub, dataset_repo).text)
+    assert snippet == f'load_signature("datasets/org/data:{paths[0]}")'
+    assert eval(snippet, {"load_signature": load_signature}).joint.equal(first.joint)
+
+
+def test_a_signature_of_another_base_model_is_refused_by_an_adapter_unless_forced(hub, hf_api, tmp_path, capsys):
+    """Issue 32: ``fisherhub push`` of a signature of another base model into an adapter repo was accepted, and the
+    repo then advertised it. Refused, naming both base models (on the Hub and in a local adapter folder), unless
+    forced."""
+    from fisherhub.cli import run_command
+    from fisherhub.hub.errors import OtherBaseModelError
+    from fisherhub.testing.hub_repos import create_adapter
+
+    create_adapter(hf_api, "org/adapter", "org/base")
+    folder = tmp_path / "adapter"
+    folder.mkdir()
+    (folder / "adapter_config.json").write_text('{"base_model_name_or_path": "/home/me/models/base"}')
+    other = make_signature("org/tinymodel")
+    other.save(tmp_path / "other.safetensors")
+    for where in ("org/adapter", str(folder)):
+        with pytest.raises(
+            OtherBaseModelError,
+            match=r"is an adapter of '(org|/home/me/models)/base', but the signature was sketched under 'org/tinymodel'",
+        ):
+            push_signature(other, where)
+    parser = argparse.ArgumentParser(prog="fisherhub")
+    push_command.register(parser.add_subparsers())
+    assert run_command(parser, ["push", str(tmp_path / "other.safetensors"), "org/adapter"]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("error: hf://models/org/adapter is an adapter of 'org/base'") and "--force" in error
+    assert ".fisher_signatures/index.json" not in hub.files("org/adapter")
+    assert run_command(parser, ["push", str(tmp_path / "other.safetensors"), "org/adapter", "--force"]) == 0
+    assert push_signature(make_signature("org/base"), "org/adapter").committed  # its own base model: accepted
+    assert push_signature(make_signature("base"), str(folder)).file  # a local base model, by its folder's name

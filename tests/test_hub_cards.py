@@ -157,7 +157,8 @@ def test_listing_survives_a_push_to_hub_that_rewrites_the_card(hub, hf_api):
     assert load_signature("org/adapter").to_bytes() == signature.to_bytes()  # chosen from the index
     assert [a.ref.repo_id for a in find_adapters("org/base")] == ["org/adapter"]  # the fallback listing
     assert find_adapters("org/base", untagged=False) == []  # the tag is gone
-    push_signature(make_signature(seed=1, n=150, base_model="org/other"), "org/adapter")  # re-renders the block
+    other = make_signature(seed=1, n=150, base_model="org/other")
+    push_signature(other, "org/adapter", force=True)  # re-renders the block
     card = card_of(hub, "org/adapter", "model")
     assert len(card.data[CARD_KEY]) == 2 and card.text.startswith("# Model trained with TRL")
 

@@ -13,6 +13,7 @@ from test_hub import DATA, dataset_repo, make_signature  # noqa: F401  (a fixtur
 
 from fisherhub.hub import INDEX_PATH, find_adapters, list_signatures, push_signature
 from fisherhub.selection import select_adapter
+from fisherhub.selection.candidates import NO_SIGNATURE
 
 BASE = "org/base"
 
@@ -58,7 +59,7 @@ def make_adapter(api: HfApi, name: str, seed: int, *, strip_card: bool = False) 
 def test_discovery_with_stripped_tags_and_requests_per_candidate(hub, hf_api, hf_hub_cache):
     tagged = [make_adapter(hf_api, f"tagged-{i}", i) for i in range(4)]
     stripped = [make_adapter(hf_api, f"stripped-{i}", 10 + i, strip_card=True) for i in range(3)]
-    hf_api.create_repo("org/unsigned")  # an adapter of BASE without signatures: not a candidate
+    hf_api.create_repo("org/unsigned")  # an adapter of BASE without signatures: skipped, with the reason
     hf_api.create_commit(
         "org/unsigned",
         [
@@ -80,7 +81,7 @@ def test_discovery_with_stripped_tags_and_requests_per_candidate(hub, hf_api, hf
     hub.requests.clear()
     selection = select_adapter(target, base_model=BASE)
     assert sorted(row.candidate for row in selection.ranking) == sorted(tagged + stripped)
-    assert selection.skipped == []
+    assert [(s.candidate, s.reason) for s in selection.skipped] == [("org/unsigned", NO_SIGNATURE)]
     listings = [path for _, path, _ in hub.requests if path == "/api/models"]
     per_repo: dict[str, list[tuple[str, str]]] = {}
     for method, path, _ in hub.requests:

@@ -259,3 +259,85 @@ def test_server_answers_400_for_unsupported_and_never_5xx(hub):
     )
     assert r.status_code == 400
     assert json.loads(get_session().post(f"{hub.endpoint}/api/validate-yaml", json={"content": "x"}).text)["warnings"]
+
+
+def serve(root, *options: str) -> tuple[subprocess.Popen, dict[str, str]]:
+    """``fisherhub hub serve --root ROOT --port 0`` started in a subprocess; (it, the environment it printed)."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fisherhub",
+            "hub",
+            "serve",
+            "--port",
+            "0",
+            *(["--root", str(root)] if root else []),
+            *options,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    printed = {}
+    for line in process.stdout:
+        if line.startswith("export "):
+            name, value = line.removeprefix("export ").strip().split("=", 1)
+            printed[name] = value
+        if line.startswith("Ctrl-C stops it"):
+            return process, printed
+    raise AssertionError(f"the server ended before it served: {process.stderr.read()}")
+
+
+def stop(process: subprocess.Popen) -> str:
+    process.terminate()
+    _, error = process.communicate(timeout=30)
+    assert process.returncode == 0, error
+    return error
+
+
+def test_hub_serve_prints_the_environment_and_keeps_its_repos_across_restarts(tmp_path):
+    """Issue 32: no command ran the local Hub (random port, state in memory). ``fisherhub hub serve`` listens on
+    127.0.0.1 only, prints the environment to export, and with ``--root`` keeps its repos across a restart; a
+    second server on the same folder is refused."""
+    root = tmp_path / "local-hub"
+    process, printed = serve(root)
+    try:
+        assert set(printed) == {
+            "HF_ENDPOINT",
+            "HF_TOKEN",
+            "HF_HUB_CACHE",
+            "HF_HUB_DISABLE_XET",
+            "HF_HUB_DISABLE_TELEMETRY",
+        }
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+", printed["HF_ENDPOINT"]) and printed["HF_HUB_CACHE"].startswith(
+            str(root)
+        )
+        api = HfApi(endpoint=printed["HF_ENDPOINT"], token=printed["HF_TOKEN"])
+        assert api.whoami()["name"] == "me"
+        api.create_repo("me/kept", repo_type="dataset")
+        api.create_commit("me/kept", [add("data.jsonl", '{"text": "a"}\n')], commit_message="data", repo_type="dataset")
+        head = api.dataset_info("me/kept").sha
+        twice = subprocess.run(
+            [sys.executable, "-m", "fisherhub", "hub", "serve", "--port", "0", "--root", str(root)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert twice.returncode == 1 and f"--root {root}: another local Hub keeps its state in {root}" in twice.stderr
+    finally:
+        said = stop(process)
+    assert said.strip() == f"local Hub stopped; its repos are in {root}"
+    process, printed = serve(root)
+    try:
+        api = HfApi(endpoint=printed["HF_ENDPOINT"], token=printed["HF_TOKEN"])
+        assert api.dataset_info("me/kept").sha == head
+        assert api.list_repo_files("me/kept", repo_type="dataset") == [".gitattributes", "data.jsonl"]
+        with pytest.raises(RepositoryNotFoundError):
+            api.model_info("gpt3")  # an id without a namespace, as the Hub answers one it does not have
+    finally:
+        stop(process)
+    help_text = subprocess.run(
+        [sys.executable, "-m", "fisherhub", "hub", "serve", "--help"], capture_output=True, text=True, timeout=60
+    ).stdout
+    assert "A development tool, not the Hub" in help_text and "127.0.0.1 only" in help_text

@@ -158,7 +158,9 @@ def test_the_checker_sees_a_cycle_and_a_forbidden_core_import(tmp_path):
 #: ``training_callback`` is a Trainer integration over ``hub`` and ``pipeline``, beside
 #: ``selection`` and ``metric``; ``verify`` (re-sketching a published signature, over ``pipeline`` and ``hub``) sits
 #: below ``selection``, which reports whether its picks are verifiable; ``config`` (the option dataclasses, once split out of ``options``) sits with
-#: ``options``; ``space`` (the Spaces' pages) sits over ``selection``, under ``cli``; ``testing`` (oracles and tiny models for tests and benchmarks) and ``__main__`` are entry points.
+#: ``options``; ``space`` (the Spaces' pages) sits over ``selection``, under ``cli``; ``testing`` (oracles, tiny
+#: models and the local Hub server for tests and benchmarks) sits below ``cli``, whose ``hub serve`` runs that server
+#: for people; ``__main__`` is the entry point.
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(names.split())
     for names in (
@@ -169,10 +171,10 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "pipeline",
         "analysis",
         "verify",
-        "selection metric training_callback",
+        "selection metric training_callback testing",
         "space",
         "cli",
-        "__main__ testing",
+        "__main__",
     )
 )
 

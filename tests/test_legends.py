@@ -103,7 +103,7 @@ def test_heatmap_hatches_non_significant_cells_and_explains_them(tasks):
 def test_selection_table_explains_scores_above_one(tasks):
     def selection(candidate, target):
         row = RankedCandidate(candidate, "fisher", alignment(tasks[candidate], tasks[target]), "local", None)
-        return Selection([row], [], "fisher", {}).table()
+        return Selection([row], [], "fisher", {}).table(wide=True)
 
     assert ABOVE_ONE in selection("half", "whole")
     assert ABOVE_ONE not in selection("lower", "whole")

@@ -304,6 +304,7 @@ def test_a_gguf_run_records_the_model_id_adapters_name(folders, tmp_path, caplog
     adapter of that model. It records the id its file names, or the one given (--base-model-id), else the folder
     with a one-line warning; select ranks it for an adapter of that id, and says why it skips one that is not."""
     from fisherhub.hub import push_signature
+    from fisherhub.hub.errors import OtherBaseModelError
     from fisherhub.selection import NoCompatibleCandidatesError, select_adapter
 
     named = _gguf_folder(tmp_path / "named", {"general.source.url": "https://huggingface.co/org/tiny-llama"})
@@ -329,7 +330,10 @@ def test_a_gguf_run_records_the_model_id_adapters_name(folders, tmp_path, caplog
         (adapters[name] / "adapter_config.json").write_text(
             json.dumps({"base_model_name_or_path": "org/tiny-llama", "peft_type": "LORA"})
         )
-        push_signature(signature, adapters[name])
+        if name == "unnamed":  # a signature of another base model (the folder): refused unless forced
+            with pytest.raises(OtherBaseModelError, match=r"is an adapter of 'org/tiny-llama', but the signature"):
+                push_signature(signature, adapters[name])
+        push_signature(signature, adapters[name], force=name == "unnamed")
     selection = select_adapter(given, [str(adapters["named"]), str(adapters["unnamed"])])
     assert [row.candidate for row in selection.ranking] == [str(adapters["named"])]
     [skipped] = selection.skipped

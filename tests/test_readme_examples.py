@@ -29,12 +29,15 @@ def readme_block(heading: str, language: str) -> str:
     return match.group(1)
 
 
-def run_bash(block: str, folder: Path) -> subprocess.CompletedProcess:
+def run_bash(block: str, folder: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """``block`` run by bash in ``folder``, which sees the checkout's ``src/`` as the README's commands do (they
-    run from the checkout); the ``fisherhub`` and ``accelerate`` commands of this Python, this tree's code."""
-    (folder / "src").symlink_to(REPO / "src")
+    run from the checkout); the ``fisherhub`` and ``accelerate`` commands of this Python, this tree's code; ``env``
+    added to the environment."""
+    if not (folder / "src").exists():
+        (folder / "src").symlink_to(REPO / "src")
     environment = {
         **os.environ,
+        **(env or {}),
         "OMP_NUM_THREADS": "1",
         "PYTHONPATH": str(REPO / "src"),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
@@ -97,3 +100,31 @@ def test_the_plain_trainer_example_runs_as_written(embedded_model, hub, tmp_path
     pushed = HfApi().list_repo_files("me/my-lora")
     assert INDEX_PATH in pushed and not [name for name in pushed if name.startswith(".cache")]  # the push lock stays
     assert (tmp_path / "my-lora" / ".cache" / "huggingface" / "fisher_signatures.lock").is_file()
+
+
+def test_the_hub_examples_run_as_written_against_the_local_hub(embedded_model, tmp_path):  # noqa: F811 (the fixture)
+    """Issue 32: the README never said how to try the Hub workflow without the Hub. ``fisherhub hub serve`` prints
+    what the README shows, and the README's Hub examples run as written against it: the walkthrough, then the
+    index commands of "Ranking every adapter of a base model"."""
+    from test_hub_server import serve, stop
+
+    shown = readme_block("### Trying the Hub workflow without the Hub", "console")
+    process, printed = serve(tmp_path / "local-hub")
+    try:
+        assert [line.split("=")[0] for line in shown.splitlines() if line.startswith("export ")] == [
+            f"export {name}" for name in printed
+        ]
+        walkthrough = run_bash(readme_block("### Trying the Hub workflow without the Hub", "bash"), tmp_path, printed)
+        assert walkthrough.returncode == 0, walkthrough.stderr[-3000:]
+        out = walkthrough.stdout
+        assert "datasets/me/python-code@" in out and (tmp_path / "pulled.safetensors").is_file()
+        ranked = [line.split()[1] for line in out.splitlines() if re.match(r"\d+ +me/lora-", line)]
+        assert sorted(ranked) == ["me/lora-code", "me/lora-prose"], out
+        lines = out.splitlines()
+        table = lines[next(i for i, line in enumerate(lines) if line.startswith("#  candidate")) :]
+        assert any(line.startswith("best: me/lora-") for line in table) and max(map(len, table)) <= 100  # 100 columns
+        index = run_bash(readme_block("### Ranking every adapter of a base model", "bash"), tmp_path, printed)
+        assert index.returncode == 0, index.stderr[-3000:]
+        assert (tmp_path / "rows.png").is_file() and "me/lora-code" in index.stdout
+    finally:
+        stop(process)

@@ -84,12 +84,19 @@ def test_order_and_report():
     assert [row.candidate for row in chosen.ranking] == ["org/high", "org/low"]
     assert [row.candidate for row in chosen.ranked_by("activation")] == ["org/low", "org/high"]
     assert [row.stderr for row in chosen.ranked_by("error")] == [0.03, 0.03]
-    lines = chosen.table().splitlines()
+    lines = chosen.table(wide=True).splitlines()  # every column on one line per candidate
     assert lines[0].split()[:3] == ["#", "candidate", "score:"] and set(lines[1]) == {"-", " "}
     assert lines[2].split()[:4] == ["1", "org/high", "0.800", "±"] and lines[2].endswith("org/high@bbbbbbb")
     assert lines[-2:] == ["skipped:", "  org/other: other base model"]
-    shown = chosen.table(limit=1).splitlines()  # header, rule, one row, the blank-ρ note, the skipped candidate
+    shown = chosen.table(limit=1, wide=True).splitlines()  # header, rule, one row, the ρ note, the skipped one
     assert len(shown) == 6 and shown[3].startswith("note: ρ — (blank)")
+    # the default: the scores in the table (the score's own column once, with its error bar), the signature
+    # source below it, per candidate
+    narrow = chosen.table(width=60).splitlines()
+    assert narrow[0].split() == ["#", "candidate", "score:", "A", "S_a", "S_e", "ρ"]
+    assert narrow[2].split() == ["1", "org/high", "0.800", "±", "0.010", "0.100", "0.400", "—"]
+    assert narrow[4:7] == ["signature source and provenance:", "  1 org/high", "    org/high@bbbbbbb"]
+    assert max(map(len, narrow)) <= 60 and narrow[-2:] == lines[-2:]
     assert chosen.rich_table().row_count == 2 and "org/other" in chosen.rich_table().caption
     assert adapter_names(["org/lora-a", "local/lora-a/", "x/--"]) == ["lora_a", "lora_a_2", "adapter"]
 
@@ -118,7 +125,7 @@ def test_auto_scores_by_the_geometry_with_the_signal_and_every_selection_has_a_v
     assert scored.choice.regime.name == "activation-dark" and scored.scores.geometry == "error"
     assert scored.verdict.best == 2 and "c" in scored.verdict.message
     rows = [RankedCandidate(name, "fisher", r, name, None).ranked_by("error") for name, r in zip("abc", results)]
-    shown = Selection(best_first(rows), [], "error", {}, verdict=scored.verdict, choice=scored.choice).table()
+    shown = Selection(best_first(rows), [], "error", {}, verdict=scored.verdict, choice=scored.choice).table(wide=True)
     [auto] = [line for line in shown.splitlines() if line.startswith("auto:")]  # the answer in plain words first
     assert auto.startswith(
         "auto: ranked by error-only S_e, because the candidates' inputs look alike to the model; the "

@@ -56,7 +56,7 @@ def test_forged_split_norms_never_become_the_best(world, tmp_path):
     forged_row = selection.ranking[-1]
     assert forged_row.doubt.startswith("implausible split norms") and forged_row.fisher > selection.best.fisher
     assert selection.best.doubt is None
-    table = selection.table()
+    table = selection.table(wide=True)
     assert "3 !" in table and f"{files['forged']}: implausible split norms" in table
 
 

@@ -56,6 +56,11 @@ def canonical_model_id(name: str | os.PathLike | None) -> str | None:
     return DEFAULT_MODEL_ID if text == DEFAULT_MODEL_REVISION or _is_default_model_folder(text) else text
 
 
+def same_base_model(name: str | os.PathLike | None, other: str | os.PathLike | None) -> bool:
+    """Whether two recorded base models are one (the embedded default's id, cache folder and GGUF revision are)."""
+    return canonical_model_id(name) == canonical_model_id(other)
+
+
 def is_embedded_model(name: str | os.PathLike | None, revision: str | None = None) -> bool:
     """Whether ``name`` (at ``revision``) is the embedded default rather than the Hub weights of the same id:
     a folder of its converted copy (any cache root: an adapter trained elsewhere records that machine's folder),

@@ -118,8 +118,11 @@ def check_compatible(signatures: Sequence[Signature]) -> None:
     for signature in signatures:
         if not isinstance(signature, Signature):
             raise InputError(f"expected a Signature, got {type(signature).__name__}; load it with load_signature()")
+    first = signatures[0]
     for other in signatures[1:]:
-        signatures[0].spec.require_compatible(other.spec)
+        first.spec.require_compatible(
+            other.spec, base_models=(first.metadata.get("base_model"), other.metadata.get("base_model"))
+        )
 
 
 #: two signatures with the same counts whose sketches and split norms agree within this relative distance are

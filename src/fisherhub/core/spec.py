@@ -22,7 +22,7 @@ from fisherhub.core.registry import (
     check_choice,
 )
 from fisherhub.core.bounded import read_json
-from fisherhub.core.errors import IncompatibleSignaturesError, InputError, SignatureFileError
+from fisherhub.core.errors import MODEL_FIELDS, IncompatibleSignaturesError, InputError, SignatureFileError
 
 FORMAT_VERSION = 1
 
@@ -202,7 +202,8 @@ class SketchSpec:
         when both have one of the same size d and their pilot directions are more than ``REFLECTION_TOLERANCE`` apart."""
         mine, theirs = self.identity_fields(), other.identity_fields()
         differing = {k: (mine[k], theirs[k]) for k in mine if mine[k] != theirs[k]}
-        if self.reflection is not None and other.reflection is not None and not {"reflection", "d"} & set(differing):
+        model_or_reflection = {"reflection", *MODEL_FIELDS}  # another model's pilot differs as a matter of course
+        if self.reflection is not None and other.reflection is not None and not model_or_reflection & set(differing):
             angle = self.reflection_angle(other)
             if angle > REFLECTION_TOLERANCE:
                 differing["reflection"] = (
@@ -218,11 +219,14 @@ class SketchSpec:
         (which first narrow by sketch id from headers), selection and the metric."""
         return not self.differences(other)
 
-    def require_compatible(self, other: SketchSpec, what: str = "signatures") -> None:
-        """``IncompatibleSignaturesError`` naming the fields that differ, unless ``compatible_with(other)``."""
+    def require_compatible(
+        self, other: SketchSpec, what: str = "signatures", base_models: tuple[str | None, str | None] | None = None
+    ) -> None:
+        """``IncompatibleSignaturesError`` naming the fields that differ (and the two ``base_models`` the
+        signatures name, when given), unless ``compatible_with(other)``."""
         differences = self.differences(other)
         if differences:
-            raise IncompatibleSignaturesError(differences, what=what)
+            raise IncompatibleSignaturesError(differences, what=what, base_models=base_models)
 
     @property
     def reflection_checksum(self) -> str | None:

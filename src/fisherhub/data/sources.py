@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from fisherhub.core.errors import InputError
-from fisherhub.data.files import file_builder
+from fisherhub.data.files import FILE_BUILDERS, file_builder
 from fisherhub.options import DataOptions
 
 #: the one split a local data file (or glob) is: ``datasets`` loads ``data_files={split: path}``
@@ -112,10 +112,43 @@ def _load_path_or_id(args: DataOptions):
     except (OSError, ValueError, ConnectionError) as exc:
         if isinstance(exc, UnicodeDecodeError):
             raise _unreadable(name, exc) from exc
-        raise InputError(
-            f"cannot load dataset {name!r} (config {args.config!r}, split {args.split!r}): {exc}. Pass a local "
-            "folder/file, or a Hub id available offline in the datasets cache."
-        ) from exc
+        raise InputError(_cannot_load(name, args, exc)) from exc
+
+
+def _cannot_load(name: str, args: DataOptions, exc: Exception) -> str:
+    """What is wrong with ``name`` when ``datasets`` cannot load it, for the kind of input it is: a local data file
+    without rows, a folder without data files, a Hub id (offline: not in the cache; online: the Hub's answer)."""
+    from huggingface_hub import constants
+
+    path = Path(name)
+    suffixes = ", ".join(sorted(set(FILE_BUILDERS)))
+    if path.is_dir():
+        files = [
+            f for f in path.rglob("*") if f.is_file() and not any(p.startswith(".") for p in f.relative_to(path).parts)
+        ]
+        if not any(file_builder(f) is not None and f.stat().st_size for f in files):
+            return (
+                f"the folder {name!r} holds no data file to sketch (none with rows among {suffixes}, or a "
+                "save_to_disk folder): pass a folder of data files, or a data file"
+            )
+        return f"cannot load the folder {name!r} as a dataset (split {args.split!r}): {exc}"
+    if path.is_file() or file_builder(path) is not None:
+        if "corresponds to no data" in str(exc):
+            return (
+                f"the data file {name!r} holds no rows (a header only, or blank lines): nothing to sketch; pass a "
+                "file with one document per row (or line, for .txt)"
+            )
+        return f"cannot read the data file {name!r} (split {args.split!r}): {exc}; check its format"
+    where = f"config {args.config!r}, split {args.split!r}"
+    if constants.HF_HUB_OFFLINE:
+        return (
+            f"cannot load the Hub dataset {name!r} ({where}): HF_HUB_OFFLINE is set and the datasets cache holds no "
+            f"copy of it ({exc}); load it once online, or pass a local folder or data file"
+        )
+    return (
+        f"cannot load dataset {name!r} ({where}): no such local folder or data file (from {os.getcwd()}), and the "
+        f"Hub ({constants.ENDPOINT}) said: {exc}"
+    )
 
 
 def _unreadable(name: str, cause: BaseException) -> InputError:

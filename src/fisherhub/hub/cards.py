@@ -22,7 +22,7 @@ from huggingface_hub.errors import HfUriError
 from fisherhub.core.bounded import read_file, read_parsed
 from fisherhub.core.errors import FisherHubError
 from fisherhub.hub.errors import CardError, hub_errors
-from fisherhub.hub.listing import ENTRY_KEYS, check_entries
+from fisherhub.hub.listing import ENTRY_KEYS, check_entries, distinguishing_choice
 from fisherhub.hub.refs import SignatureRef
 
 if TYPE_CHECKING:
@@ -219,10 +219,24 @@ def render_section(entries: list[dict[str, Any]], repo_type: str, name: str, ind
     ``dataset_link``, ``file_link``, ``py``). ``index``: the signature index dataset (``org/name``) the repo is
     in, linked from the section."""
     rows = [{**dict.fromkeys(ENTRY_KEYS), **entry} for entry in entries]
-    base_models = [row["base_model"] for row in rows if _is_repo_id(row["base_model"])]
+    example_ref, example_choice = _example(entries, name)
     return _TEMPLATES.get_template(SECTION_TEMPLATES[repo_type]).render(
-        signatures=rows, repo=name, example_base_model=base_models[0] if base_models else None, index=index
+        signatures=rows, repo=name, example_ref=example_ref, example_choice=example_choice, index=index
     )
+
+
+def _example(entries: list[dict[str, Any]], name: str) -> tuple[str, list[tuple[str, str]]]:
+    """The reference and keywords of the card's ``load_signature`` example: the first signature of a Hub base
+    model (else the first), by its base model and whatever else tells it apart from the others
+    (``listing.distinguishing_choice``), else by its path; it loads that one signature, however many the repo has."""
+    if not entries:
+        return name, []
+    entry = next((e for e in entries if _is_repo_id(e.get("base_model"))), entries[0])
+    given = {"base_model": str(entry["base_model"])} if _is_repo_id(entry.get("base_model")) else {}
+    extra = distinguishing_choice(entry, entries, given)
+    if extra is None:
+        return f"{name}:{entry['path']}", []
+    return name, [*given.items(), *extra.items()]
 
 
 def _with_section(body: str, section: str) -> str:

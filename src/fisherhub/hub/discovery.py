@@ -8,6 +8,7 @@ chosen signature file (HEAD + GET); without it, the index first (HEAD + GET).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from huggingface_hub import HfApi
@@ -38,24 +39,42 @@ def _may_be_signed(snapshot: RepoSnapshot) -> bool:
     )
 
 
-def find_adapters(base_model: str, *, token: str | None = None, untagged: bool = True) -> list[RepoSnapshot]:
-    """Adapter repos of ``base_model`` that carry signatures, as the listing describes them (pinned to the
-    commit listed). First the Hub's own filter on both tags (``fisher-signatures`` and
-    ``base_model:adapter:<id>``); with ``untagged``, then every other adapter of ``base_model`` whose file
-    list has signatures although its card lost the tag (a later ``push_to_hub`` rewrote the card), or whose
-    card names training datasets (their repos may carry the signature). Two listing calls in all (each
-    paginated by the client), none per repo."""
+@dataclasses.dataclass(frozen=True)
+class AdapterListing:
+    """The adapters of a base model, as the listing describes them: those that may be signed (signature files, or
+    training datasets named in their card, whose repos may carry one), and the others."""
+
+    signed: list[RepoSnapshot]
+    unsigned: list[RepoSnapshot]
+
+
+def list_adapters(base_model: str, *, token: str | None = None, untagged: bool = True) -> AdapterListing:
+    """Adapter repos of ``base_model`` (pinned to the commit listed). First the Hub's own filter on both tags
+    (``fisher-signatures`` and ``base_model:adapter:<id>``): signed; with ``untagged``, then every other adapter
+    of ``base_model``: signed when its file list has signatures although its card lost the tag (a later
+    ``push_to_hub`` rewrote the card), or its card names training datasets (their repos may carry the signature);
+    else unsigned. Two listing calls in all (each paginated by the client), none per repo."""
     api = HfApi(token=token)
     found: dict[str, RepoSnapshot] = {}
+    unsigned: list[RepoSnapshot] = []
     with hub_errors(f"the adapters of {base_model}"):
         for info in api.list_models(filter=[SIGNATURE_TAG, adapter_tag(base_model)], expand=list(LISTING_FIELDS)):
             found[info.id] = RepoSnapshot.from_info(info, "model", listed=True)
         if untagged:
             for info in api.list_models(filter=adapter_tag(base_model), expand=list(LISTING_FIELDS)):
+                if info.id in found:
+                    continue
                 snapshot = RepoSnapshot.from_info(info, "model", listed=True)
-                if info.id not in found and _may_be_signed(snapshot):
+                if _may_be_signed(snapshot):
                     found[info.id] = snapshot
-    return list(found.values())
+                else:
+                    unsigned.append(snapshot)
+    return AdapterListing(list(found.values()), unsigned)
+
+
+def find_adapters(base_model: str, *, token: str | None = None, untagged: bool = True) -> list[RepoSnapshot]:
+    """The adapters of ``base_model`` that carry signatures, or may (``list_adapters``' ``signed``)."""
+    return list_adapters(base_model, token=token, untagged=untagged).signed
 
 
 def find_signed_datasets(base_model: str, *, sketch_id: str | None = None, token: str | None = None) -> list[str]:

@@ -40,6 +40,10 @@ class AmbiguousSignatureError(HubError):
     """Several signatures in the repo match: the caller must choose one."""
 
 
+class OtherBaseModelError(HubError):
+    """A signature pushed into an adapter of another base model than the one it was sketched under."""
+
+
 class ConcurrentPushError(HubError):
     """The branch moved between reading the card and committing: someone pushed meanwhile."""
 

@@ -13,9 +13,11 @@ signatures across repos in one dataset (``hub/signature_index/``).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from fisherhub.core.bounded import read_file, read_json
@@ -131,10 +133,32 @@ def with_entry(entries: list[dict[str, Any]], entry: dict[str, Any]) -> list[dic
     return [*entries[:index], entry, *entries[index + 1 :]]
 
 
-def entry_matches(entry: dict[str, Any], base_model: str | None, sketch_id: str | None) -> bool:
-    return (base_model is None or entry.get("base_model") == base_model) and (
-        sketch_id is None or entry.get("sketch_id") == sketch_id
-    )
+#: the entry fields a signature of a repo can be chosen by (``load_signature``'s keywords, ``pull``'s flags)
+CHOICE_KEYS = ("base_model", "sketch_id", "dataset", "dataset_config", "dataset_split")
+
+
+def entry_matches(
+    entry: dict[str, Any], base_model: str | None = None, sketch_id: str | None = None, **others: str | None
+) -> bool:
+    """Whether ``entry`` has every value given (None: any) among ``CHOICE_KEYS``."""
+    wanted = {"base_model": base_model, "sketch_id": sketch_id, **others}
+    return all(value is None or entry.get(key) == value for key, value in wanted.items())
+
+
+def distinguishing_choice(
+    entry: dict[str, Any], entries: list[dict[str, Any]], given: Mapping[str, str | None] | None = None
+) -> dict[str, str] | None:
+    """The fewest ``CHOICE_KEYS`` values (besides those ``given``), in that order of preference, that choose
+    ``entry`` alone among ``entries``; None when no values do (two files that differ in none of them: only the
+    path tells them apart)."""
+    given = {key: value for key, value in (given or {}).items() if value is not None}
+    free = [key for key in CHOICE_KEYS if key not in given and entry.get(key) not in (None, "")]
+    for size in range(len(free) + 1):
+        for keys in itertools.combinations(free, size):
+            values = {key: str(entry[key]) for key in keys}
+            if sum(entry_matches(other, **given, **values) for other in entries) == 1:
+                return values
+    return None
 
 
 def render_listing(entries: list[dict[str, Any]]) -> bytes:

@@ -10,20 +10,33 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from huggingface_hub import CommitOperationAdd, HfApi
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.hf_api import DatasetInfo, ModelInfo, RepoSibling
 
-from fisherhub.core.errors import InputError
+from fisherhub.core.bounded import read_file, read_json
+from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.core.signature import Signature
 from fisherhub.hub.cards import CARD_NAME, download_card, read_card, set_entries
-from fisherhub.hub.errors import CardError, ConcurrentPushError, hub_errors
+from fisherhub.hub.errors import CardError, ConcurrentPushError, OtherBaseModelError, hub_errors
 from fisherhub.hub.folder import folder_card, folder_entries, folder_repo_type, locked_folder, write_atomically
-from fisherhub.hub.listing import LISTING_PATH, entry_for, published, render_listing, with_entry, written_entries
+from fisherhub.hub.listing import (
+    LISTING_PATH,
+    entry_for,
+    public_name,
+    published,
+    render_listing,
+    with_entry,
+    written_entries,
+)
+from fisherhub.hub.read import load_signature
+from fisherhub.options import same_base_model
 from fisherhub.hub.refs import (
     ADAPTER_CONFIG,
+    MAX_ADAPTER_CONFIG_BYTES,
     PUSH_REPO_TYPES,
     SignatureRef,
+    check_path,
     check_repo_type,
     is_local_folder,
     repo_ref,
@@ -45,6 +58,9 @@ class PushResult:
     commit_url: str | None = None
     pr_url: str | None = None
     file: str | None = None
+    #: the older signature files this push replaced (path -> why): the one at the new file's path, and any other
+    #: of the same data under the same base model and sketch id (removed in the same commit)
+    replaced: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def location(self) -> str:
@@ -53,12 +69,52 @@ class PushResult:
 
 @dataclasses.dataclass(frozen=True)
 class _Update:
-    """The new index and card for a signature file at ``path``."""
+    """The new index and card for a signature file at ``path``, and the older files it replaces (path -> why;
+    ``removed``: those at other paths, which the push deletes)."""
 
     path: str
     data: bytes
     index: bytes
     card: str
+    replaced: dict[str, str]
+
+    @property
+    def removed(self) -> list[str]:
+        return [path for path in self.replaced if path != self.path]
+
+
+def _counts(entry: dict[str, Any]) -> str:
+    documents, tokens = entry.get("documents"), entry.get("tokens")
+    return f"{documents if documents is not None else '?'} documents, {tokens if tokens is not None else '?'} tokens"
+
+
+def replaced_files(
+    signature: Signature, path: str, entries: list[dict[str, Any]], old: Callable[[str], Signature | None]
+) -> dict[str, str]:
+    """The listed files a push of ``signature`` to ``path`` replaces, each with why: the file at ``path`` (one per
+    base model, data and sketch id), and every other ``.fisher_signatures/`` file of the same data under the same
+    base model and sketch id (the same counts, and sketches equal within ``core.alignment.same_data``: the same
+    documents recorded under another name, e.g. a local file, then its Hub dataset). ``old(path)`` loads a listed
+    file (None when it cannot be read: it is then kept)."""
+    from fisherhub.core.alignment import same_data
+
+    replaced = {}
+    for entry in written_entries(entries):
+        if entry["path"] == path:
+            replaced[path] = f"an older signature of the same base model, data and sketch id ({_counts(entry)})"
+        elif (
+            entry.get("sketch_id") == signature.sketch_id
+            and same_base_model(entry.get("base_model"), signature.metadata.get("base_model"))
+            and (entry.get("documents"), entry.get("tokens")) == (signature.num_documents, signature.num_tokens)
+            and (previous := old(entry["path"])) is not None
+            and previous.sketch_id == signature.sketch_id
+            and same_data(previous, signature)
+        ):
+            replaced[entry["path"]] = (
+                "a signature of the same data (equal sketches) under the same base model and sketch id, recorded "
+                f"as {entry.get('dataset') or 'texts'!r}"
+            )
+    return replaced
 
 
 def _update(
@@ -71,13 +127,21 @@ def _update(
     adapter_of: str | None,
     repair_card: bool,
     index: str | None,
+    old: Callable[[str], Signature | None],
+    holds: Callable[[str, bytes], bool],
 ) -> _Update:
-    """The new index lists the ``.fisher_signatures/`` entries; the card lists every entry (legacy ones too)."""
+    """The new index lists the ``.fisher_signatures/`` entries; the card lists every entry (legacy ones too).
+    ``old(path)`` loads a listed file; ``holds(path, data)``: whether the file at ``path`` is ``data`` already."""
     path = signature_path(signature)
-    entries = with_entry(entries, entry_for(signature, path))
+    data = signature.to_bytes()
+    replaced = replaced_files(signature, path, entries, old)
+    if path in replaced and holds(path, data):
+        del replaced[path]  # the same file again: nothing is replaced
+    kept = [entry for entry in entries if entry["path"] == path or entry["path"] not in replaced]
+    entries = with_entry(kept, entry_for(signature, path))
     card = read_card(old_card, where, repo_type, repair=repair_card)
     set_entries(card, entries, repo_type, name, adapter_of, index)
-    return _Update(path, signature.to_bytes(), render_listing(written_entries(entries)), str(card))
+    return _Update(path, data, render_listing(written_entries(entries)), str(card), replaced)
 
 
 def _entries(read: Callable[[], list[dict[str, Any]]], repair_card: bool) -> list[dict[str, Any]]:
@@ -113,6 +177,7 @@ def push_signature(
     repair_card: bool = False,
     create_repo: bool = False,
     index: str | None = None,
+    force: bool = False,
 ) -> PushResult:
     """Add ``signature`` under ``.fisher_signatures/`` of a dataset or model (adapter) repo, or of a local
     folder, and list it in ``.fisher_signatures/index.json`` and the card; on the Hub in one commit. What is
@@ -147,14 +212,20 @@ def push_signature(
         index (`str`, *optional*):
             The signature index the repo is in (``datasets/org/name`` or ``org/name``, ``fisherhub index``):
             the card's section links to it.
+        force (`bool`, *optional*):
+            Push into an adapter a signature sketched under another base model than the adapter's (its card's
+            ``base_model``, else its ``adapter_config.json``); refused otherwise.
 
     Returns:
         `PushResult`: where the file is (``location``, ``ref`` pinned to the new commit), whether anything was
-        committed, and the commit or pull-request URL.
+        committed, the commit or pull-request URL, and the older files it replaced (``replaced``: the one of the
+        same base model, data and sketch id, and any other of the same data, equal sketches and counts, under the
+        same base model and sketch id; deleted in the same commit).
 
     Raises:
         `InputError`: a signature without a base model, Hub-only options for a local folder, a bad repo type.
         `ConcurrentPushError`: someone pushed after the card was read; push again.
+        `OtherBaseModelError`: an adapter of another base model than the signature's, without ``force``.
         `CardError`: the repo's card has a malformed header (see ``repair_card``).
         `HubError`: the Hub refused the request (missing repo, no write access).
     """
@@ -168,7 +239,7 @@ def push_signature(
                 f"{os.fspath(repo)} is a local folder: revision, create_pr, parent_commit and create_repo apply to Hub repos"
             )
         return _push_to_folder(
-            signature, Path(repo), repair_card, repo_type and check_repo_type(repo_type, PUSH_REPO_TYPES), index
+            signature, Path(repo), repair_card, repo_type and check_repo_type(repo_type, PUSH_REPO_TYPES), index, force
         )
     target = repo.at(revision) if isinstance(repo, SignatureRef) else repo_ref(os.fspath(repo), repo_type, revision)
     check_repo_type(target.repo_type, PUSH_REPO_TYPES)
@@ -178,6 +249,8 @@ def push_signature(
     files = {sibling.rfilename: sibling for sibling in info.siblings or []}
     old_card = download_card(snapshot.ref, token)[0] if CARD_NAME in files else None
     adapter = target.repo_type == "model" and (created or ADAPTER_CONFIG in files)
+    if adapter and not created and not force:
+        _check_hub_adapter(signature, snapshot, str(target), token)
     update = _update(
         signature,
         _entries(lambda: snapshot.entries(token), repair_card),
@@ -188,10 +261,13 @@ def push_signature(
         signature.metadata.get("base_model") if adapter else None,
         repair_card,
         index,
+        lambda path: _readable(lambda: load_signature(snapshot.ref.with_path(path).short(), token=token)),
+        lambda path, data: _holds(files.get(path), data),
     )
     head = snapshot.ref.with_path(update.path)
     if (
         update.card == old_card
+        and not update.removed
         and _holds(files.get(LISTING_PATH), update.index)
         and _holds(files.get(update.path), update.data)
     ):
@@ -231,10 +307,11 @@ def _commit(
         if metadata.get("dataset")
         else metadata["base_model"]
     )
-    operations = [
+    operations: list[CommitOperationAdd | CommitOperationDelete] = [
         CommitOperationAdd(update.path, update.data),
         CommitOperationAdd(LISTING_PATH, update.index),
         CommitOperationAdd(CARD_NAME, update.card.encode("utf-8")),
+        *(CommitOperationDelete(path) for path in update.removed),
     ]
     try:
         with hub_errors(str(target)):
@@ -256,24 +333,31 @@ def _commit(
             "their changes"
         ) from exc
     pushed = SignatureRef(target.repo_id, target.repo_type, commit.oid, update.path)
-    return PushResult(pushed, True, commit.commit_url, commit.pr_url)
+    return PushResult(pushed, True, commit.commit_url, commit.pr_url, replaced=update.replaced)
 
 
 def _push_to_folder(
-    signature: Signature, folder: Path, repair_card: bool, repo_type: str | None = None, index: str | None = None
+    signature: Signature,
+    folder: Path,
+    repair_card: bool,
+    repo_type: str | None = None,
+    index: str | None = None,
+    force: bool = False,
 ) -> PushResult:
     """The folder's signature file, index and card (each written atomically; the card last, so a folder
     interrupted in between still lists the signature through its index), under the folder's lock. ``repo_type``:
     what the folder will be on the Hub (default: ``model`` when it holds an adapter, else ``dataset``)."""
     with locked_folder(folder):
-        return _write_to_folder(signature, folder, repair_card, repo_type, index)
+        return _write_to_folder(signature, folder, repair_card, repo_type, index, force)
 
 
 def _write_to_folder(
-    signature: Signature, folder: Path, repair_card: bool, repo_type: str | None, index: str | None
+    signature: Signature, folder: Path, repair_card: bool, repo_type: str | None, index: str | None, force: bool
 ) -> PushResult:
     old_card = folder_card(folder)
     repo_type = repo_type or folder_repo_type(folder)
+    if repo_type == "model" and (folder / ADAPTER_CONFIG).is_file() and not force:
+        check_adapter_base(signature, str(folder), [lambda: _adapter_base(lambda: folder / ADAPTER_CONFIG)])
     update = _update(
         signature,
         _entries(lambda: folder_entries(folder), repair_card),
@@ -284,6 +368,8 @@ def _write_to_folder(
         signature.metadata.get("base_model") if repo_type == "model" else None,
         repair_card,
         index,
+        lambda path: _readable(lambda: Signature.load(folder / check_path(path, str(folder)))),
+        lambda path, data: (folder / path).is_file() and (folder / path).read_bytes() == data,
     )
     file = folder / update.path
     outputs = [
@@ -296,4 +382,55 @@ def _write_to_folder(
         if not path.is_file() or path.read_bytes() != data:
             write_atomically(path, data)
             written = True
-    return PushResult(None, written, file=str(file))
+    for removed in update.removed:  # after the index and card that no longer list them
+        (folder / removed).unlink(missing_ok=True)
+    return PushResult(None, written or bool(update.removed), file=str(file), replaced=update.replaced)
+
+
+def _readable(load: Callable[[], Signature]) -> Signature | None:
+    """``load()``, or None for a file that is not a readable signature (kept as it is by the push)."""
+    try:
+        return load()
+    except (FisherHubError, OSError, ValueError):
+        return None
+
+
+def _check_hub_adapter(signature: Signature, snapshot: RepoSnapshot, where: str, token: str | None) -> None:
+    """``check_adapter_base`` of an adapter repo: its card's ``base_model``, else its ``adapter_config.json``."""
+    config = lambda: _adapter_base(lambda: snapshot.download(ADAPTER_CONFIG, token))  # noqa: E731
+    check_adapter_base(signature, where, [(snapshot.card_data or {}).get("base_model"), config])
+
+
+def _adapter_base(file: Callable[[], Path | str]) -> str | None:
+    """``base_model_name_or_path`` of the ``adapter_config.json`` that ``file()`` gives (a local file; a Hub repo's
+    is one small download), read by the bounded reader; None when it cannot be read."""
+    try:
+        where = str(path := Path(file()))
+        data = read_file(path, where, max_bytes=MAX_ADAPTER_CONFIG_BYTES)
+        document = read_json(data, where, max_bytes=MAX_ADAPTER_CONFIG_BYTES)
+    except (FisherHubError, OSError):
+        return None
+    value = document.get("base_model_name_or_path") if isinstance(document, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def check_adapter_base(signature: Signature, where: str, named: list[Any]) -> None:
+    """Refuse (``OtherBaseModelError``) to list ``signature`` in the adapter ``where`` when it was sketched under
+    another base model than the adapter's. ``named``: what names the adapter's base model, in turn (a card's
+    ``base_model``, a value or list, or a callable reading the adapter config); the first that names one decides, and
+    the signature fits when it is any of the models named there (a local path counts by its folder name, as a push
+    publishes it)."""
+    sketched = signature.metadata.get("base_model")
+    for source in named:
+        value = source() if callable(source) else source
+        bases = [str(base) for base in ([value] if isinstance(value, str) else value or []) if base]
+        if not bases or not sketched:
+            continue
+        if any(same_base_model(public_name(base), sketched) or same_base_model(base, sketched) for base in bases):
+            return
+        raise OtherBaseModelError(
+            f"{where} is an adapter of {' / '.join(map(repr, bases))}, but the signature was sketched under "
+            f"{sketched!r}: listed there, it would advertise a signature of another base model, which selection then "
+            f"skips. Sketch the adapter's training data under its base model (fisherhub sketch --model {bases[0]} ...) "
+            "and push that, or pass --force (force=True) to push this one anyway"
+        )

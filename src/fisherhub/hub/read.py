@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from fisherhub.core.spec import FORMAT_VERSION
 from fisherhub.hub.cards import CARD_NAME, download_card, read_card
 from fisherhub.hub.errors import AmbiguousSignatureError, CardError, SignatureNotFoundError, hub_errors
 from fisherhub.hub.folder import folder_entries, folder_signature_files
-from fisherhub.hub.listing import entry_matches
+from fisherhub.hub.listing import CHOICE_KEYS, distinguishing_choice, entry_matches
 from fisherhub.safe_text import printable
 from fisherhub.hub.refs import SignatureRef, check_path, is_local_folder, is_local_path_only, repo_ref
 from fisherhub.hub.snapshot import RepoSnapshot, repo_snapshot
@@ -229,62 +230,74 @@ def list_signatures(
     return snapshot_signatures(snapshot, token)
 
 
-def choose_entry(
-    entries: list[dict[str, Any]], where: str, base_model: str | None, sketch_id: str | None
-) -> dict[str, Any]:
-    """The one entry for ``base_model`` / ``sketch_id`` (any when None) among ``entries`` of ``where``."""
-    matches = [entry for entry in entries if entry_matches(entry, base_model, sketch_id)]
-    listing = "; ".join(
-        f"{e['path']} (base_model={e.get('base_model')}, sketch_id={e.get('sketch_id')})" for e in entries
-    )
+def _choice(choice: Mapping[str, str | None]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in choice.items() if value is not None)
+
+
+def _option(entry: dict[str, Any], entries: list[dict[str, Any]], given: dict[str, str | None], where: str) -> str:
+    """How to choose ``entry``: its distinguishing values as keywords and flags, else its path."""
+    values = distinguishing_choice(entry, entries, given)
+    if not values:
+        return f"{entry['path']}: by its path, {where}:{entry['path']}"
+    flags = " ".join(f"--{key.replace('_', '-')} {shlex.quote(value)}" for key, value in values.items())
+    return f"{entry['path']}: {_choice(values)} ({flags})"
+
+
+def choose_entry(entries: list[dict[str, Any]], where: str, choice: dict[str, str | None]) -> dict[str, Any]:
+    """The one entry ``choice`` (``CHOICE_KEYS`` -> value, None: any) picks among ``entries`` of ``where``."""
+    matches = [entry for entry in entries if entry_matches(entry, **choice)]
     if not entries:
         raise SignatureNotFoundError(
             f"{where}: lists no signatures (no .fisher_signatures/index.json and no card block); pass the file's path "
             "(REF:path; `fisherhub list` shows the files)"
         )
     if not matches:
-        wanted = ", ".join(f"{k}={v}" for k, v in (("base_model", base_model), ("sketch_id", sketch_id)) if v)
+        listing = "; ".join(f"{e['path']} ({_choice({key: e.get(key) for key in CHOICE_KEYS})})" for e in entries)
+        wanted = _choice(choice)
         raise SignatureNotFoundError(
             f"{where}: lists no signature{' with ' + wanted if wanted else ''}; it lists: {listing}. "
-            "Pass another base_model / sketch_id, or a file path (REF:path; `fisherhub list` shows the files)"
+            "Choose among those, or pass a file path (REF:path; `fisherhub list` shows the files)"
         )
     if len(matches) > 1:
+        short = where.removeprefix("hf://")
+        options = "; or ".join(_option(entry, matches, choice, short) for entry in matches)
+        wanted = _choice(choice)
         raise AmbiguousSignatureError(
-            f"{where}: {len(matches)} signatures match; choose one with base_model= / sketch_id= "
-            f"(--base-model / --sketch-id) or a path (REF:path). It lists: {listing}"
+            f"{where}: {len(matches)} signatures match{' ' + wanted if wanted else ''}; choose one: {options}"
         )
     return matches[0]
 
 
-def choose_signature(
-    repo: SignatureRef, base_model: str | None = None, sketch_id: str | None = None, token: str | None = None
-) -> SignatureRef:
-    """The one signature the index (or card) of ``repo`` lists for ``base_model`` / ``sketch_id`` (any when
-    None), pinned to the commit it was read at."""
+def choose_signature(repo: SignatureRef, choice: dict[str, str | None], token: str | None = None) -> SignatureRef:
+    """The one signature the index (or card) of ``repo`` lists for ``choice`` (``CHOICE_KEYS`` -> value, None:
+    any), pinned to the commit it was read at."""
     snapshot = repo_snapshot(repo, token)
     entries = snapshot.entries(token)
     if not entries and snapshot.complete and CARD_NAME in snapshot.files and snapshot.card_data is None:
         read_card(
             download_card(snapshot.ref, token)[0], str(repo), snapshot.ref.repo_type
         )  # the Hub reads no metadata from it: say why
-    entry = choose_entry(entries, str(repo), base_model, sketch_id)
+    entry = choose_entry(entries, str(repo), choice)
     return snapshot.ref.with_path(entry["path"])
 
 
 def _fetch(
-    ref: str | os.PathLike, revision: str | None, base_model: str | None, sketch_id: str | None, token: str | None
+    ref: str | os.PathLike, revision: str | None, choice: dict[str, str | None], token: str | None
 ) -> tuple[str, Signature]:
     """(local file, validated signature) for ``ref``; a Hub file comes through the cache (offline too)."""
     text = os.fspath(ref)
-    choosing = base_model is not None or sketch_id is not None
+    choosing = any(value is not None for value in choice.values())
     if os.path.isfile(text):
         if revision is not None or choosing:
-            raise InputError(f"{text} is a local file: revision, base_model and sketch_id only apply to Hub references")
+            raise InputError(
+                f"{text} is a local file: revision and the choice of a signature ({', '.join(CHOICE_KEYS)}) only "
+                "apply to Hub references and folders"
+            )
         return text, Signature.load(text)
     if is_local_folder(text):
         if revision is not None:
             raise InputError(f"{text} is a local folder: revision only applies to Hub references")
-        entry = choose_entry(folder_entries(Path(text)), text, base_model, sketch_id)
+        entry = choose_entry(folder_entries(Path(text)), text, choice)
         local = os.path.join(text, check_path(entry["path"], text))
         return local, Signature.load(local)
     if is_local_path_only(text):
@@ -297,9 +310,11 @@ def _fetch(
         raise SignatureFileError(f"{text}: no such file, and not a Hub reference ({REFERENCE_FORMS})")
     target = target.at(revision)
     if target.path is None:
-        target = choose_signature(target, base_model, sketch_id, token)
+        target = choose_signature(target, choice, token)
     elif choosing:
-        raise InputError(f"{text} names a file: base_model / sketch_id choose one only when the reference has no path")
+        raise InputError(
+            f"{text} names a file: {_choice(choice)} choose a signature only when the reference has no path"
+        )
     local = _download(target, token)
     if (problem := oversized(os.path.getsize(local))) is not None:
         raise SignatureFileError(f"{target}: {problem}")
@@ -331,6 +346,9 @@ def load_signature(
     revision: str | None = None,
     base_model: str | None = None,
     sketch_id: str | None = None,
+    dataset: str | None = None,
+    dataset_config: str | None = None,
+    dataset_split: str | None = None,
     token: str | None = None,
 ) -> Signature:
     """The signature ``ref`` names. Works offline (``HF_HUB_OFFLINE=1``) for what the cache holds; pin
@@ -340,13 +358,19 @@ def load_signature(
         ref (`str` or `os.PathLike`):
             A local ``.safetensors`` file or folder, or a Hub reference (``REFERENCE_FORMS``: ``org/name``,
             ``datasets/org/name[@rev][:path]``, ``hf://...``, a Hub web URL). Without a path the repo's index
-            (or card) chooses: the one signature for ``base_model`` / ``sketch_id``.
+            (or card) chooses: the one signature with the values given below (each None: any).
         revision (`str`, *optional*):
             Branch, tag or commit of a Hub reference that names none.
         base_model (`str`, *optional*):
             Choose among a repo's signatures the one for this base model.
         sketch_id (`str`, *optional*):
             Choose among a repo's signatures the one of this sketch id.
+        dataset (`str`, *optional*):
+            ... the one sketched from this dataset (as ``fisherhub list`` shows it).
+        dataset_config (`str`, *optional*):
+            ... of this dataset config.
+        dataset_split (`str`, *optional*):
+            ... of this dataset split.
         token (`str`, *optional*):
             For private or gated repos (default: the logged-in one, ``HF_TOKEN``).
 
@@ -356,20 +380,27 @@ def load_signature(
     Raises:
         `SignatureFileError`: the file is not a valid signature (the message names repo, revision and path).
         `SignatureNotFoundError`: the repo lists no signature that matches.
-        `AmbiguousSignatureError`: several match: give base_model, sketch_id or the path.
+        `AmbiguousSignatureError`: several match: the message names, for each, the values (or the path) that
+            choose it alone.
         `InputError`: a reference none of the forms reads, or a revision for a local path.
         `HubError`: the Hub refused the request (missing repo, no access, offline without a cached copy).
     """
-    return _fetch(ref, revision, base_model, sketch_id, token)[1]
+    choice = {
+        "base_model": base_model,
+        "sketch_id": sketch_id,
+        "dataset": dataset,
+        "dataset_config": dataset_config,
+        "dataset_split": dataset_split,
+    }
+    return _fetch(ref, revision, choice, token)[1]
 
 
 def download_signature(
-    ref: str | os.PathLike,
-    *,
-    revision: str | None = None,
-    base_model: str | None = None,
-    sketch_id: str | None = None,
-    token: str | None = None,
+    ref: str | os.PathLike, *, revision: str | None = None, token: str | None = None, **choice: str | None
 ) -> str:
-    """Like ``load_signature``, but the path of the validated file (in the Hub cache for a Hub reference)."""
-    return _fetch(ref, revision, base_model, sketch_id, token)[0]
+    """Like ``load_signature`` (the same keywords choose the signature), but the path of the validated file (in
+    the Hub cache for a Hub reference)."""
+    unknown = set(choice) - set(CHOICE_KEYS)
+    if unknown:
+        raise TypeError(f"download_signature() got unexpected keyword arguments {sorted(unknown)}")
+    return _fetch(ref, revision, {key: choice.get(key) for key in CHOICE_KEYS}, token)[0]

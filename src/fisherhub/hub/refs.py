@@ -34,6 +34,9 @@ LEGACY_SIGNATURE_FOLDER = "fisher_signatures"
 #: the folders signatures are read from, in this order (a path in the first wins over the same name later)
 SIGNATURE_FOLDERS = (SIGNATURE_FOLDER, LEGACY_SIGNATURE_FOLDER)
 ADAPTER_CONFIG = "adapter_config.json"  # what makes a folder or repo a PEFT adapter
+#: the largest ``adapter_config.json`` read: a LoRA config is ~2 kB; a ``rank_pattern`` naming every module of a
+#: 70B model ~50 kB
+MAX_ADAPTER_CONFIG_BYTES = 2**20
 _PREFIXES: dict[str, str] = {
     prefix: kind for prefix, kind in constants.HF_URI_TYPE_PREFIXES.items() if kind in REPO_TYPES
 }

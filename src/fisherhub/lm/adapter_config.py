@@ -9,10 +9,7 @@ from pathlib import Path
 
 from fisherhub.core.bounded import read_file, read_json
 from fisherhub.core.errors import InputError
-from fisherhub.hub.refs import ADAPTER_CONFIG
-
-#: a LoRA config is ~2 kB; a ``rank_pattern`` naming every module of a 70B model ~50 kB
-MAX_ADAPTER_CONFIG_BYTES = 2**20
+from fisherhub.hub.refs import ADAPTER_CONFIG, MAX_ADAPTER_CONFIG_BYTES
 
 
 def adapter_config_file(

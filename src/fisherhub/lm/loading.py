@@ -186,6 +186,7 @@ def load_model_and_tokenizer(
 
     embedded = model_id_or_path is None or is_embedded_model(model_id_or_path, revision)
     source: str | os.PathLike
+    hub_options: dict[str, bool] = {}
     if embedded or model_id_or_path is None:
         if revision not in (None, DEFAULT_MODEL_REVISION) or gguf_file is not None:
             raise InputError(
@@ -200,8 +201,13 @@ def load_model_and_tokenizer(
                 "is read as it is: drop the revision, or check the revision out into the folder"
             )
         _check_model_reference(source)
-        _check_hub_model_exists(source, revision, token)
-    common = {"revision": revision, "trust_remote_code": trust_remote_code, **({"token": token} if token else {})}
+        hub_options = _hub_model_options(source, revision, token, gguf_file)
+    common = {
+        "revision": revision,
+        "trust_remote_code": trust_remote_code,
+        **({"token": token} if token else {}),
+        **hub_options,
+    }
     if gguf_file is not None:
         require("gguf")  # transformers reads GGUF files with it
         common["gguf_file"] = gguf_file
@@ -239,29 +245,66 @@ def load_base_model(base_model: str | None, signature: Signature | None = None, 
     return load_model_and_tokenizer(base_model, revision=revision, token=token)
 
 
-def _check_hub_model_exists(source: str | os.PathLike, revision: str | None, token: str | None) -> None:
-    """One ``model_info`` request for a Hub id: a repo or revision the Hub does not have is refused at once, not
-    after transformers has looked for each of its files in turn. Offline, unreachable or anything else: left to
-    ``from_pretrained`` (which reads the cache)."""
-    from huggingface_hub import HfApi, constants
-    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
+def _hub_model_options(
+    source: str | os.PathLike, revision: str | None, token: str | None, gguf_file: str | None
+) -> dict[str, bool]:
+    """One ``model_info`` request for a Hub id, so that what is wrong is said at once, not after transformers has
+    looked for each file in turn with retries (about 50 s with no network): a repo or revision the Hub does not
+    have, a repo that is no model (an adapter, no ``config.json``), a Hub that cannot be reached. Unreachable with a copy in the local cache: that copy is loaded (``local_files_only``), with
+    a warning. The ``from_pretrained`` options it adds; none for a folder or offline (the cache answers then)."""
+    from huggingface_hub import HfApi, constants, try_to_load_from_cache
+    from huggingface_hub.errors import HfHubHTTPError, HTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
     if Path(source).exists() or constants.HF_HUB_OFFLINE:
-        return
+        return {}
+    name = os.fspath(source)
     try:
-        HfApi(token=token).model_info(os.fspath(source), revision=revision)
+        info = HfApi(token=token).model_info(name, revision=revision)
     except RevisionNotFoundError:
         raise InputError(
-            f"cannot load model {os.fspath(source)!r} (revision {revision!r}): the Hub has no such revision of it; "
-            "check the revision"
+            f"cannot load model {name!r} (revision {revision!r}): the Hub has no such revision of it; check the revision"
         ) from None
     except RepositoryNotFoundError:
         raise InputError(
-            f"model {os.fspath(source)!r}: no such folder (from {os.getcwd()}), and the Hub has no model repo of that "
-            "id (or it is private: log in with `hf auth login` or set HF_TOKEN); check the spelling"
+            f"model {name!r}: no such folder (from {os.getcwd()}), and the Hub has no model repo of that id "
+            f"({constants.ENDPOINT}); check the spelling (a dataset id goes to --dataset; a private repo needs a "
+            "token: `hf auth login` or HF_TOKEN)"
         ) from None
-    except Exception:  # noqa: BLE001 (unreachable, rate-limited, any other answer: from_pretrained decides)
-        return
+    except HfHubHTTPError as exc:
+        status = exc.response.status_code if exc.response is not None else None
+        if status is not None and (status >= 500 or status == 429):  # the Hub is busy: from_pretrained retries
+            return {}
+        raise InputError(
+            f"model {name!r}: the Hub ({constants.ENDPOINT}) refused it ({status}: {exc}); check the id, the token "
+            "(HF_TOKEN) and HF_ENDPOINT"
+        ) from None
+    except HTTPError as exc:  # the client's other HTTP errors: no connection, a timeout
+        cached = try_to_load_from_cache(name, "config.json" if gguf_file is None else gguf_file, revision=revision)
+        if isinstance(cached, str):
+            _log.warning(
+                "the Hub (%s) cannot be reached (%s): loading %s from the local cache", constants.ENDPOINT, exc, name
+            )
+            return {"local_files_only": True}
+        raise InputError(
+            f"model {name!r}: the Hub ({constants.ENDPOINT}) cannot be reached ({exc}) and the local cache "
+            f"({constants.HF_HUB_CACHE}) holds no copy of it. Check the connection and HF_ENDPOINT (`fisherhub hub "
+            "serve` runs a local Hub), or pass a local folder with config.json and weights"
+        ) from None
+    files = {sibling.rfilename for sibling in info.siblings or []}
+    if gguf_file is None and "config.json" not in files and info.siblings is not None:
+        if "adapter_config.json" in files:
+            base = getattr(info.card_data, "base_model", None)
+            raise InputError(
+                f"model {name!r} is a PEFT adapter{f' of {base}' if base else ''}, not a model: load its base model "
+                f"({'--model ' + str(base) if base else 'the one its adapter_config.json names'}); --adapter names "
+                "an adapter whose modules to sketch"
+            )
+        gguf = sorted(path for path in files if path.endswith(".gguf"))
+        raise InputError(
+            f"model {name!r}: the Hub repo has no config.json, so it is no transformers model"
+            + (f"; it holds GGUF files: pass one with --gguf-file (e.g. {gguf[0]})" if gguf else "; check the id")
+        )
+    return {}
 
 
 def _check_model_reference(source: str | os.PathLike) -> None:

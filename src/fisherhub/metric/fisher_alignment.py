@@ -257,7 +257,11 @@ def _check_one_sketch_id(signatures):
     """Raise ``IncompatibleSignaturesError`` naming both references and the differing spec fields."""
     (first_ref, first), *others = signatures.items()
     for ref, signature in others:
-        first.spec.require_compatible(signature.spec, what=f"signatures {first_ref!r} and {ref!r}")
+        first.spec.require_compatible(
+            signature.spec,
+            what=f"signatures {first_ref!r} and {ref!r}",
+            base_models=(first.metadata.get("base_model"), signature.metadata.get("base_model")),
+        )
 
 
 def _sketch_text_pairs(tasks, options):

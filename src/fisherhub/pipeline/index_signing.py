@@ -146,6 +146,7 @@ def sign_unsigned(
     from accelerate.utils import gather_object
     from huggingface_hub import HfApi
 
+    from fisherhub.pipeline.launch import warn_if_fewer_processes
     from fisherhub.pipeline.loop import sketch_dataset
     from fisherhub.pipeline.processes import no_accelerator
 
@@ -154,6 +155,7 @@ def sign_unsigned(
     spec = _common_spec(read_rows(loaded.table, base_model, f"datasets/{loaded.ref.repo_id}", loaded.commit))
     unsigned, naming, by_dataset = _datasets_of_unsigned(base_model, token)
     state = PartialState(cpu=no_accelerator())
+    warn_if_fewer_processes(state.num_processes, "index sign")
     sign_folder = Path(work or default_work(loaded.ref)) / "sign"
     api = HfApi(token=token)
     shares = list(by_dataset.items())[state.process_index :: state.num_processes]

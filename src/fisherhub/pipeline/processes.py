@@ -25,7 +25,11 @@ def make_accelerator(cpu: bool | None = None):
     """An ``Accelerator``; ``cpu=None`` uses the CPU when no accelerator device is available."""
     from accelerate import Accelerator
 
-    return Accelerator(cpu=no_accelerator() if cpu is None else cpu)
+    from fisherhub.pipeline.launch import warn_if_fewer_processes
+
+    accelerator = Accelerator(cpu=no_accelerator() if cpu is None else cpu)
+    warn_if_fewer_processes(accelerator.num_processes)  # a launch that asked for more says so
+    return accelerator
 
 
 def reduce_totals(accelerator, state: SketchState, counts: DocumentCounts) -> DocumentCounts:

@@ -13,15 +13,9 @@ from typing import Any
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.core.signature import Signature
 from fisherhub.hub.refs import ADAPTER_CONFIG
+from fisherhub.options import same_base_model
 from fisherhub.selection.errors import Skip
 from fisherhub.selection.rows import AdapterLocation
-
-
-def same_base_model(name: str | None, other: str | None) -> bool:
-    """Whether two recorded base models are one (the embedded default's id, cache folder and GGUF revision are)."""
-    from fisherhub.lm.loading import canonical_model_id
-
-    return canonical_model_id(name) == canonical_model_id(other)
 
 
 def other_base_model(whose: str, named: list[str], base_model: str | None) -> Skip:
@@ -40,6 +34,13 @@ def other_base_model(whose: str, named: list[str], base_model: str | None) -> Sk
         else ""
     )
     return Skip(f"other base model: {whose} for {', '.join(map(repr, named))}, not {base_model!r}{hint}")
+
+
+#: why an adapter without a signature is skipped
+NO_SIGNATURE = (
+    "no signature: neither the adapter nor the dataset repos its card names carry one (sign it: `fisherhub push "
+    "SIG REPO` with a signature of its training data, or `fisherhub index sign`)"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +66,7 @@ class Candidate:
     def options_for(self, base_model: str | None) -> list[SignatureOption]:
         """The signature options usable under ``base_model`` (``Skip`` when there are none)."""
         if not self.options:
-            raise Skip("no signature: neither the adapter nor the dataset repos its card names carry one")
+            raise Skip(NO_SIGNATURE)
         matching = [option for option in self.options if option.is_for(base_model)]
         if not matching:
             raise other_base_model(
@@ -182,7 +183,7 @@ def _adapter_config_base(snapshot, subfolder: str | None, token: str | None) -> 
     ``peft.PeftConfig`` (``Skip`` for a type that is not ranked); one small download through the cache
     (offline: the cached copy)."""
     from fisherhub.core.bounded import check_size
-    from fisherhub.lm.adapter_config import MAX_ADAPTER_CONFIG_BYTES
+    from fisherhub.hub.refs import MAX_ADAPTER_CONFIG_BYTES
 
     path = f"{subfolder}/{ADAPTER_CONFIG}" if subfolder else ADAPTER_CONFIG
     try:  # a size the listing gives: refused before the download
@@ -275,17 +276,17 @@ def resolve_candidate(name, base_model: str | None, token: str | None = None) ->
     return _hub_candidate(text, base_model, token=token)
 
 
-def discover(base_model: str | None, token: str | None = None) -> list:
-    """The adapters of ``base_model`` that the Hub lists."""
-    from fisherhub.hub import find_adapters
-    from fisherhub.lm.loading import canonical_model_id
+def discover(base_model: str | None, token: str | None = None) -> tuple[list, list]:
+    """(the adapters of ``base_model`` that the Hub lists and that may be signed, the others: unsigned)."""
+    from fisherhub.hub.discovery import list_adapters
+    from fisherhub.options import canonical_model_id
 
     if base_model is None:
         raise InputError("no candidates given: pass adapter repo ids or folders, or base_model= to discover adapters")
-    found = find_adapters(canonical_model_id(base_model), token=token)
-    if not found:
+    found = list_adapters(canonical_model_id(base_model), token=token)
+    if not found.signed and not found.unsigned:
         raise InputError(
             f"no candidates: the Hub lists no adapters of {base_model!r} (tag base_model:adapter:{base_model}). "
             "Pass adapter repo ids or local adapter folders explicitly"
         )
-    return found
+    return found.signed, found.unsigned

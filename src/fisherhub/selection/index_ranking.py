@@ -18,7 +18,8 @@ import numpy as np
 from fisherhub.core.errors import InputError
 from fisherhub.core.features import SKETCHES
 from fisherhub.core.geometry import GEOMETRIES, HEAD_SCORES
-from fisherhub.selection.candidates import SignedElsewhere, same_base_model
+from fisherhub.options import same_base_model
+from fisherhub.selection.candidates import SignedElsewhere
 from fisherhub.selection.errors import Skip
 from fisherhub.selection.ranking import incompatibility
 from fisherhub.selection.rows import Skipped

@@ -4,6 +4,8 @@ backend is left alone)."""
 from __future__ import annotations
 
 import re
+import shutil
+import textwrap
 from typing import TYPE_CHECKING, Protocol
 
 from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES, HEAD_SCORES, label
@@ -142,28 +144,123 @@ def _caption(selection: Shown, limit: int | None) -> str:
     return "\n".join(printable(line) for line in [*trust, *doubts, *legend, *skipped])  # a name's \n breaks no line
 
 
-def plain_table(selection: Shown, limit: int | None = None) -> str:
-    """Aligned columns, a rule under the header, then the legend lines that apply and the skipped candidates."""
+#: the columns of ``_table_rows`` shown below the table (the details) unless wide: long, and about trust, not rank
+DETAIL_COLUMNS = ("signature source", "provenance")
+#: the width tables fit when the terminal's is not known (``shutil.get_terminal_size``'s fallback)
+DEFAULT_WIDTH = 100
+#: the fewest characters a shortened candidate name keeps (its full name is in the details)
+_SHORTEST_NAME = 12
+
+
+def table_width(width: int | None = None) -> int:
+    """``width``, else the terminal's (``COLUMNS`` or the size of the terminal), else ``DEFAULT_WIDTH``."""
+    return width if width is not None else shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
+
+
+def _shortened(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters: the middle replaced by ``…`` (the end of a repo id tells most)."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 3
+    return f"{text[:head]}…{text[len(text) - (width - 1 - head) :]}"
+
+
+def _layout(
+    selection: Shown, limit: int | None, wide: bool, width: int
+) -> tuple[list[str], list[list[str]], list[tuple[str, str, list[tuple[str, str]]]]]:
+    """(header, rows, details) as shown. Wide: every column of ``_table_rows`` in one row per candidate, no
+    details. Otherwise the ``DETAIL_COLUMNS`` go to the details ((rank, full candidate name, [(column, value)])),
+    the score's own column is dropped (the score column is it, ± its stderr), and candidate names are shortened
+    in the middle until the rows fit ``width``."""
     header, rows = _table_rows(selection, limit)
-    widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in [header, *rows]]
-    lines.insert(1, "  ".join("-" * width for width in widths))
+    if wide:
+        return header, rows, []
+    symbol = GEOMETRIES[selection.score].symbol if selection.score in GEOMETRIES else None
+    score_column = f"score: {label(selection.score)}"
+    hidden = {*DETAIL_COLUMNS, *([symbol] if symbol else [])}
+    keep = [i for i, name in enumerate(header) if name not in hidden]
+    details_at = [i for i, name in enumerate(header) if name in DETAIL_COLUMNS]
+    details = [(row[0], row[1], [(header[i], row[i]) for i in details_at]) for row in rows]
+    shown = [f"score: {symbol}" if name == score_column and symbol else name for name in (header[i] for i in keep)]
+    shown_rows = [[row[i] for i in keep] for row in rows]
+    name_at = shown.index("candidate")
+    widths = [max(len(line[i]) for line in [shown, *shown_rows]) for i in range(len(shown))]
+    room = widths[name_at] - (sum(widths) + 2 * (len(widths) - 1) - width)
+    if room < widths[name_at]:
+        fitted = max(room, _SHORTEST_NAME, len("candidate"))
+        for line in shown_rows:
+            line[name_at] = _shortened(line[name_at], fitted)
+    return shown, shown_rows, details
+
+
+def fill(text: str, width: int, indent: str = "", more: str = "  ") -> list[str]:
+    """``text`` wrapped to ``width`` after ``indent`` (continuations after ``more``), split at spaces and
+    before a signature's path in its repo (``:.fisher_signatures/``); a word longer than a line is cut."""
+    text = text.replace(":.fisher_signatures/", ": .fisher_signatures/")
+    wrapped = textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=more, break_on_hyphens=False)
+    return [line.replace(": .fisher_signatures/", ":.fisher_signatures/") for line in wrapped]
+
+
+def _detail_lines(details: list[tuple[str, str, list[tuple[str, str]]]], width: int) -> list[str]:
+    """The details under a table: per candidate, its rank and full name, then each detail column's value, wrapped
+    to ``width``."""
+    if not details:
+        return []
+    lines = [f"{' and '.join(name for name, _ in details[0][2])}:"]
+    for rank, candidate, values in details:
+        lines += fill(f"{rank} {candidate}", width, "  ", "    ")
+        for _, value in values:
+            lines += fill(value, width, "    ", "      ")
+    return lines
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    """``text`` (lines) wrapped to ``width``, each continuation indented under its line's text."""
+    out = []
+    for line in text.splitlines():
+        out += fill(line, width, "", " " * (len(line) - len(line.lstrip(" ")) + 2)) or [""]
+    return out
+
+
+def below_table(selection: Shown, limit: int | None = None, *, wide: bool = False, width: int | None = None) -> str:
+    """What follows the rows: (unless ``wide``) each candidate's signature source and provenance, then the
+    verdict, the legend lines that apply and the skipped candidates; wrapped to ``width`` unless ``wide``."""
+    width = table_width(width)
     caption = _caption(selection, limit)
-    return "\n".join(lines) + (f"\n{caption}" if caption else "")
+    if wide:
+        return caption
+    details = _layout(selection, limit, wide, width)[2]
+    return "\n".join([*_detail_lines(details, width), *(_wrapped(caption, width) if caption else [])])
 
 
-def rich_table(selection: Shown, limit: int | None = None) -> Table:
-    """The same rows as a ``rich.table.Table``, the skipped candidates in its caption."""
+def plain_table(selection: Shown, limit: int | None = None, *, wide: bool = False, width: int | None = None) -> str:
+    """Aligned columns, a rule under the header, then ``below_table``; within ``width`` columns (``table_width``)
+    unless ``wide``, which puts every column on one line per candidate."""
+    width = table_width(width)
+    header, rows, _ = _layout(selection, limit, wide, width)
+    sizes = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(size) for cell, size in zip(line, sizes)).rstrip() for line in [header, *rows]]
+    lines.insert(1, "  ".join("-" * size for size in sizes))
+    below = below_table(selection, limit, wide=wide, width=width)
+    return "\n".join(lines) + (f"\n{below}" if below else "")
+
+
+def rich_table(
+    selection: Shown, limit: int | None = None, *, wide: bool = False, width: int | None = None, caption: bool = True
+) -> Table:
+    """The same rows as a ``rich.table.Table``, with ``below_table`` as its caption (``caption=False``: none;
+    print ``below_table`` under it instead, at the terminal's width rather than the table's)."""
     require("rich")
     from rich.table import Table
     from rich.text import Text
 
-    header, rows = _table_rows(selection, limit)
-    caption = _caption(selection, limit)
+    width = table_width(width)
+    header, rows, _ = _layout(selection, limit, wide, width)
+    text = below_table(selection, limit, wide=wide, width=width) if caption else ""
     table = Table(
         *header,
         title=f"candidates ranked by {label(selection.score)}",
-        caption=Text(caption) if caption else None,
+        caption=Text(text) if text else None,
         caption_justify="left",
     )
     for row in rows:

@@ -86,14 +86,19 @@ class Selection:
         return best_first(row.ranked_by(score) for row in self.ranking)
 
     # -- display ------------------------------------------------------------------------------------
-    def table(self, limit: int | None = None) -> str:
-        """The ranking as plain text: rank, candidate, score ± stderr, A, S_a, S_e, ρ, signature source; then
-        the skipped candidates with their reasons."""
-        return report.plain_table(self, limit)
+    def table(self, limit: int | None = None, *, wide: bool = False, width: int | None = None) -> str:
+        """The ranking as plain text within ``width`` columns (default: the terminal's, else 100): rank, candidate,
+        score ± stderr and the other scores of A, S_a, S_e, ρ (and the measured loss after a second stage); then
+        each candidate's signature source and provenance, the verdict and the skipped candidates with their
+        reasons. ``wide``: one line per candidate with every column (source and provenance too)."""
+        return report.plain_table(self, limit, wide=wide, width=width)
 
-    def rich_table(self, limit: int | None = None) -> Table:
-        """The ranking as a ``rich.table.Table`` (the skipped candidates in its caption)."""
-        return report.rich_table(self, limit)
+    def rich_table(
+        self, limit: int | None = None, *, wide: bool = False, width: int | None = None, caption: bool = True
+    ) -> Table:
+        """The ranking as a ``rich.table.Table``; the details, verdict and skipped candidates in its caption
+        (``caption=False``: none; ``report.below_table`` is that text)."""
+        return report.rich_table(self, limit, wide=wide, width=width, caption=caption)
 
     def __str__(self) -> str:
         return self.table()

@@ -12,7 +12,14 @@ from fisherhub.core.signature import Signature
 from fisherhub.analysis.verdict import score_selection
 from fisherhub.core.geometry import DEFAULT_SCORE, HEAD_SCORES
 from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_map
-from fisherhub.selection.candidates import Candidate, SignatureOption, candidate_name, discover, resolve_candidate
+from fisherhub.selection.candidates import (
+    NO_SIGNATURE,
+    Candidate,
+    SignatureOption,
+    candidate_name,
+    discover,
+    resolve_candidate,
+)
 from fisherhub.selection.errors import NoCompatibleCandidatesError, Skip
 from fisherhub.selection.index_ranking import SHORTLIST, check_shortlist, rank_index
 from fisherhub.selection.ranking import (
@@ -297,8 +304,13 @@ def select_adapter(
         names, targets, base_model = _index_shortlist(
             index, shortlist, score, token, base_model, given, data, model, tokenizer, sketch, skipped
         )
+    elif candidates is not None:
+        names = list(candidates)
     else:
-        names = list(candidates) if candidates is not None else discover(base_model, token)
+        names, unsigned = discover(base_model, token)
+        skipped += [Skipped(candidate_name(snapshot), NO_SIGNATURE) for snapshot in unsigned]
+        if not names:  # every adapter the Hub lists is unsigned: say so for each
+            raise NoCompatibleCandidatesError(skipped)
     usable, base_model = candidate_pool(names, base_model, token, workers, skipped)
     if targets is None:
         targets = Target(given, _sketcher(data, model, tokenizer, base_model, sketch))

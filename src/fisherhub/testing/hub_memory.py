@@ -9,7 +9,7 @@ import hashlib
 import json
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import yaml
@@ -20,6 +20,8 @@ TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
 YAML_BLOCK = re.compile(r"^(\s*---(?:\r\n|\r|\n))([\S\s]*?)((?:\r\n|\r|\n)---[ \t]*(\r\n|\n|$))")  # the client's
 CONFLICT = "A commit has happened since. Please refresh and try again."  # the Hub's 412 message
 LFS_SUFFIXES = (".parquet",)  # uploaded through LFS (the Hub's preupload answer for these); the rest inline
+#: what a repo keeps across restarts (``Repo.to_state``), besides its commits
+REPO_FIELDS = ("type", "id", "private", "sdk", "created", "prs", "gated", "read_only", "refs")
 
 
 def git_blob_sha(data: bytes) -> str:
@@ -84,6 +86,30 @@ class Repo:
         oid = hashlib.sha1(seed.encode()).hexdigest()
         self.commits[oid] = Commit(oid, parent, dict(files), title, message)
         return oid
+
+    def to_state(self) -> dict:
+        """The repo as a server's state file holds it: its fields, and each commit with its files by blob sha1."""
+        commits = [
+            {**asdict(c), "files": {p: git_blob_sha(b) for p, b in c.files.items()}} for c in self.commits.values()
+        ]
+        return {
+            **{name: getattr(self, name) for name in REPO_FIELDS},
+            "granted": sorted(self.granted),
+            "commits": commits,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict, blob) -> Repo:
+        """The repo ``to_state`` described; ``blob(sha1)`` gives a file's bytes."""
+        repo = cls.__new__(cls)
+        for name in REPO_FIELDS:
+            setattr(repo, name, state[name])
+        repo.granted, repo.cards = set(state["granted"]), {}
+        repo.commits = {
+            c["oid"]: Commit(**{**c, "files": {p: blob(sha) for p, sha in c["files"].items()}})
+            for c in state["commits"]
+        }
+        return repo
 
     def ref_name(self, rev: str) -> str | None:
         return next((name for name in (rev, f"refs/heads/{rev}") if name in self.refs), None)

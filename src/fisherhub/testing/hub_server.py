@@ -1,12 +1,13 @@
 """A local stand-in for the part of the Hugging Face Hub HTTP API that `huggingface_hub` 2.4 uses.
 
 Tests point the real client at it (``HF_ENDPOINT``, set in ``conftest.py``); nothing here contacts the Hub.
-Repos (model / dataset / space) live in memory with a git-like history: commits with 40-hex ids and one
+Repos (model / dataset / space) live in memory (or in ``root``, below) with a git-like history: commits with 40-hex ids and one
 parent, files as bytes identified by their git blob sha1, branches (``main``) and PR refs (``refs/pr/N``).
 A new repo has the Hub's "initial commit" (a ``.gitattributes``). Protocol notes: /work/shared/hub-protocol.md.
 
-{t} = models|datasets|spaces; {id} = namespace/name; {rev} (URL-quoted) = a branch, refs/heads/<b>,
-refs/pr/<n> or a commit id (40 hex, or a unique prefix of 7+).
+{t} = models|datasets|spaces; {id} = namespace/name (a model id without a namespace, such as ``gpt2``, is
+answered as the Hub answers one it lacks: 404 RepoNotFound, as no repo here is made without a namespace);
+{rev} (URL-quoted) = a branch, refs/heads/<b>, refs/pr/<n> or a commit id (40 hex, or a unique prefix of 7+).
 
   POST /api/repos/create           {name, organization, type, visibility|private, sdk} -> {url}; 409 if it exists
   GET  /api/whoami-v2              the test user
@@ -25,6 +26,10 @@ refs/pr/<n> or a commit id (40 hex, or a unique prefix of 7+).
   POST /[datasets/|spaces/]{id}.git/info/lfs/objects/batch   LFS "basic" upload actions -> PUT /lfs-upload/{sha256}
                                    (files named ``*LFS_SUFFIXES`` are "lfs" at preupload, as the Hub answers for
                                    Parquet; the commit names them by ``lfsFile`` sha256)
+
+``root`` (a folder; default none: in memory) keeps the repos across restarts (``hub_state``: rewritten
+atomically after every change; a second server on the same folder is refused).
+``fisherhub hub serve`` runs one for people (a development tool: loopback only).
 
 ``latency`` (seconds, default 0) is slept before every answer, as a distant Hub would take; while it is set,
 ``most_in_flight`` counts the most requests answered at once (since ``reset()``).
@@ -46,16 +51,19 @@ import base64
 import hashlib
 import html
 import json
+import os
 import re
 import sys
 import threading
 import time
 import traceback
-from typing import Any
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 
+from fisherhub.testing.hub_state import StateFolder
 from fisherhub.testing.hub_memory import (  # noqa: F401  (GITATTRIBUTES, Commit: re-exported for tests)
     CONFLICT,
     GITATTRIBUTES,
@@ -74,11 +82,16 @@ from fisherhub.testing.hub_memory import (  # noqa: F401  (GITATTRIBUTES, Commit
 
 
 class HubServer:
-    """In-memory Hub on a free loopback port: ``start()``, ``stop()``, ``endpoint``, ``reset()``; for tests
-    ``repo()``, ``files()``, ``commit_count()`` and ``requests`` (method, path, Range header) seen since reset."""
+    """A Hub on a loopback port (``port`` 0: a free one): ``start()``, ``stop()``, ``endpoint``, ``reset()``; for
+    tests ``repo()``, ``files()``, ``commit_count()`` and ``requests`` (method, path, Range header) seen since
+    reset. ``root``: the folder that keeps its state across restarts (None: in memory)."""
 
-    def __init__(self, user: str = "tester", host: str = "127.0.0.1"):
-        self.user, self.host, self.endpoint = user, host, ""
+    def __init__(
+        self, user: str = "tester", host: str = "127.0.0.1", *, root: str | os.PathLike | None = None, port: int = 0
+    ):
+        self.user, self.host, self.port, self.endpoint = user, host, port, ""
+        self.root = Path(root) if root is not None else None
+        self._state = StateFolder(self.root) if self.root is not None else None
         self.repos: dict[tuple[str, str], Repo] = {}  # (repo type, repo id) -> Repo
         self.requests: list[tuple[str, str, str | None]] = []
         self.lfs: dict[str, bytes] = {}  # sha256 -> content uploaded through LFS, until a commit names it
@@ -88,7 +101,21 @@ class HubServer:
         self._httpd: ThreadingHTTPServer | None = None
 
     def start(self) -> HubServer:
-        self._httpd = ThreadingHTTPServer((self.host, 0), type("Handler", (_Handler,), {"hub": self}))
+        """Serve (after loading the state ``root`` holds); ``OSError`` when the port is taken, ``StateLockedError``
+        when another server keeps its state in ``root``."""
+        if self._state is not None:
+            self._state.lock()
+            try:
+                self.repos = self._state.load()
+            except BaseException:
+                self._state.release()
+                raise
+        try:
+            self._httpd = ThreadingHTTPServer((self.host, self.port), type("Handler", (_Handler,), {"hub": self}))
+        except OSError:
+            if self._state is not None:
+                self._state.release()
+            raise
         self._httpd.daemon_threads = True
         self.endpoint = f"http://{self.host}:{self._httpd.server_address[1]}"
         threading.Thread(target=self._httpd.serve_forever, name="hub-server", daemon=True).start()
@@ -99,6 +126,8 @@ class HubServer:
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
+        if self._state is not None:
+            self._state.release()
 
     def reset(self) -> None:
         with self.lock:
@@ -107,6 +136,13 @@ class HubServer:
             self.lfs.clear()
             self.latency = 0.0
             self.most_in_flight = 0
+            self.save()
+
+    def save(self) -> None:
+        """The repos into ``root`` (``hub_state``); nothing without one."""
+        if self._state is not None:
+            with self.lock:
+                self._state.save(self.repos)
 
     def repo(self, repo_id: str, repo_type: str = "model") -> Repo:
         with self.lock:
@@ -149,6 +185,7 @@ class HubServer:
                 raise HubError(409, f"You already created this {repo_type} repo", url=self.url(self.repos[key]))
             private = body.get("visibility") == "private" or bool(body.get("private"))
             self.repos[key] = repo = Repo(repo_type, key[1], private, body.get("sdk"))
+            self.save()
         return 200, {"url": self.url(repo), "name": repo.id, "id": repo.id}
 
     def whoami(self, h, body):
@@ -277,6 +314,7 @@ class HubServer:
                 repo.prs += 1
                 ref, pr_url = f"refs/pr/{repo.prs}", f"{self.url(repo)}/discussions/{repo.prs}"
             repo.refs[ref] = oid
+            self.save()
         return 200, {
             "success": True,
             "commitOid": oid,
@@ -359,11 +397,13 @@ ROUTES = [  # (method, path pattern on the raw path, HubServer method); groups a
     ("POST", r"/api/validate-yaml", "validate_yaml"),
     ("GET", r"/api/(models|datasets|spaces)", "list_repos"),
     ("GET", API + r"(?:/revision/([^/]+))?", "repo_info"),
+    ("GET", r"/api/(models|datasets|spaces)/([^/]+)(?:/revision/([^/]+))?", "repo_info"),  # gpt2: never one here
     ("GET", API + r"/tree/([^/]+)(?:/(.+))?", "tree"),
     ("GET", API + r"/commits/" + SEG, "commits"),
     ("POST", API + r"/preupload/" + SEG, "preupload"),
     ("POST", API + r"/commit/" + SEG, "commit"),
     ("GET", r"/(datasets/|spaces/|)([^/]+/[^/]+)/resolve/" + SEG + r"/(.+)", "resolve_file"),
+    ("GET", r"/()([^/]+)/resolve/" + SEG + r"/(.+)", "resolve_file"),  # a model id without a namespace
     ("POST", r"/(datasets/|spaces/|)([^/]+/[^/]+)\.git/info/lfs/objects/batch", "lfs_batch"),
     ("PUT", r"/lfs-upload/([0-9a-f]{64})", "lfs_upload"),
     ("GET", r"/(datasets/|spaces/|)([^/]+/[^/]+)(?:/(tree|blob)/([^/]+)(?:/(.+))?)?", "web_page"),  # the last

@@ -5,7 +5,8 @@ of requests), one row per signature, and pushes the rows as Parquet (``load_data
 a build that was interrupted resumes from its work folder. ``update ORG/NAME`` reads again only the adapters
 whose commit changed (one listing). ``sign BASE_MODEL --index ORG/NAME`` sketches the datasets that unsigned
 adapters' cards name (each dataset@revision once, into the index repo, never into anyone's repo) and adds
-their rows; under ``accelerate launch --num_processes N -m fisherhub index sign ...`` the N processes split
+their rows; under ``accelerate launch [launch options] -m fisherhub index sign ...`` (``--num_processes N`` on N
+GPUs, with ``--multi_gpu`` on the CPU: docs/distributed.md) the N processes split
 the datasets (each sketched by one process) and the main one pushes. ``show ORG/NAME`` prints what the index holds. Rank from it with
 ``fisherhub select TARGET --index ORG/NAME``. ``space ORG/NAME --serve`` runs the index's browser page here (against
 the Hub ``HF_ENDPOINT`` names); ``--push spaces/ORG/NAME`` creates or updates it as a Space, in one commit.

@@ -6,6 +6,8 @@ import argparse
 import os
 import shutil
 
+from fisherhub.cli.support.repo_arguments import add_choice_arguments, choice_from_args
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -20,15 +22,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("ref", metavar="REF", help="signature reference")
     parser.add_argument("-o", "--output", metavar="PATH", help="file or directory (default: the file's name, here)")
     parser.add_argument("--revision", help="branch, tag or commit (pins what is read)")
-    parser.add_argument("--base-model", help="choose among the repo's signatures by base model")
-    parser.add_argument("--sketch-id", help="choose among the repo's signatures by sketch id")
+    add_choice_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from fisherhub.hub import download_signature
 
-    local = download_signature(args.ref, revision=args.revision, base_model=args.base_model, sketch_id=args.sketch_id)
+    local = download_signature(args.ref, revision=args.revision, **choice_from_args(args))
     output = args.output or os.path.basename(local)
     if os.path.isdir(output):
         output = os.path.join(output, os.path.basename(local))

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from fisherhub.cli.support.repo_arguments import add_repo_arguments, repo_from_args
+
+if TYPE_CHECKING:
+    from fisherhub.hub.push import PushResult
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,6 +32,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the signature index the repo is in (`fisherhub index`): the card links to it",
     )
     parser.add_argument("--repair-card", action="store_true", help="rewrite a malformed card header (the body is kept)")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="push into an adapter a signature sketched under another base model than the adapter's (refused "
+        "otherwise, naming both)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -51,12 +61,24 @@ def run(args: argparse.Namespace) -> int:
         repair_card=args.repair_card,
         create_repo=args.create_repo,
         index=args.index,
+        force=args.force,
     )
-    if not result.committed:
-        print(f"{result.location}: already there, nothing to commit")
-    elif result.ref is None:
-        print(f"wrote {result.location}")
-    else:
-        print(f"pushed {result.location}")
-        print(result.pr_url or result.commit_url)
+    print("\n".join(outcome(result)))
     return 0
+
+
+def outcome(result: PushResult) -> list[str]:
+    """What a push did, for people: where the signature is, the commit or pull request, and each older file it
+    replaced, with why."""
+    if not result.committed:
+        lines = [f"{result.location}: already there, nothing to commit"]
+    elif result.ref is None:
+        lines = [f"wrote {result.location}"]
+    else:
+        lines = [f"pushed {result.location}", str(result.pr_url or result.commit_url)]
+    return lines + replacements(result)
+
+
+def replacements(result: PushResult) -> list[str]:
+    """One line per older file the push replaced, with why."""
+    return [f"replaced {path}: {why}" for path, why in result.replaced.items()]

@@ -78,6 +78,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--shortlist", type=int, default=None, help="rows of --index ranked again from their files (default 20)"
     )
     parser.add_argument("--top-k", type=int, default=None, help="show the k best candidates only")
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="one line per candidate with every column (signature source and provenance too), however wide; "
+        "default: the table fits the terminal (100 columns when unknown), those two below it",
+    )
     _add_second_stage_arguments(parser)
     parser.add_argument(
         "--token",
@@ -94,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
     from fisherhub.core.errors import InputError
     from fisherhub.options import check_positive
     from fisherhub.selection import SketchOptions, select_adapter
+    from fisherhub.selection.report import below_table, fill, short_commits, table_width
 
     check_positive(args, ("max_adapter_mb",), optional=True)
     data = DataOptions(args.target, split=args.split, text_column=args.text_column, max_documents=args.max_documents)
@@ -115,9 +122,10 @@ def run(args: argparse.Namespace) -> int:
         require("rich")
         from fisherhub.safe_text import console
 
-        console().print(selection.rich_table(limit=args.top_k))
+        console().print(selection.rich_table(limit=args.top_k, wide=args.wide, caption=False))
+        print(below_table(selection, args.top_k, wide=args.wide))
     else:
-        print(selection.table(limit=args.top_k))
+        print(selection.table(limit=args.top_k, wide=args.wide))
     best = selection.best
     if best.implausible:
         raise InputError(
@@ -129,10 +137,11 @@ def run(args: argparse.Namespace) -> int:
     )
     loss = "".join(f"target loss {m.loss:.4f} ± {m.stderr:.4f}, " for m in measured)
     noise = " ! (noise: its split norms are not resolved, see above)" if best.doubt else ""
-    print(
-        f"best: {best.candidate} ({loss}{selection.score} {best.score:.3f} ± {best.stderr:.3f}), from "
-        f"{best.signature_source}{noise}"
+    source = best.signature_source if args.wide else short_commits(best.signature_source)
+    line = (
+        f"best: {best.candidate} ({loss}{selection.score} {best.score:.3f} ± {best.stderr:.3f}), from {source}{noise}"
     )
+    print(line if args.wide else "\n".join(fill(line, table_width())))
     if args.plot:
         print(f"wrote {selection.plot(args.plot, limit=args.top_k)}")
     return 0

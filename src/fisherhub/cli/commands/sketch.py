@@ -4,7 +4,10 @@ output head, or with ``--modules all-linear|q_proj,v_proj`` / ``--adapter DIR`` 
 
 One process: ``fisherhub sketch --dataset DATA --output sig.safetensors``. N processes:
 ``accelerate launch [launch options] -m fisherhub sketch --dataset DATA ...`` (or ``scripts/sketch.py``
-in a checkout; see docs/distributed.md). ``python -m fisherhub.cli.commands.sketch`` runs it too.
+in a checkout; see docs/distributed.md): on N GPUs ``--num_processes N``; on the CPU ``--multi_gpu
+--num_processes N --num_machines 1 --mixed_precision no --dynamo_backend no --main_process_port 0`` and
+``sketch --cpu`` (without ``--multi_gpu`` accelerate starts one process there; the run then warns, naming both
+numbers). ``python -m fisherhub.cli.commands.sketch`` runs it too.
 """
 
 from __future__ import annotations
@@ -99,8 +102,10 @@ def _sketch_and_write(args: SketchCommandOptions, namespace: argparse.Namespace)
         if args.push_to_hub:
             from fisherhub.hub import push_signature
 
+            from fisherhub.cli.commands.push import replacements
+
             result = push_signature(signature, args.push_to_hub, repo_type=args.push_repo_type, create_repo=True)
-            print(f"pushed: {result.ref}")
+            print(f"pushed: {result.ref or result.location}", *replacements(result), sep="\n")
     if args.checkpoint and not args.keep_checkpoint:  # the result is safe: the checkpoints have served
         state.wait_for_everyone()
         remove_checkpoints(args.checkpoint, state.process_index, state.num_processes)

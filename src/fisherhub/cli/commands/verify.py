@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from fisherhub.cli.support.repo_arguments import add_choice_arguments, choice_from_args
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from fisherhub.verify import VERIFY_TOLERANCE
@@ -21,8 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("ref", metavar="REF", help="signature reference")
     parser.add_argument("--revision", help="branch, tag or commit of REF's repo")
-    parser.add_argument("--base-model", help="choose among the repo's signatures by base model")
-    parser.add_argument("--sketch-id", help="choose among the repo's signatures by sketch id")
+    add_choice_arguments(parser)
     parser.add_argument(
         "--tolerance",
         type=float,
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from fisherhub.hub import load_signature
     from fisherhub.verify import verify_signature
 
-    signature = load_signature(args.ref, revision=args.revision, base_model=args.base_model, sketch_id=args.sketch_id)
+    signature = load_signature(args.ref, revision=args.revision, **choice_from_args(args))
     verification = verify_signature(signature, tolerance=args.tolerance)
     print(f"{args.ref}: {verification.describe()}")
     for name, value in verification.differences.items():

@@ -36,3 +36,27 @@ def repo_from_args(args: argparse.Namespace) -> SignatureRef | str:
     if is_local_folder(args.repo):
         return args.repo
     return repo_ref(args.repo, args.repo_type, args.revision)
+
+
+#: the flags that choose one of a repo's signatures, and what each chooses by
+CHOICE_HELP = {
+    "base_model": "base model",
+    "sketch_id": "sketch id",
+    "dataset": "dataset it was sketched from (as `fisherhub list` shows it)",
+    "dataset_config": "dataset config",
+    "dataset_split": "dataset split",
+}
+
+
+def add_choice_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--base-model``, ``--sketch-id``, ``--dataset``, ``--dataset-config``, ``--dataset-split``: choose among a
+    repo's signatures (``load_signature``'s keywords of the same names)."""
+    for key, what in CHOICE_HELP.items():
+        parser.add_argument(
+            f"--{key.replace('_', '-')}", dest=key, help=f"choose among the repo's signatures by {what}"
+        )
+
+
+def choice_from_args(args: argparse.Namespace) -> dict[str, str | None]:
+    """The keywords of ``load_signature`` that ``add_choice_arguments``' flags give."""
+    return {key: getattr(args, key) for key in CHOICE_HELP}
