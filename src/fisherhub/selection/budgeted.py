@@ -40,19 +40,31 @@ if TYPE_CHECKING:
     from fisherhub.selection.rows import RankedCandidate
 
 
-def check_second_stage(rerank: int | str, budget: int | None) -> tuple[int | str, int | None]:
+def check_second_stage(rerank: int | str, budget: int | None, has_data: bool) -> tuple[int | str, int | None]:
     """``rerank`` (k ≥ 0 adapters measured on every document, 0: none; or ``HALVING``) and its ``budget`` (full
-    passes, only with ``HALVING``; default ``DEFAULT_RERANK_BUDGET``), refused with what to pass instead."""
+    passes, only with ``HALVING``; default ``DEFAULT_RERANK_BUDGET``), refused with what to pass instead, and
+    refused without the target's data (``has_data``) to measure on."""
     if rerank == HALVING:
-        return rerank, check_budget(DEFAULT_RERANK_BUDGET if budget is None else budget)
-    if isinstance(rerank, str):
+        checked: tuple[int | str, int | None] = (
+            rerank,
+            check_budget(DEFAULT_RERANK_BUDGET if budget is None else budget),
+        )
+    elif isinstance(rerank, str):
         raise InputError(f"rerank must be a number of adapters (0: signatures only) or {HALVING!r}, got {rerank!r}")
-    if budget is not None:
+    elif budget is not None:
         raise InputError(
             f"rerank_budget is the budget of rerank={HALVING!r} (full passes over the target's documents); "
             f"rerank={rerank!r} measures its k adapters on every document: pass rerank={HALVING!r} or no budget"
         )
-    return check_rerank(rerank), None
+    else:
+        checked = check_rerank(rerank), None
+    if checked[0] and not has_data:
+        raise InputError(
+            "rerank needs the target's data (texts or a dataset) to measure the adapters' loss on (rerank=k or "
+            f"{HALVING!r} with its rerank_budget); a target given as a signature can be ranked by signatures only "
+            "(rerank=0)"
+        )
+    return checked
 
 
 def document_subset(batches: Sequence, positions: Sequence[int]) -> list:

@@ -287,7 +287,7 @@ def select_adapter(
             With ``index``: how many rows are ranked again from their files.
         workers (`int`, *optional*):
             Hub requests in flight at once.
-        rerank (`int`, *optional*):
+        rerank (`int` or `str`, *optional*):
             k > 0 (a target given as data) adds a second stage: the first k adapters of the S_a and S_e
             rankings merged are loaded onto the base model one at a time and the target's sketched tokens
             measured under each (``selection.rerank``: loss ± bootstrap se over the target's documents); the
@@ -317,16 +317,10 @@ def select_adapter(
         `HubError`: discovery or the index could not be read from the Hub.
     """
     score = check_score(score)
-    rerank, rerank_budget = check_second_stage(rerank, rerank_budget)
     max_adapter_bytes = check_max_adapter_bytes(max_adapter_bytes)
     given = given_signatures(target, base_model, token)
     data = data_to_sketch(target) if given is None else None
-    if rerank and data is None:
-        raise InputError(
-            "rerank needs the target's data (texts or a dataset) to measure the adapters' loss on (rerank=k or "
-            "'halving' with its rerank_budget); a target given as a signature can be ranked by signatures only "
-            "(rerank=0)"
-        )
+    rerank, rerank_budget = check_second_stage(rerank, rerank_budget, data is not None)
     if base_model is None and given is not None:
         base_model = common_base_model((s.metadata.get("base_model") for s in given), "the target's signatures")
     skipped: list[Skipped] = []
