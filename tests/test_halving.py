@@ -108,6 +108,16 @@ def test_a_broken_candidate_is_dropped_at_once_and_never_picked():
     assert successive_halving(2, 5, 4, everything_broken).order == ()
 
 
+def test_a_candidate_that_breaks_in_the_last_round_is_dropped_and_the_rest_still_ranked():
+    oracle = CountingOracle(torch.linspace(2.0, 2.5, 11).tolist(), 32, noise=0.01)
+    first = successive_halving(11, 32, 4, oracle)
+    assert first.rounds[1].clearly_behind == (1, 2, 3, 4, 5) and first.rounds[-1].measured == (0,)
+    oracle.table[0, first.rounds[-1].documents[-1]] = math.nan  # the only finalist fails on its last document
+    outcome = successive_halving(11, 32, 4, oracle)
+    assert outcome.rounds[-1].unmeasurable == (0,) and 0 not in outcome.order
+    assert outcome.order[:3] == (1, 2, 3) and outcome.finalists == ()  # those dropped last, lowest loss first
+
+
 def test_paired_gap_z_is_the_difference_over_its_standard_error():
     tokens = torch.tensor([10.0, 20.0, 30.0, 40.0])
     leader = torch.tensor([20.0, 40.0, 60.0, 80.0])

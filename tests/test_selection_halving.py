@@ -15,6 +15,7 @@ from test_selection_rerank import adapters, select  # noqa: F401 (the fixture)
 from fisherhub.core.errors import InputError
 from fisherhub.selection import select_adapter
 from fisherhub.selection.budgeted import document_subset
+from fisherhub.selection.errors import UnmeasurableAdaptersError
 from fisherhub.selection.rerank import document_losses
 
 
@@ -86,6 +87,14 @@ def test_a_broken_adapter_is_skipped_with_its_reason_never_the_pick(world):  # n
     assert str(nan) not in [row.candidate for row in selection.ranking]
     assert {s.candidate: s.reason for s in selection.skipped}[str(nan)].startswith(REASONS["nan"])
     assert "nan ±" not in selection.table()
+    with pytest.raises(UnmeasurableAdaptersError):
+        select_adapter(
+            world["target"],
+            [str(world["broken"][kind]) for kind in ("nan", "no-weights")],
+            model=world["base"],
+            tokenizer=world["tokenizer"],
+            rerank="halving",
+        )
 
 
 def test_cli_select_rerank_halving(adapters, tmp_path, capsys):  # noqa: F811

@@ -37,6 +37,7 @@ from fisherhub.selection.rerank import (
 from fisherhub.selection.rows import Skipped
 
 if TYPE_CHECKING:
+    from fisherhub.analysis.verdict import Verdict
     from fisherhub.selection.rows import RankedCandidate
 
 
@@ -112,7 +113,10 @@ class _MeasuringOracle:
 
     def _losses(self, candidate: int, subset: list) -> DocumentLosses | None:
         if candidate == BASE:
-            return document_losses(self.model, subset)
+            base = document_losses(self.model, subset)
+            if not bool(torch.isfinite(base.nll).all()):
+                raise InputError("the base model's own loss on the target is not finite: check the model and its dtype")
+            return base
         adapter = self.rows[candidate].adapter
         assert adapter is not None  # second_stage_candidates keeps the rows that have an adapter
         try:
@@ -139,7 +143,7 @@ def halving_rerank(
     model,
     batches: Sequence,
     rows: Sequence[RankedCandidate],
-    first_stage_verdict=None,
+    first_stage_verdict: Verdict | None = None,
     token: str | None = None,
     *,
     budget: int,
@@ -147,8 +151,9 @@ def halving_rerank(
     max_adapter_bytes: int | None = None,
 ) -> Rerank:
     """``rows`` (the shortlist, first-stage order) measured on the target's ``batches`` by successive halving
-    within ``budget`` full passes (module docstring). ``InputError`` for no rows, no documents, a bad budget or
-    a base model whose own loss is not finite; ``UnmeasurableAdaptersError`` when no adapter can be measured."""
+    within ``budget`` full passes (module docstring); the verdict among the adapters measured on the most
+    documents (the finalists). ``InputError`` for no rows, no documents, a bad budget or a base model whose own
+    loss is not finite (before any adapter is loaded); ``UnmeasurableAdaptersError`` when none can be measured."""
     if not rows:
         raise InputError("no adapter among the candidates to re-rank: the first stage ranked only dataset repos")
     started = time.perf_counter()
@@ -160,15 +165,18 @@ def halving_rerank(
     )
     outcome = successive_halving(len(rows), documents, budget, oracle)
     base = DocumentLosses(outcome.base_nll, outcome.tokens)
-    if not bool(torch.isfinite(base.nll).all()):
-        raise InputError("the base model's own loss on the target is not finite: check the model and its dtype")
     skipped = [Skipped(rows[c].candidate, f"second stage: {reason}") for c, reason in sorted(oracle.reasons.items())]
     if not outcome.order:
         raise UnmeasurableAdaptersError(skipped)
     in_order = sorted(outcome.order)
     measured = [_measured(rows[c].candidate, outcome, c, base) for c in in_order]
-    finalists = [c for c in in_order if c in outcome.finalists]
-    draws, _ = paired_bootstrap(base, [DocumentLosses(outcome.nll[c], base.tokens) for c in finalists])
+    most = max(outcome.documents(c) for c in in_order)  # every document, unless the last round's all broke
+    finalists = [c for c in in_order if outcome.documents(c) == most]
+    seen = torch.isfinite(outcome.nll[finalists[0]])
+    draws, _ = paired_bootstrap(
+        DocumentLosses(base.nll[seen], base.tokens[seen]),
+        [DocumentLosses(outcome.nll[c, seen], base.tokens[seen]) for c in finalists],
+    )
     verdict = measured_verdict([rows[c].candidate for c in finalists], [outcome.loss(c) for c in finalists], draws)
     position = {c: in_order.index(c) for c in finalists}
     dropped = len(measured) - len(finalists)
