@@ -6,6 +6,7 @@ many documents, broken adapters are skipped with their reason, and bad input is 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -43,8 +44,14 @@ def test_a_small_budget_keeps_its_passes_and_finds_the_target_domain(adapters): 
     assert best.candidate == selection.best.candidate and best.documents == documents
     everyone = select(adapters, rerank=len(adapters["folders"]))
     assert best.loss == pytest.approx(next(m.loss for m in everyone.rerank.measured if m.candidate == best.candidate))
+    dropped = re.search(r"(\d+) clearly behind the leader, (\d+) for the budget", selection.verdict.message)
+    assert dropped and int(dropped[1]) + int(dropped[2]) == sum(c < documents for c in counts)
+    if counts.count(documents) == 1:  # one finalist: clear when no other was dropped for the budget alone
+        assert "the only adapter left for the last round" in selection.verdict.message
+        assert selection.verdict.clear == (dropped[2] == "0")
     table = selection.table()
     assert f"successive halving within {budget} passes" in table and f"of {documents} docs)" in table
+    assert "dropped in earlier rounds" in table
     assert f"({second.passes} of {budget * documents} document-passes" in table
 
 

@@ -139,6 +139,22 @@ def _measured(name: str, outcome: Halving, candidate: int, base: DocumentLosses)
     )
 
 
+def _halving_message(message: str, only: str, finalists: int, outcome: Halving) -> str:
+    """The measured verdict's ``message`` among the ``finalists`` (``only``: the one, when there is one), and
+    how many adapters were dropped in earlier rounds, and why. A single finalist is clearly the best when every
+    other was dropped as clearly behind (none for the budget)."""
+    behind = sum(len(r.clearly_behind) for r in outcome.rounds)
+    budget = sum(len(r.over_budget) for r in outcome.rounds)
+    if finalists == 1:
+        message = f"{only} is the only adapter left for the last round (measured on every document)"
+    if behind + budget:
+        message += (
+            f"; {behind + budget} more measured on fewer documents and dropped in earlier rounds ({behind} clearly "
+            f"behind the leader, {budget} for the budget)"
+        )
+    return message
+
+
 def halving_rerank(
     model,
     batches: Sequence,
@@ -179,13 +195,12 @@ def halving_rerank(
     )
     verdict = measured_verdict([rows[c].candidate for c in finalists], [outcome.loss(c) for c in finalists], draws)
     position = {c: in_order.index(c) for c in finalists}
-    dropped = len(measured) - len(finalists)
     verdict = dataclasses.replace(
         verdict,
         best=position[finalists[verdict.best]],
         runner_up=None if verdict.runner_up is None else position[finalists[verdict.runner_up]],
-        message=verdict.message
-        + (f"; {dropped} more measured on fewer documents and dropped before the last round" if dropped else ""),
+        message=_halving_message(verdict.message, rows[finalists[0]].candidate, len(finalists), outcome),
+        clear=verdict.clear if len(finalists) > 1 else not any(r.over_budget for r in outcome.rounds),
     )
     seconds = time.perf_counter() - started
     return Rerank(

@@ -70,8 +70,8 @@ def _second_stage_line(second) -> str:
     return (
         f"two-stage, successive halving within {second.budget} passes ({second.passes} of "
         f"{second.budget * second.documents} document-passes, the base model's included): "
-        f"{len(second.measured)} adapters of the S_a and S_e rankings measured{unmeasured}, {finalists} of them on "
-        f"every document of {where}, the others on fewer and dropped in earlier rounds"
+        f"{len(second.measured)} adapters of the S_a and S_e rankings measured{unmeasured} on {where}: {finalists} "
+        "of them on every document, the others on fewer (dropped in earlier rounds)"
     )
 
 
