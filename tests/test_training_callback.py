@@ -329,6 +329,14 @@ def test_a_tokenized_dataset_is_sketched_from_its_input_ids_without_the_padding(
     assert callback.signature.num_tokens == expected.num_tokens < padded.num_tokens
     [info] = list_signatures(tmp_path / "run")
     assert info.sketch_id == expected.sketch_id
+    # in torch format (tensors), and as a stream
+    from transformers import TrainerState
+
+    for form in (tokenized.with_format("torch"), tokenized.to_iterable_dataset()):
+        again = FisherSignatureCallback(form, base_model=BASE, m=M, progress=False)
+        args = type("Args", (), {"output_dir": str(tmp_path / "again")})()
+        again.on_train_begin(args, TrainerState(), None, model=base, processing_class=tokenizer)
+        assert again.failure is None and again.signature.num_tokens == expected.num_tokens, type(form).__name__
 
 
 def test_a_data_file_without_the_text_column_logs_why_and_training_goes_on(tmp_path, caplog):

@@ -106,19 +106,29 @@ def _holds_text(feature: Any) -> bool:
 
 def _without_padding(data: DataOptions) -> DataOptions:
     """``data`` whose token-id column drops the positions its ``attention_mask`` marks as padding (0); as it is
-    without such a mask, or for a column of texts."""
+    without such a mask, or for a column of texts. A map-style dataset is mapped in memory (its first
+    ``max_documents`` rows), a stream as it is read."""
+    import datasets
+
     dataset = data.dataset
-    if data.text_column != TOKEN_IDS_COLUMN or ATTENTION_MASK_COLUMN not in (
-        getattr(dataset, "column_names", None) or ()
-    ):
+    columns = getattr(dataset, "column_names", None) or ()
+    if data.text_column != TOKEN_IDS_COLUMN or ATTENTION_MASK_COLUMN not in columns:
         return data
-    if data.max_documents is not None and hasattr(dataset, "__len__"):
-        dataset = dataset.select(range(min(len(dataset), data.max_documents)))
 
     def unpadded(row: dict[str, Any]) -> dict[str, list[int]]:
-        return {TOKEN_IDS_COLUMN: [t for t, kept in zip(row[TOKEN_IDS_COLUMN], row[ATTENTION_MASK_COLUMN]) if kept]}
+        ids, mask = (_as_list(row[column]) for column in (TOKEN_IDS_COLUMN, ATTENTION_MASK_COLUMN))
+        return {TOKEN_IDS_COLUMN: [token for token, kept in zip(ids, mask) if kept]}
 
-    return dataclasses.replace(data, dataset=dataset.map(unpadded, keep_in_memory=True))
+    if isinstance(dataset, datasets.Dataset):
+        if data.max_documents is not None:
+            dataset = dataset.select(range(min(len(dataset), data.max_documents)))
+        return dataclasses.replace(data, dataset=dataset.map(unpadded, keep_in_memory=True))
+    return dataclasses.replace(data, dataset=dataset.map(unpadded))
+
+
+def _as_list(values: Any) -> list[int]:
+    """A row's token ids or mask as a list (a dataset in numpy / torch format gives arrays / tensors)."""
+    return values.tolist() if hasattr(values, "tolist") else list(values)
 
 
 class _CardUpdateThenAttach:

@@ -24,6 +24,7 @@ that wrote it (a copy of another version warns when loaded); ``uninstall_metric`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -178,14 +179,20 @@ def uninstall_metric(folder: str | os.PathLike | None = None) -> list[Path]:
     Raises:
         `OSError`: a copy cannot be removed.
     """
-    removed = list(installed_copies(folder))
-    for module in removed:
-        if folder is not None:
-            module.unlink()
-        else:
-            shutil.rmtree(module.parent)
+    from filelock import FileLock
+
     target = _metric_folder(folder) if folder is not None else cached_metric_folder()
-    if removed and target.is_dir() and {path.name for path in target.iterdir()} <= {"__init__.py", "__pycache__"}:
-        shutil.rmtree(target)
+    if not target.is_dir():
+        return []
+    with FileLock(f"{target}.lock") if folder is None else contextlib.nullcontext():
+        removed = list(installed_copies(folder))
+        for module in removed:
+            if folder is not None:
+                module.unlink()
+            else:
+                shutil.rmtree(module.parent)
+        if removed and {path.name for path in target.iterdir()} <= {"__init__.py", "__pycache__"}:
+            shutil.rmtree(target)
+    if removed and folder is None and not target.exists():
         Path(f"{target}.lock").unlink(missing_ok=True)
     return removed
