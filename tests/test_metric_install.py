@@ -151,7 +151,9 @@ def test_a_stale_copy_warns_when_loaded_and_install_metric_replaces_it(
     home = tmp_path / "hf_home"
     monkeypatch.setattr(evaluate.config, "HF_MODULES_CACHE", home / "modules")  # what HF_HOME=home gives
     monkeypatch.setattr(install, "library_version", lambda: "0.1.0")
+    path = list(sys.path)
     stale = install_metric()
+    assert sys.path == path  # installing leaves this process's imports alone (evaluate_modules is found as before)
     assert installed_copies_under(home) == [stale] and installed_version(stale) == "0.1.0"
     pairs = [(signature_files["first"], signature_files["second"])]
     loaded = _python(_COMPUTE, METRIC_NAME, json.dumps(pairs), env=_fresh_env(home, **OFFLINE))

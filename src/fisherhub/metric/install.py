@@ -136,13 +136,15 @@ def install_metric(folder: str | os.PathLike | None = None) -> Path:
 def _install_in_modules_cache(text: str) -> Path:
     """``text`` as evaluate's copy of the canonical module (the module docstring's layout), under evaluate's
     lock of the folder; the hash folders of earlier installs are removed, the new one is renamed into place."""
-    from evaluate.loading import files_to_hash, init_dynamic_modules
+    from evaluate.loading import files_to_hash
     from filelock import FileLock
 
-    init_dynamic_modules()  # HF_MODULES_CACHE and evaluate_modules, with their __init__.py (on sys.path too)
     folder = cached_metric_folder()
     folder.mkdir(parents=True, exist_ok=True)
-    (folder.parent / "__init__.py").touch(exist_ok=True)
+    # the packages above it, as evaluate's init_hf_modules / init_dynamic_modules make them (without putting
+    # HF_MODULES_CACHE on this process's sys.path, as they do: evaluate does that when it loads a module)
+    for package in (folder.parents[2], folder.parents[1], folder.parent):
+        (package / "__init__.py").touch(exist_ok=True)
     with FileLock(f"{folder}.lock"):
         (folder / "__init__.py").touch(exist_ok=True)
         for module in installed_copies():
