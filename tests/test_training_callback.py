@@ -17,7 +17,8 @@ from fisherhub.hub import INDEX_PATH, find_adapters, list_signatures, load_signa
 from fisherhub.hub.cards import CARD_KEY, SIGNATURE_TAG
 from fisherhub.hub.listing import parse_index
 from fisherhub.selection import select_adapter
-from fisherhub.pipeline.loop import sketch_texts
+from fisherhub.options import DataOptions
+from fisherhub.pipeline.loop import sketch_dataset, sketch_texts
 from fisherhub.training_callback import FisherSignatureCallback
 
 BASE = "tester/tiny-base"
@@ -273,3 +274,81 @@ def test_every_save_pushes_an_adapter_card_with_its_datasets(hub, hf_hub_cache, 
     assert "This adapter carries" in card.text and "This dataset carries" not in card.text
     assert card.data.datasets == ["tester/pets"] and SIGNATURE_TAG in card.data.tags
     assert card.data.base_model == BASE and card.data.library_name == "peft"
+
+
+def test_a_dataset_without_the_text_column_is_refused_when_the_callback_is_made():
+    """Issue 32: a dataset whose texts are in ``content`` signed nothing at train begin; now the callback is not
+    made: the error names the columns found and the argument that picks one."""
+    import datasets
+
+    from fisherhub import InputError
+
+    rows = datasets.Dataset.from_dict({"content": TEXTS, "id": list(range(len(TEXTS)))})
+    with pytest.raises(
+        InputError, match=r"no column 'text'; its columns are \['content', 'id'\]\. Pass text_column='content'"
+    ):
+        FisherSignatureCallback(rows, base_model=BASE)
+    with pytest.raises(InputError, match=r"no column 'body'; its columns are \['content', 'id'\]"):
+        FisherSignatureCallback(rows, text_column="body", base_model=BASE)
+    tokenized = datasets.Dataset.from_dict({"content": TEXTS, "input_ids": [[1, 2]] * len(TEXTS)})
+    with pytest.raises(InputError, match="no column 'body'"):  # a named column is never replaced by the token ids
+        FisherSignatureCallback(tokenized, text_column="body", base_model=BASE)
+
+
+def test_text_column_picks_the_column_of_texts(tmp_path):
+    import datasets
+    from transformers import TrainerState
+
+    tokenizer = tiny_tokenizer(64)
+    model = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64)
+    rows = datasets.Dataset.from_dict({"content": TEXTS, "id": list(range(len(TEXTS)))})
+    callback = FisherSignatureCallback(rows, text_column="content", base_model=BASE, m=M, progress=False)
+    args = type("Args", (), {"output_dir": str(tmp_path / "out")})()
+    callback.on_train_begin(args, TrainerState(), None, model=model, processing_class=tokenizer)
+    expected = sketch_texts(TEXTS, model.eval(), tokenizer, m=M, metadata={"base_model": BASE})
+    assert callback.failure is None and torch.equal(callback.signature.joint, expected.joint)
+    assert callback.signature.metadata["text_column"] == "content"
+
+
+def test_a_tokenized_dataset_is_sketched_from_its_input_ids_without_the_padding(tmp_path):
+    """What a Trainer trains on (input_ids, attention_mask, labels; no text): the token ids are sketched, the
+    padding dropped, so the signature is the texts' own."""
+    import datasets
+
+    tokenizer = tiny_tokenizer(64)
+    encoded = tokenizer(TEXTS, truncation=True, max_length=128, padding="max_length")
+    assert any(0 in mask for mask in encoded["attention_mask"])  # some rows are padded
+    tokenized = datasets.Dataset.from_dict({**encoded, "labels": encoded["input_ids"]})
+    callback = FisherSignatureCallback(tokenized, base_model=BASE, m=M, progress=False)
+    trainer, tokenizer, base = _trainer(tmp_path, callback, max_steps=1)
+    expected = sketch_texts(TEXTS, base, tokenizer, m=M, max_length=128, metadata={"base_model": BASE})
+    padded = sketch_dataset(tokenized, base, tokenizer, data=DataOptions(tokenized, text_column="input_ids"), m=M)
+    trainer.train()  # (the base model carries the adapter it trains, in place: sketched before)
+    assert callback.failure is None and callback.signature.metadata["text_column"] == "input_ids"
+    assert torch.equal(callback.signature.joint, expected.joint)
+    assert callback.signature.num_tokens == expected.num_tokens < padded.num_tokens
+    [info] = list_signatures(tmp_path / "run")
+    assert info.sketch_id == expected.sketch_id
+    # in torch format (tensors), and as a stream
+    from transformers import TrainerState
+
+    for form in (tokenized.with_format("torch"), tokenized.to_iterable_dataset()):
+        again = FisherSignatureCallback(form, base_model=BASE, m=M, progress=False)
+        args = type("Args", (), {"output_dir": str(tmp_path / "again")})()
+        again.on_train_begin(args, TrainerState(), None, model=base, processing_class=tokenizer)
+        assert again.failure is None and again.signature.num_tokens == expected.num_tokens, type(form).__name__
+
+
+def test_a_data_file_without_the_text_column_logs_why_and_training_goes_on(tmp_path, caplog):
+    """A Hub id or data file shows its columns when it loads, at train begin: the failure names them and
+    text_column=, and the run trains to the end."""
+    import json
+
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps({"content": text}) + "\n" for text in TEXTS))
+    callback = FisherSignatureCallback(str(data), base_model=BASE, m=M, progress=False)
+    trainer, _, _ = _trainer(tmp_path, callback)
+    trainer.train()
+    assert trainer.state.global_step == 2 and callback.signature is None
+    assert "the dataset has columns ['content']" in callback.failure and "text_column=" in callback.failure
+    assert "training goes on" in caplog.text

@@ -55,6 +55,7 @@ _EXPORTS = {
     "verify_signature": "fisherhub.verify",
     "install_metric": "fisherhub.metric",
     "metric_path": "fisherhub.metric",
+    "uninstall_metric": "fisherhub.metric",
 }
 #: the names before fisherhub 0.3, kept for one release (not in ``__all__``)
 _ALIASES = {"DataArgs": "fisherhub.options", "SketchArgs": "fisherhub.options"}

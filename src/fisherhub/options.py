@@ -234,7 +234,7 @@ class DataOptions:
     config: str | None = option(None, "dataset configuration name")
     split: str = option("train", "dataset split (a data file is the one split 'train')")
     revision: str | None = option(None, "dataset revision (branch, tag or commit)")
-    text_column: str = option("text", "column holding the documents' text")
+    text_column: str = option("text", "column holding the documents' text (or their token ids, tokenized already)")
     messages_column: str | None = option(
         None, "chat column (list of {role, content}): only assistant tokens are scored"
     )

@@ -11,6 +11,11 @@ tag; for a PEFT model, whose ``create_or_update_model_card`` the Trainer calls o
 signature block, section and ``datasets:`` back into the card right after (the index lists the signature
 in any case).
 
+The data is a list of texts, or a dataset (or Hub id, data file) whose ``text_column`` is sketched (default
+``"text"``); a dataset without such a column that is tokenized already (an ``input_ids`` column, what a Trainer's
+datasets hold) is sketched from its token ids, the padding its ``attention_mask`` marks dropped. A dataset with
+neither is refused when the callback is made, naming its columns and ``text_column=``.
+
 Signing never stops training: a failure is logged (``logging`` and ``callback.failure``) and the run goes
 on without a signature. Documents are truncated at the trainer's ``max_length`` (TRL's ``SFTConfig``), or
 512 where the arguments have none; a ``max_length`` given to the callback that differs from the trainer's
@@ -42,6 +47,11 @@ from fisherhub.pipeline.loop import sketch_dataset, sketch_texts
 
 logger = logging.getLogger(__name__)
 
+#: the token ids of a tokenized dataset, sketched when it has no text column (and none was named)
+TOKEN_IDS_COLUMN = "input_ids"
+#: where a tokenized dataset marks padding (0) among its token ids
+ATTENTION_MASK_COLUMN = "attention_mask"
+
 
 def _base_model_name(model: Any) -> str | None:
     """The base model a PEFT model was made from (its adapter config), else the (base) model's config name."""
@@ -71,6 +81,56 @@ def _as_base_model(model: Any):
             model.forward = patched
 
 
+def _training_documents(data: Any, text_column: str | None, max_documents: int | None) -> DataOptions:
+    """What the callback sketches of a dataset, Hub id or data file: its ``text_column`` (default ``"text"``),
+    else, none named, its ``input_ids`` when it has them. A dataset whose columns are known and hold neither is
+    refused, naming them (a Hub id or file is checked when it loads, at train begin)."""
+    columns = getattr(data, "column_names", None)
+    column = text_column or DataOptions.text_column
+    if columns is not None and column not in columns:
+        if text_column is not None or TOKEN_IDS_COLUMN not in columns:
+            texts = [name for name, feature in (getattr(data, "features", None) or {}).items() if _holds_text(feature)]
+            example = texts[0] if len(texts) == 1 else "<the column of texts>"
+            raise InputError(
+                f"FisherSignatureCallback: the dataset has no column {column!r}; its columns are {sorted(columns)}. "
+                f"Pass text_column={example!r}, or the tokenized dataset the Trainer trains on (its "
+                f"{TOKEN_IDS_COLUMN!r} are sketched)"
+            )
+        column = TOKEN_IDS_COLUMN
+    return DataOptions(data, text_column=column, max_documents=max_documents)
+
+
+def _holds_text(feature: Any) -> bool:
+    return getattr(feature, "dtype", None) in ("string", "large_string")
+
+
+def _without_padding(data: DataOptions) -> DataOptions:
+    """``data`` whose token-id column drops the positions its ``attention_mask`` marks as padding (0); as it is
+    without such a mask, or for a column of texts. A map-style dataset is mapped in memory (its first
+    ``max_documents`` rows), a stream as it is read."""
+    import datasets
+
+    dataset = data.dataset
+    columns = getattr(dataset, "column_names", None) or ()
+    if data.text_column != TOKEN_IDS_COLUMN or ATTENTION_MASK_COLUMN not in columns:
+        return data
+
+    def unpadded(row: dict[str, Any]) -> dict[str, list[int]]:
+        ids, mask = (_as_list(row[column]) for column in (TOKEN_IDS_COLUMN, ATTENTION_MASK_COLUMN))
+        return {TOKEN_IDS_COLUMN: [token for token, kept in zip(ids, mask) if kept]}
+
+    if isinstance(dataset, datasets.Dataset):
+        if data.max_documents is not None:
+            dataset = dataset.select(range(min(len(dataset), data.max_documents)))
+        return dataclasses.replace(data, dataset=dataset.map(unpadded, keep_in_memory=True))
+    return dataclasses.replace(data, dataset=dataset.map(unpadded))
+
+
+def _as_list(values: Any) -> list[int]:
+    """A row's token ids or mask as a list (a dataset in numpy / torch format gives arrays / tensors)."""
+    return values.tolist() if hasattr(values, "tolist") else list(values)
+
+
 class _CardUpdateThenAttach:
     """A model's ``create_or_update_model_card``, then the callback's ``attach`` of the same folder (a model
     whose method is one of these is signed already)."""
@@ -88,7 +148,8 @@ class FisherSignatureCallback(TrainerCallback):
     adapter in ``output_dir``, every checkpoint and every push (see the module docstring).
 
     ``data``: the training texts (a list of strings), a ``datasets`` Dataset / Hub id / data file (its
-    ``text_column`` is sketched), or a ``DataOptions``. ``dataset_name`` names the data in the signature (a
+    ``text_column``, default ``"text"``, is sketched; a tokenized dataset without one, its ``input_ids``), or a
+    ``DataOptions``. ``dataset_name`` names the data in the signature (a
     Hub id is best; local paths are published as their file name). ``base_model``: default the adapter
     config's ``base_model_name_or_path`` (or the model's ``name_or_path``). ``tokenizer``: default the
     trainer's ``processing_class``. ``max_length``: default the trainer's (``SFTConfig.max_length``), else 512;
@@ -104,7 +165,7 @@ class FisherSignatureCallback(TrainerCallback):
         dataset_name: str | None = None,
         base_model: str | None = None,
         tokenizer: Any = None,
-        text_column: str = "text",
+        text_column: str | None = None,
         max_documents: int | None = None,
         max_length: int | None = None,
         batch_size: int = 8,
@@ -113,11 +174,7 @@ class FisherSignatureCallback(TrainerCallback):
         **spec_options: Any,
     ):
         if isinstance(data, str) or not isinstance(data, Sequence):
-            data = (
-                data
-                if isinstance(data, DataOptions)
-                else DataOptions(data, text_column=text_column, max_documents=max_documents)
-            )
+            data = data if isinstance(data, DataOptions) else _training_documents(data, text_column, max_documents)
         elif not data or not all(isinstance(text, str) for text in data):
             raise InputError(
                 "FisherSignatureCallback: data must be a list of texts (at least one), a dataset or a DataOptions"
@@ -149,7 +206,7 @@ class FisherSignatureCallback(TrainerCallback):
         common = {"batch_size": self.batch_size, "metadata": metadata, "progress": self.progress, **self.spec_options}
         with _as_base_model(model):
             if isinstance(self.data, DataOptions):
-                data = (
+                data = _without_padding(
                     self.data
                     if self.data.max_length == max_length
                     else dataclasses.replace(self.data, max_length=max_length)

@@ -184,5 +184,6 @@ def _check_column(source, args: DataOptions) -> None:
         kind = "messages column" if args.messages_column else "text column"
         raise InputError(
             f"{kind} {args.column!r} not found; the dataset has columns {sorted(columns)}. "
-            f"Choose one with {'--messages-column' if args.messages_column else '--text-column'}."
+            f"Choose one with {'--messages-column' if args.messages_column else '--text-column'} "
+            f"({'messages_column' if args.messages_column else 'text_column'}= in Python)."
         )

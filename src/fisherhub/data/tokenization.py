@@ -1,6 +1,6 @@
-"""One row -> one document's (input_ids, labels): text scored whole, or chat messages rendered with the
-tokenizer's chat template with only the assistant tokens scored (labels follow the Hugging Face convention:
-aligned with ``input_ids``, −100 = not scored)."""
+"""One row -> one document's (input_ids, labels): text scored whole (a column of token ids, tokenized already,
+as it is), or chat messages rendered with the tokenizer's chat template with only the assistant tokens scored
+(labels follow the Hugging Face convention: aligned with ``input_ids``, −100 = not scored)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,12 @@ class DocumentTokenizer:
         if self.args.messages_column:
             return self._chat(value)
         if not isinstance(value, str):
-            raise InputError(f"column {self.args.column!r} must hold strings, got {type(value).__name__}")
+            ids = _token_ids(value)
+            if ids is None:
+                raise InputError(
+                    f"column {self.args.column!r} must hold strings (or token ids), got {type(value).__name__}"
+                )
+            return ids[: self.args.max_length], ids[: self.args.max_length]
         ids = self.tokenizer(value, truncation=True, max_length=self.args.max_length)["input_ids"]
         return list(ids), list(ids)
 
@@ -65,3 +70,12 @@ class DocumentTokenizer:
             for token, (begin, _) in zip(ids, encoding["offset_mapping"])
         ]
         return ids, labels
+
+
+def _token_ids(value: Any) -> list[int] | None:
+    """``value`` as token ids when it is a sequence of integers (a list, or an array / tensor of a dataset in
+    numpy / torch format), else None."""
+    values = value.tolist() if hasattr(value, "tolist") else value
+    if isinstance(values, (list, tuple)) and all(isinstance(t, int) and not isinstance(t, bool) for t in values):
+        return list(values)
+    return None

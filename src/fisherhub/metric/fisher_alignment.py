@@ -29,6 +29,7 @@ import evaluate
 import torch
 from evaluate import logging
 
+from fisherhub import __version__ as FISHERHUB_VERSION
 from fisherhub import alignment
 from fisherhub.core.geometry import GEOMETRIES
 from fisherhub.core.errors import FisherHubError
@@ -133,6 +134,9 @@ Examples:
 #: the `model_id` that names the embedded default model in texts mode
 DEFAULT_MODEL_NAME = "default"
 
+#: the fisherhub version whose `fisherhub install-metric` wrote this copy; None in the package, which is current
+INSTALLED_BY_FISHERHUB = None
+
 _SIGNATURE_FEATURES = datasets.Features(
     {"predictions": datasets.Value("string"), "references": datasets.Value("string")}
 )
@@ -159,6 +163,15 @@ class TextSketchOptions:
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class FisherAlignment(evaluate.Metric):
     """Fisher alignment of (source, target) task pairs from FisherSketch signatures or texts."""
+
+    def __init__(self, *args, **kwargs):
+        if INSTALLED_BY_FISHERHUB not in (None, FISHERHUB_VERSION):
+            logging.get_logger(__name__).warning(
+                f"this fisher_alignment module ({__file__}) is a stale copy installed by fisherhub "
+                f"{INSTALLED_BY_FISHERHUB}, and fisherhub {FISHERHUB_VERSION} is installed: run "
+                "`fisherhub install-metric` to replace it"
+            )
+        super().__init__(*args, **kwargs)
 
     def _info(self):
         return evaluate.MetricInfo(
