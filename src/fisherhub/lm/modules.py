@@ -132,8 +132,8 @@ def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList | None:
     """The decoder's blocks in the order its forward pass runs them: the one ``ModuleList`` in ``model`` holding
     as many modules as its (text) config's ``num_hidden_layers`` (``model.layers`` of Llama, Qwen2, Gemma;
     ``transformer.h`` of GPT-2); None when there is not exactly one."""
-    config = getattr(model, "config", None)
-    count = getattr(config.get_text_config(), "num_hidden_layers", None) if hasattr(config, "get_text_config") else None
+    text_config = getattr(getattr(model, "config", None), "get_text_config", None)
+    count = getattr(text_config(), "num_hidden_layers", None) if callable(text_config) else None
     if not isinstance(count, int) or count < 1:
         return None
     found = [module for module in model.modules() if isinstance(module, torch.nn.ModuleList) and len(module) == count]

@@ -158,7 +158,7 @@ class TargetLosses:
         first = None if layers is None else first_adapted_layer(model, layers)
         nll, tokens = [], []
         with torch.no_grad():
-            shared = bool(first) and self._replay_is_exact(model, layers, first)
+            shared = first if first and self._replay_is_exact(model, layers, first) else None
             for position in self.positions:
                 batch = self.batches[position]
                 inputs = {
@@ -166,7 +166,10 @@ class TargetLosses:
                     "attention_mask": batch.attention_mask.to(device),
                     "use_cache": False,
                 }
-                logits = self._logits(model, layers, first, position, inputs) if shared else model(**inputs).logits
+                if shared is None:
+                    logits = model(**inputs).logits
+                else:
+                    logits = self._logits(model, layers, shared, position, inputs)
                 labels = batch.labels[:, 1:].to(device)
                 scored = labels != IGNORE_INDEX
                 per_token = torch.nn.functional.cross_entropy(
