@@ -32,6 +32,7 @@ import argparse
 import copy
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -157,7 +158,9 @@ def run(model, batches, adapters, swapped_count: int) -> dict:
             losses, spent = timed(lambda: swapped.losses(adapter, index))
             seconds["swapped"].append(spent)
             gaps["swapped"] = max(gaps["swapped"], float((losses.nll - reference.nll).abs().max()))
-        print(f"  candidate {index + 1}: " + ", ".join(f"{p} {s[-1]:.2f} s" for p, s in seconds.items() if s))
+        print(
+            f"  candidate {index + 1}: " + ", ".join(f"{p} {s[-1]:.2f} s" for p, s in seconds.items() if s), flush=True
+        )
     return {
         "base_pass_seconds": base_seconds,
         "base_loss": base.loss,
@@ -256,6 +259,7 @@ def main(argv: list[str] | None = None) -> None:
             runs[threads] = result
             print_table(threads, result)
     record = {
+        "command": " ".join(["python -m benchmarks.rerank_speed", *(argv if argv is not None else sys.argv[1:])]),
         "model": model_name,
         "target": {
             "documents": sum(len(b.input_ids) for b in batches),

@@ -161,3 +161,19 @@ def test_another_base_model_gets_nothing_kept_of_the_first():
         peft_model = lora(model, "llama", 0)
         assert torch.allclose(target.losses(peft_model).nll, independent_nll(peft_model, batches), rtol=1e-5)
     assert decoder_layers(torch.nn.Linear(2, 2)) is None
+
+
+def test_an_adapter_with_nan_logits_leaves_the_check_of_the_replay_to_the_next():
+    model = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=VOCAB, num_layers=LAYERS)
+    batches = target_batches()
+    target = TargetLosses(batches)
+    broken = lora(model, "llama", 0)
+    for name, parameter in broken.named_parameters():
+        if "lora_B" in name:
+            parameter.data.fill_(float("nan"))
+    assert not torch.isfinite(target.losses(broken).nll).all()
+    broken.unload()
+    assert target._prefix.exact == {}
+    peft_model = lora(model, "llama", 1)
+    assert torch.allclose(target.losses(peft_model).nll, independent_nll(peft_model, batches), rtol=1e-5)
+    assert target._prefix.exact == {FIRST: True}

@@ -195,7 +195,8 @@ class TargetLosses:
 
     def _replay_is_exact(self, model, layers, first: int) -> bool:
         """Whether a replay from layer ``first`` gives the full forward's logits on the first ``CHECK_TOKENS``
-        tokens of the target's first document (once per layer and base model; False where it fails)."""
+        tokens of the target's first document (once per layer and base model; False where it fails, and not
+        decided under an adapter whose logits are not finite)."""
         self._prefix.bind(layers)
         if first not in self._prefix.exact:
             batch = self.batches[0]
@@ -204,6 +205,8 @@ class TargetLosses:
             inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "use_cache": False}
             with _recording(layers[first - 1]) as outputs:
                 full = model(**inputs).logits.float()
+            if not bool(torch.isfinite(full).all()):
+                return False
             try:
                 with _replaying(layers[:first], outputs[0]):
                     replayed = model(**inputs).logits.float()
