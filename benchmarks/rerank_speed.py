@@ -17,7 +17,8 @@ interleaved:
 
 Seconds per candidate at shortlist size n: the total over the first n candidates / n (the base model's own pass,
 one per shortlist, is reported apart); the ratio: that total over the bare forward passes' total of the same n
-candidates. The losses of the three paths are compared (largest difference of a document's NLL sum). Load average
+candidates; both on the wall clock and in this process's CPU time (``time.process_time``), which other processes
+on a loaded machine inflate far less (at 2 threads it adds both threads' work: only wall time shows a speed-up). The losses of the three paths are compared (largest difference of a document's NLL sum). Load average
 before and after each thread count (a shared machine: wall time includes other processes' work).
 
     python -m benchmarks.rerank_speed --threads 1     # ≈ 8 min on 2 idle cores; then --threads 2
@@ -51,6 +52,9 @@ from fisherhub.selection.target_losses import DocumentLosses, TargetLosses
 
 NAME = "rerank_speed"
 PATHS = ("today", "swapped", "shared prefix")
+BARE = "bare PEFT forward"
+#: wall time, and the CPU time of this process (what other processes on a shared machine add to far less)
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 #: (target tokens, document length, batch size, LoRA's first layer, candidates, swapped candidates)
 FULL, QUICK = (2000, 64, 8, 20, 8, 4), (256, 32, 4, 2, 4, 2)
 
@@ -104,19 +108,23 @@ def bare_losses(model, batches) -> DocumentLosses:
     return DocumentLosses(torch.cat(nll), torch.cat(tokens))
 
 
-def timed(call):
-    began = time.perf_counter()
+def timed(call) -> tuple:
+    """(call's result, {clock: seconds}) on both clocks: wall and this process's CPU time."""
+    began = {clock: read() for clock, read in CLOCKS.items()}
     result = call()
-    return result, time.perf_counter() - began
+    return result, {clock: read() - began[clock] for clock, read in CLOCKS.items()}
 
 
-def today(model, batches, adapter: AdapterLocation) -> tuple[DocumentLosses, float, float]:
+def today(model, batches, adapter: AdapterLocation) -> tuple[DocumentLosses, dict, dict]:
     """(losses, seconds in all, seconds of the forward pass alone) of the path before the shared prefix."""
-    began = time.perf_counter()
-    check_adapter(adapter, None, default_max_adapter_bytes(model), shared_base=True)
-    with adapter_on(model, adapter) as peft_model:
-        losses, forward = timed(lambda: bare_losses(peft_model, batches))
-    return losses, time.perf_counter() - began, forward
+
+    def measured():
+        check_adapter(adapter, None, default_max_adapter_bytes(model), shared_base=True)
+        with adapter_on(model, adapter) as peft_model:
+            return timed(lambda: bare_losses(peft_model, batches))
+
+    (losses, forward), total = timed(measured)
+    return losses, total, forward
 
 
 class Swapped:
@@ -145,22 +153,26 @@ def run(model, batches, adapters, swapped_count: int) -> dict:
     target = TargetLosses(batches)
     base, base_seconds = timed(lambda: target.losses(model))
     swapped = Swapped(model, batches)
-    seconds: dict[str, list[float]] = {path: [] for path in (*PATHS, "bare PEFT forward")}
+    seconds: dict[str, dict[str, list[float]]] = {c: {p: [] for p in (*PATHS, BARE)} for c in CLOCKS}
+
+    def add(path: str, spent: dict) -> None:
+        for clock, value in spent.items():
+            seconds[clock][path].append(value)
+
     gaps: dict[str, float] = {"swapped": 0.0, "shared prefix": 0.0}
     for index, adapter in enumerate(adapters):
         reference, total, forward = today(model, batches, adapter)
-        seconds["today"].append(total)
-        seconds["bare PEFT forward"].append(forward)
+        add("today", total)
+        add(BARE, forward)
         shared, spent = timed(lambda: measure_adapter(model, target, adapter))
-        seconds["shared prefix"].append(spent)
+        add("shared prefix", spent)
         gaps["shared prefix"] = max(gaps["shared prefix"], float((shared.nll - reference.nll).abs().max()))
         if index < swapped_count:
             losses, spent = timed(lambda: swapped.losses(adapter, index))
-            seconds["swapped"].append(spent)
+            add("swapped", spent)
             gaps["swapped"] = max(gaps["swapped"], float((losses.nll - reference.nll).abs().max()))
-        print(
-            f"  candidate {index + 1}: " + ", ".join(f"{p} {s[-1]:.2f} s" for p, s in seconds.items() if s), flush=True
-        )
+        cells = ", ".join(f"{p} {s[-1]:.2f} s" for p, s in seconds["cpu"].items() if s)
+        print(f"  candidate {index + 1}, CPU time: {cells}", flush=True)
     return {
         "base_pass_seconds": base_seconds,
         "base_loss": base.loss,
@@ -173,11 +185,11 @@ def run(model, batches, adapters, swapped_count: int) -> dict:
 
 def per_size(seconds: dict[str, list[float]]) -> list[dict]:
     """Seconds per candidate and ratio to the bare forward passes at shortlist sizes 1, 2, 4, ... measured."""
-    bare = seconds["bare PEFT forward"]
+    bare = seconds[BARE]
     rows = []
     size = 1
     while size <= len(bare):
-        row: dict = {"shortlist": size, "bare PEFT forward": sum(bare[:size]) / size}
+        row: dict = {"shortlist": size, BARE: sum(bare[:size]) / size}
         for path in PATHS:
             if len(seconds[path]) >= size:
                 row[path] = sum(seconds[path][:size]) / size
@@ -188,39 +200,53 @@ def per_size(seconds: dict[str, list[float]]) -> list[dict]:
 
 
 def print_table(threads: int, result: dict) -> None:
+    """Per shortlist size: each path's seconds per candidate and its ratio to the bare forward, CPU (wall)."""
     load = ", ".join(f"{x:.1f}" for x in result["load_average_before"])
-    print(f"\n{threads} thread(s); load average before {load}; base model's pass {result['base_pass_seconds']:.2f} s")
-    print(f"{'shortlist':>9s} {'bare fwd':>9s} " + " ".join(f"{p:>14s} {'ratio':>6s}" for p in PATHS))
-    for row in result["per_size"]:
+    base = result["base_pass_seconds"]
+    print(
+        f"\n{threads} thread(s); load average before {load}; the base model's pass {base['cpu']:.2f} s CPU "
+        f"({base['wall']:.2f} s wall). Seconds per candidate, and ÷ the bare PEFT forward: CPU time (wall time)"
+    )
+    print(f"{'shortlist':>9s} {'bare fwd':>15s} " + " ".join(f"{p:>28s}" for p in PATHS))
+    for cpu, wall in zip(result["per_size"]["cpu"], result["per_size"]["wall"]):
         cells = " ".join(
-            f"{row[p]:14.2f} {row[f'{p} / bare']:6.2f}" if p in row else f"{'—':>14s} {'':6s}" for p in PATHS
+            f"{cpu[p]:6.2f} ({wall[p]:6.2f}) {cpu[f'{p} / bare']:5.2f} ({wall[f'{p} / bare']:5.2f})"
+            if p in cpu
+            else f"{'—':>28s}"
+            for p in PATHS
         )
-        print(f"{row['shortlist']:9d} {row['bare PEFT forward']:9.2f} {cells}")
+        print(f"{cpu['shortlist']:9d} {cpu[BARE]:6.2f} ({wall[BARE]:6.2f}) {cells}")
     print(f"largest |Δ NLL| of a document from today's path: {result['largest_nll_difference_from_today']}")
 
 
 def plot(runs: dict, path: Path) -> None:
+    """Per thread count: CPU seconds per candidate against the shortlist's size, and each path's ratio to the bare
+    forward (CPU time solid, wall time dotted)."""
     import matplotlib.figure
 
     figure = matplotlib.figure.Figure(figsize=(10, 3.6 * len(runs)), layout="constrained")
     axes = figure.subplots(len(runs), 2, squeeze=False)
     for (threads, result), (seconds_axis, ratio_axis) in zip(sorted(runs.items()), axes):
-        rows = result["per_size"]
-        for name in (*PATHS, "bare PEFT forward"):
-            points = [(row["shortlist"], row[name]) for row in rows if name in row]
-            seconds_axis.plot(*zip(*points), marker="o", label=name, linestyle="--" if name.startswith("bare") else "-")
-            if name in PATHS:
-                ratio_axis.plot(*zip(*[(r["shortlist"], r[f"{name} / bare"]) for r in rows if name in r]), marker="o")
-        ratio_axis.axhline(1.1, color="k", linestyle=":", label="1.1 × bare")
+        cpu, wall = result["per_size"]["cpu"], result["per_size"]["wall"]
+        for color, name in enumerate((*PATHS, BARE)):
+            points = [(row["shortlist"], row[name]) for row in cpu if name in row]
+            style = {"color": f"C{color}", "marker": "o", "label": name}
+            seconds_axis.plot(*zip(*points), linestyle="--" if name == BARE else "-", **style)
+            for rows, line in ((cpu, "-"), (wall, ":")) if name in PATHS else ():
+                ratios = [(row["shortlist"], row[f"{name} / bare"]) for row in rows if name in row]
+                ratio_axis.plot(
+                    *zip(*ratios), linestyle=line, **(style | {"label": f"{name} ({'CPU' if line == '-' else 'wall'})"})
+                )
+        ratio_axis.axhline(1.1, color="k", linestyle="-.", label="1.1 × bare")
         for axis in (seconds_axis, ratio_axis):
             axis.set_xscale("log", base=2)
             axis.set_xlabel("shortlist size (candidates measured)")
         load = result["load_average_before"][0]
-        seconds_axis.set_ylabel("seconds per candidate")
+        seconds_axis.set_ylabel("CPU seconds per candidate")
         seconds_axis.set_title(f"{threads} thread(s), load average {load:.1f}")
         ratio_axis.set_ylabel("÷ bare PEFT forward, same candidates")
         seconds_axis.legend(fontsize=8)
-        ratio_axis.legend(fontsize=8)
+        ratio_axis.legend(fontsize=7)
     figure.suptitle("second stage: seconds per candidate against the shortlist's size")
     figure.savefig(path, dpi=120)
 
@@ -255,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
             torch.set_num_threads(threads)
             print(f"{model_name}, {threads} thread(s), {candidates} candidates")
             result = run(model, batches, adapters, swapped)
-            result["per_size"] = per_size(result["seconds"])
+            result["per_size"] = {clock: per_size(result["seconds"][clock]) for clock in CLOCKS}
             runs[threads] = result
             print_table(threads, result)
     record = {

@@ -158,7 +158,8 @@ CHECKS = {
         and _finite(row["today / bare"])
         and max(run["largest_nll_difference_from_today"].values()) < 1e-3
         for run in r["runs"].values()
-        for row in run["per_size"]
+        for rows in run["per_size"].values()
+        for row in rows
     ),
     "head_fingerprint": lambda r: r["vocab_size"] == 4096 and all(step["seconds"] >= 0 for step in r["steps"]),
     "network_cost": lambda r: all(s > 0 for run in r["runs"] for s in run["best_seconds"].values()),
