@@ -275,6 +275,7 @@ def main(argv: list[str] | None = None) -> None:
     previous = output_dir(options) / f"{NAME}.json"
     kept = json.loads(previous.read_text()) if previous.exists() else {}
     runs = {int(t): r for t, r in kept.get("runs", {}).items()} if kept.get("model") == model_name else {}
+    command = " ".join(["python -m benchmarks.rerank_speed", *(argv if argv is not None else sys.argv[1:])])
     with tempfile.TemporaryDirectory() as folder:
         adapters = adapter_folders(model, candidates, first_layer, Path(folder))
         for threads in options.threads:
@@ -282,10 +283,10 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{model_name}, {threads} thread(s), {candidates} candidates")
             result = run(model, batches, adapters, swapped)
             result["per_size"] = {clock: per_size(result["seconds"][clock]) for clock in CLOCKS}
+            result["command"] = command
             runs[threads] = result
             print_table(threads, result)
     record = {
-        "command": " ".join(["python -m benchmarks.rerank_speed", *(argv if argv is not None else sys.argv[1:])]),
         "model": model_name,
         "target": {
             "documents": sum(len(b.input_ids) for b in batches),

@@ -121,6 +121,7 @@ class _SharedPrefix:
             self.hidden, self.exact, self.layers, self.held = {}, {}, weakref.ref(layers), 0
 
     def keep(self, key: tuple[int, int], output) -> None:
+        """Keep ``output`` under ``key`` if the bytes kept stay within ``limit``."""
         size = _bytes(output)
         if self.held + size <= self.limit:
             self.hidden[key] = output
@@ -158,7 +159,7 @@ class TargetLosses:
         first = None if layers is None else first_adapted_layer(model, layers)
         nll, tokens = [], []
         with torch.no_grad():
-            shared = first if first and self._replay_is_exact(model, layers, first) else None
+            shared = first if first and self.positions and self._replay_is_exact(model, layers, first) else None
             for position in self.positions:
                 batch = self.batches[position]
                 inputs = {
