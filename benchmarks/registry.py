@@ -239,5 +239,11 @@ SUITES = {
             "exp. 6: held-out natural domains, fixed in advance (issue 27)",
             ("paper_exp6_heldout.json", "paper_exp6_heldout.png"),
         ),
+        Suite(
+            "halving",
+            "benchmarks.paper.halving",
+            "the budgeted second stage (successive halving) simulated over the suites' per-document losses",
+            ("paper_halving.json", "paper_halving.png"),
+        ),
     )
 }

@@ -172,7 +172,22 @@ CHECKS = {
     "exp4": lambda r: _selection_values(r, r["domains"]) is None and _two_stage(r),
     "exp5": lambda r: _selection_values(r, r["domains"]) is None and _two_stage(r),
     "exp6": lambda r: _selection_values(r, r["domains"]) is None and _two_stage(r),
+    "halving": lambda r: _halving_values(r) is None,
 }
+
+
+def _halving_values(result: dict) -> None:
+    """The budgeted second stage's simulation: top-1 in [0, 1] at every budget, the last budget measure-all (its
+    own ceiling), no regret below 0, reliability bins that count their selections."""
+    assert result["quick"] is True and len(result["budgets"]) == 2
+    for by_suite in result["budgets"].values():
+        for rows in by_suite.values():
+            assert [row["budget"] for row in rows] == list(range(2, len(rows) + 2))
+            assert all(0.0 <= row["top1"] <= 1.0 and row["max_regret"] >= row["mean_regret"] >= 0 for row in rows)
+            assert rows[-1]["top1"] == rows[-1]["ceiling"]["top1"]
+    assert all(0.0 <= v <= 1.0 for curves in result["recall"].values() for c in curves.values() for v in c.values())
+    pooled = result["reliability"]["all suites"]
+    assert all(sum(b["rows"] for b in table["bins"]) == table["rows"] > 0 for table in pooled.values())
 
 
 def _two_stage(result: dict) -> bool:

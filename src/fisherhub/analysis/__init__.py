@@ -11,6 +11,7 @@ only ``fisherhub.core``. Each geometry's fields, null and significance rule come
 - ``verdict``: how far to trust one selection, and ``score_selection`` that puts the above together.
 - ``mixing``: mixing weights of the candidates significantly aligned with the target.
 - ``nearest``: the signatures most aligned with a target among many.
+- ``halving``: the budgeted second stage's schedule, successive halving of a shortlist over a loss oracle.
 
 Standard errors of different candidates are treated as independent; they share the target's sketch, so the
 tests are approximate and a little conservative for differences.

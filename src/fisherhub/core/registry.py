@@ -34,6 +34,12 @@ DEFAULT_SEED = 0
 #: below this many documents an unresolved split-sample norm is refused (``TooFewDocumentsError``): the
 #: split-half estimate's own sampling noise, which its standard error does not see, dominates there.
 MIN_DOCUMENTS = 20
+#: the budgeted second stage of ``select_adapter`` (``rerank="halving"``, ``analysis.halving``): its name, its
+#: default budget in full passes over the target's documents (the base model's included: 4 costs what
+#: ``rerank=3`` costs) and the most first-stage candidates it shortlists
+HALVING = "halving"
+DEFAULT_RERANK_BUDGET = 4
+HALVING_SHORTLIST = 32
 #: a Hub repo id, as signatures record their base model and dataset: ``org/name``
 HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 #: a full commit id, as signatures record revisions: 40 hex digits

@@ -50,6 +50,31 @@ def _format(value: float | None, stderr: float | None = None) -> str:
     return f"{value:.3f}" if stderr is None else f"{value:.3f} ± {stderr:.3f}"
 
 
+def _measured_loss(measured, second) -> str:
+    """A measured loss ± se, with the number of documents it is over where that is fewer than the target's (an
+    adapter a budgeted second stage dropped early)."""
+    fewer = f" ({measured.documents} of {second.documents} docs)" if measured.documents < second.documents else ""
+    return _format(measured.loss, measured.stderr) + fewer
+
+
+def _second_stage_line(second) -> str:
+    """What the second stage measured: which adapters, on how many documents, at what cost."""
+    unmeasured = f", {len(second.skipped)} more tried and skipped (below)" if second.skipped else ""
+    where = (
+        f"the target's {second.tokens} scored tokens ({second.documents} documents; base model loss "
+        f"{second.base_loss:.4f}) in {second.seconds:.1f} s"
+    )
+    if second.budget is None:
+        return f"two-stage: first {len(second.measured)} adapters of the S_a and S_e rankings measured{unmeasured} on {where}"
+    finalists = sum(m.documents == second.documents for m in second.measured)
+    return (
+        f"two-stage, successive halving within {second.budget} passes ({second.passes} of "
+        f"{second.budget * second.documents} document-passes, the base model's included): "
+        f"{len(second.measured)} adapters of the S_a and S_e rankings measured{unmeasured} on {where}: {finalists} "
+        "of them on every document, the others on fewer (dropped in earlier rounds)"
+    )
+
+
 def _table_rows(selection: Shown, limit: int | None) -> tuple[list[str], list[list[str]]]:
     """One row per candidate: rank, name, first stage (score ± se, A, S_a, S_e, ρ) and, after a second stage, the
     measured loss on the target ± se and its drop from the base model's (— for the candidates not measured)."""
@@ -65,7 +90,7 @@ def _table_rows(selection: Shown, limit: int | None) -> tuple[list[str], list[li
                 []
                 if not measured
                 else [
-                    _format(m.loss, m.stderr) if (m := measured.get(row.candidate)) else "—",
+                    _measured_loss(m, selection.rerank) if (m := measured.get(row.candidate)) else "—",
                     _format(m.gain, m.gain_stderr) if m else "—",
                 ]
             ),
@@ -124,12 +149,7 @@ def _caption(selection: Shown, limit: int | None) -> str:
         trust.append(auto_explanation(selection.choice, selection.score))
     if selection.rerank is not None:
         second = selection.rerank
-        unmeasured = f", {len(second.skipped)} more tried and skipped (below)" if second.skipped else ""
-        trust.append(
-            f"two-stage: first {len(second.measured)} adapters of the S_a and S_e rankings measured{unmeasured} on "
-            f"the target's {second.tokens} scored tokens ({second.documents} documents; base model loss "
-            f"{second.base_loss:.4f}) in {second.seconds:.1f} s"
-        )
+        trust.append(_second_stage_line(second))
         if second.first_stage_verdict is not None:
             trust.append(f"first stage: {second.first_stage_verdict.message}")
     if selection.verdict is not None:

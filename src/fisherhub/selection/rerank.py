@@ -132,13 +132,16 @@ def measure_adapter(
 @dataclasses.dataclass(frozen=True)
 class MeasuredCandidate:
     """A candidate's mean loss on the target's tokens with its bootstrap standard error, and the drop from the
-    base model's loss (positive: the adapter helps) with the paired bootstrap standard error of that drop."""
+    base model's loss (positive: the adapter helps) with the paired bootstrap standard error of that drop, over
+    the ``documents`` of the target it was measured on (all of them, but for one a budgeted second stage
+    dropped early)."""
 
     candidate: str
     loss: float
     stderr: float
     gain: float
     gain_stderr: float
+    documents: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +149,9 @@ class Rerank:
     """The second stage: the measured candidates (in first-stage order; ``verdict.best`` indexes them), the base
     model's loss, the verdict from the measured losses, the first stage's verdict, the target's documents and
     scored tokens, the seconds spent (the forward passes over the target, k + 1 of them with the base model's),
-    and the candidates tried but not measured, with the reason (``measure_adapter``)."""
+    and the candidates tried but not measured, with the reason (``measure_adapter``); after a budgeted second
+    stage (``budgeted.halving_rerank``), its ``budget`` in full passes and the document-passes spent
+    (``passes``, the base model's included)."""
 
     measured: list[MeasuredCandidate]
     base_loss: float
@@ -156,9 +161,13 @@ class Rerank:
     tokens: int
     seconds: float
     skipped: list[Skipped] = dataclasses.field(default_factory=list)  # tried, not measured: why
+    budget: int | None = None
+    passes: int | None = None
 
     def lowest_first(self) -> list[MeasuredCandidate]:
-        return sorted(self.measured, key=lambda m: m.loss)
+        """The measured candidates, those measured on more documents first (a budgeted stage's finalists, then
+        the later dropped), each group lowest loss first."""
+        return sorted(self.measured, key=lambda m: (-m.documents, m.loss))
 
 
 def paired_bootstrap(
@@ -261,7 +270,12 @@ def rerank(
     names = [row.candidate for row in measured_rows]
     measured = [
         MeasuredCandidate(
-            name, a.loss, float(draws[:, i].std()), base.loss - a.loss, float((base_draws - draws[:, i]).std())
+            name,
+            a.loss,
+            float(draws[:, i].std()),
+            base.loss - a.loss,
+            float((base_draws - draws[:, i]).std()),
+            len(a.nll),
         )
         for i, (name, a) in enumerate(zip(names, adapted))
     ]

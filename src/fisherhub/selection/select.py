@@ -28,7 +28,9 @@ from fisherhub.selection.ranking import (
     choose_options,
     common_base_model,
 )
-from fisherhub.selection.rerank import check_max_adapter_bytes, check_rerank, second_stage_candidates
+from fisherhub.core.registry import HALVING_SHORTLIST
+from fisherhub.selection.budgeted import check_second_stage, halving_rerank
+from fisherhub.selection.rerank import check_max_adapter_bytes, second_stage_candidates
 from fisherhub.selection.rerank import rerank as measure
 from fisherhub.selection.results import Selection
 from fisherhub.selection.rows import RankedCandidate, Skipped
@@ -182,20 +184,42 @@ def ranked_selection(
 
 
 def _second_stage(
-    selection: Selection, sketcher: TargetSketcher, wanted: int, token: str | None, max_adapter_bytes: int | None
+    selection: Selection,
+    sketcher: TargetSketcher,
+    rerank: int | str,
+    budget: int | None,
+    token: str | None,
+    max_adapter_bytes: int | None,
 ) -> Selection:
-    """``selection`` re-ranked by the target's measured loss under ``wanted`` adapters of the merged first-stage
-    rankings (``rerank.rerank``; an adapter that cannot be measured gives its place to the next)."""
-    second = measure(
-        sketcher.model,
-        sketcher.batches(),
-        second_stage_candidates(selection.ranking, len(selection.ranking)),
-        selection.verdict,
-        token,
-        wanted=wanted,
-        base_model=selection.base_model,
-        max_adapter_bytes=max_adapter_bytes,
-    )
+    """``selection`` re-ranked by the target's measured loss: under ``rerank`` adapters of the merged first-stage
+    rankings (``rerank.rerank``; an adapter that cannot be measured gives its place to the next), or under its
+    shortlist by successive halving within ``budget`` passes (``budgeted.halving_rerank``)."""
+    base_model, batches = selection.base_model, sketcher.batches()
+    if budget is None:
+        assert isinstance(rerank, int)  # check_second_stage: an int unless halving
+        rows = second_stage_candidates(selection.ranking, len(selection.ranking))
+        second = measure(
+            sketcher.model,
+            batches,
+            rows,
+            selection.verdict,
+            token,
+            wanted=rerank,
+            base_model=base_model,
+            max_adapter_bytes=max_adapter_bytes,
+        )
+    else:
+        rows = second_stage_candidates(selection.ranking, HALVING_SHORTLIST)
+        second = halving_rerank(
+            sketcher.model,
+            batches,
+            rows,
+            selection.verdict,
+            token,
+            budget=budget,
+            base_model=base_model,
+            max_adapter_bytes=max_adapter_bytes,
+        )
     return selection.reranked(second)
 
 
@@ -214,7 +238,8 @@ def select_adapter(
     index: str | LoadedIndex | None = None,
     shortlist: int = SHORTLIST,
     workers: int = DEFAULT_WORKERS,
-    rerank: int = 0,
+    rerank: int | str = 0,
+    rerank_budget: int | None = None,
     max_adapter_bytes: int | None = None,
 ) -> Selection:
     """Rank ``candidates`` by the alignment of their training data's signature with ``target``'s. A candidate's
@@ -262,14 +287,21 @@ def select_adapter(
             With ``index``: how many rows are ranked again from their files.
         workers (`int`, *optional*):
             Hub requests in flight at once.
-        rerank (`int`, *optional*):
+        rerank (`int` or `str`, *optional*):
             k > 0 (a target given as data) adds a second stage: the first k adapters of the S_a and S_e
             rankings merged are loaded onto the base model one at a time and the target's sketched tokens
             measured under each (``selection.rerank``: loss ± bootstrap se over the target's documents); the
             ranking puts them first, lowest loss first, and the verdict is then the measured one. An adapter that
             cannot be measured (a malformed config, another type or base model, no weights or a weights file over
             ``max_adapter_bytes``; one peft cannot load, NaN or inf weights or loss) goes to ``skipped`` with its
-            reason, the next of the merged rankings measured in its place.
+            reason, the next of the merged rankings measured in its place. ``"halving"``: the budgeted second
+            stage (``selection.budgeted``): the first 32 of the merged rankings measured by successive halving in
+            paired rounds over disjoint slices of the target's documents, within ``rerank_budget`` passes.
+        rerank_budget (`int`, *optional*):
+            With ``rerank="halving"``: full passes over the target's documents, the base model's included
+            (default 4, the cost of ``rerank=3``; at least 2; the shortlist's size + 1 measures every adapter on
+            every document). A budget too small for the shortlist or the documents measures fewer of the
+            shortlist (at worst the first ``rerank_budget - 1``, as ``rerank``).
         max_adapter_bytes (`int`, *optional*):
             The largest adapter weights file the second stage, ``Selection.load`` and ``mix`` load (default: the
             base model's parameters at 4 bytes each).
@@ -280,19 +312,15 @@ def select_adapter(
 
     Raises:
         `NoCompatibleCandidatesError`: no candidate could be ranked (each skipped one says why).
-        `InputError`: no candidates, both ``candidates`` and ``index``, ``rerank`` without data, a bad option.
+        `InputError`: no candidates, both ``candidates`` and ``index``, ``rerank`` or ``rerank_budget`` without
+            data, a budget without ``rerank="halving"`` or below 2, a bad option.
         `HubError`: discovery or the index could not be read from the Hub.
     """
     score = check_score(score)
-    rerank = check_rerank(rerank)
     max_adapter_bytes = check_max_adapter_bytes(max_adapter_bytes)
     given = given_signatures(target, base_model, token)
     data = data_to_sketch(target) if given is None else None
-    if rerank and data is None:
-        raise InputError(
-            "rerank needs the target's data (texts or a dataset) to measure the adapters' loss on; "
-            "a target given as a signature can be ranked by signatures only (rerank=0)"
-        )
+    rerank, rerank_budget = check_second_stage(rerank, rerank_budget, data is not None)
     if base_model is None and given is not None:
         base_model = common_base_model((s.metadata.get("base_model") for s in given), "the target's signatures")
     skipped: list[Skipped] = []
@@ -320,7 +348,7 @@ def select_adapter(
     )
     if rerank:
         assert sketcher is not None  # rerank needs the target's data (refused above without it)
-        selection = _second_stage(selection, sketcher, rerank, token, max_adapter_bytes)
+        selection = _second_stage(selection, sketcher, rerank, rerank_budget, token, max_adapter_bytes)
     if load:
         base = model if model is not None or sketcher is None else sketcher.model
         selection.model = selection.load(base, top_k)

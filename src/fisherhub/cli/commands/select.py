@@ -13,20 +13,40 @@ import sys
 
 from fisherhub.cli.support.arguments import HelpFormatter, add_arguments
 from fisherhub.core.geometry import DEFAULT_SCORE, SCORES
+from fisherhub.core.registry import DEFAULT_RERANK_BUDGET, HALVING, HALVING_SHORTLIST
 from fisherhub.extras import require
 from fisherhub.options import DataOptions
+
+
+def _rerank_choice(value: str) -> int | str:
+    """--rerank's value: a number of adapters, or the budgeted second stage's name."""
+    if value == HALVING:
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of adapters (0: none) or {HALVING}, not {value!r}") from None
 
 
 def _add_second_stage_arguments(parser: argparse.ArgumentParser) -> None:
     """--rerank and its bound, --plot, --verify: what happens to the ranking after the signatures."""
     parser.add_argument(
         "--rerank",
-        type=int,
+        type=_rerank_choice,
         default=0,
-        metavar="K",
+        metavar="K|halving",
         help="second stage for a dataset TARGET: load the first K adapters of the S_a and S_e rankings "
-        "one at a time and re-rank them by the target's measured loss (3 is a good choice; "
-        "0: signatures only)",
+        "one at a time and re-rank them by the target's measured loss (0: signatures only); or "
+        f"{HALVING}: the first {HALVING_SHORTLIST} of them measured by successive halving over the target's "
+        "documents within --rerank-budget passes",
+    )
+    parser.add_argument(
+        "--rerank-budget",
+        type=int,
+        default=None,
+        metavar="B",
+        help=f"with --rerank {HALVING}: full passes over the target's documents, the base model's included "
+        f"(default {DEFAULT_RERANK_BUDGET}, the cost of --rerank {DEFAULT_RERANK_BUDGET - 1}; at least 2)",
     )
     parser.add_argument(
         "--max-adapter-mb",
@@ -113,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
         token=args.token,
         index=args.index,
         rerank=args.rerank,
+        rerank_budget=args.rerank_budget,
         max_adapter_bytes=None if args.max_adapter_mb is None else args.max_adapter_mb * 2**20,
         **({"shortlist": args.shortlist} if args.shortlist is not None else {}),
     )

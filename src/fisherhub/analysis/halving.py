@@ -1,0 +1,212 @@
+"""A budgeted second stage: successive halving of a shortlist in paired rounds over the target's documents.
+
+The budget B counts full passes over the target's D documents, the base model's pass included: the schedule
+spends at most B·D document-passes (one candidate on one document is one). With n candidates and B − 1 ≥ n,
+every candidate is measured on every document (the measure-all ranking). Otherwise (``halving_plan``):
+
+- f finalists, the largest f < n whose plan below fits (f ≥ 2 where the budget allows, so that the last
+  comparison is between two): the finalists are measured on all D documents (f·D document-passes), which leaves
+  E = (B − 1 − f)·D for the rounds before.
+- Rounds r = 1 … R over disjoint slices of the documents (a seeded permutation, cut in order), survivors at most
+  m₁ = n, m_{r+1} = max(f, ⌈m_r / 2⌉) until m_R = f; the last round's slice is every document left, so a
+  finalist has been measured on all of them.
+- Each round before the last costs E/(R − 1) beyond the finalists' share: its slice has
+  s_r = ⌊E / ((R − 1)(m_r − f))⌋ ≥ 1 documents (the classic successive halving's equal budget per round).
+- Slices that would use up the documents before the last round give some back, the largest first; a plan that
+  gives some round no document, or still leaves the last round none, is not feasible: f is lowered, and when no f fits, the shortlist is cut to the first n' candidates whose plan fits (n' ≥ B − 1:
+  at worst the first B − 1 measured on every document, which is ``rerank = B − 1``).
+
+After each round, on the documents every survivor has been measured on (all slices so far, paired), a
+survivor is dropped when its paired loss difference from the leader (the lowest loss) is at least
+``CLEAR_GAP_Z`` standard errors (over documents; the significance rule of SPEC §2); if more survivors remain
+than the plan's m_{r+1}, the highest losses go too, so the budget holds whatever the differences. A candidate
+the oracle cannot measure (its losses not finite) is dropped at once, never picked. The ranking: finalists by
+their loss on all documents, then the others by the round they were dropped in (later first) and their loss on
+the documents they were measured on.
+
+The oracle ``losses(candidates, documents)`` gives the NLL sums (candidates × documents) and the documents'
+scored-token counts; ``BASE`` (−1) is the base model, measured once on every document (pass 1 of the budget).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+
+from fisherhub.core.errors import InputError
+from fisherhub.core.geometry import CLEAR_GAP_Z
+
+#: the candidate id of the base model in the oracle's calls
+BASE = -1
+#: the seed of the permutation that cuts the documents into slices
+SLICE_SEED = 0
+
+#: (candidates, documents) → NLL sums (len(candidates), len(documents)) and scored tokens (len(documents),)
+LossOracle = Callable[[Sequence[int], Sequence[int]], tuple[torch.Tensor, torch.Tensor]]
+
+
+def check_budget(budget: int) -> int:
+    """``budget`` (full passes over the target's documents, the base model's included), refused below 2."""
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < 2:
+        raise InputError(
+            f"the budget counts full passes over the target's documents, the base model's included: it must be an "
+            f"int ≥ 2 (2: the base model and one adapter), got {budget!r}"
+        )
+    return budget
+
+
+@dataclasses.dataclass(frozen=True)
+class HalvingPlan:
+    """The candidates measured (the shortlist's first ``candidates``), the most survivors of each round
+    (``survivors[0]`` = ``candidates``, the last = the finalists) and each round's number of documents."""
+
+    candidates: int
+    survivors: tuple[int, ...]
+    slices: tuple[int, ...]
+
+    @property
+    def passes(self) -> int:
+        """Document-passes of the candidates at most (the base model's D are not counted here)."""
+        return sum(m * s for m, s in zip(self.survivors, self.slices))
+
+
+def _plan(n: int, finalists: int, documents: int, budget: int) -> HalvingPlan | None:
+    """The plan with ``finalists`` of ``n`` (module docstring), None where it is not feasible."""
+    if finalists >= n:
+        return HalvingPlan(n, (n,), (documents,)) if n <= budget - 1 else None
+    survivors = [n]
+    while survivors[-1] > finalists:
+        survivors.append(max(finalists, math.ceil(survivors[-1] / 2)))
+    extra, early = (budget - 1 - finalists) * documents, len(survivors) - 1
+    slices = [extra // (early * (m - finalists)) for m in survivors[:-1]]
+    while sum(slices) >= documents and max(slices) > 1:  # more than the documents: the largest slices give some back
+        slices[slices.index(max(slices))] -= 1
+    if min(slices) < 1 or sum(slices) >= documents:
+        return None
+    return HalvingPlan(n, tuple(survivors), (*slices, documents - sum(slices)))
+
+
+def halving_plan(candidates: int, documents: int, budget: int) -> HalvingPlan:
+    """The schedule for ``candidates`` over ``documents`` within ``budget`` passes (module docstring)."""
+    budget = check_budget(budget)
+    if candidates < 1:
+        raise InputError("the shortlist is empty: the first stage found no adapter to measure")
+    if documents < 1:
+        raise InputError("the target has no documents to measure the adapters' loss on")
+    for n in range(candidates, 0, -1):
+        for finalists in range(n, 0, -1):
+            plan = _plan(n, finalists, documents, budget)
+            if plan is not None:
+                return plan
+    raise AssertionError("unreachable: one candidate on every document always fits a budget of 2")
+
+
+@dataclasses.dataclass(frozen=True)
+class HalvingRound:
+    """One round: its documents, the candidates measured on them, and those dropped after it: clearly behind
+    the leader (``clearly_behind``), for the budget (``over_budget``) or not measurable (``unmeasurable``)."""
+
+    documents: tuple[int, ...]
+    measured: tuple[int, ...]
+    clearly_behind: tuple[int, ...]
+    over_budget: tuple[int, ...]
+    unmeasurable: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Halving:
+    """The outcome: the measured candidates best first (``order``; the unmeasurable left out), their NLL sums
+    per document (candidates × D, NaN where not measured), the base model's, the documents' scored tokens, the
+    rounds, the plan and the document-passes spent (the base model's included)."""
+
+    order: tuple[int, ...]
+    nll: torch.Tensor
+    base_nll: torch.Tensor
+    tokens: torch.Tensor
+    rounds: tuple[HalvingRound, ...]
+    plan: HalvingPlan
+    passes: int
+
+    def documents(self, candidate: int) -> int:
+        """The number of documents ``candidate`` was measured on."""
+        return int(torch.isfinite(self.nll[candidate]).sum())
+
+    def loss(self, candidate: int) -> float:
+        """``candidate``'s mean loss per scored token over the documents it was measured on."""
+        measured = torch.isfinite(self.nll[candidate])
+        return float(self.nll[candidate, measured].sum() / self.tokens[measured].sum())
+
+    @property
+    def finalists(self) -> tuple[int, ...]:
+        """The candidates measured on every document, best first."""
+        return tuple(c for c in self.order if self.documents(c) == len(self.tokens))
+
+
+def paired_gap_z(nll: torch.Tensor, leader: torch.Tensor, tokens: torch.Tensor) -> float:
+    """(L − L_leader) over its standard error, L = Σ nll / Σ tokens over the same documents: the ratio
+    estimator's linearised variance over documents, Σ (x_d − Δ t_d)² · D/(D − 1) / (Σ t)², x = nll − leader.
+    0 with fewer than two documents; inf when every document agrees exactly."""
+    if len(tokens) < 2:
+        return 0.0
+    difference = nll - leader
+    gap = float(difference.sum() / tokens.sum())
+    residual = difference - gap * tokens
+    stderr = float((residual.square().sum() * len(tokens) / (len(tokens) - 1)).sqrt() / tokens.sum())
+    if stderr > 0:
+        return gap / stderr
+    return math.inf if gap > 0 else 0.0
+
+
+def _survivors_after(
+    survivors: list[int], nll: torch.Tensor, tokens: torch.Tensor, seen: list[int], keep: int
+) -> tuple[list[int], list[int], list[int]]:
+    """The survivors of a round (at most ``keep``, lowest loss first), and those dropped as clearly behind the
+    leader and for the budget, judged on the documents ``seen`` so far."""
+    columns = torch.tensor(seen)
+    losses = {c: float(nll[c, columns].sum() / tokens[columns].sum()) for c in survivors}
+    ranked = sorted(survivors, key=lambda c: losses[c])
+    leader = nll[ranked[0], columns]
+    behind = [c for c in ranked[1:] if paired_gap_z(nll[c, columns], leader, tokens[columns]) >= CLEAR_GAP_Z]
+    remaining = [c for c in ranked if c not in behind]
+    return remaining[:keep], behind, remaining[keep:]
+
+
+def successive_halving(candidates: int, documents: int, budget: int, losses: LossOracle) -> Halving:
+    """The shortlist's ``candidates`` (ids 0 … n − 1, first-stage order) ranked by their loss on the target's
+    ``documents`` within ``budget`` full passes, the base model's included (module docstring); ``losses`` is
+    the oracle. ``InputError`` for a budget below 2, no candidate or no document."""
+    plan = halving_plan(candidates, documents, budget)
+    order = torch.randperm(documents, generator=torch.Generator().manual_seed(SLICE_SEED)).tolist()
+    base_nll, tokens = losses([BASE], list(range(documents)))
+    base_nll, tokens = base_nll[0].double(), tokens.double()
+    nll = torch.full((plan.candidates, documents), math.nan, dtype=torch.float64)
+    passes, start, seen = documents, 0, []
+    survivors = list(range(plan.candidates))
+    rounds: list[HalvingRound] = []
+    dropped: list[list[int]] = []
+    for r, size in enumerate(plan.slices):
+        chunk = order[start : start + size]
+        start += size
+        measured = tuple(survivors)
+        nll[torch.tensor(measured)[:, None], torch.tensor(chunk)[None, :]] = losses(measured, chunk)[0].double()
+        passes += len(measured) * len(chunk)
+        seen += chunk
+        broken = [c for c in survivors if not bool(torch.isfinite(nll[c, torch.tensor(seen)]).all())]
+        survivors = [c for c in survivors if c not in broken]
+        nll[torch.tensor(broken, dtype=torch.long)] = math.nan
+        behind: list[int] = []
+        over: list[int] = []
+        if survivors and r + 1 < len(plan.slices):  # the last round's survivors are the finalists
+            survivors, behind, over = _survivors_after(survivors, nll, tokens, seen, plan.survivors[r + 1])
+        rounds.append(HalvingRound(tuple(chunk), measured, tuple(behind), tuple(over), tuple(broken)))
+        dropped.append(behind + over)
+        if not survivors:
+            break
+    outcome = Halving((), nll, base_nll, tokens, tuple(rounds), plan, passes)
+    ranked = sorted(survivors, key=outcome.loss)
+    for out in reversed(dropped):
+        ranked += sorted(out, key=outcome.loss)
+    return dataclasses.replace(outcome, order=tuple(ranked))

@@ -1,0 +1,148 @@
+"""The budgeted second stage's schedule (``analysis.halving``) against an oracle of synthetic per-document losses:
+the budget is never exceeded (document-passes counted at the oracle), a budget of the shortlist's size + 1 gives
+exactly the measure-all ranking, rounds are paired over disjoint slices, the clearly worse go early, broken
+candidates are never picked, and bad budgets are refused."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from fisherhub.analysis.halving import BASE, halving_plan, paired_gap_z, successive_halving
+from fisherhub.core.errors import InputError
+
+
+class CountingOracle:
+    """Per-document NLL sums of candidates whose true loss per token is ``means[c]`` (the base model's
+    ``base``), with per-document noise of sd ``noise`` per token; every document-pass it serves is counted."""
+
+    def __init__(self, means, documents: int, noise: float = 0.05, seed: int = 0, broken=()):
+        generator = torch.Generator().manual_seed(seed)
+        self.tokens = torch.randint(20, 60, (documents,), generator=generator).double()
+        shared = noise * torch.randn(documents, generator=generator)  # a document hard for every model
+        own = noise * torch.randn(len(means) + 1, documents, generator=generator)
+        per_token = torch.tensor([*means, max(means) + 0.5]).double()[:, None] + shared + own
+        self.table = per_token * self.tokens
+        self.broken, self.passes, self.calls = set(broken), 0, []
+
+    def __call__(self, candidates, documents):
+        self.calls.append((tuple(candidates), tuple(documents)))
+        self.passes += len(candidates) * len(documents)
+        rows = [self.table[-1 if c == BASE else c, list(documents)].clone() for c in candidates]
+        for row, c in zip(rows, candidates):
+            if c in self.broken:
+                row[0] = math.nan
+        return torch.stack(rows), self.tokens[list(documents)]
+
+
+def measure_all_order(oracle: CountingOracle, n: int) -> list[int]:
+    losses = oracle.table[:n].sum(dim=1) / oracle.tokens.sum()
+    return sorted(range(n), key=lambda c: float(losses[c]))
+
+
+@pytest.mark.parametrize("candidates", [1, 2, 5, 11, 32])
+@pytest.mark.parametrize("documents", [1, 3, 8, 17, 32])
+@pytest.mark.parametrize("budget", [2, 3, 4, 6, 12, 40])
+def test_the_budget_is_never_exceeded(candidates, documents, budget):
+    means = torch.linspace(2.0, 2.3, candidates).tolist()
+    oracle = CountingOracle(means, documents, seed=candidates * 100 + documents)
+    outcome = successive_halving(candidates, documents, budget, oracle)
+    assert oracle.passes == outcome.passes <= budget * documents
+    assert outcome.passes <= documents + outcome.plan.passes
+    assert outcome.finalists, "some candidate is measured on every document"
+    for c in outcome.finalists:
+        assert outcome.documents(c) == documents
+
+
+@pytest.mark.parametrize("candidates", [1, 4, 11, 32])
+def test_a_budget_of_the_shortlist_plus_one_is_the_measure_all_ranking(candidates):
+    means = (2.0 + 0.01 * torch.randperm(candidates, generator=torch.Generator().manual_seed(1))).tolist()
+    for budget in (candidates + 1, candidates + 5):
+        oracle = CountingOracle(means, 17, noise=0.2, seed=candidates)
+        outcome = successive_halving(candidates, 17, budget, oracle)
+        assert list(outcome.order) == measure_all_order(oracle, candidates)
+        assert oracle.passes == (candidates + 1) * 17
+        assert len(outcome.rounds) == 1 and outcome.finalists == outcome.order
+
+
+def test_rounds_are_paired_over_disjoint_slices_and_the_base_model_is_measured_on_every_document():
+    oracle = CountingOracle(torch.linspace(2.0, 2.5, 11).tolist(), 32, noise=0.02)
+    outcome = successive_halving(11, 32, 4, oracle)
+    assert oracle.calls[0] == ((BASE,), tuple(range(32)))
+    slices = [set(r.documents) for r in outcome.rounds]
+    assert sum(len(s) for s in slices) == 32 and set().union(*slices) == set(range(32))
+    for r, (call, round_) in enumerate(zip(oracle.calls[1:], outcome.rounds)):
+        assert call == (round_.measured, round_.documents), "every survivor of a round on the same documents"
+        if r + 1 < len(outcome.rounds):
+            assert set(outcome.rounds[r + 1].measured) <= set(round_.measured)
+    assert len(outcome.rounds) > 1 and outcome.order[0] == 0
+
+
+def test_the_clearly_worse_are_dropped_before_the_budget_needs_it_and_the_best_survives():
+    means = [2.0] + [3.0] * 10  # ten candidates a nat per token worse: clearly behind after a few documents
+    oracle = CountingOracle(means, 32, noise=0.02, seed=3)
+    outcome = successive_halving(11, 32, 8, oracle)  # the plan keeps 6 after round one
+    first = outcome.rounds[0]
+    assert len(first.clearly_behind) == 10 and not first.over_budget
+    assert outcome.order[0] == 0 and oracle.passes < outcome.plan.passes + 32
+
+
+def test_when_nothing_is_clearly_behind_the_worst_half_goes_for_the_budget():
+    oracle = CountingOracle([2.0] * 11, 32, noise=0.3, seed=4)
+    outcome = successive_halving(11, 32, 4, oracle)
+    first = outcome.rounds[0]
+    assert len(first.documents) == 1 and not first.clearly_behind  # one document: no standard error, no verdict
+    assert len(first.over_budget) == 11 - outcome.plan.survivors[1]
+    assert oracle.passes <= 4 * 32
+
+
+def test_a_broken_candidate_is_dropped_at_once_and_never_picked():
+    means = [1.0] + torch.linspace(2.0, 2.5, 10).tolist()  # the broken one would be the best
+    oracle = CountingOracle(means, 17, broken={0})
+    outcome = successive_halving(11, 17, 4, oracle)
+    assert 0 not in outcome.order and outcome.rounds[0].unmeasurable == (0,)
+    assert outcome.order[0] == 1
+    everything_broken = CountingOracle([2.0, 2.1], 5, broken={0, 1})
+    assert successive_halving(2, 5, 4, everything_broken).order == ()
+
+
+def test_a_candidate_that_breaks_in_the_last_round_is_dropped_and_the_rest_still_ranked():
+    oracle = CountingOracle(torch.linspace(2.0, 2.5, 11).tolist(), 32, noise=0.01)
+    first = successive_halving(11, 32, 4, oracle)
+    assert first.rounds[1].clearly_behind == (1, 2, 3, 4, 5) and first.rounds[-1].measured == (0,)
+    oracle.table[0, first.rounds[-1].documents[-1]] = math.nan  # the only finalist fails on its last document
+    outcome = successive_halving(11, 32, 4, oracle)
+    assert outcome.rounds[-1].unmeasurable == (0,) and 0 not in outcome.order
+    assert outcome.order[:3] == (1, 2, 3) and outcome.finalists == ()  # those dropped last, lowest loss first
+
+
+def test_paired_gap_z_is_the_difference_over_its_standard_error():
+    tokens = torch.tensor([10.0, 20.0, 30.0, 40.0])
+    leader = torch.tensor([20.0, 40.0, 60.0, 80.0])
+    shifted = leader + 0.1 * tokens + torch.tensor([0.5, -0.5, 0.5, -0.5])
+    gap = 0.1
+    residual = torch.tensor([0.5, -0.5, 0.5, -0.5])
+    stderr = float((residual.square().sum() * 4 / 3).sqrt() / tokens.sum())
+    assert paired_gap_z(shifted, leader, tokens) == pytest.approx(gap / stderr)
+    assert paired_gap_z(leader + 0.1 * tokens, leader, tokens) == math.inf
+    assert paired_gap_z(shifted[:1], leader[:1], tokens[:1]) == 0.0
+
+
+def test_plans_fit_their_budget_and_fall_back_to_a_shorter_shortlist():
+    plan = halving_plan(11, 32, 4)
+    assert plan.survivors == (11, 6, 3, 2) and sum(plan.slices) == 32 and min(plan.slices) >= 1
+    assert plan.passes + 32 <= 4 * 32
+    assert halving_plan(11, 32, 2).candidates == 1  # the base model and one adapter: the first stage's pick
+    tiny = halving_plan(11, 1, 4)  # one document: no rounds to halve in, the first B - 1 measured
+    assert (tiny.candidates, tiny.survivors, tiny.slices) == (3, (3,), (1,))
+
+
+@pytest.mark.parametrize(
+    ("candidates", "documents", "budget"),
+    [(11, 32, 1), (11, 32, 0), (11, 32, 2.5), (11, 32, True), (0, 32, 4), (3, 0, 4)],
+)
+def test_bad_input_is_refused_with_what_to_do(candidates, documents, budget):
+    with pytest.raises(InputError, match="budget|shortlist is empty|no documents"):
+        halving_plan(candidates, documents, budget)
