@@ -180,6 +180,12 @@ SUITES = {
             ("--quick", "--sketch-texts"),
         ),
         Suite(
+            "rerank_speed",
+            "benchmarks.rerank_speed",
+            "the second stage's seconds per candidate against the shortlist's size, beside a bare PEFT forward",
+            ("rerank_speed.json", "rerank_speed.png"),
+        ),
+        Suite(
             "head_fingerprint",
             "benchmarks.head_fingerprint",
             "one-time cost of a big head",

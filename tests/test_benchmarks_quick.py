@@ -153,6 +153,14 @@ CHECKS = {
         [row["threads"] for row in r["sketch_texts"]] == [1, 2]
         and all(_finite(row["median_paired_ratio"]) and row["median_paired_ratio"] > 0 for row in r["sketch_texts"])
     ),
+    "rerank_speed": lambda r: all(
+        row["shared prefix / bare"] > 0
+        and _finite(row["today / bare"])
+        and max(run["largest_nll_difference_from_today"].values()) < 1e-3
+        for run in r["runs"].values()
+        for rows in run["per_size"].values()
+        for row in rows
+    ),
     "head_fingerprint": lambda r: r["vocab_size"] == 4096 and all(step["seconds"] >= 0 for step in r["steps"]),
     "network_cost": lambda r: all(s > 0 for run in r["runs"] for s in run["best_seconds"].values()),
     "mixing": lambda r: all(

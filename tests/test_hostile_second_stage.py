@@ -231,16 +231,16 @@ def test_measure_adapter_skips_with_the_reason_and_gives_the_base_model_back(wor
 
 
 def test_an_adapter_whose_forward_pass_fails_is_skipped(world, monkeypatch):
-    import fisherhub.selection.rerank as rerank
+    from fisherhub.selection.target_losses import TargetLosses
 
-    measured_under = rerank.document_losses
+    measured_under = TargetLosses.losses
 
-    def failing_under_an_adapter(model, batches, device=None):
+    def failing_under_an_adapter(target, model):
         if hasattr(model, "peft_config"):
             raise RuntimeError("an adapter layer failed " + "at length " * 100)
-        return measured_under(model, batches, device)
+        return measured_under(target, model)
 
-    monkeypatch.setattr(rerank, "document_losses", failing_under_an_adapter)
+    monkeypatch.setattr(TargetLosses, "losses", failing_under_an_adapter)
     before = base_state(world["base"])
     with pytest.raises(UnmeasurableAdaptersError, match=r"it fails on the target's documents \(RuntimeError: an "):
         select(world, world["good"], rerank=2)

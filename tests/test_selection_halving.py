@@ -17,7 +17,7 @@ from fisherhub.core.errors import InputError
 from fisherhub.selection import select_adapter
 from fisherhub.selection.budgeted import document_subset
 from fisherhub.selection.errors import UnmeasurableAdaptersError
-from fisherhub.selection.rerank import document_losses
+from fisherhub.selection.target_losses import TargetLosses
 
 
 def test_a_budget_of_the_shortlist_plus_one_is_rerank_of_every_candidate(adapters):  # noqa: F811
@@ -60,9 +60,9 @@ def test_a_subset_of_documents_is_measured_as_in_the_whole(adapters):  # noqa: F
 
     sketcher = TargetSketcher(adapters["target"], adapters["base"], adapters["tokenizer"], None, SketchOptions())
     batches = sketcher.batches()
-    whole = document_losses(adapters["base"], batches)
+    whole = TargetLosses(batches).losses(adapters["base"])
     positions = [0, 3, 17, 39, 21]
-    part = document_losses(adapters["base"], document_subset(batches, positions))
+    part = TargetLosses(document_subset(batches, positions)).losses(adapters["base"])
     assert torch.allclose(part.nll, whole.nll[sorted(positions)], rtol=1e-6)
     assert torch.equal(part.tokens, whole.tokens[sorted(positions)])
 

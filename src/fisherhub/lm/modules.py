@@ -126,3 +126,15 @@ def spec_modules(spec: SketchSpec, model: torch.nn.Module) -> dict[str, torch.nn
             )
             raise InputError(f"the spec's module {name} ({in_features} → {out_features}) is {found} in this model")
     return {name: named[name] for name, _, _ in spec.modules}
+
+
+def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList | None:
+    """The decoder's blocks in the order its forward pass runs them: the one ``ModuleList`` in ``model`` holding
+    as many modules as its (text) config's ``num_hidden_layers`` (``model.layers`` of Llama, Qwen2, Gemma;
+    ``transformer.h`` of GPT-2); None when there is not exactly one."""
+    text_config = getattr(getattr(model, "config", None), "get_text_config", None)
+    count = getattr(text_config(), "num_hidden_layers", None) if callable(text_config) else None
+    if not isinstance(count, int) or count < 1:
+        return None
+    found = [module for module in model.modules() if isinstance(module, torch.nn.ModuleList) and len(module) == count]
+    return found[0] if len(found) == 1 else None

@@ -14,7 +14,8 @@ the target's measured loss (``rerank``).
 
 ``candidates`` (where signatures come from), ``target`` (the target's signatures), ``ranking`` (pure: options,
 comparability, order), ``rows`` (a ranked or skipped candidate), ``errors``, ``results`` (``Selection``),
-``report`` (tables, bar chart), ``peft_loading``, ``rerank``, ``nearest`` (the Hub's signatures nearest to a target);
+``report`` (tables, bar chart), ``peft_loading``, ``rerank``, ``target_losses`` (what the second stage measures),
+``nearest`` (the Hub's signatures nearest to a target);
 ``select`` puts them together. The scoring, verdict and mixing weights are ``fisherhub.analysis``.
 """
 

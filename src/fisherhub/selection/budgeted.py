@@ -25,16 +25,15 @@ from fisherhub.core.errors import InputError
 from fisherhub.core.registry import DEFAULT_RERANK_BUDGET, HALVING
 from fisherhub.selection.errors import Skip, UnmeasurableAdaptersError
 from fisherhub.selection.rerank import (
-    DocumentLosses,
     MeasuredCandidate,
     Rerank,
     check_rerank,
-    document_losses,
     measure_adapter,
     measured_verdict,
     paired_bootstrap,
 )
 from fisherhub.selection.rows import Skipped
+from fisherhub.selection.target_losses import DocumentLosses, TargetLosses
 
 if TYPE_CHECKING:
     from fisherhub.analysis.verdict import Verdict
@@ -101,7 +100,7 @@ class _MeasuringOracle:
     def __call__(self, candidates: Sequence[int], documents: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
         ordered = sorted(documents)
         columns = torch.tensor([ordered.index(d) for d in documents])
-        subset = document_subset(self.batches, ordered)
+        subset = TargetLosses(document_subset(self.batches, ordered))  # the adapters of a round share its prefix
         measured = []
         for c in candidates:
             losses = self._losses(c, subset) if c not in self.reasons else None
@@ -111,9 +110,9 @@ class _MeasuringOracle:
         tokens = torch.cat([(batch.labels[:, 1:] != IGNORE_INDEX).sum(dim=1).double() for batch in subset])
         return torch.stack(measured)[:, columns], tokens[columns]
 
-    def _losses(self, candidate: int, subset: list) -> DocumentLosses | None:
+    def _losses(self, candidate: int, subset: TargetLosses) -> DocumentLosses | None:
         if candidate == BASE:
-            base = document_losses(self.model, subset)
+            base = subset.losses(self.model)
             if not bool(torch.isfinite(base.nll).all()):
                 raise InputError("the base model's own loss on the target is not finite: check the model and its dtype")
             return base

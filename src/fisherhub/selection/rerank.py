@@ -5,7 +5,9 @@ The first stage ranks every candidate by its signature (cheap for thousands). It
 stage are the first ``k`` distinct ones of the round-robin merge of the S_a and S_e rankings (``FIRST_STAGE``):
 on the paper suites that pool held the true best source in its top 3 in 22 of 24 natural-domain selections and
 18 of 18 SMILES ones (``benchmarks/paper/recall.py``; a selection is a target under one LoRA seed). Each is loaded onto the base model with ``peft``,
-the target's documents go through it once, and it is unloaded (``PeftModel.unload``) before the next one.
+the target's documents go through it once, and it is unloaded (``PeftModel.unload``) before the next one; the
+layers below an adapter's first adapted one are the base model's, and their output is computed once and shared by
+every adapter starting at the same layer (``target_losses.TargetLosses``).
 
 The tokens measured are the ones the target's signature was sketched from: the same documents, truncated to the
 same ``max_length``, every token whose label is scored (all next tokens of a text; the assistant turns of chat
@@ -32,7 +34,6 @@ from typing import TYPE_CHECKING
 import torch
 
 from fisherhub.analysis.verdict import Verdict
-from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.core.errors import InputError
 from fisherhub.core.geometry import CLEAR_GAP_Z
 from fisherhub.selection.errors import Skip, UnmeasurableAdaptersError
@@ -45,6 +46,7 @@ from fisherhub.selection.peft_loading import (
 )
 from fisherhub.selection.ranking import best_first
 from fisherhub.selection.rows import Skipped
+from fisherhub.selection.target_losses import DocumentLosses, TargetLosses
 
 if TYPE_CHECKING:
     from fisherhub.selection.rows import AdapterLocation, RankedCandidate
@@ -84,39 +86,6 @@ def second_stage_candidates(ranking: Sequence[RankedCandidate], k: int) -> list[
     return [by_name[name] for name in chosen[:k]]
 
 
-@dataclasses.dataclass(frozen=True)
-class DocumentLosses:
-    """Σ −log p over the scored tokens of each target document (``nll``) and their number (``tokens``)."""
-
-    nll: torch.Tensor  # (D,) float64
-    tokens: torch.Tensor  # (D,) float64
-
-    @property
-    def loss(self) -> float:
-        """The mean loss per scored token, Σ nll / Σ tokens."""
-        return float(self.nll.sum() / self.tokens.sum())
-
-
-def document_losses(model, batches, device=None) -> DocumentLosses:
-    """Per-document NLL sums under ``model`` of every scored token of ``batches`` (``data.batches.Batch``:
-    label t is predicted from positions < t; −100 is unscored), documents in the order they come."""
-    device = device if device is not None else next(model.parameters()).device
-    nll, tokens = [], []
-    with torch.no_grad():
-        for batch in batches:
-            logits = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device)).logits
-            labels = batch.labels[:, 1:].to(device)
-            scored = labels != IGNORE_INDEX
-            per_token = torch.nn.functional.cross_entropy(
-                logits[:, :-1].float().flatten(0, 1), labels.clamp_min(0).flatten(), reduction="none"
-            ).view_as(labels)
-            nll.append((per_token * scored).sum(dim=1).double().cpu())
-            tokens.append(scored.sum(dim=1).double().cpu())
-    if not nll:
-        raise InputError("the target has no documents to measure the adapters' loss on")
-    return DocumentLosses(torch.cat(nll), torch.cat(tokens))
-
-
 def _non_finite_weights(peft_model) -> list[str]:
     """The names of the measured adapter's tensors that hold NaN or inf."""
     return [
@@ -135,11 +104,13 @@ def measure_adapter(
     token: str | None = None,
     max_adapter_bytes: int | None = None,
 ) -> DocumentLosses:
-    """The target's per-document losses (``batches``, as ``document_losses`` reads them) under ``adapter`` loaded
-    onto ``model`` alone (``peft_loading.adapter_on``: ``model`` is the plain base model again afterwards).
-    ``Skip`` with the reason when it cannot be measured: ``check_adapter`` refuses it (config, type, base model
-    ``base_model``, a weights file over ``max_adapter_bytes``, default ``default_max_adapter_bytes(model)``), peft
-    cannot load it, its weights hold NaN or inf, the forward pass fails, or its loss is not finite."""
+    """The target's per-document losses (``batches``: a ``TargetLosses``, whose base model's hidden states the
+    adapters measured in turn share, or the batches themselves) under ``adapter`` loaded onto ``model`` alone
+    (``peft_loading.adapter_on``: ``model`` is the plain base model again afterwards). ``Skip`` with the reason
+    when it cannot be measured: ``check_adapter`` refuses it (config, type, base model ``base_model``, a weights
+    file over ``max_adapter_bytes``, default ``default_max_adapter_bytes(model)``), peft cannot load it, its
+    weights hold NaN or inf, the forward pass fails, or its loss is not finite."""
+    target = batches if isinstance(batches, TargetLosses) else TargetLosses(batches)
     limit = default_max_adapter_bytes(model) if max_adapter_bytes is None else max_adapter_bytes
     check_adapter(adapter, base_model, limit, token, shared_base=True)
     with adapter_on(model, adapter, token) as peft_model:
@@ -150,7 +121,7 @@ def measure_adapter(
                 "measured"
             )
         try:
-            losses = document_losses(peft_model, batches)
+            losses = target.losses(peft_model)
         except Exception as exc:  # noqa: BLE001 (a stranger's adapter on the target: any failure is the adapter's)
             raise Skip(f"it fails on the target's documents ({brief(exc)})") from exc
     if not bool(torch.isfinite(losses.nll).all()):
@@ -271,7 +242,8 @@ def rerank(
         raise InputError("no adapter among the candidates to re-rank: the first stage ranked only dataset repos")
     started = time.perf_counter()
     model.eval()
-    base = document_losses(model, batches)
+    target = TargetLosses(batches)
+    base = target.losses(model)
     if not bool(torch.isfinite(base.nll).all()):
         raise InputError("the base model's own loss on the target is not finite: check the model and its dtype")
     wanted = len(rows) if wanted is None else wanted
@@ -284,7 +256,7 @@ def rerank(
         assert row.adapter is not None  # second_stage_candidates keeps the rows that have an adapter
         try:
             losses = measure_adapter(
-                model, batches, row.adapter, base_model=base_model, token=token, max_adapter_bytes=max_adapter_bytes
+                model, target, row.adapter, base_model=base_model, token=token, max_adapter_bytes=max_adapter_bytes
             )
         except Skip as skip:
             skipped.append(Skipped(row.candidate, f"second stage: {skip.reason}"))
