@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.safe_text import printable
-from fisherhub.hub.errors import HubError, hub_errors
+from fisherhub.hub.errors import HubError, HubUnavailableError, hub_errors
 from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_map
 from fisherhub.hub.refs import SignatureRef, index_ref
 from fisherhub.hub.signature_index.layout import Layout
@@ -35,13 +35,16 @@ CHUNK_ROWS = 256
 
 @dataclasses.dataclass(frozen=True)
 class RepoResult:
-    """What reading one repo gave: its rows, and the signatures it could not give (path, reason)."""
+    """What reading one repo gave: its rows, and the signatures it could not give (path, reason); ``retry``:
+    some of them because the Hub was unavailable (429 or 5xx after retries), so a resume or an update reads the
+    repo again."""
 
     repo_id: str
     repo_type: str
     commit: str
     rows: list[dict[str, Any]]
     problems: list[tuple[str, str]]
+    retry: bool = False
 
 
 def repo_rows(snapshot: RepoSnapshot, base_model: str, layout: Layout, token: str | None = None) -> RepoResult:
@@ -50,7 +53,7 @@ def repo_rows(snapshot: RepoSnapshot, base_model: str, layout: Layout, token: st
     from fisherhub.hub.read import load_signature, snapshot_signatures
 
     ref = snapshot.ref
-    rows, problems = [], []
+    rows, problems, retry = [], [], False
     for info in snapshot_signatures(snapshot, token, read_headers=False):
         if info.base_model is not None and canonical_model_id(info.base_model) != canonical_model_id(base_model):
             continue  # a signature under another base model belongs to that model's index
@@ -61,12 +64,13 @@ def repo_rows(snapshot: RepoSnapshot, base_model: str, layout: Layout, token: st
             signature = load_signature(info.location, token=token)
         except FisherHubError as exc:
             problems.append((info.path, str(exc)))
+            retry |= isinstance(exc, HubUnavailableError)
             continue
         if canonical_model_id(signature.metadata.get("base_model")) != canonical_model_id(base_model):
             problems.append((info.path, f"the file names base model {signature.metadata.get('base_model')!r}"))
             continue
         rows.append(signature_row(signature, ref.with_path(info.path), "published", layout, snapshot.card_data))
-    return RepoResult(ref.repo_id, ref.repo_type, str(ref.revision), rows, problems)
+    return RepoResult(ref.repo_id, ref.repo_type, str(ref.revision), rows, problems, retry)
 
 
 def work_folder(folder: str | os.PathLike) -> Path:
@@ -87,7 +91,8 @@ def work_folder(folder: str | os.PathLike) -> Path:
 
 
 class WorkFolder:
-    """``journal.jsonl`` (one line per repo read: id, type, commit, rows, problems, chunk) and
+    """``journal.jsonl`` (one line per repo read: id, type, commit, rows, problems, chunk, and ``retry`` for a
+    repo the Hub could not serve, which a resume reads again) and
     ``chunks/NNNNN.parquet`` (the rows of the repos journaled with that chunk). A chunk is written (to a
     temporary name, then renamed) before its repos are journaled, so a kill loses at most the repos not yet
     journaled; a torn last journal line is ignored."""
@@ -121,7 +126,7 @@ class WorkFolder:
 
     def is_done(self, snapshot: RepoSnapshot) -> bool:
         entry = self.done.get((snapshot.ref.repo_type, snapshot.ref.repo_id))
-        return entry is not None and entry["commit"] == snapshot.ref.revision
+        return entry is not None and entry["commit"] == snapshot.ref.revision and not entry.get("retry")
 
     def add(self, results: list[RepoResult]) -> None:
         """Journal ``results`` (their rows in one new chunk)."""
@@ -145,6 +150,7 @@ class WorkFolder:
                 "rows": len(result.rows),
                 "problems": result.problems,
                 "chunk": chunk if result.rows else None,
+                **({"retry": True} if result.retry else {}),
             }
             self.done[(result.repo_type, result.repo_id)] = entry
             lines.append(json.dumps(entry) + "\n")
@@ -155,9 +161,9 @@ class WorkFolder:
 
     def entries(self) -> list[dict[str, Any]]:
         """The journal's repo entries (without chunk numbers), sorted."""
-        keys = ("repo_id", "repo_type", "commit", "rows", "problems")
+        keys = ("repo_id", "repo_type", "commit", "rows", "problems", "retry")
         return sorted(
-            ({key: entry[key] for key in keys} for entry in self.done.values()),
+            ({key: entry[key] for key in keys if key in entry} for entry in self.done.values()),
             key=lambda entry: (entry["repo_type"], entry["repo_id"]),
         )
 
@@ -216,8 +222,9 @@ def read_repos(
         for outcome in outcomes:
             if outcome.error is not None:
                 ref = outcome.item.ref
+                retry = isinstance(outcome.error, HubUnavailableError)
                 results.append(
-                    RepoResult(ref.repo_id, ref.repo_type, str(ref.revision), [], [("", str(outcome.error))])
+                    RepoResult(ref.repo_id, ref.repo_type, str(ref.revision), [], [("", str(outcome.error))], retry)
                 )
             else:
                 results.append(outcome.result())
@@ -261,11 +268,12 @@ def check_push_target(repo: SignatureRef, token: str | None = None, force: bool 
     from huggingface_hub import HfApi
 
     from fisherhub.hub.errors import RepoNotFoundError
+    from fisherhub.hub.retry import with_retries
 
     where = f"datasets/{repo.repo_id}"
     try:
         with hub_errors(where):
-            info = HfApi(token=token).repo_info(repo.repo_id, repo_type="dataset")
+            info = with_retries(lambda: HfApi(token=token).repo_info(repo.repo_id, repo_type="dataset"), where)
     except RepoNotFoundError:
         return
     files = sorted(sibling.rfilename for sibling in cast("DatasetInfo", info).siblings or [])
@@ -327,7 +335,8 @@ class InterruptedBuild(FisherHubError):
 
 
 def changed_repos(loaded: LoadedIndex, token: str | None = None) -> tuple[dict[str, str | None], set[str]]:
-    """(adapters listed now whose commit differs from the one the index read, or new: id -> commit; adapters
+    """(adapters listed now whose commit differs from the one the index read, or new, or that the Hub could not
+    serve then (``retry``): id -> commit; adapters
     the index read that the Hub no longer lists), from one listing with ``expand=sha``."""
     from huggingface_hub import HfApi
 
@@ -338,7 +347,8 @@ def changed_repos(loaded: LoadedIndex, token: str | None = None) -> tuple[dict[s
             info.id: info.sha
             for info in HfApi(token=token).list_models(filter=adapter_tag(loaded.base_model), expand=["sha"])
         }
-    seen = {entry["repo_id"]: entry["commit"] for entry in loaded.state["repos"] if entry["repo_type"] == "model"}
+    models = [entry for entry in loaded.state["repos"] if entry["repo_type"] == "model"]
+    seen = {entry["repo_id"]: None if entry.get("retry") else entry["commit"] for entry in models}
     changed = {repo_id: sha for repo_id, sha in listed.items() if seen.get(repo_id) != sha}
     return changed, set(seen) - set(listed)
 
@@ -376,7 +386,8 @@ def update_index(
         return None, IndexSummary.of(loaded.table, base_model, loaded.state["repos"]), 0
     from fisherhub.hub.snapshot import repo_snapshot
 
-    todo = [repo_id for repo_id, sha in changed.items() if folder.done.get(("model", repo_id), {}).get("commit") != sha]
+    done = {key: (entry["commit"], entry.get("retry")) for key, entry in folder.done.items()}
+    todo = [repo_id for repo_id, sha in changed.items() if done.get(("model", repo_id)) != (sha, None)]
     outcomes = bounded_map(
         lambda repo_id: repo_snapshot(SignatureRef(repo_id, "model", changed[repo_id]), token),
         todo,
@@ -384,6 +395,13 @@ def update_index(
         catch=(HubError,),
     )
     snapshots = [outcome.result() for outcome in outcomes if outcome.error is None]
+    failed = [(repo_id, outcome.error) for repo_id, outcome in zip(todo, outcomes) if outcome.error is not None]
+    folder.add(  # listed, then not readable (gone, or the Hub unavailable): skipped with the reason
+        [
+            RepoResult(r, "model", changed[r] or "", [], [("", str(e))], isinstance(e, HubUnavailableError))
+            for r, e in failed
+        ]
+    )
     read = read_repos(snapshots, base_model, layout, folder, token=token, workers=workers, progress=progress)
     table = replace_repos(loaded, folder, {("model", repo_id) for repo_id in (*changed, *gone)})
     commit = push_index(table, loaded.ref, base_model, layout, folder.entries(), token=token)
