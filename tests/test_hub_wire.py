@@ -14,11 +14,13 @@ import pytest
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
+from fisherhub.cli import main
 from fisherhub.hub.errors import HubUnavailableError, RepoNotFoundError
 from fisherhub.hub.refs import SignatureRef
 from fisherhub.hub.retry import RETRIES, with_retries
 from fisherhub.hub.signature_index import build_index, update_index
 from fisherhub.hub.signature_index.build import listed_adapters
+from fisherhub.hub.signature_index.card import IndexSummary
 from fisherhub.hub.signature_index.store import load_index
 from fisherhub.hub.snapshot import repo_snapshot
 from fisherhub.testing.hub_faults import Faults
@@ -106,7 +108,7 @@ def test_a_paginated_listing_is_followed_to_its_last_page(hub, hf_hub_cache):
     assert len(list(response)) == 5
 
 
-def test_repos_failing_after_listing_are_skipped_with_their_reason(hub, hf_hub_cache, tmp_path):
+def test_repos_failing_after_listing_are_skipped_with_their_reason(hub, hf_hub_cache, tmp_path, capsys):
     ids = adapters(hub, 12)
 
     def kinds(seed: int) -> dict[str, str]:
@@ -115,7 +117,25 @@ def test_repos_failing_after_listing_are_skipped_with_their_reason(hub, hf_hub_c
     seed = seed_where(lambda s: sorted(set(kinds(s).values())) == ["gone", "truncated"])
     broken = kinds(seed)
     hub.faults = Faults(seed=seed, broken=0.2, kinds=("gone", "truncated"), rate_limited=0.05, page_size=5)
-    _, summary = build_index(BASE, "datasets/org/index", work=tmp_path / "work", workers=4)
+    command = [
+        "index",
+        "build",
+        BASE,
+        "--push",
+        "datasets/org/index",
+        "--work",
+        str(tmp_path / "work"),
+        "--workers",
+        "4",
+    ]
+    assert main(command) == 0
+    out = capsys.readouterr().out
+    log = hub.fault_log
+    assert f"{len(hub.requests)} requests to the Hub in" in out  # every request the server answered, counted
+    assert f"{log.statuses[429]} answered 429 (rate limited, sent again)" in out and log.statuses[429] > 0
+    summary = IndexSummary.of(
+        load_index("datasets/org/index").table, BASE, load_index("datasets/org/index").state["repos"]
+    )
     assert summary.rows == len(ids) - len(broken) and summary.problems == len(broken)
     assert {repo for repo, _ in index_keys("datasets/org/index")} == set(ids) - set(broken)
     reasons = {

@@ -1,4 +1,5 @@
-"""Bounded retries for the Hub requests that ``huggingface_hub`` sends only once.
+"""Bounded retries for the Hub requests that ``huggingface_hub`` sends only once, and a count of the requests
+sent (``counting_requests``).
 
 ``huggingface_hub`` 2.x retries on its own (``http_backoff``: HTTP 429, 5xx, timeouts; at most 5 retries, after a
 429 the ``Retry-After`` seconds plus 1, else 1, 2, 4, 8, 8 s) the listings (each page), ``hf_hub_download``
@@ -10,9 +11,13 @@ sends such a call again, at most ``RETRIES`` times, after the ``Retry-After`` th
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import dataclasses
 import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from huggingface_hub.errors import HfHubHTTPError
@@ -51,3 +56,46 @@ def with_retries(call: Callable[[], Value], where: str, sleep: Callable[[float],
             sleep(pause)
             wait *= 2
     raise AssertionError("unreachable: the last try returns or raises")
+
+
+@dataclasses.dataclass
+class HubTraffic:
+    """The answers ``huggingface_hub`` received while ``counting_requests`` ran: by status, and the seconds."""
+
+    statuses: collections.Counter[int] = dataclasses.field(default_factory=collections.Counter)
+    seconds: float = 0.0
+
+    @property
+    def requests(self) -> int:
+        return sum(self.statuses.values())
+
+    def line(self) -> str:
+        refused = {"429 (rate limited, sent again)": self.statuses[429], "5xx": self.failed_5xx}
+        said = ", ".join(f"{count} answered {what}" for what, count in refused.items() if count)
+        return f"{self.requests} requests to the Hub in {self.seconds:.1f} s" + (f" ({said})" if said else "")
+
+    @property
+    def failed_5xx(self) -> int:
+        return sum(count for status, count in self.statuses.items() if status >= 500)
+
+
+@contextlib.contextmanager
+def counting_requests() -> Iterator[HubTraffic]:
+    """Count every answer ``huggingface_hub``'s shared client receives in the block (a response hook on
+    ``get_session()``, taken off at the end), retries included, and the block's seconds."""
+    from huggingface_hub.utils import get_session
+
+    traffic, lock, started = HubTraffic(), threading.Lock(), time.perf_counter()
+
+    def count(response) -> None:
+        with lock:
+            traffic.statuses[response.status_code] += 1
+
+    hooks = get_session().event_hooks["response"]
+    hooks.append(count)
+    try:
+        yield traffic
+    finally:
+        if count in hooks:
+            hooks.remove(count)
+        traffic.seconds = time.perf_counter() - started
