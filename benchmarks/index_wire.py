@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import os
 import signal
 import subprocess
@@ -50,11 +51,11 @@ from benchmarks.synthetic import add_output_arguments, machine_info, write_resul
 from fisherhub.hub.signature_index import build_index, update_index  # noqa: E402
 from fisherhub.hub.signature_index.store import load_index  # noqa: E402
 from fisherhub.selection import select_adapter  # noqa: E402
-from fisherhub.testing.hub_faults import Faults  # noqa: E402
+from fisherhub.testing.hub_faults import BUSY_HUB, Faults  # noqa: E402
 from fisherhub.testing.hub_repos import put_repo, signed_adapter_files  # noqa: E402
 
 WORKERS = 16
-FAULTS = Faults(seed=35, latency=(0.05, 0.15), rate_limited=0.02, retry_after=1, page_size=1000, broken=0.01)
+FAULTS = dataclasses.replace(BUSY_HUB, seed=35)
 #: --quick: no 500s (``huggingface_hub`` sends a HEAD answered 500 again 5 times, 23 s in all)
 QUICK_FAULTS = Faults(
     seed=35,

@@ -4,13 +4,17 @@ listed, a build killed mid-way, an update after a few adapters changed. A few do
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 import pytest
+from test_hub_server import serve, stop
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
@@ -23,7 +27,7 @@ from fisherhub.hub.signature_index.build import listed_adapters
 from fisherhub.hub.signature_index.card import IndexSummary
 from fisherhub.hub.signature_index.store import load_index
 from fisherhub.hub.snapshot import repo_snapshot
-from fisherhub.testing.hub_faults import Faults
+from fisherhub.testing.hub_faults import BUSY_HUB, Faults
 from fisherhub.testing.hub_repos import put_repo, signed_adapter_files
 from fisherhub.testing.index_world import adapter_topic, topic_signature
 
@@ -197,3 +201,26 @@ def test_an_update_reads_only_the_adapters_that_changed(hub, hf_hub_cache, tmp_p
     table = load_index("datasets/org/index").table
     commits = dict(zip(table.column("repo_id").to_pylist(), table.column("commit").to_pylist()))
     assert all(commits[repo] == hub.repo(repo).refs["refs/heads/main"] for repo in ids)
+
+
+def test_hub_serve_busy_answers_as_a_busy_hub(tmp_path):
+    process, printed = serve(None, "--busy", "--seed", "1")  # seed 1: one of the 40 answered 429
+    try:
+        endpoint, timings, statuses = printed["HF_ENDPOINT"], [], []
+        for k in range(40):
+            started = time.perf_counter()
+            try:
+                with urllib.request.urlopen(f"{endpoint}/api/models?search=x{k}") as answer:
+                    statuses.append(answer.status)
+            except urllib.error.HTTPError as exc:
+                statuses.append(exc.code)
+                assert exc.code == 429 and exc.headers["Retry-After"] == str(BUSY_HUB.retry_after)
+            timings.append(time.perf_counter() - started)
+        low, high = BUSY_HUB.latency
+        assert min(timings) >= low and max(timings) > (low + high) / 2  # drawn in [50, 150] ms
+        expected = [
+            dataclasses.replace(BUSY_HUB, seed=1).draw("429", "GET", "/api/models", k) < 0.02 for k in range(40)
+        ]
+        assert [status == 429 for status in statuses] == expected and sum(expected) == 1
+    finally:
+        stop(process)

@@ -58,6 +58,10 @@ class Faults:
         return {r: fault for r in repo_ids if (fault := self.repo_fault("model", r)) is not None}
 
 
+#: a Hub as busy as the real one is for a client reading thousands of repos (``fisherhub hub serve --busy``)
+BUSY_HUB = Faults(latency=(0.05, 0.15), rate_limited=0.02, retry_after=1, page_size=1000, broken=0.01)
+
+
 class FaultLog:
     """What the server answered since ``reset``: ``statuses`` (status -> count), ``retried`` (requests again
     after a 429 or 5xx), ``early`` (of those, before the 429's Retry-After passed; ``early_requests``: which),
