@@ -84,12 +84,13 @@ def counted(fn) -> tuple[object, dict]:
     """``fn()`` and what it cost on the wire: seconds, requests, statuses, retries (counted by the server)."""
     log = SERVER.fault_log
     before = (len(SERVER.requests), dict(log.statuses), log.retried, log.early, len(log.early_requests))
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     value = fn()
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     statuses = {s: n - before[1].get(s, 0) for s, n in log.statuses.items() if n - before[1].get(s, 0)}
     return value, {
         "seconds": seconds,
+        "cpu_seconds_client_and_server": cpu,
         "requests": len(SERVER.requests) - before[0],
         "answered_429": statuses.get(429, 0),
         "answered_5xx": sum(n for s, n in statuses.items() if s >= 500),
@@ -255,6 +256,11 @@ def plot(result: dict, path: Path) -> None:
     )
     middle.set(xlabel="adapters", ylabel="requests", title="Build: requests, 429s")
     middle.legend(fontsize=8)
+    if "kill" not in result:
+        right.set_axis_off()
+        figure.tight_layout()
+        figure.savefig(path, dpi=120)
+        return
     shares = {
         "resume after kill\n(seconds)": result["kill"]["resume_share_of_build_seconds"],
         "resume after kill\n(requests)": result["kill"]["resume_share_of_build_requests"],
@@ -295,6 +301,14 @@ def print_tables(result: dict) -> None:
         print(
             f"{e['adapters']:>10}  {e['seconds']:>10.0f}  {e['requests']:>10.0f}  (extrapolated from the measured sizes)"
         )
+    for r in result["rank"]:
+        written = "" if r["built"] else " (index written from the rows)"
+        print(
+            f"select_adapter(index=) at N = {r['adapters']}{written}: cold {r['cold']['seconds']:.2f} s / "
+            f"{r['cold']['requests']} requests, warm {r['warm']['seconds']:.2f} s / {r['warm']['requests']} requests"
+        )
+    if "kill" not in result:
+        return
     kill, update = result["kill"], result["update"]
     print(
         f"\nkill and resume at N = {kill['adapters']}: killed after {kill['killed_after_seconds']:.1f} s with "
@@ -309,27 +323,24 @@ def print_tables(result: dict) -> None:
         f"build's seconds, {update['share_of_build_requests']:.1%} of its requests; reading the repos "
         f"{update['share_of_build_requests_reading_repos']:.1%})"
     )
-    for r in result["rank"]:
-        print(
-            f"select_adapter(index=) at N = {r['adapters']}{'' if r['built'] else ' (index written from the rows)'}: cold {r['cold']['seconds']:.2f} s / "
-            f"{r['cold']['requests']} requests, warm {r['warm']['seconds']:.2f} s / {r['warm']['requests']} requests"
-        )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000], help="adapters built through the wire")
-    parser.add_argument("--kill-size", type=int, help="N of the kill / resume and update runs (default: the largest)")
+    parser.add_argument(
+        "--kill-size", type=int, help="N of the kill / resume and update runs (default: the smallest; 0: none)"
+    )
     parser.add_argument("--extrapolate", type=int, nargs="*", default=[10000], help="sizes to extrapolate to")
     parser.add_argument(
-        "--rank-size", type=int, default=10000, help="rank also at this N, from an index written from the rows"
+        "--rank-size", type=int, default=10000, help="rank also at this N, from an index written from the rows (0: not)"
     )
     add_output_arguments(parser)
     args = parser.parse_args(argv)
     faults = QUICK_FAULTS if args.quick else FAULTS
     if args.quick:
         args.sizes, args.kill_size, args.extrapolate, args.rank_size = [60, 120], 120, [1000], 240
-    kill_size = args.kill_size or min(args.sizes)
+    kill_size = min(args.sizes) if args.kill_size is None else args.kill_size
     torch.set_num_threads(1)
     maker = Signatures()
     target = maker.make(TARGET_DOMAIN, "bench/target")
@@ -365,7 +376,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"  kill and resume: {result['kill']['resume']['seconds']:.1f} s", flush=True)
                 result["update"] = update_run(n, maker, signatures, work, full)
                 print(f"  update: {result['update']['seconds']:.1f} s", flush=True)
-        if args.rank_size not in args.sizes:
+        if args.rank_size and args.rank_size not in args.sizes:
             SERVER.faults = Faults()
             add_adapters(maker, signatures, args.rank_size)
             index = f"bench/wire-rows-{args.rank_size}"

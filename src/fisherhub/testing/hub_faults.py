@@ -7,8 +7,9 @@ a share ``broken`` of model repos that fail after being listed, each in one of `
 read naming it answers 404 RepoNotFound), ``error`` (every read naming it answers 500) or ``truncated`` (its
 ``.safetensors`` files are served cut to half their length, with headers that agree). Listings still list them.
 
-Every draw hashes ``seed`` with what it is for (a request and how many times the same request came before it;
-a repo id), so the faults of a run do not depend on the order in which concurrent requests arrive. ``FaultLog``
+Every draw hashes ``seed`` with what it is for (a request, its commit ids left out, and how many times the same
+request came before it; a repo id), so the faults of a run do not depend on the order in which concurrent
+requests arrive, nor on the commit ids (which hash the time they were made). ``FaultLog``
 (``HubServer.fault_log``) counts what was answered: statuses, ``retried``: requests sent again after a 429 or
 5xx answer to them, and ``early``: those that came before the 429's ``Retry-After`` had passed (a client that
 hammers).
@@ -20,6 +21,7 @@ import collections
 import dataclasses
 import hashlib
 import json
+import re
 import threading
 import time
 from urllib.parse import urlencode
@@ -27,6 +29,7 @@ from urllib.parse import urlencode
 from fisherhub.testing.hub_memory import PREFIX, TYPES, HubError
 
 REPO_FAULTS = ("gone", "error", "truncated")
+COMMIT_IN_PATH = re.compile(r"/[0-9a-f]{40}(?=/|$)")
 RATE_LIMITED = "You have exceeded the rate limit of requests. Retry after the time Retry-After says."
 
 
@@ -96,8 +99,8 @@ class FaultLog:
             if time.monotonic() < self._limited_until.pop(key, 0.0):
                 self.early += 1
                 self.early_requests.append(key)
-        low, high = faults.latency
-        delay = low + (high - low) * faults.draw("latency", method, path, count) if high else 0.0
+        low, high, drawn = *faults.latency, COMMIT_IN_PATH.sub("/<commit>", path)
+        delay = low + (high - low) * faults.draw("latency", method, drawn, count) if high else 0.0
         if method not in ("GET", "HEAD"):
             return delay, None
         fault = faults.repo_fault(*repo) if repo is not None else None
@@ -105,7 +108,7 @@ class FaultLog:
             return delay, HubError(404, f"Repository not found: {repo[1]}", "RepoNotFound")  # type: ignore[index]
         if fault == "error":
             return delay, HubError(500, "Internal Server Error")
-        if faults.rate_limited and faults.draw("429", method, path, count) < faults.rate_limited:
+        if faults.rate_limited and faults.draw("429", method, drawn, count) < faults.rate_limited:
             with self.lock:
                 self._limited_until[key] = time.monotonic() + delay + faults.retry_after
             return delay, HubError(429, RATE_LIMITED, headers={"Retry-After": str(faults.retry_after)})

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.safe_text import printable
-from fisherhub.hub.errors import HubError, HubUnavailableError, hub_errors
+from fisherhub.hub.errors import HubUnavailableError, hub_errors
 from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_map
 from fisherhub.hub.refs import SignatureRef, index_ref
 from fisherhub.hub.signature_index.layout import Layout
@@ -334,22 +334,15 @@ class InterruptedBuild(FisherHubError):
     """A build stopped before pushing (``stop_after``); running it again resumes."""
 
 
-def changed_repos(loaded: LoadedIndex, token: str | None = None) -> tuple[dict[str, str | None], set[str]]:
-    """(adapters listed now whose commit differs from the one the index read, or new, or that the Hub could not
-    serve then (``retry``): id -> commit; adapters
-    the index read that the Hub no longer lists), from one listing with ``expand=sha``."""
-    from huggingface_hub import HfApi
-
-    from fisherhub.hub.discovery import adapter_tag
-
-    with hub_errors(f"the adapters of {loaded.base_model}"):
-        listed = {
-            info.id: info.sha
-            for info in HfApi(token=token).list_models(filter=adapter_tag(loaded.base_model), expand=["sha"])
-        }
+def changed_repos(loaded: LoadedIndex, token: str | None = None) -> tuple[dict[str, RepoSnapshot], set[str]]:
+    """(the adapters listed now whose commit differs from the one the index read, or new, or that the Hub could
+    not serve then (``retry``): id -> the listing's snapshot; the adapters the index read that the Hub no longer
+    lists), from the build's one listing (``listed_adapters``: commit, files, card, so reading a changed adapter
+    costs what it costs a build)."""
+    listed = {snapshot.ref.repo_id: snapshot for snapshot in listed_adapters(loaded.base_model, token)}
     models = [entry for entry in loaded.state["repos"] if entry["repo_type"] == "model"]
     seen = {entry["repo_id"]: None if entry.get("retry") else entry["commit"] for entry in models}
-    changed = {repo_id: sha for repo_id, sha in listed.items() if seen.get(repo_id) != sha}
+    changed = {repo_id: s for repo_id, s in listed.items() if seen.get(repo_id) != s.ref.revision}
     return changed, set(seen) - set(listed)
 
 
@@ -375,8 +368,8 @@ def update_index(
     workers: int = DEFAULT_WORKERS,
     progress: bool = False,
 ) -> tuple[str | None, IndexSummary, int]:
-    """Bring the index ``name`` up to date: one listing (``expand=sha``) says which adapters changed commit,
-    appeared or went; only those are read again (a ``repo_info`` each, then their signature files). Pushes
+    """Bring the index ``name`` up to date: one listing (the build's) says which adapters changed commit,
+    appeared or went; only those are read again, as the build reads them (their signature files). Pushes
     when anything changed; returns (the new commit, None when nothing changed; the summary; repos read)."""
     loaded = load_index(name, token)
     layout, base_model = loaded.layout, loaded.base_model
@@ -384,25 +377,9 @@ def update_index(
     folder = WorkFolder(work or default_work(loaded.ref) / f"update-{loaded.commit[:12]}", base_model, layout)
     if not changed and not gone:
         return None, IndexSummary.of(loaded.table, base_model, loaded.state["repos"]), 0
-    from fisherhub.hub.snapshot import repo_snapshot
-
-    done = {key: (entry["commit"], entry.get("retry")) for key, entry in folder.done.items()}
-    todo = [repo_id for repo_id, sha in changed.items() if done.get(("model", repo_id)) != (sha, None)]
-    outcomes = bounded_map(
-        lambda repo_id: repo_snapshot(SignatureRef(repo_id, "model", changed[repo_id]), token),
-        todo,
-        workers,
-        catch=(HubError,),
+    read = read_repos(
+        list(changed.values()), base_model, layout, folder, token=token, workers=workers, progress=progress
     )
-    snapshots = [outcome.result() for outcome in outcomes if outcome.error is None]
-    failed = [(repo_id, outcome.error) for repo_id, outcome in zip(todo, outcomes) if outcome.error is not None]
-    folder.add(  # listed, then not readable (gone, or the Hub unavailable): skipped with the reason
-        [
-            RepoResult(r, "model", changed[r] or "", [], [("", str(e))], isinstance(e, HubUnavailableError))
-            for r, e in failed
-        ]
-    )
-    read = read_repos(snapshots, base_model, layout, folder, token=token, workers=workers, progress=progress)
     table = replace_repos(loaded, folder, {("model", repo_id) for repo_id in (*changed, *gone)})
     commit = push_index(table, loaded.ref, base_model, layout, folder.entries(), token=token)
     return commit, IndexSummary.of(table, base_model, folder.entries()), read
