@@ -20,6 +20,7 @@ from huggingface_hub.errors import HfHubHTTPError
 
 from fisherhub.cli import main
 from fisherhub.hub.errors import HubUnavailableError, RepoNotFoundError
+from fisherhub.hub.pool import bounded_completed
 from fisherhub.hub.refs import SignatureRef
 from fisherhub.hub.retry import RETRIES, with_retries
 from fisherhub.hub.signature_index import build_index, update_index
@@ -225,3 +226,19 @@ def test_hub_serve_busy_answers_as_a_busy_hub(tmp_path):
         assert [status == 429 for status in statuses] == expected and sum(expected) == 1
     finally:
         stop(process)
+
+
+def test_a_slow_repo_holds_one_worker_and_the_others_go_on():
+    def read(item: int) -> int:
+        time.sleep(0.6 if item == 0 else 0.01)  # item 0: a repo whose requests the client backs off on
+        return item
+
+    started = time.perf_counter()
+    finished = [outcome.value for outcome in bounded_completed(read, range(16), workers=2)]
+    assert sorted(finished) == list(range(16)) and finished[-1] == 0  # the other 15 went on meanwhile
+    assert time.perf_counter() - started < 0.6 + 15 * 0.01 + 1.0
+    started_items: list[int] = []
+    outcomes = bounded_completed(lambda item: started_items.append(item) or read(item), range(40), workers=2)
+    assert next(outcomes).value != 0
+    outcomes.close()  # the caller stops: the items not started are cancelled
+    assert len(started_items) < 10

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.safe_text import printable
 from fisherhub.hub.errors import HubUnavailableError, hub_errors
-from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_map
+from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_completed
 from fisherhub.hub.refs import SignatureRef, index_ref
 from fisherhub.hub.signature_index.layout import Layout
 from fisherhub.hub.snapshot import RepoSnapshot
@@ -168,7 +168,8 @@ class WorkFolder:
         )
 
     def table(self):
-        """Every journaled repo's rows at the commit it was last read (one Arrow table)."""
+        """Every journaled repo's rows at the commit it was last read (one Arrow table, by repo and path: the
+        same whatever order the repos were read in)."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -185,7 +186,9 @@ class WorkFolder:
                 for t, r, c in zip(*(table.column(k).to_pylist() for k in ("repo_type", "repo_id", "commit")))
             ]
             tables.append(table.filter(pa.array(keep)))
-        return pa.concat_tables(tables) if tables else row_schema().empty_table()
+        if not tables:
+            return row_schema().empty_table()
+        return pa.concat_tables(tables).sort_by([(key, "ascending") for key in ("repo_type", "repo_id", "path")])
 
 
 def read_repos(
@@ -199,8 +202,9 @@ def read_repos(
     progress: bool = False,
     stop_after: int | None = None,
 ) -> int:
-    """Read every snapshot the work folder does not hold at its commit, ``workers`` repos at once, and
-    journal them in chunks; returns how many were read. ``stop_after``: stop after about that many repos
+    """Read every snapshot the work folder does not hold at its commit, ``workers`` repos at once (each worker
+    takes the next repo as soon as it is done: a slow repo holds one worker), and journal them as they finish,
+    in chunks; returns how many were read. ``stop_after``: stop after about that many repos
     (a test's stand-in for a kill)."""
     todo = [snapshot for snapshot in snapshots if not work.is_done(snapshot)]
     if stop_after is not None:
@@ -211,27 +215,22 @@ def read_repos(
 
         bar = tqdm(total=len(todo), desc="reading repos", unit="repo")
     batch = workers * 4  # repos journaled together: a kill loses at most this many repos' reading
-    for start in range(0, len(todo), batch):
-        outcomes = bounded_map(
-            lambda s: repo_rows(s, base_model, layout, token),
-            todo[start : start + batch],
-            workers,
-            catch=(FisherHubError,),
-        )
-        results = []
-        for outcome in outcomes:
-            if outcome.error is not None:
-                ref = outcome.item.ref
-                retry = isinstance(outcome.error, HubUnavailableError)
-                results.append(
-                    RepoResult(ref.repo_id, ref.repo_type, str(ref.revision), [], [("", str(outcome.error))], retry)
-                )
-            else:
-                results.append(outcome.result())
-        for first in range(0, len(results), CHUNK_ROWS):
-            work.add(results[first : first + CHUNK_ROWS])
-        if bar is not None:
-            bar.update(len(outcomes))
+    results: list[RepoResult] = []
+    outcomes = bounded_completed(lambda s: repo_rows(s, base_model, layout, token), todo, workers, (FisherHubError,))
+    for count, outcome in enumerate(outcomes, 1):
+        if outcome.error is not None:
+            ref, retry = outcome.item.ref, isinstance(outcome.error, HubUnavailableError)
+            results.append(
+                RepoResult(ref.repo_id, ref.repo_type, str(ref.revision), [], [("", str(outcome.error))], retry)
+            )
+        else:
+            results.append(outcome.result())
+        if len(results) == batch or count == len(todo):
+            for first in range(0, len(results), CHUNK_ROWS):
+                work.add(results[first : first + CHUNK_ROWS])
+            if bar is not None:
+                bar.update(len(results))
+            results = []
     if bar is not None:
         bar.close()
     return len(todo)
