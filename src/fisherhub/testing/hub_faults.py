@@ -51,7 +51,7 @@ class Faults:
         return int.from_bytes(digest[:8], "big") / 2**64
 
     def repo_fault(self, repo_type: str, repo_id: str) -> str | None:
-        """The way the model repo ``repo_id`` fails (one of ``REPO_FAULTS``), or None."""
+        """The way the model repo ``repo_id`` fails (one of ``kinds``), or None."""
         if repo_type != "model" or not self.broken or self.draw("broken", repo_id) >= self.broken:
             return None
         return self.kinds[int(self.draw("kind", repo_id) * len(self.kinds))]
