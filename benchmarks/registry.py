@@ -128,6 +128,12 @@ SUITES = {
             ("index.json", "index.png"),
         ),
         Suite(
+            "index_wire",
+            "benchmarks.index_wire",
+            "the index built through a local Hub with latency, 429s, pages and broken repos; killed and resumed",
+            ("index_wire.json", "index_wire.png"),
+        ),
+        Suite(
             "index_sign",
             "benchmarks.index_sign",
             "fisherhub index sign: unsigned adapters signed from the datasets they name",

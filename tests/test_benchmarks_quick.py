@@ -83,6 +83,22 @@ def _index_values(result: dict) -> None:
     )
 
 
+def _index_wire_values(result: dict) -> None:
+    """The index_wire suite's JSON: every broken repo skipped with its reason and no other, each row once, 429s
+    answered and sent again; the resumed build equal to the uninterrupted one; the update read the changed repos."""
+    for build in result["build"]:
+        assert build["rows"] == build["distinct_rows"] == build["adapters"] - sum(build["broken"].values())
+        assert build["skipped"] == build["broken"] and not build["skipped_not_broken"]
+        assert not build["broken_not_skipped"] and not build["skipped_with_another_reason"]
+        assert build["retried"] >= build["answered_429"] > 0
+    kill, update = result["kill"], result["update"]
+    assert kill["killed_mid_build"] and kill["duplicate_rows"] == 0 and kill["same_rows_as_uninterrupted"]
+    assert (
+        kill["resume"]["requests"] < next(b for b in result["build"] if b["adapters"] == kill["adapters"])["requests"]
+    )
+    assert update["repos_read"] == update["changed"] >= 1 and 0 < update["share_of_build_requests"] < 1
+
+
 def _index_sign_values(result: dict) -> None:
     """The index_sign suite's JSON: every adapter unsigned and naming a dataset, the 16 readable datasets
     sketched, the 4 others skipped with a reason, one row per (adapter, sketched dataset), the volcano target's
@@ -128,6 +144,7 @@ CHECKS = {
         and all(0.0 <= run["top_share_of_target_domain"] <= 1.0 for run in r["runs"])
     ),
     "index": lambda r: _index_values(r) is None,
+    "index_wire": lambda r: _index_wire_values(r) is None,
     "index_sign": lambda r: _index_sign_values(r) is None,
     "space": lambda r: _space_values(r) is None,
     "estimator_accuracy": lambda r: (

@@ -64,6 +64,10 @@ class HubUnreachableError(HubError):
     """The Hub could not be reached (no connection, wrong ``HF_ENDPOINT``)."""
 
 
+class HubUnavailableError(HubError):
+    """The Hub answered 429 (rate limited) or 5xx, and still did after the client's retries."""
+
+
 @contextlib.contextmanager
 def hub_errors(where: str, path: str | None = None) -> Iterator[None]:
     """Re-raise the client's not-found and offline exceptions as ``HubError`` types naming ``where``
@@ -89,6 +93,11 @@ def hub_errors(where: str, path: str | None = None) -> Iterator[None]:
         ) from exc
     except HfHubHTTPError as exc:
         status = exc.response.status_code if getattr(exc, "response", None) is not None else None
+        if status == 429 or (status or 0) >= 500:
+            raise HubUnavailableError(
+                f"{where}: the Hub answered {status} ({'rate limited' if status == 429 else 'server error'}) and "
+                "still did after retrying: run again later (an index build or update resumes where it stopped)"
+            ) from exc
         if status not in (401, 403):
             raise
         raise HubAccessError(

@@ -9,8 +9,8 @@ is thread-safe (its cache takes file locks).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Generic, TypeVar, cast
 
 #: requests in flight at once (the Hub answers this many from one client without rate limiting)
@@ -43,6 +43,13 @@ def check_workers(workers: int) -> int:
     return workers
 
 
+def _outcome(fn: Callable[[Item], Value], item: Item, catch: tuple) -> Outcome[Item, Value]:
+    try:
+        return Outcome(item, value=fn(item))
+    except catch as exc:
+        return Outcome(item, error=exc)
+
+
 def bounded_map(
     fn: Callable[[Item], Value], items: Iterable[Item], workers: int = DEFAULT_WORKERS, catch: tuple = (Exception,)
 ) -> list[Outcome[Item, Value]]:
@@ -50,14 +57,25 @@ def bounded_map(
     exception of a type in ``catch`` becomes that item's ``error``; any other propagates (the rest are
     cancelled). ``workers=1`` runs in this thread, one after the other."""
     items = list(items)
-
-    def run(item: Item) -> Outcome[Item, Value]:
-        try:
-            return Outcome(item, value=fn(item))
-        except catch as exc:
-            return Outcome(item, error=exc)
-
     if check_workers(workers) == 1 or len(items) <= 1:
-        return [run(item) for item in items]
+        return [_outcome(fn, item, catch) for item in items]
     with ThreadPoolExecutor(max_workers=min(workers, len(items)), thread_name_prefix="fisherhub-hub") as pool:
-        return list(pool.map(run, items))
+        return list(pool.map(lambda item: _outcome(fn, item, catch), items))
+
+
+def bounded_completed(
+    fn: Callable[[Item], Value], items: Iterable[Item], workers: int = DEFAULT_WORKERS, catch: tuple = (Exception,)
+) -> Iterator[Outcome[Item, Value]]:
+    """Like ``bounded_map``, but each ``Outcome`` as soon as it is ready, in the order they finish: an item that
+    takes long (a request the client backs off and sends again for 20 s) holds one worker, and the others go on.
+    When the caller stops early, the items not started are cancelled."""
+    items = list(items)
+    if check_workers(workers) == 1 or len(items) <= 1:
+        yield from (_outcome(fn, item, catch) for item in items)
+        return
+    pool = ThreadPoolExecutor(max_workers=min(workers, len(items)), thread_name_prefix="fisherhub-hub")
+    try:
+        for future in as_completed([pool.submit(_outcome, fn, item, catch) for item in items]):
+            yield future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

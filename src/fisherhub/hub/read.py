@@ -333,7 +333,8 @@ def _download(target: SignatureRef, token: str | None) -> str:
     with hub_errors(where, target.path):
         if not constants.HF_HUB_OFFLINE:
             url = hf_hub_url(target.repo_id, target.file, repo_type=target.repo_type, revision=target.revision)
-            if (problem := oversized(get_hf_file_metadata(url, token=token).size)) is not None:
+            size = get_hf_file_metadata(url, token=token, retry_on_errors=True).size  # its backoff on 429 and 5xx
+            if (problem := oversized(size)) is not None:
                 raise SignatureFileError(f"{where}: {problem}: not downloaded")
         return hf_hub_download(
             target.repo_id, target.file, repo_type=target.repo_type, revision=target.revision, token=token

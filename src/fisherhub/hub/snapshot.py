@@ -17,6 +17,7 @@ from fisherhub.hub.cards import CARD_NAME, MAX_CARD_BYTES, card_text, parse_card
 from fisherhub.hub.errors import CardError, OfflineCacheError, hub_errors
 from fisherhub.hub.listing import LISTING_FOLDERS, MAX_INDEX_BYTES, index_bytes, merge_entries, parse_listing
 from fisherhub.hub.refs import SignatureRef, is_signature_file
+from fisherhub.hub.retry import with_retries
 
 logger = logging.getLogger(__name__)
 
@@ -147,12 +148,15 @@ def cached_snapshot(repo: SignatureRef) -> RepoSnapshot:
 
 
 def repo_snapshot(repo: SignatureRef, token: str | None = None, *, files_metadata: bool = False) -> RepoSnapshot:
-    """``repo`` at its revision: one ``repo_info`` call online (``files_metadata``: with file sizes), the
-    local cache with ``HF_HUB_OFFLINE=1``."""
+    """``repo`` at its revision: one ``repo_info`` call online (``files_metadata``: with file sizes; sent again
+    after a 429 or 5xx, ``with_retries``), the local cache with ``HF_HUB_OFFLINE=1``."""
     if constants.HF_HUB_OFFLINE:
         return cached_snapshot(repo)
     with hub_errors(str(repo)):
-        info = HfApi(token=token).repo_info(
-            repo.repo_id, repo_type=repo.repo_type, revision=repo.revision, files_metadata=files_metadata
+        info = with_retries(
+            lambda: HfApi(token=token).repo_info(
+                repo.repo_id, repo_type=repo.repo_type, revision=repo.revision, files_metadata=files_metadata
+            ),
+            str(repo),
         )
     return RepoSnapshot.from_info(info, repo.repo_type, repo.revision)

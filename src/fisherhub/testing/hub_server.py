@@ -32,13 +32,15 @@ atomically after every change; a second server on the same folder is refused).
 ``fisherhub hub serve`` runs one for people (a development tool: loopback only).
 
 ``latency`` (seconds, default 0) is slept before every answer, as a distant Hub would take; while it is set,
-``most_in_flight`` counts the most requests answered at once (since ``reset()``).
+``most_in_flight`` counts the most requests answered at once (since ``reset()``). ``faults`` (``hub_faults.Faults``:
+none by default) injects what the real Hub does to a client that reads thousands of repos: drawn latency, 429 with
+Retry-After, paginated listings, repos that fail after being listed; ``fault_log`` counts what was answered.
 
 Errors: 404 with X-Error-Code RepoNotFound / RevisionNotFound / EntryNotFound (the client maps them to its
 exceptions); a gated repo (``Repo.gated``) lists its info and tree but answers file reads with 401 (no token)
 or 403 (a token not in ``Repo.granted``) and X-Error-Code GatedRepo, as the Hub does; a private repo whose
 ``granted`` is not empty is hidden (404 RepoNotFound, left out of listings) from reads with any other token; 401 on writes without a Bearer token, 400 with a message for anything unsupported or failing
-here: never 5xx/408/429, which the client retries with a long backoff. Tags come from the card as on the
+here: never 5xx/408/429 (but as ``faults`` injects them), which the client retries with a long backoff. Tags come from the card as on the
 Hub: ``tags``, ``library_name``, ``license:``, ``language:``, ``dataset:`` and, for models, ``base_model:<id>``
 and ``base_model:<relation>:<id>`` (``base_model_relation``, else ``adapter`` when the repo has
 ``adapter_config.json``, else ``finetune``). No Xet; uploads are inline base64 in the commit but for
@@ -63,6 +65,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 
+from fisherhub.testing.hub_faults import FaultLog, Faults, named_repo, page
 from fisherhub.testing.hub_state import StateFolder
 from fisherhub.testing.hub_memory import (  # noqa: F401  (GITATTRIBUTES, Commit: re-exported for tests)
     CONFLICT,
@@ -96,6 +99,7 @@ class HubServer:
         self.requests: list[tuple[str, str, str | None]] = []
         self.lfs: dict[str, bytes] = {}  # sha256 -> content uploaded through LFS, until a commit names it
         self.latency = 0.0  # seconds slept before each answer
+        self.faults, self.fault_log = Faults(), FaultLog()
         self.in_flight = self.most_in_flight = 0
         self.lock = threading.RLock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -135,6 +139,7 @@ class HubServer:
             self.requests.clear()
             self.lfs.clear()
             self.latency = 0.0
+            self.faults, self.fault_log = Faults(), FaultLog()
             self.most_in_flight = 0
             self.save()
 
@@ -227,7 +232,8 @@ class HubServer:
                 ):
                     continue
                 out.append({k: v for k, v in info.items() if k in keep})
-        return 200, out[: int(q["limit"][0])] if q.get("limit") else out
+        listed, link = page(out[: int(q["limit"][0])] if q.get("limit") else out, q, h.url, self.faults.page_size)
+        return 200, listed, link
 
     def repo_info(self, h, body, t, repo_id, rev):
         with self.lock:
@@ -340,6 +346,8 @@ class HubServer:
         if path not in commit.files:  # X-Repo-Commit lets the client cache the absence (.no_exist)
             raise HubError(404, f"Entry not found: {path}", "EntryNotFound", headers)
         data = commit.files[path]
+        if path.endswith(".safetensors") and self.faults.repo_fault(repo_type, repo_id) == "truncated":
+            data = data[: len(data) // 2]
         headers |= {"ETag": f'"{git_blob_sha(data)}"', "Accept-Ranges": "bytes"}
         if (span := parse_range(h.headers.get("Range"), len(data))) is None:
             return 200, data, headers
@@ -429,6 +437,7 @@ class _Handler(BaseHTTPRequestHandler):
         binary = isinstance(payload, bytes)
         data = payload if binary else json.dumps(payload, default=str).encode()
         self.send_response(status)
+        self.hub.fault_log.answered(self.command, urlsplit(self.path).path, status)
         headers = {"Content-Type": "application/octet-stream" if binary else "application/json", **(headers or {})}
         for key, value in {**headers, "Content-Length": str(len(data))}.items():
             self.send_header(key, value)
@@ -449,16 +458,20 @@ class _Handler(BaseHTTPRequestHandler):
             name, match = route
             if name in NEEDS_TOKEN and not self.headers.get("Authorization", "").startswith("Bearer "):
                 raise HubError(401, "Invalid credentials in Authorization header")
-            ctype = self.headers.get("Content-Type", "")
-            if self.hub.latency:
+            ctype, groups = self.headers.get("Content-Type", ""), [g and unquote(g) for g in match.groups()]
+            self.url = f"{self.hub.endpoint}{url.path}"
+            delay, fault = self.hub.fault_log.before(self.hub.faults, self.command, url.path, named_repo(name, groups))
+            if self.hub.latency + delay:
                 with self.hub.lock:
                     self.hub.in_flight += 1
                     self.hub.most_in_flight = max(self.hub.most_in_flight, self.hub.in_flight)
                 try:
-                    time.sleep(self.hub.latency)
+                    time.sleep(self.hub.latency + delay)
                 finally:
                     with self.hub.lock:
                         self.hub.in_flight -= 1
+            if fault is not None:
+                raise fault
             body: Any
             if name == "commit":
                 body = raw.decode("utf-8")
@@ -468,7 +481,7 @@ class _Handler(BaseHTTPRequestHandler):
                 body = parse_qs(raw.decode("utf-8"))
             else:
                 body = json.loads(raw) if raw.strip() and "json" in ctype else {}
-            self._send(*getattr(self.hub, name)(self, body, *(g and unquote(g) for g in match.groups())))
+            self._send(*getattr(self.hub, name)(self, body, *groups))
         except HubError as err:
             message = " ".join(str(err).split()).encode("latin-1", "replace").decode("latin-1")
             headers = {**err.headers, "X-Error-Message": message, **({"X-Error-Code": err.code} if err.code else {})}

@@ -10,6 +10,7 @@ points fisherhub, huggingface_hub, datasets and transformers at it: export it in
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import sys
 import tempfile
@@ -56,6 +57,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"port on 127.0.0.1 (0: any free port; default: {DEFAULT_PORT})"
     )
+    serve.add_argument(
+        "--busy",
+        action="store_true",
+        help="answer as the real Hub does a client that reads thousands of repos: 50-150 ms per request, 2%% of "
+        "reads HTTP 429 with Retry-After, listings 1,000 repos a page, 1%% of the model repos failing after "
+        "being listed (404, 500, a truncated .safetensors file); drawn from --seed",
+    )
+    serve.add_argument("--seed", type=int, default=0, help="the seed of --busy's faults (default: 0)")
     serve.set_defaults(func=run_serve)
 
 
@@ -72,6 +81,7 @@ def environment(endpoint: str, cache: Path) -> dict[str, str]:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from fisherhub.testing.hub_faults import BUSY_HUB
     from fisherhub.testing.hub_server import HubServer
     from fisherhub.testing.hub_state import StateLockedError
 
@@ -81,6 +91,8 @@ def run_serve(args: argparse.Namespace) -> int:
     if root is not None and root.exists() and not root.is_dir():
         raise InputError(f"--root {args.root} is a file: give a folder (it is created when missing)")
     server = HubServer(LOCAL_USER, LOOPBACK, root=root, port=args.port)
+    if args.busy:
+        server.faults = dataclasses.replace(BUSY_HUB, seed=args.seed)
     try:
         server.start()
     except StateLockedError as exc:
@@ -101,8 +113,13 @@ def run_serve(args: argparse.Namespace) -> int:
     )
     print(
         f"fisherhub local Hub at {server.endpoint}: a development stand-in for the Hugging Face Hub, reachable from "
-        f"this machine only; any token is accepted. Repos: {kept}.\n"
-        "Point the Hub clients (fisherhub, huggingface_hub, datasets, transformers) at it in the shell you work in:\n"
+        f"this machine only; any token is accepted. Repos: {kept}."
+        + (
+            " Busy: it answers as the real Hub does a client reading thousands of repos (--busy).\n"
+            if args.busy
+            else "\n"
+        )
+        + "Point the Hub clients (fisherhub, huggingface_hub, datasets, transformers) at it in the shell you work in:\n"
     )
     for name, value in environment(server.endpoint, cache).items():
         print(f"export {name}={value}")

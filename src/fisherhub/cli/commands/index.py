@@ -126,33 +126,39 @@ def run_build(args: argparse.Namespace) -> int:
     from fisherhub.core.features import SKETCHES
     from fisherhub.hub.signature_index.layout import Layout
     from fisherhub.hub.pool import check_workers
+    from fisherhub.hub.retry import counting_requests
     from fisherhub.hub.signature_index.build import build_index
 
     layout = Layout(args.dtype, SKETCHES if args.sketches == "all" else ("joint",))
-    commit, summary = build_index(
-        args.base_model,
-        args.push,
-        work=args.work,
-        layout=layout,
-        token=args.token,
-        workers=check_workers(args.workers),
-        private=args.private,
-        progress=True,
-        force=args.force,
-    )
+    with counting_requests() as traffic:
+        commit, summary = build_index(
+            args.base_model,
+            args.push,
+            work=args.work,
+            layout=layout,
+            token=args.token,
+            workers=check_workers(args.workers),
+            private=args.private,
+            progress=True,
+            force=args.force,
+        )
     print("\n".join(summary.lines()))
+    print(traffic.line())
     print(f"pushed {args.push}@{commit}")
     return 0
 
 
 def run_update(args: argparse.Namespace) -> int:
     from fisherhub.hub.pool import check_workers
+    from fisherhub.hub.retry import counting_requests
     from fisherhub.hub.signature_index.build import update_index
 
-    commit, summary, read = update_index(
-        args.index, work=args.work, token=args.token, workers=check_workers(args.workers)
-    )
+    with counting_requests() as traffic:
+        commit, summary, read = update_index(
+            args.index, work=args.work, token=args.token, workers=check_workers(args.workers)
+        )
     print("\n".join(summary.lines()))
+    print(traffic.line())
     print(f"read {read} changed repo(s); " + (f"pushed {args.index}@{commit}" if commit else "the index is up to date"))
     return 0
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.safe_text import printable
-from fisherhub.hub.errors import HubError, hub_errors
-from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_map
+from fisherhub.hub.errors import HubUnavailableError, hub_errors
+from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_completed
 from fisherhub.hub.refs import SignatureRef, index_ref
 from fisherhub.hub.signature_index.layout import Layout
 from fisherhub.hub.snapshot import RepoSnapshot
@@ -35,13 +35,16 @@ CHUNK_ROWS = 256
 
 @dataclasses.dataclass(frozen=True)
 class RepoResult:
-    """What reading one repo gave: its rows, and the signatures it could not give (path, reason)."""
+    """What reading one repo gave: its rows, and the signatures it could not give (path, reason); ``retry``:
+    some of them because the Hub was unavailable (429 or 5xx after retries), so a resume or an update reads the
+    repo again."""
 
     repo_id: str
     repo_type: str
     commit: str
     rows: list[dict[str, Any]]
     problems: list[tuple[str, str]]
+    retry: bool = False
 
 
 def repo_rows(snapshot: RepoSnapshot, base_model: str, layout: Layout, token: str | None = None) -> RepoResult:
@@ -50,7 +53,7 @@ def repo_rows(snapshot: RepoSnapshot, base_model: str, layout: Layout, token: st
     from fisherhub.hub.read import load_signature, snapshot_signatures
 
     ref = snapshot.ref
-    rows, problems = [], []
+    rows, problems, retry = [], [], False
     for info in snapshot_signatures(snapshot, token, read_headers=False):
         if info.base_model is not None and canonical_model_id(info.base_model) != canonical_model_id(base_model):
             continue  # a signature under another base model belongs to that model's index
@@ -61,12 +64,13 @@ def repo_rows(snapshot: RepoSnapshot, base_model: str, layout: Layout, token: st
             signature = load_signature(info.location, token=token)
         except FisherHubError as exc:
             problems.append((info.path, str(exc)))
+            retry |= isinstance(exc, HubUnavailableError)
             continue
         if canonical_model_id(signature.metadata.get("base_model")) != canonical_model_id(base_model):
             problems.append((info.path, f"the file names base model {signature.metadata.get('base_model')!r}"))
             continue
         rows.append(signature_row(signature, ref.with_path(info.path), "published", layout, snapshot.card_data))
-    return RepoResult(ref.repo_id, ref.repo_type, str(ref.revision), rows, problems)
+    return RepoResult(ref.repo_id, ref.repo_type, str(ref.revision), rows, problems, retry)
 
 
 def work_folder(folder: str | os.PathLike) -> Path:
@@ -87,7 +91,8 @@ def work_folder(folder: str | os.PathLike) -> Path:
 
 
 class WorkFolder:
-    """``journal.jsonl`` (one line per repo read: id, type, commit, rows, problems, chunk) and
+    """``journal.jsonl`` (one line per repo read: id, type, commit, rows, problems, chunk, and ``retry`` for a
+    repo the Hub could not serve, which a resume reads again) and
     ``chunks/NNNNN.parquet`` (the rows of the repos journaled with that chunk). A chunk is written (to a
     temporary name, then renamed) before its repos are journaled, so a kill loses at most the repos not yet
     journaled; a torn last journal line is ignored."""
@@ -121,7 +126,7 @@ class WorkFolder:
 
     def is_done(self, snapshot: RepoSnapshot) -> bool:
         entry = self.done.get((snapshot.ref.repo_type, snapshot.ref.repo_id))
-        return entry is not None and entry["commit"] == snapshot.ref.revision
+        return entry is not None and entry["commit"] == snapshot.ref.revision and not entry.get("retry")
 
     def add(self, results: list[RepoResult]) -> None:
         """Journal ``results`` (their rows in one new chunk)."""
@@ -145,6 +150,7 @@ class WorkFolder:
                 "rows": len(result.rows),
                 "problems": result.problems,
                 "chunk": chunk if result.rows else None,
+                **({"retry": True} if result.retry else {}),
             }
             self.done[(result.repo_type, result.repo_id)] = entry
             lines.append(json.dumps(entry) + "\n")
@@ -155,14 +161,15 @@ class WorkFolder:
 
     def entries(self) -> list[dict[str, Any]]:
         """The journal's repo entries (without chunk numbers), sorted."""
-        keys = ("repo_id", "repo_type", "commit", "rows", "problems")
+        keys = ("repo_id", "repo_type", "commit", "rows", "problems", "retry")
         return sorted(
-            ({key: entry[key] for key in keys} for entry in self.done.values()),
+            ({key: entry[key] for key in keys if key in entry} for entry in self.done.values()),
             key=lambda entry: (entry["repo_type"], entry["repo_id"]),
         )
 
     def table(self):
-        """Every journaled repo's rows at the commit it was last read (one Arrow table)."""
+        """Every journaled repo's rows at the commit it was last read (one Arrow table, by repo and path: the
+        same whatever order the repos were read in)."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -179,7 +186,9 @@ class WorkFolder:
                 for t, r, c in zip(*(table.column(k).to_pylist() for k in ("repo_type", "repo_id", "commit")))
             ]
             tables.append(table.filter(pa.array(keep)))
-        return pa.concat_tables(tables) if tables else row_schema().empty_table()
+        if not tables:
+            return row_schema().empty_table()
+        return pa.concat_tables(tables).sort_by([(key, "ascending") for key in ("repo_type", "repo_id", "path")])
 
 
 def read_repos(
@@ -193,8 +202,9 @@ def read_repos(
     progress: bool = False,
     stop_after: int | None = None,
 ) -> int:
-    """Read every snapshot the work folder does not hold at its commit, ``workers`` repos at once, and
-    journal them in chunks; returns how many were read. ``stop_after``: stop after about that many repos
+    """Read every snapshot the work folder does not hold at its commit, ``workers`` repos at once (each worker
+    takes the next repo as soon as it is done: a slow repo holds one worker), and journal them as they finish,
+    in chunks; returns how many were read. ``stop_after``: stop after about that many repos
     (a test's stand-in for a kill)."""
     todo = [snapshot for snapshot in snapshots if not work.is_done(snapshot)]
     if stop_after is not None:
@@ -205,26 +215,22 @@ def read_repos(
 
         bar = tqdm(total=len(todo), desc="reading repos", unit="repo")
     batch = workers * 4  # repos journaled together: a kill loses at most this many repos' reading
-    for start in range(0, len(todo), batch):
-        outcomes = bounded_map(
-            lambda s: repo_rows(s, base_model, layout, token),
-            todo[start : start + batch],
-            workers,
-            catch=(FisherHubError,),
-        )
-        results = []
-        for outcome in outcomes:
-            if outcome.error is not None:
-                ref = outcome.item.ref
-                results.append(
-                    RepoResult(ref.repo_id, ref.repo_type, str(ref.revision), [], [("", str(outcome.error))])
-                )
-            else:
-                results.append(outcome.result())
-        for first in range(0, len(results), CHUNK_ROWS):
-            work.add(results[first : first + CHUNK_ROWS])
-        if bar is not None:
-            bar.update(len(outcomes))
+    results: list[RepoResult] = []
+    outcomes = bounded_completed(lambda s: repo_rows(s, base_model, layout, token), todo, workers, (FisherHubError,))
+    for count, outcome in enumerate(outcomes, 1):
+        if outcome.error is not None:
+            ref, retry = outcome.item.ref, isinstance(outcome.error, HubUnavailableError)
+            results.append(
+                RepoResult(ref.repo_id, ref.repo_type, str(ref.revision), [], [("", str(outcome.error))], retry)
+            )
+        else:
+            results.append(outcome.result())
+        if len(results) == batch or count == len(todo):
+            for first in range(0, len(results), CHUNK_ROWS):
+                work.add(results[first : first + CHUNK_ROWS])
+            if bar is not None:
+                bar.update(len(results))
+            results = []
     if bar is not None:
         bar.close()
     return len(todo)
@@ -261,11 +267,12 @@ def check_push_target(repo: SignatureRef, token: str | None = None, force: bool 
     from huggingface_hub import HfApi
 
     from fisherhub.hub.errors import RepoNotFoundError
+    from fisherhub.hub.retry import with_retries
 
     where = f"datasets/{repo.repo_id}"
     try:
         with hub_errors(where):
-            info = HfApi(token=token).repo_info(repo.repo_id, repo_type="dataset")
+            info = with_retries(lambda: HfApi(token=token).repo_info(repo.repo_id, repo_type="dataset"), where)
     except RepoNotFoundError:
         return
     files = sorted(sibling.rfilename for sibling in cast("DatasetInfo", info).siblings or [])
@@ -326,20 +333,15 @@ class InterruptedBuild(FisherHubError):
     """A build stopped before pushing (``stop_after``); running it again resumes."""
 
 
-def changed_repos(loaded: LoadedIndex, token: str | None = None) -> tuple[dict[str, str | None], set[str]]:
-    """(adapters listed now whose commit differs from the one the index read, or new: id -> commit; adapters
-    the index read that the Hub no longer lists), from one listing with ``expand=sha``."""
-    from huggingface_hub import HfApi
-
-    from fisherhub.hub.discovery import adapter_tag
-
-    with hub_errors(f"the adapters of {loaded.base_model}"):
-        listed = {
-            info.id: info.sha
-            for info in HfApi(token=token).list_models(filter=adapter_tag(loaded.base_model), expand=["sha"])
-        }
-    seen = {entry["repo_id"]: entry["commit"] for entry in loaded.state["repos"] if entry["repo_type"] == "model"}
-    changed = {repo_id: sha for repo_id, sha in listed.items() if seen.get(repo_id) != sha}
+def changed_repos(loaded: LoadedIndex, token: str | None = None) -> tuple[dict[str, RepoSnapshot], set[str]]:
+    """(the adapters listed now whose commit differs from the one the index read, or new, or that the Hub could
+    not serve then (``retry``): id -> the listing's snapshot; the adapters the index read that the Hub no longer
+    lists), from the build's one listing (``listed_adapters``: commit, files, card, so reading a changed adapter
+    costs what it costs a build)."""
+    listed = {snapshot.ref.repo_id: snapshot for snapshot in listed_adapters(loaded.base_model, token)}
+    models = [entry for entry in loaded.state["repos"] if entry["repo_type"] == "model"]
+    seen = {entry["repo_id"]: None if entry.get("retry") else entry["commit"] for entry in models}
+    changed = {repo_id: s for repo_id, s in listed.items() if seen.get(repo_id) != s.ref.revision}
     return changed, set(seen) - set(listed)
 
 
@@ -365,8 +367,8 @@ def update_index(
     workers: int = DEFAULT_WORKERS,
     progress: bool = False,
 ) -> tuple[str | None, IndexSummary, int]:
-    """Bring the index ``name`` up to date: one listing (``expand=sha``) says which adapters changed commit,
-    appeared or went; only those are read again (a ``repo_info`` each, then their signature files). Pushes
+    """Bring the index ``name`` up to date: one listing (the build's) says which adapters changed commit,
+    appeared or went; only those are read again, as the build reads them (their signature files). Pushes
     when anything changed; returns (the new commit, None when nothing changed; the summary; repos read)."""
     loaded = load_index(name, token)
     layout, base_model = loaded.layout, loaded.base_model
@@ -374,17 +376,9 @@ def update_index(
     folder = WorkFolder(work or default_work(loaded.ref) / f"update-{loaded.commit[:12]}", base_model, layout)
     if not changed and not gone:
         return None, IndexSummary.of(loaded.table, base_model, loaded.state["repos"]), 0
-    from fisherhub.hub.snapshot import repo_snapshot
-
-    todo = [repo_id for repo_id, sha in changed.items() if folder.done.get(("model", repo_id), {}).get("commit") != sha]
-    outcomes = bounded_map(
-        lambda repo_id: repo_snapshot(SignatureRef(repo_id, "model", changed[repo_id]), token),
-        todo,
-        workers,
-        catch=(HubError,),
+    read = read_repos(
+        list(changed.values()), base_model, layout, folder, token=token, workers=workers, progress=progress
     )
-    snapshots = [outcome.result() for outcome in outcomes if outcome.error is None]
-    read = read_repos(snapshots, base_model, layout, folder, token=token, workers=workers, progress=progress)
     table = replace_repos(loaded, folder, {("model", repo_id) for repo_id in (*changed, *gone)})
     commit = push_index(table, loaded.ref, base_model, layout, folder.entries(), token=token)
     return commit, IndexSummary.of(table, base_model, folder.entries()), read

@@ -49,19 +49,23 @@ def push_index(
     from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
 
     from fisherhub.hub.cards import card_text, parse_card
+    from fisherhub.hub.retry import with_retries
 
     api = HfApi(token=token)
     where = f"datasets/{repo.repo_id}"
     with hub_errors(where):
         dataset = datasets.Dataset(conform(table))
-        dataset.push_to_hub(
-            repo.repo_id,
-            split=SPLIT,
-            data_dir=DATA_DIR,
-            token=token,
-            private=private,
-            max_shard_size="100MB",
-            commit_message="signature index: rows",
+        with_retries(  # ``datasets`` sends its repo_info once: pushed again after a 429 (the shards uploaded are kept)
+            lambda: dataset.push_to_hub(
+                repo.repo_id,
+                split=SPLIT,
+                data_dir=DATA_DIR,
+                token=token,
+                private=private,
+                max_shard_size="100MB",
+                commit_message="signature index: rows",
+            ),
+            where,
         )
         card_file = hf_hub_download(repo.repo_id, "README.md", repo_type="dataset", token=token)
         existing = parse_card(card_text(card_file, where), where, "dataset").data.to_dict()
@@ -122,12 +126,19 @@ def load_index(name: str | SignatureRef, token: str | None = None, columns: list
     import pyarrow.parquet as pq
     from huggingface_hub import HfApi, hf_hub_download
 
+    from fisherhub.hub.retry import with_retries
+
     ref = name if isinstance(name, SignatureRef) else index_ref(name)
     where = f"datasets/{ref.repo_id}"
     with hub_errors(where):
         info = cast(
             "DatasetInfo",
-            HfApi(token=token).repo_info(ref.repo_id, repo_type="dataset", revision=ref.revision, files_metadata=True),
+            with_retries(
+                lambda: HfApi(token=token).repo_info(
+                    ref.repo_id, repo_type="dataset", revision=ref.revision, files_metadata=True
+                ),
+                where,
+            ),
         )
     if info.sha is None:
         raise InputError(f"{where}: the Hub names no commit of it")
