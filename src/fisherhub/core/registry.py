@@ -34,6 +34,9 @@ DEFAULT_SEED = 0
 #: below this many documents an unresolved split-sample norm is refused (``TooFewDocumentsError``): the
 #: split-half estimate's own sampling noise, which its standard error does not see, dominates there.
 MIN_DOCUMENTS = 20
+#: the ``source`` in the metadata of a signature sketched from samples of the adapter itself (SPEC §3b), also how
+#: its index row was obtained
+GENERATED_SOURCE = "generated"
 #: a Hub repo id, as signatures record their base model and dataset: ``org/name``
 HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 #: a full commit id, as signatures record revisions: 40 hex digits
