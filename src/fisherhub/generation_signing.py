@@ -15,6 +15,7 @@ adapter i goes to process i mod N; the main process gathers every outcome and al
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -201,22 +202,17 @@ def sign_from_generations(
     warn_if_fewer_processes(state.num_processes, "index sign --from-generations")
     folder = Path(work or default_work(loaded.ref)) / "sign" / _options_folder(options)
     journal = SignJournal(folder, state.process_index, GENERATED)
-    outcomes = _sign_share(
-        todo[state.process_index :: state.num_processes],
-        journal,
-        lambda location: sign_adapter_from_generations(
-            model,
-            tokenizer,
-            location,
-            spec,
-            base_model=base_model,
-            options=options,
-            token=token,
-            max_adapter_bytes=max_adapter_bytes,
-        ),
-        stop_after,
-        progress,
+    sign_one = functools.partial(
+        sign_adapter_from_generations,
+        model,
+        tokenizer,
+        spec=spec,
+        base_model=base_model,
+        options=options,
+        token=token,
+        max_adapter_bytes=max_adapter_bytes,
     )
+    outcomes = _sign_share(todo[state.process_index :: state.num_processes], journal, sign_one, stop_after, progress)
     outcomes = gather_object(outcomes)
     if not state.is_main_process:
         return None
@@ -231,7 +227,7 @@ def sign_from_generations(
     snapshots = {s.ref.repo_id: s for s in todo}
     rows = [(snapshots[o.adapter], o.file, GENERATED) for o in signed]
     message = "signatures sketched from adapters' generations"
-    added, commit = publish_rows(loaded, HfApi(token=token), journal.folder, files, rows, message, token)
+    added, commit = publish_rows(loaded, HfApi(token=token), folder, files, rows, message, token)
     return dataclasses.replace(report, rows_added=added, commit=commit)
 
 
