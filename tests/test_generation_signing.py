@@ -10,21 +10,18 @@ import json
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
 
 import fisherhub
 from fisherhub.cli import main
 from fisherhub.generation_signing import sign_adapter_from_generations, sign_from_generations
-from fisherhub.hub import push_signature
 from fisherhub.hub.signature_index import IndexSummary, InterruptedBuild, build_index, load_index
 from fisherhub.lm import generation
 from fisherhub.lm.generation import sample_texts
 from fisherhub.options import GenerationOptions
 from fisherhub.pipeline.index_signing import sign_unsigned
 from fisherhub.selection import select_adapter
-from fisherhub.selection.rows import AdapterLocation
 from fisherhub.space.browse import row_view
-from fisherhub.testing.hub_repos import create_adapter, create_jsonl_dataset, save_random_lora
+from fisherhub.testing.hub_repos import publish_unsigned_world
 from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 BASE = "org/base"
@@ -36,40 +33,13 @@ def texts(word: str, n: int = 24) -> list[str]:
     return [f"{word} number {i} {word} again" for i in range(n)]
 
 
-def nan_lora(base, folder):
-    save_random_lora(base, folder, 9, BASE)
-    weights = load_file(folder / "adapter_model.safetensors")
-    save_file(
-        {name: torch.full_like(value, float("nan")) for name, value in weights.items()},
-        folder / "adapter_model.safetensors",
-    )
-    return folder
-
-
 @pytest.fixture
 def world(hub, hf_api, hf_hub_cache, tmp_path):
     model, tokenizer = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=64), tiny_tokenizer(64)
-    signed = create_adapter(hf_api, "org/signed", BASE)
-    push_signature(
-        fisherhub.sketch_texts(texts("apple"), model, tokenizer, m=64, metadata={"base_model": BASE}), signed
-    )
-    create_jsonl_dataset(hf_api, "org/ds-sport", [{"text": t} for t in texts("football")])
-    create_adapter(
-        hf_api, "org/card-signed", BASE, ["org/ds-sport"], folder=save_random_lora(model, tmp_path / "c", 1, BASE)
-    )
-    loras = {
-        "org/gen-a": create_adapter(hf_api, "org/gen-a", BASE, folder=save_random_lora(model, tmp_path / "a", 2, BASE)),
-        "org/gen-b": create_adapter(
-            hf_api, "org/gen-b", BASE, ["org/ds-missing"], folder=save_random_lora(model, tmp_path / "b", 3, BASE)
-        ),
-    }
-    broken = {
-        "org/no-weights": create_adapter(hf_api, "org/no-weights", BASE),
-        "org/nan-weights": create_adapter(hf_api, "org/nan-weights", BASE, folder=nan_lora(model, tmp_path / "n")),
-    }
+    kinds = publish_unsigned_world(hf_api, BASE, model, tokenizer, tmp_path / "adapters")
     build_index(BASE, INDEX, work=str(tmp_path / "work"))
     sign_unsigned(BASE, INDEX, model=model, tokenizer=tokenizer, work=str(tmp_path / "work"))
-    return model, tokenizer, signed, loras, broken
+    return model, tokenizer, kinds["signed"][0], dict.fromkeys(kinds["generation"]), dict.fromkeys(kinds["broken"])
 
 
 def test_unsigned_adapters_without_rows_are_signed_from_generations_and_resume(world, hub, tmp_path, monkeypatch):
@@ -123,7 +93,7 @@ def test_unsigned_adapters_without_rows_are_signed_from_generations_and_resume(w
 
 def test_a_generated_signature_is_deterministic_in_its_seed_and_sketched_under_the_base_model(world):
     model, tokenizer, _, _, _ = world
-    location = AdapterLocation("org/gen-a", None)
+    location = "org/gen-a"
     one, two = (
         sign_adapter_from_generations(model, tokenizer, location, base_model=BASE, options=OPTIONS) for _ in range(2)
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -98,10 +99,11 @@ def generation_metadata(options: GenerationOptions) -> dict[str, str]:
 def sign_adapter_from_generations(
     model,
     tokenizer,
-    adapter: AdapterLocation,
+    adapter: str | os.PathLike | AdapterLocation,
     spec: SketchSpec | None = None,
     *,
     base_model: str,
+    revision: str | None = None,
     options: GenerationOptions | None = None,
     token: str | None = None,
     max_adapter_bytes: int | None = None,
@@ -114,12 +116,14 @@ def sign_adapter_from_generations(
             The base model (plain; the adapter is taken out again afterwards).
         tokenizer (`PreTrainedTokenizerBase`):
             Its tokenizer.
-        adapter (`AdapterLocation`):
-            Where the adapter loads from (a Hub repo at a revision, or a folder).
+        adapter (`str`, `os.PathLike` or `AdapterLocation`):
+            The adapter: a Hub repo id, a local folder, or where it loads from (``AdapterLocation``).
         spec (`SketchSpec`, *optional*):
             The sketch (that of the rows it is compared with); None makes a default one.
         base_model (`str`):
             The base model's id, recorded and checked against the adapter's config.
+        revision (`str`, *optional*):
+            The adapter repo's revision (for an id; an ``AdapterLocation`` has its own).
         options (`GenerationOptions`, *optional*):
             Samples, tokens per sample, seed, batch size.
         token (`str`, *optional*):
@@ -139,6 +143,8 @@ def sign_adapter_from_generations(
     from fisherhub.pipeline.loop import sketch_texts
 
     options = options or GenerationOptions()
+    if not isinstance(adapter, AdapterLocation):
+        adapter = AdapterLocation(os.fspath(adapter), revision)
     try:
         with checked_adapter_on(model, adapter, base_model, token, max_adapter_bytes) as peft_model:
             try:

@@ -23,7 +23,7 @@ def save_random_lora(base, folder: str | os.PathLike, seed: int, base_model: str
     config = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=list(LORA_MODULES), init_lora_weights=False)
     model = get_peft_model(copy.deepcopy(base), config)
     model.peft_config["default"].base_model_name_or_path = base_model
-    model.save_pretrained(folder)
+    model.save_pretrained(os.fspath(folder))
     return Path(folder)
 
 
@@ -59,3 +59,41 @@ def create_jsonl_dataset(api, repo_id: str, rows: list[dict]) -> str:
     data = "".join(json.dumps(row) + "\n" for row in rows).encode()
     api.create_commit(repo_id, [CommitOperationAdd("train.jsonl", data)], repo_type="dataset", commit_message="data")
     return repo_id
+
+
+def publish_unsigned_world(api, base_model: str, model, tokenizer, folder: str | os.PathLike) -> dict[str, list[str]]:
+    """Adapters of ``base_model`` (``model``, a tiny model, and ``tokenizer``) in every state ``fisherhub
+    first-hour`` meets, by kind: ``signed`` (LoRA weights and a signature of its "apple" texts), ``card`` (its
+    card names the dataset ``org/ds-sport``, of "football" texts), ``generation`` (LoRA weights, a card naming no
+    data, or only a dataset that does not exist), ``broken`` (no weights; NaN weights). Local files under
+    ``folder``."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from fisherhub.hub.push import push_signature
+    from fisherhub.pipeline.loop import sketch_texts
+
+    folder = Path(folder)
+
+    def lora(name: str, seed: int) -> Path:
+        return save_random_lora(model, folder / name, seed, base_model)
+
+    def texts(word: str) -> list[str]:
+        return [f"{word} number {i} {word} again" for i in range(24)]
+
+    signed = create_adapter(api, "org/signed", base_model, folder=lora("signed", 0))
+    push_signature(sketch_texts(texts("apple"), model, tokenizer, m=64, metadata={"base_model": base_model}), signed)
+    create_jsonl_dataset(api, "org/ds-sport", [{"text": t} for t in texts("football")])
+    card = create_adapter(api, "org/card-signed", base_model, ["org/ds-sport"], folder=lora("card", 1))
+    generation = [
+        create_adapter(api, "org/gen-a", base_model, folder=lora("a", 2)),
+        create_adapter(api, "org/gen-b", base_model, ["org/ds-missing"], folder=lora("b", 3)),
+    ]
+    nan = lora("nan", 9)
+    weights = load_file(nan / "adapter_model.safetensors")
+    save_file({k: torch.full_like(v, float("nan")) for k, v in weights.items()}, nan / "adapter_model.safetensors")
+    broken = [
+        create_adapter(api, "org/no-weights", base_model),
+        create_adapter(api, "org/nan-weights", base_model, folder=nan),
+    ]
+    return {"signed": [signed], "card": [card], "generation": generation, "broken": broken}
