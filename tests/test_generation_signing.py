@@ -142,3 +142,43 @@ def test_cli_sign_from_generations_writes_both_reports(world, tmp_path, capsys):
     assert "2 signed from their generations" in out and "skipped org/nan-weights" in out
     assert main([*argv, "--samples", "0"]) == 1
     assert "--samples must be a positive integer" in capsys.readouterr().err
+
+
+def test_two_processes_split_the_adapters_and_add_the_rows_one_process_adds(world, hf_api, tmp_path):
+    """``accelerate launch`` (2 CPU processes) of ``index sign --from-generations``: each adapter signed by one
+    process, the main one pushes; the generated rows equal those of one process (a second index built alike)."""
+    import os
+    import subprocess
+    import sys
+
+    from sketch_helpers import LAUNCH_TWO_CPU_PROCESSES, single_thread
+
+    model, tokenizer, _, _, _ = world
+    build_index(BASE, "datasets/tester/launched-index", work=str(tmp_path / "build"))
+    with single_thread():
+        one = sign_from_generations(
+            BASE, INDEX, model=model, tokenizer=tokenizer, options=OPTIONS, work=str(tmp_path / "one")
+        )
+    folder = tmp_path / "base"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    report = tmp_path / "report.json"
+    command = [sys.executable, *LAUNCH_TWO_CPU_PROCESSES, "-m", "fisherhub", "index", "sign", BASE]
+    command += ["--index", "tester/launched-index", "--model", str(folder), "--report", str(report)]
+    command += ["--work", str(tmp_path / "two"), "--from-generations", "--samples", "24", "--max-new-tokens", "12"]
+    command += ["--generation-batch-size", "8"]
+    done = subprocess.run(
+        command, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("signed from their generations") == 1  # the main process alone reports
+    two = json.loads(report.read_text())["generations"]
+    assert [(o["adapter"], o["status"]) for o in two["adapters"]][-4:] == [(o.adapter, o.status) for o in one.adapters]
+    journals = sorted(p.name for p in (tmp_path / "two" / "sign").rglob("generated-*.jsonl"))
+    assert journals == ["generated-0.jsonl", "generated-1.jsonl"]  # both processes signed some
+
+    def generated(index: str) -> dict:
+        rows = load_index(index).table.to_pylist()
+        return {r["repo_id"]: r["joint"] for r in rows if r["obtained"] == "generated"}
+
+    assert generated(INDEX) == generated("datasets/tester/launched-index")
