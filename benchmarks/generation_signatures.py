@@ -33,7 +33,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
-from benchmarks.mixing import BASE_NAME, base_model, held_out_loss, split, train_adapter  # noqa: E402
+from benchmarks.mixing import BASE_NAME, MAX_LENGTH, base_model, held_out_loss, split, train_adapter  # noqa: E402
 from benchmarks.synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
 
 from fisherhub.core.alignment import alignment  # noqa: E402
@@ -140,9 +140,15 @@ def run(args: argparse.Namespace) -> dict:
     train_seconds = train_all(base, tokenizer, parts, domains, args.steps, folder)
     data, like = [], None
     for domain in domains:
-        data.append(sketch_texts(parts[domain]["train"], base, tokenizer, like, metadata=METADATA))
+        data.append(
+            sketch_texts(parts[domain]["train"], base, tokenizer, like, max_length=MAX_LENGTH, metadata=METADATA)
+        )
         like = like or data[0]
-    targets = [sketch_texts(parts[d]["signed"], base, tokenizer, like, metadata=METADATA) for d in domains]
+    targets = [
+        sketch_texts(parts[d]["signed"], base, tokenizer, like, max_length=MAX_LENGTH, metadata=METADATA)
+        for d in domains
+    ]
+    print(f"trained {len(domains)} adapters in {train_seconds:.0f} s; data and target signatures done", flush=True)
     held_out, sample_loss = (torch.zeros(len(domains), len(domains)) for _ in range(2))
     for i, domain in enumerate(domains):
         with checked_adapter_on(base, AdapterLocation(str(folder / domain)), BASE_NAME, None, None) as peft_model:
@@ -153,6 +159,7 @@ def run(args: argparse.Namespace) -> dict:
         samples=max(args.samples), max_new_tokens=args.max_new_tokens, generation_batch_size=args.batch
     )
     drawn = {domain: generations(base, tokenizer, folder / domain, largest) for domain in domains}
+    print("generations: " + ", ".join(f"{d} {s:.0f} s" for d, (_, s) in drawn.items()), flush=True)
     shortlist = min(SHORTLIST, len(domains) - 1)
     by_samples = {}
     for n in args.samples:

@@ -32,7 +32,7 @@ from fisherhub.options import GenerationOptions
 from fisherhub.pipeline.index_signing import (
     GENERATED_FOLDER,
     SignJournal,
-    _file_name,
+    signature_file_name,
     common_spec,
     publish_rows,
     unsigned_adapters,
@@ -261,6 +261,6 @@ def _sign_share(snapshots, journal: SignJournal, sign_one, stop_after: int | Non
             journal.add(adapter, revision, signature)
             signed_now += 1
         outcomes.append(
-            AdapterOutcome(adapter, revision, GENERATED, None, _file_name(adapter, revision, GENERATED_FOLDER))
+            AdapterOutcome(adapter, revision, GENERATED, None, signature_file_name(adapter, revision, GENERATED_FOLDER))
         )
     return outcomes

@@ -92,7 +92,7 @@ def _card_datasets(card: dict[str, Any] | None) -> list[str]:
     return [str(name) for name in names if isinstance(name, str) and re.fullmatch(r"[\w.-]+/[\w.-]+|[\w.-]+", name)]
 
 
-def _file_name(dataset: str, revision: str, folder: str = SKETCHED_FOLDER) -> str:
+def signature_file_name(dataset: str, revision: str, folder: str = SKETCHED_FOLDER) -> str:
     """Where the signature of ``dataset`` (or an adapter's generations) at ``revision`` goes in the index repo."""
     return f"{folder}/{dataset.replace('/', '--')}@{revision[:12]}.safetensors"
 
@@ -118,7 +118,7 @@ class SignJournal:
                     self.done[(name, revision)] = file
 
     def add(self, name: str, revision: str, signature: Signature) -> str:
-        file = Path(_file_name(name, revision)).name
+        file = Path(signature_file_name(name, revision)).name
         signature.save(self.folder / file)
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps({"name": name, "revision": revision, "file": file}) + "\n")
@@ -247,7 +247,7 @@ def _sketch_shares(
             journal.add(dataset, revision, signature)
             sketched_now += 1
         outcomes.append(
-            DatasetOutcome(dataset, revision, "sketched", None, tuple(adapters), _file_name(dataset, revision))
+            DatasetOutcome(dataset, revision, "sketched", None, tuple(adapters), signature_file_name(dataset, revision))
         )
     return outcomes
 
