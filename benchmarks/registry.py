@@ -210,6 +210,12 @@ SUITES = {
             ("mixing.json", "mixing.png"),
         ),
         Suite(
+            "generation_signatures",
+            "benchmarks.generation_signatures",
+            "adapters signed from their generations vs their training data: A, top-1, regret, cost",
+            ("generation_signatures.json", "generation_signatures.png"),
+        ),
+        Suite(
             "exp1",
             "benchmarks.paper.exp1_estimator",
             "paper exp. 1: sketch vs exact on natural domains",

@@ -183,6 +183,7 @@ CHECKS = {
     "mixing": lambda r: all(
         _finite(loss) and loss > 0 for t in r["targets"].values() for loss in t["held_out_loss"].values()
     ),
+    "generation_signatures": lambda r: _generation_values(r) is None,
     "exp1": lambda r: _correlations([c["spearman"] for norm in r["comparisons"].values() for c in norm.values()]),
     "exp2": lambda r: len(r["tasks"]) == 4 and len(r["exact"]["fisher"]) == 4,
     "exp3": lambda r: _selection_values(r, r["tasks"]) is None,
@@ -205,6 +206,23 @@ def _halving_values(result: dict) -> None:
     assert all(0.0 <= v <= 1.0 for curves in result["recall"].values() for c in curves.values() for v in c.values())
     pooled = result["reliability"]["all suites"]
     assert all(sum(b["rows"] for b in table["bins"]) == table["rows"] > 0 for table in pooled.values())
+
+
+def _generation_values(result: dict) -> None:
+    """The generation_signatures suite's JSON: per number of samples, A of each adapter's two signatures in
+    [-1, 2] with a positive stderr, top-1 in [0, 1] and regret ≥ 0 for each set of signatures, and a positive
+    cost at 1 and 2 threads for each number of samples."""
+    domains, samples = result["config"]["domains"], result["config"]["samples"]
+    assert sorted(result["by_samples"]) == sorted(map(str, samples))
+    for row in result["by_samples"].values():
+        assert set(row["A_data_vs_generated"]) == set(domains)
+        assert all(-1 <= a <= 2 and se > 0 for a, se in row["A_data_vs_generated"].values())
+        assert set(row["selection"]) == {"data", "generations", "mix"}
+        for q in row["selection"].values():
+            assert 0 <= q["first_top1"] <= 1 and 0 <= q["two_stage_top1"] <= 1 and q["first_max_regret"] >= 0
+    assert all(
+        curve.keys() == set(map(str, samples)) and min(curve.values()) > 0 for curve in result["cost_seconds"].values()
+    )
 
 
 def _two_stage(result: dict) -> bool:

@@ -171,7 +171,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "pipeline",
         "analysis",
         "verify",
-        "selection metric training_callback testing",
+        "selection metric training_callback generation_signing testing",
         "space",
         "cli",
         "__main__",

@@ -185,7 +185,7 @@ def test_two_processes_split_the_datasets_and_add_the_rows_one_process_adds(worl
         for path in sorted((work / "sign").glob("sketched-*.jsonl"))
         for line in path.read_text().splitlines()
     ]
-    assert sorted(entry["dataset"] for entry in journals) == ["org/ds-cooking", "org/ds-physics", "org/ds-sport"]
+    assert sorted(entry["name"] for entry in journals) == ["org/ds-cooking", "org/ds-physics", "org/ds-sport"]
     assert all((work / "sign" / f"sketched-{rank}.jsonl").read_text() for rank in (0, 1))  # both sketched
     again = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and json.loads(report.read_text())["rows_added"] == 4, again.stderr[-3000:]

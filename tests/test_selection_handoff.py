@@ -16,6 +16,7 @@ from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 from fisherhub.core.errors import InputError
 from fisherhub.hub import push_signature
 from fisherhub.pipeline.loop import sketch_texts
+from fisherhub.testing.hub_repos import save_random_lora
 from fisherhub.selection import NoCompatibleCandidatesError, select_adapter
 from fisherhub.analysis.mixing import mixing_weights
 
@@ -23,19 +24,11 @@ VOCAB_SIZE = 96
 M = 512
 BASE = "handoff/tiny-llama"
 READER = "hf_private_reader_token"  # the one token that may read the private repo
-LORA_MODULES = ["q_proj", "v_proj"]
 
 
 def lora_folder(base, folder, seed: int, rank: int = 4, base_model: str = BASE):
     """A saved LoRA adapter with random A and B (a nonzero update, no training needed)."""
-    from peft import LoraConfig, get_peft_model
-
-    torch.manual_seed(seed)
-    config = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=LORA_MODULES, init_lora_weights=False)
-    model = get_peft_model(copy.deepcopy(base), config)
-    model.peft_config["default"].base_model_name_or_path = base_model
-    model.save_pretrained(folder)
-    return folder
+    return save_random_lora(base, folder, seed, base_model, rank)
 
 
 def upload(api, repo_id: str, folder, *, path_in_repo: str | None = None, private: bool = False) -> str:

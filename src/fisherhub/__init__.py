@@ -42,6 +42,8 @@ _EXPORTS = {
     "SpecOptions": "fisherhub.options",
     "DataOptions": "fisherhub.options",
     "SketchJobOptions": "fisherhub.options",
+    "GenerationOptions": "fisherhub.options",
+    "sign_adapter_from_generations": "fisherhub.generation_signing",
     "HeadModel": "fisherhub.lm",
     "spec_for_model": "fisherhub.lm",
     "load_model_and_tokenizer": "fisherhub.lm",

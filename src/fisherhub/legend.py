@@ -12,6 +12,7 @@ import torch
 
 from fisherhub.core.alignment import AlignmentMatrix
 from fisherhub.core.geometry import DECOMPOSITION, GEOMETRIES, HEAD_SCORES, SIGNIFICANCE_Z
+from fisherhub.core.registry import GENERATED_SOURCE
 
 ABOVE_ONE = (
     "values above 1: sampling noise around 1 (within the error bar), or two tasks that share documents (a half "
@@ -26,6 +27,25 @@ DOUBTED = (
     "! (red, crossed out): not to be trusted: a signature fails its own consistency checks, or the estimate lies "
     "outside what [0, 1] and its error bars allow; the number is shown, not to be read (the reasons follow)"
 )
+FROM_GENERATIONS = "from its generations"
+GENERATED_FALLBACK = (
+    f"signed {FROM_GENERATIONS}: the signature sketches samples drawn from the adapter, its card naming no "
+    "data that could be read; a fallback, less sure than a signature of its training data (docs/SPEC.md §3b)"
+)
+
+
+def generation_words(metadata: dict[str, str]) -> str | None:
+    """How a signature sketched from an adapter's generations says so (its prompt set, samples, seed, tokens
+    per sample), None for any other signature."""
+    if metadata.get("source") != GENERATED_SOURCE:
+        return None
+    return (
+        f"{FROM_GENERATIONS} ({metadata.get('generation_samples', '?')} samples of "
+        f"{metadata.get('generation_max_new_tokens', '?')} tokens, prompts {metadata.get('generation_prompts', '?')}, "
+        f"seed {metadata.get('generation_seed', '?')})"
+    )
+
+
 NOT_SIGNIFICANT = (
     f"hatched grey: not significant, not more than {SIGNIFICANCE_Z:g} standard errors above 0 (A, S_a, S_e) or away "
     "from 1 (ρ, the value for independent activations and errors); the number is shown, the colour is not"

@@ -352,6 +352,25 @@ class RunOptions:
 
 @documented
 @dataclasses.dataclass(kw_only=True)
+class GenerationOptions:
+    """How an adapter's own samples are drawn when its card names no data to sketch (SPEC §3b): sample i
+    continues prompt i mod P of the shipped prompt set (``data.generation_prompts``), sampled token by token at
+    temperature 1 from base model + adapter with one torch generator seeded by ``generation_seed``. Its cost
+    per adapter is bounded by ``samples`` × ``max_new_tokens`` sampled tokens (then one sketch of them)."""
+
+    samples: int = option(64, "samples drawn from each adapter (its signature's documents)")
+    max_new_tokens: int = option(64, "tokens sampled per sample (fewer when it samples the end-of-text token)")
+    generation_seed: int = option(0, "seed of the sampling: the same seed draws the same samples")
+    generation_batch_size: int = option(16, "samples drawn together")
+
+    def __post_init__(self) -> None:
+        check_positive(self, ("samples", "max_new_tokens", "generation_batch_size"))
+        if not isinstance(self.generation_seed, int) or self.generation_seed < 0:
+            raise InputError(f"--generation-seed must be a non-negative integer, got {self.generation_seed!r}")
+
+
+@documented
+@dataclasses.dataclass(kw_only=True)
 class SketchJobOptions(ModelOptions, SpecOptions, RunOptions):
     """Everything one sketch run needs (``fisherhub.sketch``; the CLI adds where it puts the result,
     ``cli.commands.sketch.SketchCommandOptions``).

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from fisherhub.core.errors import InputError
-from fisherhub.core.registry import SKETCHES
+from fisherhub.core.registry import GENERATED_SOURCE, SKETCHES
 
 if TYPE_CHECKING:  # torch is imported on first use, so that `fisherhub verify --help` answers at once
     import torch
@@ -68,6 +68,8 @@ def unverifiable_reason(signature: Signature) -> str | None:
 def unverifiable_metadata(metadata: Mapping[str, Any]) -> str | None:
     """``unverifiable_reason`` of a signature with this metadata (an index row's, without the file)."""
     dataset, revision = metadata.get("dataset", ""), metadata.get("dataset_revision", "")
+    if metadata.get("source") == GENERATED_SOURCE:
+        return "sketched from the adapter's own samples, not from a dataset"
     if not metadata.get("base_model"):
         return "the signature names no base model"
     if "/" not in dataset or dataset.startswith(("<", "/", ".")):

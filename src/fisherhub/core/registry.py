@@ -40,6 +40,10 @@ MIN_DOCUMENTS = 20
 HALVING = "halving"
 DEFAULT_RERANK_BUDGET = 4
 HALVING_SHORTLIST = 32
+
+#: the ``source`` in the metadata of a signature sketched from samples of the adapter itself (SPEC §3b), also how
+#: its index row was obtained
+GENERATED_SOURCE = "generated"
 #: a Hub repo id, as signatures record their base model and dataset: ``org/name``
 HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 #: a full commit id, as signatures record revisions: 40 hex digits

@@ -43,6 +43,7 @@ from fisherhub.hub.signature_index.store import LoadedIndex, load_index, push_in
 from fisherhub.options import DataOptions
 
 SKETCHED_FOLDER = f"{SIGNATURE_FOLDER}/sketched"
+GENERATED_FOLDER = f"{SIGNATURE_FOLDER}/generated"
 #: errors reading a third party's dataset that skip it (with the message) instead of stopping the run
 DATA_ERRORS = (FisherHubError, OSError, ValueError, KeyError)
 
@@ -91,37 +92,40 @@ def _card_datasets(card: dict[str, Any] | None) -> list[str]:
     return [str(name) for name in names if isinstance(name, str) and re.fullmatch(r"[\w.-]+/[\w.-]+|[\w.-]+", name)]
 
 
-def _file_name(dataset: str, revision: str) -> str:
-    return f"{SKETCHED_FOLDER}/{dataset.replace('/', '--')}@{revision[:12]}.safetensors"
+def signature_file_name(dataset: str, revision: str, folder: str = SKETCHED_FOLDER) -> str:
+    """Where the signature of ``dataset`` (or an adapter's generations) at ``revision`` goes in the index repo."""
+    return f"{folder}/{dataset.replace('/', '--')}@{revision[:12]}.safetensors"
 
 
 class SignJournal:
-    """The work folder's journal of finished datasets: each process appends to its own
-    ``sketched-RANK.jsonl`` (one line per dataset sketched: name, revision, file; the file, named after the
-    dataset@revision, is saved before its line is written), and every journal file is read back."""
+    """The work folder's journal of finished signatures: each process appends to its own ``KIND-RANK.jsonl``
+    (one line per repo signed: name, revision, file; the file, named after the repo@revision, is saved before
+    its line is written), and every journal file of ``kind`` is read back. Kinds: ``sketched`` (datasets named
+    by cards), ``generated`` (adapters' own samples)."""
 
-    def __init__(self, folder: Path, process_index: int = 0):
+    def __init__(self, folder: Path, process_index: int = 0, kind: str = "sketched"):
         self.folder = work_folder(folder)
-        self.path = folder / f"sketched-{process_index}.jsonl"
+        self.path = folder / f"{kind}-{process_index}.jsonl"
         self.done: dict[tuple[str, str], str] = {}
-        for journal in sorted(folder.glob("sketched-*.jsonl")):
+        for journal in sorted(folder.glob(f"{kind}-*.jsonl")):
             for line in journal.read_text().splitlines():
                 try:
                     entry = json.loads(line)
-                except json.JSONDecodeError:
+                    name, revision, file = entry["name"], entry["revision"], entry["file"]
+                except (json.JSONDecodeError, KeyError, TypeError):  # a line cut by a kill, or of another release
                     continue
-                if (folder / entry["file"]).is_file():
-                    self.done[(entry["dataset"], entry["revision"])] = entry["file"]
+                if (folder / file).is_file():
+                    self.done[(name, revision)] = file
 
-    def add(self, dataset: str, revision: str, signature: Signature) -> str:
-        name = Path(_file_name(dataset, revision)).name
-        signature.save(self.folder / name)
+    def add(self, name: str, revision: str, signature: Signature) -> str:
+        file = Path(signature_file_name(name, revision)).name
+        signature.save(self.folder / file)
         with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"dataset": dataset, "revision": revision, "file": name}) + "\n")
+            handle.write(json.dumps({"name": name, "revision": revision, "file": file}) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
-        self.done[(dataset, revision)] = name
-        return name
+        self.done[(name, revision)] = file
+        return file
 
 
 def sign_unsigned(
@@ -135,13 +139,15 @@ def sign_unsigned(
     work: str | os.PathLike | None = None,
     token: str | None = None,
     stop_after: int | None = None,
+    progress: bool = False,
 ) -> SignReport | None:
     """Sketch the datasets that unsigned adapters of ``base_model`` name in their card, under ``model`` /
     ``tokenizer`` (the base model) with the spec of the index's rows (so the rows compare), at most
     ``max_documents`` per dataset, and add one row per (adapter, sketched dataset) to the index ``index``
     (built before). ``stop_after``: stop after this process sketched that many datasets (a stand-in for a
     kill). Under N processes (``accelerate.PartialState``) each sketches its share of the datasets; the main
-    process returns the report, the others None."""
+    process returns the report, the others None. ``progress``: a bar over this process's datasets (it honours
+    ``HF_HUB_DISABLE_PROGRESS_BARS``)."""
     from accelerate import PartialState
     from accelerate.utils import gather_object
     from huggingface_hub import HfApi
@@ -152,7 +158,7 @@ def sign_unsigned(
 
     options = DataOptions("", max_documents=max_documents, text_column=text_column)  # refused here, not per dataset
     loaded = load_index(index, token)
-    spec = _common_spec(read_rows(loaded.table, base_model, f"datasets/{loaded.ref.repo_id}", loaded.commit))
+    spec = common_spec(read_rows(loaded.table, base_model, f"datasets/{loaded.ref.repo_id}", loaded.commit))
     unsigned, naming, by_dataset = _datasets_of_unsigned(base_model, token)
     state = PartialState(cpu=no_accelerator())
     warn_if_fewer_processes(state.num_processes, "index sign")
@@ -162,9 +168,8 @@ def sign_unsigned(
     sketch_one = functools.partial(
         sketch_dataset, model=model, tokenizer=tokenizer, spec=spec, metadata=_signed_metadata(base_model)
     )
-    outcomes = _sketch_shares(
-        shares, api, SignJournal(sign_folder, state.process_index), options, sketch_one, stop_after
-    )
+    journal = SignJournal(sign_folder, state.process_index)
+    outcomes = _sketch_shares(shares, api, journal, options, sketch_one, stop_after, progress)
     outcomes = gather_object(outcomes)  # every process's share (waits for all of them)
     if not state.is_main_process:
         return None
@@ -181,7 +186,7 @@ def _signed_metadata(base_model: str) -> dict[str, str]:
     return {"base_model": base_model, "signed_by": "fisherhub index sign"}
 
 
-def _common_spec(rows: IndexRows) -> SketchSpec | None:
+def common_spec(rows: IndexRows) -> SketchSpec | None:
     """The spec of the most common sketch id among the index's rows (None without rows)."""
     if not len(rows):
         return None
@@ -192,10 +197,16 @@ def _common_spec(rows: IndexRows) -> SketchSpec | None:
     return next(s for s, row in zip(rows.specs, rows.rows) if row["sketch_id"] == common)
 
 
+def unsigned_adapters(base_model: str, token: str | None) -> list:
+    """The adapters of ``base_model`` the Hub lists that carry no signature (no file under
+    ``.fisher_signatures/``, no listing)."""
+    return [s for s in listed_adapters(base_model, token) if not s.signature_files and LISTING_PATH not in s.files]
+
+
 def _datasets_of_unsigned(base_model: str, token: str | None):
     """(the listed adapters of ``base_model`` with no signature, those whose card names datasets: id ->
     (snapshot, datasets), each named dataset -> the adapters that name it)."""
-    unsigned = [s for s in listed_adapters(base_model, token) if not s.signature_files and LISTING_PATH not in s.files]
+    unsigned = unsigned_adapters(base_model, token)
     naming = {s.ref.repo_id: (s, _card_datasets(s.card_data)) for s in unsigned if _card_datasets(s.card_data)}
     by_dataset: dict[str, list[str]] = {}
     for repo_id, (_, names) in naming.items():
@@ -204,12 +215,16 @@ def _datasets_of_unsigned(base_model: str, token: str | None):
     return unsigned, naming, by_dataset
 
 
-def _sketch_shares(shares, api, journal: SignJournal, options: DataOptions, sketch_one, stop_after: int | None):
+def _sketch_shares(
+    shares, api, journal: SignJournal, options: DataOptions, sketch_one, stop_after: int | None, progress: bool
+):
     """One ``DatasetOutcome`` per (dataset, adapters naming it) of this process's share: each dataset pinned to
     its commit and sketched (``sketch_one``) unless the journal has it; a dataset that cannot be read is
     skipped with the reason. ``stop_after``: stop after sketching that many (a stand-in for a kill)."""
+    from huggingface_hub.utils import tqdm
+
     outcomes, sketched_now = [], 0
-    for dataset, adapters in shares:
+    for dataset, adapters in tqdm(shares, desc="sketching card datasets", unit="dataset", disable=not progress):
         try:
             with hub_errors(f"datasets/{dataset}"):
                 revision = api.dataset_info(dataset).sha
@@ -232,7 +247,7 @@ def _sketch_shares(shares, api, journal: SignJournal, options: DataOptions, sket
             journal.add(dataset, revision, signature)
             sketched_now += 1
         outcomes.append(
-            DatasetOutcome(dataset, revision, "sketched", None, tuple(adapters), _file_name(dataset, revision))
+            DatasetOutcome(dataset, revision, "sketched", None, tuple(adapters), signature_file_name(dataset, revision))
         )
     return outcomes
 
@@ -240,31 +255,39 @@ def _sketch_shares(shares, api, journal: SignJournal, options: DataOptions, sket
 def _publish(loaded: LoadedIndex, api, journal: SignJournal, sketched, naming, token: str | None):
     """The sketched files committed to the index repo, then one row per (adapter, sketched dataset) added to
     the index; (rows added, the index's new commit)."""
+    files = {o.file: journal.folder / journal.done[(o.dataset, o.revision)] for o in sketched}
+    rows = [(naming[adapter][0], o.file, "sketched") for o in sketched for adapter in o.adapters]
+    return publish_rows(loaded, api, journal.folder, files, rows, "signatures sketched by the indexer", token)
+
+
+def publish_rows(loaded: LoadedIndex, api, work: Path, files: dict[str, Path], rows, message: str, token: str | None):
+    """``files`` (path in the index repo -> local file) committed to the index repo in one commit, then one row
+    per (adapter snapshot, path, how obtained) of ``rows`` added to the index, replacing the adapters' rows;
+    (rows added, the index's new commit). The rows pushed are kept in ``work``."""
     from huggingface_hub import CommitOperationAdd
 
-    files = {o.file: journal.folder / journal.done[(o.dataset, o.revision)] for o in sketched}
     with hub_errors(f"datasets/{loaded.ref.repo_id}"):
         info = api.create_commit(
             loaded.ref.repo_id,
             repo_type="dataset",
-            commit_message="signatures sketched by the indexer",
+            commit_message=message,
             operations=[CommitOperationAdd(path, local) for path, local in files.items()],
         )
     results: dict[str, list[dict[str, Any]]] = {}
-    for outcome in sketched:
-        signature = Signature.load(files[outcome.file])
-        for adapter in outcome.adapters:
-            snapshot = naming[adapter][0]
-            row = signature_row(
-                signature, snapshot.ref.with_path(outcome.file), "sketched", loaded.layout, snapshot.card_data
-            )
-            results.setdefault(adapter, []).append({**row, "file_repo": loaded.ref.repo_id, "file_commit": info.oid})
-    folder = WorkFolder(journal.folder / f"push-{info.oid[:12]}", loaded.base_model, loaded.layout)
+    snapshots = {}
+    for snapshot, path, obtained in rows:
+        signature = Signature.load(files[path])
+        row = signature_row(signature, snapshot.ref.with_path(path), obtained, loaded.layout, snapshot.card_data)
+        snapshots[snapshot.ref.repo_id] = snapshot
+        results.setdefault(snapshot.ref.repo_id, []).append(
+            {**row, "file_repo": loaded.ref.repo_id, "file_commit": info.oid}
+        )
+    folder = WorkFolder(work / f"push-{info.oid[:12]}", loaded.base_model, loaded.layout)
     keys = {("model", adapter) for adapter in results}
     folder.add(
         [
-            RepoResult(adapter, "model", str(naming[adapter][0].ref.revision), rows, [])
-            for adapter, rows in results.items()
+            RepoResult(adapter, "model", str(snapshots[adapter].ref.revision), adapter_rows, [])
+            for adapter, adapter_rows in results.items()
         ]
     )
     table = replace_repos(loaded, folder, keys)

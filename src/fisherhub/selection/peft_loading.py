@@ -165,6 +165,32 @@ def adapter_on(model, adapter: AdapterLocation, token: str | None = None) -> Ite
             parameter.requires_grad_(trainable[name])
 
 
+def _non_finite_weights(peft_model) -> list[str]:
+    """The names of the loaded adapter's tensors that hold NaN or inf."""
+    import torch
+
+    return [
+        name
+        for name, tensor in peft_model.named_parameters()
+        if MEASURED_ADAPTER in name.split(".") and not bool(torch.isfinite(tensor).all())
+    ]
+
+
+@contextlib.contextmanager
+def checked_adapter_on(
+    model, adapter: AdapterLocation, base_model: str | None, token: str | None, max_adapter_bytes: int | None
+) -> Iterator:
+    """``adapter_on`` after ``check_adapter`` (a shared base model; weights of at most ``max_adapter_bytes``,
+    None: ``default_max_adapter_bytes(model)``), refusing weights that hold NaN or inf: ``Skip`` with the reason."""
+    limit = default_max_adapter_bytes(model) if max_adapter_bytes is None else max_adapter_bytes
+    check_adapter(adapter, base_model, limit, token, shared_base=True)
+    with adapter_on(model, adapter, token) as peft_model:
+        broken = _non_finite_weights(peft_model)
+        if broken:
+            raise Skip(f"its weights hold NaN or inf ({len(broken)} tensor(s), e.g. {broken[0]}): a broken adapter")
+        yield peft_model
+
+
 def adapter_names(candidates: Sequence[str]) -> list[str]:
     """Distinct adapter names for ``peft`` (identifiers: ``org/lora-a`` -> ``lora_a``, repeats get ``_2``...)."""
     names: list[str] = []

@@ -133,7 +133,7 @@ def auto_explanation(choice: AutoChoice, score: str) -> str:
 def _caption(selection: Shown, limit: int | None) -> str:
     """The legend lines that apply to the shown rows (scores above 1, blank ρ), then the skipped candidates
     with their reasons."""
-    from fisherhub.legend import ABOVE_ONE, BLANK_COUPLING
+    from fisherhub.legend import ABOVE_ONE, BLANK_COUPLING, FROM_GENERATIONS, GENERATED_FALLBACK
 
     rows = selection.ranking[:limit]
     legend = [
@@ -143,6 +143,7 @@ def _caption(selection: Shown, limit: int | None) -> str:
             else []
         ),
         *([f"note: {BLANK_COUPLING}"] if any(row.coupling is None for row in rows) else []),
+        *([f"note: {GENERATED_FALLBACK}"] if any(FROM_GENERATIONS in row.provenance for row in rows) else []),
     ]
     trust = []
     if selection.choice is not None:
@@ -153,7 +154,8 @@ def _caption(selection: Shown, limit: int | None) -> str:
         if second.first_stage_verdict is not None:
             trust.append(f"first stage: {second.first_stage_verdict.message}")
     if selection.verdict is not None:
-        trust.append(f"verdict: {selection.verdict.message}")
+        generated = f" (the pick is signed {FROM_GENERATIONS})" if FROM_GENERATIONS in selection.best.provenance else ""
+        trust.append(f"verdict: {selection.verdict.message}{generated}")
     doubted = [row for row in rows if row.doubt]
     doubts = (
         ["! ranked last, not to be trusted:", *(f"  {row.candidate}: {row.doubt}" for row in doubted)]

@@ -37,13 +37,7 @@ from fisherhub.analysis.verdict import Verdict
 from fisherhub.core.errors import InputError
 from fisherhub.core.geometry import CLEAR_GAP_Z
 from fisherhub.selection.errors import Skip, UnmeasurableAdaptersError
-from fisherhub.selection.peft_loading import (
-    MEASURED_ADAPTER,
-    adapter_on,
-    brief,
-    check_adapter,
-    default_max_adapter_bytes,
-)
+from fisherhub.selection.peft_loading import brief, checked_adapter_on
 from fisherhub.selection.ranking import best_first
 from fisherhub.selection.rows import Skipped
 from fisherhub.selection.target_losses import DocumentLosses, TargetLosses
@@ -86,15 +80,6 @@ def second_stage_candidates(ranking: Sequence[RankedCandidate], k: int) -> list[
     return [by_name[name] for name in chosen[:k]]
 
 
-def _non_finite_weights(peft_model) -> list[str]:
-    """The names of the measured adapter's tensors that hold NaN or inf."""
-    return [
-        name
-        for name, tensor in peft_model.named_parameters()
-        if MEASURED_ADAPTER in name.split(".") and not bool(torch.isfinite(tensor).all())
-    ]
-
-
 def measure_adapter(
     model,
     batches,
@@ -111,15 +96,7 @@ def measure_adapter(
     file over ``max_adapter_bytes``, default ``default_max_adapter_bytes(model)``), peft cannot load it, its
     weights hold NaN or inf, the forward pass fails, or its loss is not finite."""
     target = batches if isinstance(batches, TargetLosses) else TargetLosses(batches)
-    limit = default_max_adapter_bytes(model) if max_adapter_bytes is None else max_adapter_bytes
-    check_adapter(adapter, base_model, limit, token, shared_base=True)
-    with adapter_on(model, adapter, token) as peft_model:
-        broken = _non_finite_weights(peft_model)
-        if broken:
-            raise Skip(
-                f"its weights hold NaN or inf ({len(broken)} tensor(s), e.g. {broken[0]}): a broken adapter, not "
-                "measured"
-            )
+    with checked_adapter_on(model, adapter, base_model, token, max_adapter_bytes) as peft_model:
         try:
             losses = target.losses(peft_model)
         except Exception as exc:  # noqa: BLE001 (a stranger's adapter on the target: any failure is the adapter's)

@@ -42,13 +42,17 @@ if TYPE_CHECKING:
 
 def provenance(candidate, source: str, signature) -> str:
     """Who signed a candidate's signature and whether it can be verified: "signed by the repo" when it comes
-    from the candidate's own repo or folder, else "signed by <where it comes from>"; then "verifiable" or
+    from the candidate's own repo or folder, else "signed by <where it comes from>", and "from its generations
+    (...)" for a signature of the adapter's own samples (``legend.generation_words``); then "verifiable" or
     "unverifiable (<why>)" (``verify.unverifiable_reason``)."""
+    from fisherhub.legend import generation_words
     from fisherhub.verify import unverifiable_reason
 
     own = candidate.adapter.path if candidate.adapter is not None else candidate.name
     signed = source == own or source.startswith((f"{own}@", f"{own}:", f"{own}/", f"{own}{os.sep}"))
     signer = "signed by the repo" if signed else f"signed by {source.split(':', 1)[0].split('@', 1)[0]}"
+    if (generated := generation_words(signature.metadata)) is not None:
+        signer = f"{signer} {generated}"
     reason = unverifiable_reason(signature)
     return f"{signer}; {'verifiable' if reason is None else f'unverifiable ({reason})'}"
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fisherhub.core.errors import FisherHubError, InputError, SignatureFileError
-from fisherhub.core.registry import MIN_DOCUMENTS
+from fisherhub.core.registry import GENERATED_SOURCE, MIN_DOCUMENTS
 from fisherhub.core.signature import CLAMPED_NORMS_KEY
 from fisherhub.hub.pool import bounded_map
 from fisherhub.selection.index_ranking import SHORTLIST, row_scores
@@ -36,8 +36,7 @@ if TYPE_CHECKING:
     from fisherhub.hub.signature_index import IndexRows, LoadedIndex
     from fisherhub.selection.results import Selection
 
-#: the signature's own provenance for a signature sketched from what the adapter generates (issue 35)
-GENERATED = "generated"
+GENERATED = GENERATED_SOURCE
 #: how each row's signature was obtained, in words (the table's "signature source")
 SOURCES = {
     "published": "the repo's own",
@@ -98,6 +97,7 @@ def row_flags(row: dict[str, Any], metadata: dict[str, Any], common_sketch_id: s
     """What a reader should know before trusting a row: unresolved split norms, too few documents
     (``MIN_DOCUMENTS``), a signature sketched from generations (a fallback), its file kept in the index repo (signed by the indexer), data that cannot be
     re-sketched (``verify.unverifiable_metadata``), a sketch id the other rows do not share."""
+    from fisherhub.legend import generation_words
     from fisherhub.verify import unverifiable_metadata
 
     flags = []
@@ -105,8 +105,8 @@ def row_flags(row: dict[str, Any], metadata: dict[str, Any], common_sketch_id: s
         flags.append(f"unresolved split norms ({metadata[CLAMPED_NORMS_KEY]}): its alignments are noise")
     if row["num_documents"] < MIN_DOCUMENTS:
         flags.append(f"{row['num_documents']} documents: below {MIN_DOCUMENTS} its error bars understate its noise")
-    if metadata.get("source") == GENERATED:
-        flags.append("sketched from the adapter's generations, not its training data")
+    if (generated := generation_words(metadata)) is not None:
+        flags.append(f"sketched {generated}, not from its training data")
     if row.get("file_repo"):
         flags.append("signed by the indexer")
     if (reason := unverifiable_metadata(metadata)) is not None:

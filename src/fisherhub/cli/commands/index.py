@@ -5,7 +5,8 @@ of requests), one row per signature, and pushes the rows as Parquet (``load_data
 a build that was interrupted resumes from its work folder. ``update ORG/NAME`` reads again only the adapters
 whose commit changed (one listing). ``sign BASE_MODEL --index ORG/NAME`` sketches the datasets that unsigned
 adapters' cards name (each dataset@revision once, into the index repo, never into anyone's repo) and adds
-their rows; under ``accelerate launch [launch options] -m fisherhub index sign ...`` (``--num_processes N`` on N
+their rows; with ``--from-generations`` it then signs every unsigned adapter still without a row from samples
+drawn from it (base model + adapter, temperature 1, the shipped prompt set: a fallback, marked so; SPEC §3b); under ``accelerate launch [launch options] -m fisherhub index sign ...`` (``--num_processes N`` on N
 GPUs, with ``--multi_gpu`` on the CPU: docs/distributed.md) the N processes split
 the datasets (each sketched by one process) and the main one pushes. ``show ORG/NAME`` prints what the index holds. Rank from it with
 ``fisherhub select TARGET --index ORG/NAME``. ``space ORG/NAME --serve`` runs the index's browser page here (against
@@ -83,6 +84,9 @@ def _add_update(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_sign(commands: argparse._SubParsersAction) -> None:
+    from fisherhub.cli.support.arguments import add_arguments
+    from fisherhub.options import GenerationOptions
+
     sign = commands.add_parser(
         "sign",
         help="sketch the datasets that unsigned adapters' cards name, add their rows",
@@ -94,6 +98,13 @@ def _add_sign(commands: argparse._SubParsersAction) -> None:
     sign.add_argument("--max-documents", type=int, default=None, help="documents sketched per dataset (default: all)")
     sign.add_argument("--text-column", default="text", help="the datasets' text column")
     sign.add_argument("--report", default="sign-report.json", metavar="JSON", help="where the report is written")
+    generations = sign.add_argument_group("signing from generations (the adapters whose cards name no readable data)")
+    generations.add_argument(
+        "--from-generations",
+        action="store_true",
+        help="then sign every unsigned adapter still without a row from its own samples (a fallback, marked so)",
+    )
+    add_arguments(generations, GenerationOptions)
     _common(sign, workers=False)
     sign.set_defaults(func=run_sign)
 
@@ -164,15 +175,18 @@ def run_update(args: argparse.Namespace) -> int:
 
 
 def run_sign(args: argparse.Namespace) -> int:
+    from fisherhub.cli.support.arguments import from_namespace
     from fisherhub.cli.support.process_group import run_and_release
-    from fisherhub.options import check_positive
+    from fisherhub.options import GenerationOptions, check_positive
 
     check_positive(args, ("max_documents",), optional=True)
-    return run_and_release(lambda: _sign(args))
+    generation = from_namespace(GenerationOptions, args) if args.from_generations else None
+    return run_and_release(lambda: _sign(args, generation))
 
 
-def _sign(args: argparse.Namespace) -> int:
-    """Sketch (each process its share of the datasets); the main process writes the report and pushes."""
+def _sign(args: argparse.Namespace, generation) -> int:
+    """Sketch (each process its share of the datasets, then of the adapters to sign from their generations);
+    the main process writes the report and pushes."""
     import json
 
     from accelerate import PartialState
@@ -195,12 +209,28 @@ def _sign(args: argparse.Namespace) -> int:
         work=args.work,
         token=args.token,
     )
+    generated = None
+    if generation is not None:
+        from fisherhub.generation_signing import sign_from_generations
+
+        state.wait_for_everyone()  # the main process pushed the rows of the card datasets: every process reads them
+        generated = sign_from_generations(
+            args.base_model,
+            args.index,
+            model=model,
+            tokenizer=tokenizer,
+            options=generation,
+            work=args.work,
+            token=args.token,
+        )
     if report is None:  # not the main process: its share is in the work folder, the main one pushed it
         return 0
+    written = report.as_dict() if generated is None else {**report.as_dict(), "generations": generated.as_dict()}
     with open(args.report, "w", encoding="utf-8") as handle:
-        json.dump(report.as_dict(), handle, indent=1)
-    print("\n".join(report.lines()))
-    print(f"wrote {args.report}" + (f"; pushed {args.index}@{report.commit}" if report.commit else ""))
+        json.dump(written, handle, indent=1)
+    print("\n".join(report.lines() + ([] if generated is None else generated.lines())))
+    commit = generated.commit if generated is not None and generated.commit else report.commit
+    print(f"wrote {args.report}" + (f"; pushed {args.index}@{commit}" if commit else ""))
     return 0
 
 

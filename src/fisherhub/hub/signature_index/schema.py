@@ -12,7 +12,7 @@ import numpy as np
 
 from fisherhub.core.bounded import read_json
 from fisherhub.core.errors import InputError
-from fisherhub.core.registry import SKETCHES
+from fisherhub.core.registry import GENERATED_SOURCE, SKETCHES
 from fisherhub.core.signature import Signature
 from fisherhub.core.spec import SketchSpec
 from fisherhub.hub.refs import SignatureRef
@@ -37,6 +37,7 @@ OBTAINED = {
     "published": "published by the repo",
     "sketched": "sketched by the indexer from the card's datasets",
     "verified": "published by the repo and verified by the indexer",
+    GENERATED_SOURCE: "sketched by the indexer from the adapter's generations (a fallback: no readable data named)",
 }
 _PROVENANCE = ("base_model", "base_model_revision", "dataset", "dataset_config", "dataset_split", "dataset_revision")
 #: the adapter card's ``license`` and ``tags`` at the commit read (what a browser filters by); optional: an
