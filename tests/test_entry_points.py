@@ -2,8 +2,8 @@
 and ``accelerate launch -m fisherhub sketch`` (2 processes) run the same sketcher as ``scripts/sketch.py``.
 
 The wheel is built from a copy of this source tree and installed with ``--no-deps`` into a fresh venv that
-sees the system's site-packages (for torch, transformers, ...), so these tests use the installed package,
-not the checkout.
+sees this interpreter's site-packages (for torch, transformers, ...; a system python's or a venv's, as in
+``.ci/run``), so these tests use the installed package, not the checkout.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 import torch
 from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 from sketch_helpers import LAUNCH_TWO_CPU_PROCESSES
-from wheel_build import REPO, build_wheel
+from wheel_build import REPO, build_wheel, see_these_site_packages
 from wheel_build import run_clean as _run
 
 from fisherhub import Signature
@@ -32,9 +32,10 @@ def installed(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("installed")
     wheel = build_wheel(root)
     venv = root / "venv"
-    created = _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], cwd=root)
+    created = _run([sys.executable, "-m", "venv", str(venv)], cwd=root)
     assert created.returncode == 0, created.stderr
     python = venv / "bin" / "python"
+    see_these_site_packages(python)
     # --ignore-installed: the system may have fisherhub (e.g. an editable checkout) of the same version
     pip = _run(
         [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed", str(wheel)],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,15 @@ def run_clean(command: list[str], cwd: Path, timeout: int = 600, checkout: bool 
     if checkout:
         env["PYTHONPATH"] = str(REPO / "src")
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def see_these_site_packages(python: Path) -> None:
+    """Let the venv of ``python`` import this interpreter's packages after its own: a ``.pth`` file naming
+    them (``--system-site-packages`` would give the base interpreter's instead, not a venv's such as the one
+    ``.ci/run`` makes)."""
+    found = run_clean([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=REPO)
+    assert found.returncode == 0, found.stderr
+    (Path(found.stdout.strip()) / "outer-site-packages.pth").write_text("\n".join(site.getsitepackages()) + "\n")
 
 
 def build_wheel(folder: Path) -> Path:
