@@ -37,9 +37,7 @@ from benchmarks.mixing import BASE_NAME, MAX_LENGTH, base_model, held_out_loss, 
 from benchmarks.synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
 
 from fisherhub.core.alignment import alignment  # noqa: E402
-from fisherhub.data.generation_prompts import PROMPTS  # noqa: E402
-from fisherhub.generation_signing import generation_metadata  # noqa: E402
-from fisherhub.lm.generation import sample_texts  # noqa: E402
+from fisherhub.generation_signing import adapter_generations, generation_metadata  # noqa: E402
 from fisherhub.options import GenerationOptions  # noqa: E402
 from fisherhub.pipeline.loop import sketch_texts  # noqa: E402
 from fisherhub.selection.peft_loading import checked_adapter_on  # noqa: E402
@@ -61,16 +59,7 @@ def train_all(base, tokenizer, parts, domains, steps: int, folder: Path) -> floa
 def generations(base, tokenizer, folder: Path, options: GenerationOptions) -> tuple[list[str], float]:
     """(the adapter's samples, seconds spent drawing them)."""
     started = time.perf_counter()
-    with checked_adapter_on(base, AdapterLocation(str(folder)), BASE_NAME, None, None) as peft_model:
-        texts = sample_texts(
-            peft_model,
-            tokenizer,
-            PROMPTS,
-            samples=options.samples,
-            max_new_tokens=options.max_new_tokens,
-            seed=options.generation_seed,
-            batch_size=options.generation_batch_size,
-        )
+    texts = adapter_generations(base, tokenizer, AdapterLocation(str(folder)), BASE_NAME, options)
     return texts, time.perf_counter() - started
 
 

@@ -96,6 +96,34 @@ def generation_metadata(options: GenerationOptions) -> dict[str, str]:
     }
 
 
+def adapter_generations(
+    model,
+    tokenizer,
+    adapter: AdapterLocation,
+    base_model: str | None,
+    options: GenerationOptions,
+    token: str | None = None,
+    max_adapter_bytes: int | None = None,
+) -> list[str]:
+    """The seeded temperature-1 samples of ``adapter`` on ``model`` (``lm.generation.sample_texts`` over the
+    shipped ``PROMPTS``, as ``options`` sets them); ``Skip`` with the reason when it cannot be loaded or sampled."""
+    from fisherhub.lm.generation import sample_texts
+
+    with checked_adapter_on(model, adapter, base_model, token, max_adapter_bytes) as peft_model:
+        try:
+            return sample_texts(
+                peft_model,
+                tokenizer,
+                PROMPTS,
+                samples=options.samples,
+                max_new_tokens=options.max_new_tokens,
+                seed=options.generation_seed,
+                batch_size=options.generation_batch_size,
+            )
+        except RuntimeError as exc:
+            raise Skip(f"sampling from it fails ({brief(exc)})") from exc
+
+
 def sign_adapter_from_generations(
     model,
     tokenizer,
@@ -139,26 +167,13 @@ def sign_adapter_from_generations(
         `FisherHubError`: the adapter cannot be loaded or sampled (the reason), or its samples are too few to
             sketch.
     """
-    from fisherhub.lm.generation import sample_texts
     from fisherhub.pipeline.loop import sketch_texts
 
     options = options or GenerationOptions()
     if not isinstance(adapter, AdapterLocation):
         adapter = AdapterLocation(os.fspath(adapter), revision)
     try:
-        with checked_adapter_on(model, adapter, base_model, token, max_adapter_bytes) as peft_model:
-            try:
-                texts = sample_texts(
-                    peft_model,
-                    tokenizer,
-                    PROMPTS,
-                    samples=options.samples,
-                    max_new_tokens=options.max_new_tokens,
-                    seed=options.generation_seed,
-                    batch_size=options.generation_batch_size,
-                )
-            except RuntimeError as exc:
-                raise Skip(f"sampling from it fails ({brief(exc)})") from exc
+        texts = adapter_generations(model, tokenizer, adapter, base_model, options, token, max_adapter_bytes)
     except Skip as exc:
         raise FisherHubError(exc.reason) from exc
     where = f"{adapter.path}@{adapter.revision}" if adapter.revision else adapter.path
