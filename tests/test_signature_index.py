@@ -306,3 +306,18 @@ def test_without_matplotlib_the_card_goes_without_its_figure(adapters, hub, tmp_
     files = hub.files("tester/base-index", "dataset")
     assert FIGURE_PATH not in files and FIGURE_PATH not in files["README.md"].decode()
     assert "6 signatures from 7 repos" in files["README.md"].decode()
+
+
+def test_a_private_adapter_stays_out_of_a_public_index(adapters, hub, hf_api, tmp_path, caplog):
+    hidden = add_adapter(hf_api, "lora-private", 11)
+    hub.repos[("model", hidden)].private = True  # one the token may read: listed, but not for a public index
+    with caplog.at_level("WARNING", logger="fisherhub.hub.signature_index.build"):
+        build_index(BASE, INDEX, work=tmp_path / "work")
+    assert hidden not in rows_by_repo(load_index(INDEX).table) and set(rows_by_repo(load_index(INDEX).table))
+    assert "left out 1 private adapter(s)" in caplog.text
+    assert hidden not in {entry["repo_id"] for entry in load_index(INDEX).state["repos"]}
+    push_signature(make_signature(BASE, "org/data-private-2", seed=12), hidden)  # a new commit: update skips it too
+    update_index(INDEX, work=tmp_path / "update")
+    assert hidden not in rows_by_repo(load_index(INDEX).table)
+    build_index(BASE, "datasets/tester/private-index", work=tmp_path / "own", private=True)
+    assert hidden in rows_by_repo(load_index("datasets/tester/private-index").table)

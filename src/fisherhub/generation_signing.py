@@ -217,7 +217,7 @@ def sign_from_generations(
     loaded = load_index(index, token)
     spec = common_spec(read_rows(loaded.table, base_model, f"datasets/{loaded.ref.repo_id}", loaded.commit))
     indexed = set(loaded.table.column("repo_id").to_pylist())
-    unsigned = unsigned_adapters(base_model, token)
+    unsigned = unsigned_adapters(base_model, token, loaded)
     todo = [s for s in unsigned if s.ref.repo_id not in indexed]
     state = PartialState(cpu=no_accelerator())
     warn_if_fewer_processes(state.num_processes, "index sign --from-generations")

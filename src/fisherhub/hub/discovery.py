@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from huggingface_hub.hf_api import ExpandModelProperty_T
 
 #: what a listing returns per repo (``expand=``): enough to pin, list and choose without a repo_info call
-LISTING_FIELDS: tuple[ExpandModelProperty_T, ...] = ("sha", "siblings", "cardData")
+LISTING_FIELDS: tuple[ExpandModelProperty_T, ...] = ("sha", "siblings", "cardData", "private")
 
 
 def adapter_tag(base_model: str) -> str:

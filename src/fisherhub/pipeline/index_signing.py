@@ -33,6 +33,7 @@ from fisherhub.hub.signature_index.build import (
     RepoResult,
     WorkFolder,
     default_work,
+    indexed_repos,
     listed_adapters,
     replace_repos,
     work_folder,
@@ -159,7 +160,7 @@ def sign_unsigned(
     options = DataOptions("", max_documents=max_documents, text_column=text_column)  # refused here, not per dataset
     loaded = load_index(index, token)
     spec = common_spec(read_rows(loaded.table, base_model, f"datasets/{loaded.ref.repo_id}", loaded.commit))
-    unsigned, naming, by_dataset = _datasets_of_unsigned(base_model, token)
+    unsigned, naming, by_dataset = _datasets_of_unsigned(base_model, token, loaded)
     state = PartialState(cpu=no_accelerator())
     warn_if_fewer_processes(state.num_processes, "index sign")
     sign_folder = Path(work or default_work(loaded.ref)) / "sign"
@@ -197,16 +198,18 @@ def common_spec(rows: IndexRows) -> SketchSpec | None:
     return next(s for s, row in zip(rows.specs, rows.rows) if row["sketch_id"] == common)
 
 
-def unsigned_adapters(base_model: str, token: str | None) -> list:
+def unsigned_adapters(base_model: str, token: str | None, loaded: LoadedIndex) -> list:
     """The adapters of ``base_model`` the Hub lists that carry no signature (no file under
-    ``.fisher_signatures/``, no listing)."""
-    return [s for s in listed_adapters(base_model, token) if not s.signature_files and LISTING_PATH not in s.files]
+    ``.fisher_signatures/``, no listing); a private one only when the index ``loaded`` holds it already
+    (``listed_adapters``)."""
+    listed = listed_adapters(base_model, token, private=indexed_repos(loaded))
+    return [s for s in listed if not s.signature_files and LISTING_PATH not in s.files]
 
 
-def _datasets_of_unsigned(base_model: str, token: str | None):
+def _datasets_of_unsigned(base_model: str, token: str | None, loaded: LoadedIndex):
     """(the listed adapters of ``base_model`` with no signature, those whose card names datasets: id ->
     (snapshot, datasets), each named dataset -> the adapters that name it)."""
-    unsigned = unsigned_adapters(base_model, token)
+    unsigned = unsigned_adapters(base_model, token, loaded)
     naming = {s.ref.repo_id: (s, _card_datasets(s.card_data)) for s in unsigned if _card_datasets(s.card_data)}
     by_dataset: dict[str, list[str]] = {}
     for repo_id, (_, names) in naming.items():

@@ -66,6 +66,7 @@ _EXPORTS = {
     "check_push_target": "fisherhub.hub.signature_index.build",
     "default_work": "fisherhub.hub.signature_index.build",
     "listed_adapters": "fisherhub.hub.signature_index.build",
+    "indexed_repos": "fisherhub.hub.signature_index.build",
     "read_repos": "fisherhub.hub.signature_index.build",
     "replace_repos": "fisherhub.hub.signature_index.build",
     "repo_rows": "fisherhub.hub.signature_index.build",

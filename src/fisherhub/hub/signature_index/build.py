@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -26,7 +28,7 @@ from fisherhub.hub.signature_index.store import LoadedIndex, load_index, push_in
 if TYPE_CHECKING:
     from huggingface_hub.hf_api import DatasetInfo
 
-    pass
+logger = logging.getLogger(__name__)
 
 
 #: rows written to one resume chunk of the work folder
@@ -243,17 +245,30 @@ def default_work(repo: SignatureRef) -> Path:
     ) / repo.repo_id.replace("/", "--")
 
 
-def listed_adapters(base_model: str, token: str | None = None) -> list[RepoSnapshot]:
+def listed_adapters(
+    base_model: str, token: str | None = None, *, private: bool | Collection[str] = False
+) -> list[RepoSnapshot]:
     """Every adapter of ``base_model`` the Hub lists, as the listing describes it (commit, files, card): one
     listing call (paginated by the client). Unsigned ones are kept, so the state file records them and
-    ``update`` does not read them again while their commit stays."""
+    ``update`` does not read them again while their commit stays. A private adapter (one ``token`` may read) is
+    kept only where ``private`` allows it: True (for an index that is private itself), or its id among those
+    given (the ones the index already holds); the others are left out, with a warning that counts them, so that
+    nothing private reaches a public index."""
     from huggingface_hub import HfApi
 
     from fisherhub.hub.discovery import LISTING_FIELDS, adapter_tag
 
     with hub_errors(f"the adapters of {base_model}"):
-        infos = HfApi(token=token).list_models(filter=adapter_tag(base_model), expand=list(LISTING_FIELDS))
-        return [RepoSnapshot.from_info(info, "model", listed=True) for info in infos]
+        infos = list(HfApi(token=token).list_models(filter=adapter_tag(base_model), expand=list(LISTING_FIELDS)))
+    kept = [info for info in infos if not info.private or private is True or (private and info.id in private)]
+    if len(kept) < len(infos):
+        logger.warning(
+            "left out %d private adapter(s) of %s: a public index never shows them (build a private index, "
+            "--private / private=True, to include them)",
+            len(infos) - len(kept),
+            base_model,
+        )
+    return [RepoSnapshot.from_info(info, "model", listed=True) for info in kept]
 
 
 #: what a new dataset repo may hold before an index is pushed into it (the Hub writes ``.gitattributes``)
@@ -312,7 +327,7 @@ def build_index(
     repo = index_ref(push)
     check_push_target(repo, token, force)
     folder = WorkFolder(work or default_work(repo), base_model, layout)
-    snapshots = listed_adapters(base_model, token)
+    snapshots = listed_adapters(base_model, token, private=private)
     if not snapshots:
         raise InputError(
             f"the Hub lists no adapters of {base_model!r} (tag base_model:adapter:{base_model}): nothing to index"
@@ -333,12 +348,18 @@ class InterruptedBuild(FisherHubError):
     """A build stopped before pushing (``stop_after``); running it again resumes."""
 
 
+def indexed_repos(loaded: LoadedIndex) -> set[str]:
+    """The ids of the adapters the index ``loaded`` has read (signed or not): those its build let in."""
+    return {entry["repo_id"] for entry in loaded.state["repos"] if entry["repo_type"] == "model"}
+
+
 def changed_repos(loaded: LoadedIndex, token: str | None = None) -> tuple[dict[str, RepoSnapshot], set[str]]:
     """(the adapters listed now whose commit differs from the one the index read, or new, or that the Hub could
     not serve then (``retry``): id -> the listing's snapshot; the adapters the index read that the Hub no longer
     lists), from the build's one listing (``listed_adapters``: commit, files, card, so reading a changed adapter
     costs what it costs a build)."""
-    listed = {snapshot.ref.repo_id: snapshot for snapshot in listed_adapters(loaded.base_model, token)}
+    held = indexed_repos(loaded)
+    listed = {s.ref.repo_id: s for s in listed_adapters(loaded.base_model, token, private=held)}
     models = [entry for entry in loaded.state["repos"] if entry["repo_type"] == "model"]
     seen = {entry["repo_id"]: None if entry.get("retry") else entry["commit"] for entry in models}
     changed = {repo_id: s for repo_id, s in listed.items() if seen.get(repo_id) != s.ref.revision}
