@@ -358,10 +358,9 @@ def changed_repos(loaded: LoadedIndex, token: str | None = None) -> tuple[dict[s
     not serve then (``retry``): id -> the listing's snapshot; the adapters the index read that the Hub no longer
     lists), from the build's one listing (``listed_adapters``: commit, files, card, so reading a changed adapter
     costs what it costs a build)."""
-    held = indexed_repos(loaded)
-    listed = {s.ref.repo_id: s for s in listed_adapters(loaded.base_model, token, private=held)}
     models = [entry for entry in loaded.state["repos"] if entry["repo_type"] == "model"]
     seen = {entry["repo_id"]: None if entry.get("retry") else entry["commit"] for entry in models}
+    listed = {s.ref.repo_id: s for s in listed_adapters(loaded.base_model, token, private=seen.keys())}
     changed = {repo_id: s for repo_id, s in listed.items() if seen.get(repo_id) != s.ref.revision}
     return changed, set(seen) - set(listed)
 
