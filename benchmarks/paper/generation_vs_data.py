@@ -15,7 +15,7 @@ suite's own task signature). Reported side by side, per suite and LoRA seed:
   generations, from training data, and a mix (half the candidates each way: ``MIX_DRAWS`` seeded assignments,
   averaged);
 - the same for the first n samples of each adapter's run, for each n of ``--samples`` (the first n of a seeded
-  run are the n samples of a smaller run);
+  run are the n samples of a smaller run), on the first suite of ``--suites`` (the others: the largest n);
 - the cost of signing one adapter from n samples (``sign_adapter_from_generations``: sampling + sketch, seconds)
   at 1 and 2 threads, for each n of ``--cost-samples``.
 
@@ -165,19 +165,27 @@ def generated_signature(adapters: SuiteAdapters, texts: list[str], options: Gene
     return signature
 
 
+def adapter_signatures(adapters: SuiteAdapters, name: str, seed: int, options: GenerationOptions, samples):
+    """({n: the signature of the adapter's first n samples}, the seconds its samples took)."""
+    record = cached_generations(adapters, name, seed, options)
+    stem = adapters.folder(name, seed)
+    signatures = {}
+    for n in samples:
+        path = stem.parent.parent / adapters.captured.signatures[0].spec.sketch_id / f"{stem.name}.n{n}.sig"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        part = dataclasses.replace(options, samples=n)
+        signatures[n] = generated_signature(adapters, record["texts"][:n], part, path)
+    return signatures, record["seconds"]
+
+
 def generation_signatures(adapters: SuiteAdapters, seed: int, options: GenerationOptions, samples: Sequence[int]):
     """{n: [signature of the first n samples of each adapter]} and {name: sampling seconds of the full run}."""
     by_samples: dict[int, list] = {n: [] for n in samples}
     seconds = {}
     for name in adapters.names:
-        record = cached_generations(adapters, name, seed, options)
-        seconds[name] = record["seconds"]
-        stem = adapters.folder(name, seed)
+        signatures, seconds[name] = adapter_signatures(adapters, name, seed, options, samples)
         for n in samples:
-            path = stem.parent.parent / adapters.captured.signatures[0].spec.sketch_id / f"{stem.name}.n{n}.sig"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            part = dataclasses.replace(options, samples=n)
-            by_samples[n].append(generated_signature(adapters, record["texts"][:n], part, path))
+            by_samples[n].append(signatures[n])
     return by_samples, seconds
 
 
@@ -256,10 +264,13 @@ def seed_result(adapters: SuiteAdapters, seed: int, options: GenerationOptions, 
     by_samples = {}
     for n, signatures in generated.items():
         agreement = [alignment(g, d) for g, d in zip(signatures, data)]
+        own = score_matrices(signatures, data)["fishersketch"]
         by_samples[str(n)] = {
             "A_generations_vs_data": {
                 name: [a.fisher, a.stderrs["fisher"]] for name, a in zip(adapters.names, agreement)
             },
+            # how often an adapter's generation signature is closest (highest A) to its own training data's
+            "own_data_nearest": float(np.mean(own.argmax(axis=1) == np.arange(len(data)))),
             "selection": {
                 "data": on_data,
                 "generations": selection(adapters, seed, signatures, truth),
@@ -306,7 +317,8 @@ def report(args: argparse.Namespace, options: GenerationOptions) -> None:
     for suite in args.suites:
         adapters = suite_adapters(suite)
         suites[suite] = {"domains": adapters.names}
-        suites[suite] |= {str(seed): seed_result(adapters, seed, options, args.samples) for seed in args.seeds}
+        samples = suite_samples(args, suite)
+        suites[suite] |= {str(seed): seed_result(adapters, seed, options, samples) for seed in args.seeds}
         if not cost and args.cost_samples:
             cost = cost_curve(adapters, options, args.cost_samples)
     result = {
@@ -333,11 +345,22 @@ def print_tables(result: dict) -> None:
                 a = [v[0] for v in row["A_generations_vs_data"].values()]
                 for signing, q in row["selection"].items():
                     rows.append(
-                        [suite, seed, n, signing, float(np.mean(a)), min(a), max(a)]
+                        [suite, seed, n, signing, float(np.mean(a)), min(a), max(a), row["own_data_nearest"]]
                         + [q[f"{stage}_{key}"] for stage in ("first", "two_stage") for key in ("top1", "max_regret")]
                     )
     print_table(
-        ["suite", "seed", "samples", "candidates", "mean A(gen,data)", "min A", "max A", "1st top-1", "1st max regret"]
+        [
+            "suite",
+            "seed",
+            "samples",
+            "candidates",
+            "mean A(gen,data)",
+            "min A",
+            "max A",
+            "own nearest",
+            "1st top-1",
+            "1st max regret",
+        ]
         + ["2-stage top-1", "2-stage max regret"],
         rows,
         title="Adapters signed from their generations vs their training data (first stage: A; two-stage: "
@@ -383,20 +406,23 @@ def plot(result: dict, path: Path) -> None:
     figure.savefig(path, dpi=110)
 
 
-def prepare(suites: Sequence[str], seeds: Sequence[int], options: GenerationOptions, stage: str) -> None:
+def prepare(args: argparse.Namespace, options: GenerationOptions) -> None:
     """``--stage adapters``: each suite's captures, prefix states, adapters and adapter folders;
-    ``--stage generations``: also each adapter's samples."""
-    for suite in suites:
+    ``--stage generations``: also each adapter's samples and their signatures."""
+    for suite in args.suites:
         adapters = suite_adapters(suite)
-        for seed in seeds:
+        for seed in args.seeds:
             for name in adapters.names:
                 adapters.folder(name, seed)
-                if stage == "generations":
-                    record = cached_generations(adapters, name, seed, options)
-                    print(
-                        f"{suite} {name} seed {seed}: {len(record['texts'])} samples, {record['seconds']:.0f} s",
-                        flush=True,
-                    )
+                if args.stage == "generations":
+                    _, seconds = adapter_signatures(adapters, name, seed, options, suite_samples(args, suite))
+                    print(f"{suite} {name} seed {seed}: sampled in {seconds:.0f} s, signed", flush=True)
+
+
+def suite_samples(args: argparse.Namespace, suite: str) -> list[int]:
+    """The numbers of samples scored on ``suite``: ``--samples`` on the first suite, the largest on the others
+    (one sketch per adapter)."""
+    return args.samples if suite == args.suites[0] else [max(args.samples)]
 
 
 def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -429,7 +455,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = arguments(argv)
     options = generation_options(args.samples)
     if args.stage != "report":
-        prepare(args.suites, args.seeds, options, args.stage)
+        prepare(args, options)
         return
     report(args, options)
 
