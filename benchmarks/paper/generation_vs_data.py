@@ -55,6 +55,8 @@ from fisherhub.selection.rows import AdapterLocation
 #: seeded assignments of the mix (half the candidates signed from generations, half from data), averaged
 MIX_DRAWS = 10
 SIGNINGS = ("data", "generations", "mix")
+#: the ledger of the seconds each generated signature's sketch took (and the threads), beside the signatures
+SKETCH_SECONDS = "sketch_seconds.json"
 
 
 def suite_domains(suite: str) -> tuple[str, Sequence[str], object]:
@@ -154,19 +156,24 @@ def cached_generations(adapters: SuiteAdapters, name: str, seed: int, options: G
 
 
 def generated_signature(adapters: SuiteAdapters, texts: list[str], options: GenerationOptions, path: Path):
-    """The signature of ``texts`` under the base model with the suite's spec (cached at ``path``)."""
+    """The signature of ``texts`` under the base model with the suite's spec (cached at ``path``; the seconds
+    its sketch took in ``SKETCH_SECONDS`` beside it)."""
     if path.exists():
         return Signature.load(path)
     metadata = {**generation_metadata(options), "base_model": common.base_model_id()}
+    started = time.perf_counter()
     signature = sketch_texts(
         texts, adapters.model, adapters.tokenizer, adapters.captured.signatures[0], metadata=metadata
     )
+    seconds = time.perf_counter() - started
+    common.Ledger(path.parent / SKETCH_SECONDS).get(path.name, lambda: [seconds, torch.get_num_threads()])
     signature.save(path)
     return signature
 
 
 def adapter_signatures(adapters: SuiteAdapters, name: str, seed: int, options: GenerationOptions, samples):
-    """({n: the signature of the adapter's first n samples}, the seconds its samples took)."""
+    """({n: the signature of the adapter's first n samples}, the seconds its samples took, the seconds the sketch of
+    the largest n took)."""
     record = cached_generations(adapters, name, seed, options)
     stem = adapters.folder(name, seed)
     signatures = {}
@@ -175,15 +182,17 @@ def adapter_signatures(adapters: SuiteAdapters, name: str, seed: int, options: G
         path.parent.mkdir(parents=True, exist_ok=True)
         part = dataclasses.replace(options, samples=n)
         signatures[n] = generated_signature(adapters, record["texts"][:n], part, path)
-    return signatures, record["seconds"]
+    sketch = common.Ledger(path.parent / SKETCH_SECONDS).entries[f"{stem.name}.n{max(samples)}.sig"][0]
+    return signatures, record["seconds"], sketch
 
 
 def generation_signatures(adapters: SuiteAdapters, seed: int, options: GenerationOptions, samples: Sequence[int]):
-    """{n: [signature of the first n samples of each adapter]} and {name: sampling seconds of the full run}."""
+    """{n: [signature of the first n samples of each adapter]} and {name: [sampling seconds of the full run,
+    sketch seconds of the largest n]}."""
     by_samples: dict[int, list] = {n: [] for n in samples}
     seconds = {}
     for name in adapters.names:
-        signatures, seconds[name] = adapter_signatures(adapters, name, seed, options, samples)
+        signatures, *seconds[name] = adapter_signatures(adapters, name, seed, options, samples)
         for n in samples:
             by_samples[n].append(signatures[n])
     return by_samples, seconds
@@ -279,7 +288,7 @@ def seed_result(adapters: SuiteAdapters, seed: int, options: GenerationOptions, 
                 ),
             },
         }
-    return {"sampling_seconds": seconds, "by_samples": by_samples}
+    return {"sampling_and_sketch_seconds": seconds, "by_samples": by_samples}
 
 
 def cost_curve(adapters: SuiteAdapters, options: GenerationOptions, samples: Sequence[int]) -> dict:
@@ -366,6 +375,14 @@ def print_tables(result: dict) -> None:
         title="Adapters signed from their generations vs their training data (first stage: A; two-stage: "
         f"{result['two_stage']}; mix: half each way, {result['mix_draws']} draws)",
     )
+    for suite, data in result["suites"].items():
+        for seed in map(str, result["seeds"]):
+            sampled, sketched = np.array(list(data[seed]["sampling_and_sketch_seconds"].values())).T
+            print(
+                f"{suite} seed {seed}: per adapter ({result['generation']['samples']} samples, 1 thread) sampling "
+                f"{np.median(sampled):.0f} s (median; {sampled.min():.0f}-{sampled.max():.0f}) + sketch "
+                f"{np.median(sketched):.0f} s ({sketched.min():.0f}-{sketched.max():.0f})"
+            )
     for threads, curve in result["cost_seconds"].items():
         print(
             f"cost per adapter ({result['cost_adapter']}), {threads} thread(s): "
@@ -399,6 +416,14 @@ def plot(result: dict, path: Path) -> None:
     left.legend(fontsize=7)
     middle.set(xlabel="samples per adapter", ylabel="first-stage top-1", ylim=(-0.05, 1.05), title="selection")
     middle.legend(fontsize=6, ncol=2)
+    for suite, data in result["suites"].items():
+        for seed in map(str, result["seeds"]):
+            sampled, sketched = np.array(list(data[seed]["sampling_and_sketch_seconds"].values())).T
+            print(
+                f"{suite} seed {seed}: per adapter ({result['generation']['samples']} samples, 1 thread) sampling "
+                f"{np.median(sampled):.0f} s (median; {sampled.min():.0f}-{sampled.max():.0f}) + sketch "
+                f"{np.median(sketched):.0f} s ({sketched.min():.0f}-{sketched.max():.0f})"
+            )
     for threads, curve in result["cost_seconds"].items():
         right.plot([int(n) for n in curve], list(curve.values()), "o-", label=f"{threads} thread(s)")
     right.set(xlabel="samples", ylabel="seconds per adapter", title="cost (sampling + sketch)")
@@ -415,8 +440,11 @@ def prepare(args: argparse.Namespace, options: GenerationOptions) -> None:
             for name in adapters.names:
                 adapters.folder(name, seed)
                 if args.stage == "generations":
-                    _, seconds = adapter_signatures(adapters, name, seed, options, suite_samples(args, suite))
-                    print(f"{suite} {name} seed {seed}: sampled in {seconds:.0f} s, signed", flush=True)
+                    _, sampled, sketched = adapter_signatures(adapters, name, seed, options, suite_samples(args, suite))
+                    print(
+                        f"{suite} {name} seed {seed}: sampled in {sampled:.0f} s, sketched in {sketched:.0f} s",
+                        flush=True,
+                    )
 
 
 def suite_samples(args: argparse.Namespace, suite: str) -> list[int]:
