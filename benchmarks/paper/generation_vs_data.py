@@ -55,8 +55,6 @@ from fisherhub.selection.rows import AdapterLocation
 #: seeded assignments of the mix (half the candidates signed from generations, half from data), averaged
 MIX_DRAWS = 10
 SIGNINGS = ("data", "generations", "mix")
-#: the ledger of the seconds each generated signature's sketch took (and the threads), beside the signatures
-SKETCH_SECONDS = "sketch_seconds.json"
 
 
 def suite_domains(suite: str) -> tuple[str, Sequence[str], object]:
@@ -157,7 +155,7 @@ def cached_generations(adapters: SuiteAdapters, name: str, seed: int, options: G
 
 def generated_signature(adapters: SuiteAdapters, texts: list[str], options: GenerationOptions, path: Path):
     """The signature of ``texts`` under the base model with the suite's spec (cached at ``path``; the seconds
-    its sketch took in ``SKETCH_SECONDS`` beside it)."""
+    its sketch took, and the threads, beside it: ``.seconds``)."""
     if path.exists():
         return Signature.load(path)
     metadata = {**generation_metadata(options), "base_model": common.base_model_id()}
@@ -166,7 +164,7 @@ def generated_signature(adapters: SuiteAdapters, texts: list[str], options: Gene
         texts, adapters.model, adapters.tokenizer, adapters.captured.signatures[0], metadata=metadata
     )
     seconds = time.perf_counter() - started
-    common.Ledger(path.parent / SKETCH_SECONDS).get(path.name, lambda: [seconds, torch.get_num_threads()])
+    path.with_suffix(".seconds").write_text(json.dumps([seconds, torch.get_num_threads()]))
     signature.save(path)
     return signature
 
@@ -182,7 +180,7 @@ def adapter_signatures(adapters: SuiteAdapters, name: str, seed: int, options: G
         path.parent.mkdir(parents=True, exist_ok=True)
         part = dataclasses.replace(options, samples=n)
         signatures[n] = generated_signature(adapters, record["texts"][:n], part, path)
-    sketch = common.Ledger(path.parent / SKETCH_SECONDS).entries[f"{stem.name}.n{max(samples)}.sig"][0]
+    sketch = json.loads(path.with_suffix(".seconds").read_text())[0]  # the largest n's
     return signatures, record["seconds"], sketch
 
 
@@ -437,9 +435,9 @@ def prepare(args: argparse.Namespace, options: GenerationOptions) -> None:
     for suite in args.suites:
         adapters = suite_adapters(suite)
         for seed in args.seeds:
-            for name in adapters.names:
+            for number, name in enumerate(adapters.names):
                 adapters.folder(name, seed)
-                if args.stage == "generations":
+                if args.stage == "generations" and number % args.parts == args.part:
                     _, sampled, sketched = adapter_signatures(adapters, name, seed, options, suite_samples(args, suite))
                     print(
                         f"{suite} {name} seed {seed}: sampled in {sampled:.0f} s, sketched in {sketched:.0f} s",
@@ -460,9 +458,13 @@ def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--samples", default="8,16,32,64", help="numbers of samples scored (at most the run's)")
     parser.add_argument("--cost-samples", default="8,16,32,64,128", help="numbers of samples timed")
     parser.add_argument("--stage", choices=("adapters", "generations", "report"), default="report")
+    parser.add_argument(
+        "--part", default="0/1", help="--stage generations: adapter i of every N (i/N: N processes, each its own part)"
+    )
     known, rest = parser.parse_known_args(argv)
     common.paper_arguments(__doc__.splitlines()[0], argv=rest)
     known.suites = known.suites.split(",")
+    known.part, known.parts = (int(x) for x in known.part.split("/"))
     known.seeds = [int(s) for s in known.seeds.split(",")]
     known.samples = sorted({int(n) for n in known.samples.split(",")})
     known.cost_samples = sorted({int(n) for n in known.cost_samples.split(",")})
