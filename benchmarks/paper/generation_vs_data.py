@@ -457,6 +457,12 @@ def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seeds", default=",".join(map(str, common.LORA_SEEDS)), help="LoRA seeds")
     parser.add_argument("--samples", default="8,16,32,64", help="numbers of samples scored (at most the run's)")
     parser.add_argument("--cost-samples", default="8,16,32,64,128", help="numbers of samples timed")
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=GenerationOptions.max_new_tokens,
+        help="tokens per sample (index sign's --max-new-tokens)",
+    )
     parser.add_argument("--stage", choices=("adapters", "generations", "report"), default="report")
     parser.add_argument(
         "--part", default="0/1", help="--stage generations: adapter i of every N (i/N: N processes, each its own part)"
@@ -473,17 +479,17 @@ def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     return known
 
 
-def generation_options(samples: Sequence[int]) -> GenerationOptions:
-    """The library's defaults (those of ``index sign --from-generations``), with samples enough for the largest
-    n scored; a quick run: 8 tokens per sample."""
+def generation_options(args: argparse.Namespace) -> GenerationOptions:
+    """The library's defaults (those of ``index sign --from-generations``) with ``--max-new-tokens`` and samples
+    enough for the largest n scored; a quick run: 8 tokens per sample."""
     if common.SETUP.quick:
-        return GenerationOptions(samples=max(samples), max_new_tokens=8)
-    return GenerationOptions(samples=max(max(samples), GenerationOptions.samples))
+        return GenerationOptions(samples=max(args.samples), max_new_tokens=8)
+    return GenerationOptions(samples=max(*args.samples, GenerationOptions.samples), max_new_tokens=args.max_new_tokens)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = arguments(argv)
-    options = generation_options(args.samples)
+    options = generation_options(args)
     if args.stage != "report":
         prepare(args, options)
         return
