@@ -71,19 +71,34 @@ def suite_domains(suite: str) -> tuple[str, Sequence[str], object]:
 
 @dataclasses.dataclass
 class SuiteAdapters:
-    """A suite's domains (captured: task data, held-out data, signatures), its LoRA bench and where its
-    generations are cached."""
+    """A suite's domains (task data, held-out data; their signatures when first asked for), its LoRA bench,
+    the base model the generations run on (the bench wraps a copy of its own) and the suite's spec."""
 
     suite: str
     group: str
-    captured: common.CapturedDomains
+    texts: dict[str, list[str]]
+    task_examples: dict[str, list[common.Example]]
+    eval_examples: dict[str, list[common.Example]]
     bench: common.LoraBench
     model: object
     tokenizer: object
+    spec: object
 
     @property
     def names(self) -> list[str]:
-        return self.captured.names
+        return list(self.texts)
+
+    @functools.cached_property
+    def signatures(self) -> list[Signature]:
+        """Each domain's task signature (the suite's: captured into its cache where missing)."""
+        return common.capture_domains(
+            self.model, self.tokenizer, self.spec, self.texts, common.domain_split()
+        ).signatures
+
+    def load_prefix_states(self) -> None:
+        """The lower-layer states of every domain's documents (what the bench trains and measures on)."""
+        for name in self.names:
+            self.bench.prefix_states(self.task_examples[name] + self.eval_examples[name], group=name)
 
     @functools.cached_property
     def ledgers(self) -> tuple[common.Ledger, common.Ledger]:
@@ -95,18 +110,18 @@ class SuiteAdapters:
         )
 
     def key(self, name: str) -> str:
-        return f"{name}:{common.examples_key(self.captured.task_examples[name])}"
+        return f"{name}:{common.examples_key(self.task_examples[name])}"
 
     def eval_key(self, name: str) -> str:
-        return f"{name}:{common.examples_key(self.captured.eval_examples[name])}"
+        return f"{name}:{common.examples_key(self.eval_examples[name])}"
 
     def weights(self, name: str, seed: int) -> dict[str, torch.Tensor]:
-        return self.bench.adapter(name, self.captured.task_examples[name], seed)
+        return self.bench.adapter(name, self.task_examples[name], seed)
 
     def folder(self, name: str, seed: int) -> Path:
         """The adapter as a PEFT adapter folder (``adapter_config.json`` + weights) of the base model: what
         a Hub adapter is."""
-        path = self.bench.adapter_path(name, self.captured.task_examples[name], seed)
+        path = self.bench.adapter_path(name, self.task_examples[name], seed)
         folder = common.SETUP.cache_dir / "generations" / "adapters" / path.name.removesuffix(".safetensors")
         if not (folder / "adapter_config.json").exists():
             with self.bench.using(self.weights(name, seed)):
@@ -119,18 +134,16 @@ class SuiteAdapters:
 
 
 def suite_adapters(suite: str) -> SuiteAdapters:
-    """The suite's captures and LoRA bench (cached in the suite's cache; computed where missing). The bench
-    wraps its own copy of the base model; generations run on another (``SuiteAdapters.model``)."""
+    """The suite's domains split into task and held-out data, and its LoRA bench (nothing computed yet)."""
     group, names, load = suite_domains(suite)
     texts = common.domain_texts(names, load)
     model, tokenizer = common.load_base_model()
-    spec = common.paper_spec(model, tokenizer)
-    captured = common.capture_domains(model, tokenizer, spec, texts, common.domain_split())
+    pairs = {name: common.domain_split().split(tokenizer, texts[name]) for name in texts}
     bench_model, _ = common.load_base_model()
     bench = common.LoraBench(bench_model, common.lora_settings(), common.SETUP.cache_dir)
-    for name in captured.names:
-        bench.prefix_states(captured.task_examples[name] + captured.eval_examples[name], group=name)
-    return SuiteAdapters(suite, group, captured, bench, model, tokenizer)
+    spec = common.paper_spec(model, tokenizer)
+    task, held_out = ({name: pair[k] for name, pair in pairs.items()} for k in (0, 1))
+    return SuiteAdapters(suite, group, dict(texts), task, held_out, bench, model, tokenizer, spec)
 
 
 def cached_generations(adapters: SuiteAdapters, name: str, seed: int, options: GenerationOptions) -> dict:
@@ -160,9 +173,7 @@ def generated_signature(adapters: SuiteAdapters, texts: list[str], options: Gene
         return Signature.load(path)
     metadata = {**generation_metadata(options), "base_model": common.base_model_id()}
     started = time.perf_counter()
-    signature = sketch_texts(
-        texts, adapters.model, adapters.tokenizer, adapters.captured.signatures[0], metadata=metadata
-    )
+    signature = sketch_texts(texts, adapters.model, adapters.tokenizer, adapters.spec, metadata=metadata)
     seconds = time.perf_counter() - started
     path.with_suffix(".seconds").write_text(json.dumps([seconds, torch.get_num_threads()]))
     signature.save(path)
@@ -176,7 +187,7 @@ def adapter_signatures(adapters: SuiteAdapters, name: str, seed: int, options: G
     stem = adapters.folder(name, seed)
     signatures = {}
     for n in samples:
-        path = stem.parent.parent / adapters.captured.signatures[0].spec.sketch_id / f"{stem.name}.n{n}.sig"
+        path = stem.parent.parent / adapters.spec.sketch_id / f"{stem.name}.n{n}.sig"
         path.parent.mkdir(parents=True, exist_ok=True)
         part = dataclasses.replace(options, samples=n)
         signatures[n] = generated_signature(adapters, record["texts"][:n], part, path)
@@ -200,7 +211,7 @@ def document_nll(adapters: SuiteAdapters, ledgers, source: str | None, seed: int
     """Σ −log p per document of ``target``'s held-out documents (or its task data: the target's own sample)
     under adapter (``source``, ``seed``), or the base model for None: from the suite's ledger, else computed
     into this benchmark's own."""
-    examples = (adapters.captured.eval_examples if held_out else adapters.captured.task_examples)[target]
+    examples = (adapters.eval_examples if held_out else adapters.task_examples)[target]
     target_key = adapters.eval_key(target) if held_out else adapters.key(target)
     key = f"{f'{adapters.key(source)}|seed{seed}' if source else 'base'}|{target_key}"
     for ledger in ledgers:
@@ -217,7 +228,7 @@ def transfer(adapters: SuiteAdapters, seed: int, held_out: bool, measured: np.nd
     (elsewhere 0)."""
     names, n, ledgers = adapters.names, len(adapters.names), adapters.ledgers
     measured = ~np.eye(n, dtype=bool) if measured is None else measured
-    examples = adapters.captured.eval_examples if held_out else adapters.captured.task_examples
+    examples = adapters.eval_examples if held_out else adapters.task_examples
     units = max(len(examples[t]) for t in names)
     counts = np.zeros((n, units))
     base = np.zeros((n, units))
@@ -243,7 +254,7 @@ def score_matrices(candidates: Sequence, targets: Sequence) -> dict[str, np.ndar
 def selection(adapters: SuiteAdapters, seed: int, candidates: Sequence, truth: np.ndarray) -> dict[str, float]:
     """Top-1 and max regret of the first stage (A) and of the default two-stage selection, candidates signed
     as ``candidates``, targets by their data."""
-    scores = score_matrices(candidates, adapters.captured.signatures)
+    scores = score_matrices(candidates, adapters.signatures)
     sample = transfer(adapters, seed, held_out=False, measured=recall.measured_pairs(scores))
     stages = {
         "first": selection_score(torch.from_numpy(scores["fishersketch"]), torch.from_numpy(truth)),
@@ -264,7 +275,7 @@ def mean_selection(rows: Sequence[dict[str, float]]) -> dict[str, float]:
 
 def seed_result(adapters: SuiteAdapters, seed: int, options: GenerationOptions, samples: Sequence[int]) -> dict:
     """Per number of samples: A(generations, data) of each adapter and the selection table of each signing."""
-    data = adapters.captured.signatures
+    data = adapters.signatures
     generated, seconds = generation_signatures(adapters, seed, options, samples)
     truth = transfer(adapters, seed, held_out=True)
     on_data = selection(adapters, seed, data, truth)
@@ -306,7 +317,7 @@ def cost_curve(adapters: SuiteAdapters, options: GenerationOptions, samples: Seq
                     adapters.model,
                     adapters.tokenizer,
                     folder,
-                    adapters.captured.signatures[0],
+                    adapters.spec,
                     base_model=common.base_model_id(),
                     options=dataclasses.replace(options, samples=n),
                 )
@@ -323,6 +334,7 @@ def report(args: argparse.Namespace, options: GenerationOptions) -> None:
     suites, cost = {}, {}
     for suite in args.suites:
         adapters = suite_adapters(suite)
+        adapters.load_prefix_states()
         suites[suite] = {"domains": adapters.names}
         samples = suite_samples(args, suite)
         suites[suite] |= {str(seed): seed_result(adapters, seed, options, samples) for seed in args.seeds}
@@ -415,13 +427,10 @@ def plot(result: dict, path: Path) -> None:
     middle.set(xlabel="samples per adapter", ylabel="first-stage top-1", ylim=(-0.05, 1.05), title="selection")
     middle.legend(fontsize=6, ncol=2)
     for suite, data in result["suites"].items():
-        for seed in map(str, result["seeds"]):
-            sampled, sketched = np.array(list(data[seed]["sampling_and_sketch_seconds"].values())).T
-            print(
-                f"{suite} seed {seed}: per adapter ({result['generation']['samples']} samples, 1 thread) sampling "
-                f"{np.median(sampled):.0f} s (median; {sampled.min():.0f}-{sampled.max():.0f}) + sketch "
-                f"{np.median(sketched):.0f} s ({sketched.min():.0f}-{sketched.max():.0f})"
-            )
+        totals = [sum(v) for v in data[seed]["sampling_and_sketch_seconds"].values()]
+        right.plot(
+            [result["generation"]["samples"]] * len(totals), totals, "x", label=f"{suite}, each adapter, 1 thread"
+        )
     for threads, curve in result["cost_seconds"].items():
         right.plot([int(n) for n in curve], list(curve.values()), "o-", label=f"{threads} thread(s)")
     right.set(xlabel="samples", ylabel="seconds per adapter", title="cost (sampling + sketch)")
@@ -430,10 +439,14 @@ def plot(result: dict, path: Path) -> None:
 
 
 def prepare(args: argparse.Namespace, options: GenerationOptions) -> None:
-    """``--stage adapters``: each suite's captures, prefix states, adapters and adapter folders;
-    ``--stage generations``: also each adapter's samples and their signatures."""
+    """``--stage adapters``: each suite's captures, prefix states, adapters and adapter folders (into the suite's
+    cache); ``--stage generations``: each adapter's folder, samples and their signatures (reads the suite's cache
+    only, once its adapters exist)."""
     for suite in args.suites:
         adapters = suite_adapters(suite)
+        if args.stage == "adapters":
+            adapters.load_prefix_states()
+            adapters.signatures  # noqa: B018 (captured into the suite's cache)
         for seed in args.seeds:
             for number, name in enumerate(adapters.names):
                 adapters.folder(name, seed)
