@@ -449,8 +449,9 @@ def prepare(args: argparse.Namespace, options: GenerationOptions) -> None:
             adapters.signatures  # noqa: B018 (captured into the suite's cache)
         for seed in args.seeds:
             for number, name in enumerate(adapters.names):
-                adapters.folder(name, seed)
-                if args.stage == "generations" and number % args.parts == args.part:
+                if args.stage == "adapters":
+                    adapters.folder(name, seed)
+                elif number % args.parts == args.part:
                     _, sampled, sketched = adapter_signatures(adapters, name, seed, options, suite_samples(args, suite))
                     print(
                         f"{suite} {name} seed {seed}: sampled in {sampled:.0f} s, sketched in {sketched:.0f} s",
