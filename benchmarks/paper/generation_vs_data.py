@@ -35,6 +35,7 @@ import functools
 import json
 import os
 import random
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -124,12 +125,16 @@ class SuiteAdapters:
         path = self.bench.adapter_path(name, self.task_examples[name], seed)
         folder = common.SETUP.cache_dir / "generations" / "adapters" / path.name.removesuffix(".safetensors")
         if not (folder / "adapter_config.json").exists():
+            temporary = Path(f"{folder}.{os.getpid()}.tmp")  # processes of other parts may write it too
             with self.bench.using(self.weights(name, seed)):
-                self.bench.model.save_pretrained(f"{folder}.tmp")
-            config_path = Path(f"{folder}.tmp") / "adapter_config.json"
-            config = json.loads(config_path.read_text())
-            config_path.write_text(json.dumps(config | {"base_model_name_or_path": common.base_model_id()}))
-            os.replace(f"{folder}.tmp", folder)
+                self.bench.model.save_pretrained(temporary)
+            config = json.loads((temporary / "adapter_config.json").read_text())
+            config["base_model_name_or_path"] = common.base_model_id()
+            (temporary / "adapter_config.json").write_text(json.dumps(config))
+            try:
+                os.replace(temporary, folder)
+            except OSError:  # another process's is there: the same adapter
+                shutil.rmtree(temporary)
         return folder
 
 
