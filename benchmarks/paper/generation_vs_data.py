@@ -84,6 +84,8 @@ class SuiteAdapters:
     model: object
     tokenizer: object
     spec: object
+    #: where the domains' task signatures are captured (the suite's cache, or ``--tasks-cache``)
+    tasks_folder: Path
 
     @property
     def names(self) -> list[str]:
@@ -91,10 +93,11 @@ class SuiteAdapters:
 
     @functools.cached_property
     def signatures(self) -> list[Signature]:
-        """Each domain's task signature (the suite's: captured into its cache where missing)."""
-        return common.capture_domains(
-            self.model, self.tokenizer, self.spec, self.texts, common.domain_split()
-        ).signatures
+        """Each domain's task signature (``common.capture_task``, cached in ``tasks_folder``)."""
+        return [
+            common.capture_task(self.model, self.spec, self.task_examples[name], name, self.tasks_folder)[1]
+            for name in self.names
+        ]
 
     def load_prefix_states(self) -> None:
         """The lower-layer states of every domain's documents (what the bench trains and measures on)."""
@@ -138,7 +141,7 @@ class SuiteAdapters:
         return folder
 
 
-def suite_adapters(suite: str) -> SuiteAdapters:
+def suite_adapters(suite: str, tasks_folder: Path | None = None) -> SuiteAdapters:
     """The suite's domains split into task and held-out data, and its LoRA bench (nothing computed yet)."""
     group, names, load = suite_domains(suite)
     texts = common.domain_texts(names, load)
@@ -148,7 +151,8 @@ def suite_adapters(suite: str) -> SuiteAdapters:
     bench = common.LoraBench(bench_model, common.lora_settings(), common.SETUP.cache_dir)
     spec = common.paper_spec(model, tokenizer)
     task, held_out = ({name: pair[k] for name, pair in pairs.items()} for k in (0, 1))
-    return SuiteAdapters(suite, group, dict(texts), task, held_out, bench, model, tokenizer, spec)
+    tasks_folder = tasks_folder or common.SETUP.cache_dir / "tasks"
+    return SuiteAdapters(suite, group, dict(texts), task, held_out, bench, model, tokenizer, spec, tasks_folder)
 
 
 def cached_generations(adapters: SuiteAdapters, name: str, seed: int, options: GenerationOptions) -> dict:
@@ -338,7 +342,7 @@ def report(args: argparse.Namespace, options: GenerationOptions) -> None:
     started = time.time()
     suites, cost = {}, {}
     for suite in args.suites:
-        adapters = suite_adapters(suite)
+        adapters = suite_adapters(suite, args.tasks_cache)
         adapters.load_prefix_states()
         suites[suite] = {"domains": adapters.names}
         samples = suite_samples(args, suite)
@@ -448,7 +452,7 @@ def prepare(args: argparse.Namespace, options: GenerationOptions) -> None:
     cache); ``--stage generations``: each adapter's folder, samples and their signatures (reads the suite's cache
     only, once its adapters exist)."""
     for suite in args.suites:
-        adapters = suite_adapters(suite)
+        adapters = suite_adapters(suite, args.tasks_cache)
         if args.stage == "adapters":
             adapters.load_prefix_states()
             adapters.signatures  # noqa: B018 (captured into the suite's cache)
@@ -481,6 +485,12 @@ def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         type=int,
         default=GenerationOptions.max_new_tokens,
         help="tokens per sample (index sign's --max-new-tokens)",
+    )
+    parser.add_argument(
+        "--tasks-cache",
+        type=Path,
+        help="where the domains' task signatures are captured (default: the suite's cache; another folder leaves it "
+        "untouched)",
     )
     parser.add_argument("--stage", choices=("adapters", "generations", "report"), default="report")
     parser.add_argument(
