@@ -105,13 +105,14 @@ class SuiteAdapters:
             self.bench.prefix_states(self.task_examples[name] + self.eval_examples[name], group=name)
 
     @functools.cached_property
-    def ledgers(self) -> tuple[common.Ledger, common.Ledger]:
-        """The suite's ledger of document NLLs (read) and this benchmark's (the pairs the suite did not measure)."""
+    def ledgers(self) -> list[common.Ledger]:
+        """Every ledger of per-document NLLs in the suite's cache (read; ``<group>_*_nll_<config>.json``), then
+        this benchmark's (where the pairs the suite's did not measure go)."""
         settings, split = common.lora_settings(), common.domain_split()
-        name = f"{self.group}_document_nll_{common.config_key(settings, split)}.json"
-        return common.Ledger(common.SETUP.cache_dir / name), common.Ledger(
-            common.SETUP.cache_dir / "generations" / name
-        )
+        config = common.config_key(settings, split)
+        found = sorted(common.SETUP.cache_dir.glob(f"{self.group}_*_nll_{config}.json"))
+        own = common.SETUP.cache_dir / "generations" / f"{self.group}_document_nll_{config}.json"
+        return [common.Ledger(path) for path in found] + [common.Ledger(own)]
 
     def key(self, name: str) -> str:
         return f"{name}:{common.examples_key(self.task_examples[name])}"
@@ -228,7 +229,7 @@ def document_nll(adapters: SuiteAdapters, ledgers, source: str | None, seed: int
             return ledger.entries[key]
     weights = adapters.weights(source, seed) if source else None
     with adapters.bench.using(weights) as bench:
-        return ledgers[1].get(key, lambda: bench.document_nll(examples))
+        return ledgers[-1].get(key, lambda: bench.document_nll(examples))
 
 
 def transfer(adapters: SuiteAdapters, seed: int, held_out: bool, measured: np.ndarray | None = None) -> np.ndarray:
