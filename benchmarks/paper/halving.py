@@ -69,7 +69,17 @@ def print_budget_tables(rows: Mapping[str, Mapping[str, list[dict]]]) -> None:
     for setting, by_suite in rows.items():
         for suite, table in by_suite.items():
             print_table(
-                ["B", "shortlist", "top-1", "mean regret", "max regret", "ceiling top-1", "ceiling max", "documents"],
+                [
+                    "B",
+                    "shortlist",
+                    "top-1",
+                    "mean regret",
+                    "max regret",
+                    "ceiling top-1",
+                    "ceiling max",
+                    "documents",
+                    "selections",
+                ],
                 [
                     [
                         r["budget"],
@@ -80,6 +90,7 @@ def print_budget_tables(rows: Mapping[str, Mapping[str, list[dict]]]) -> None:
                         r["ceiling"]["top1"],
                         r["ceiling"]["max_regret"],
                         r["measured_documents"],
+                        r["selections"],
                     ]
                     for r in table
                 ],
@@ -122,8 +133,8 @@ def verdict_lines(rows: Mapping[str, Mapping[str, list[dict]]], rerank3: Mapping
                     else ""
                 )
                 + (
-                    f"; no worse than today's {TODAY[suite][0]:.3f}: "
-                    f"{'met' if row['top1'] >= TODAY[suite][0] - 1e-9 else 'missed'}"
+                    f"; no worse than today (rerank=3 on the same {row['selections']} selections; all seeds "
+                    f"{TODAY[suite][0]:.3f}): {'met' if row['top1'] >= today['top1'] - 1e-9 else 'missed'}"
                     if suite in TODAY and setting == OWN_SAMPLE
                     else ""
                 )

@@ -184,16 +184,17 @@ class Simulated:
 
 def simulate(suite: Suite, setting: str, splits: int, pool: Sequence[str], k: int, budget: int) -> list[Simulated]:
     """Every selection (seed, target, cut) of ``suite``: the first ``k`` of ``pool``'s merged ranking measured by
-    successive halving within ``budget`` passes over the measuring documents, scored on the truth ones (the seeds
-    whose measuring losses were measured)."""
+    successive halving within ``budget`` passes over the measuring documents, scored on the truth ones (the (seed, target)
+    pairs whose measuring losses were all measured)."""
     measured = suite.own if setting == OWN_SAMPLE else suite
     assert measured is not None
     results = []
     n = len(suite.names)
-    seeds = [r for r in range(suite.adapted.shape[0]) if not np.isnan(measured.adapted[r]).any()]
-    for seed, target in itertools.product(seeds, range(n)):
+    for seed, target in itertools.product(range(suite.adapted.shape[0]), range(n)):
         shortlist = recall.first_stage(suite.scores, pool, target, k)
         others = [s for s in range(n) if s != target]
+        if np.isnan(measured.adapted[seed, others, target]).any():
+            continue
         for split, (measuring, truth) in enumerate(_cuts(suite, target, setting, splits)):
             outcome = successive_halving(
                 len(shortlist), len(measuring), budget, _oracle(measured, seed, target, shortlist, measuring)
@@ -224,6 +225,7 @@ def metrics(results: Sequence[Simulated]) -> dict:
         "max_regret": float(max_regret),
         "shortlist": float(np.mean([r.outcome.plan.candidates for r in results])),
         "measured_documents": float(np.mean([len(r.measuring) for r in results])),
+        "selections": len(results) // len(by_split),
     }
 
 

@@ -10,12 +10,13 @@ The per-document sums go to ``results/paper_own_sample.json`` (one entry per sui
 the PNG: each suite's transfer on the own samples, mean over the seeds), which ``benchmarks.paper.halving`` reads for its "own sample" setting: the second stage measures these documents
 and is scored against the suite's ground truth (held-out transfer).
 
-    python -m benchmarks.paper.own_sample [--suites exp6 exp4 exp5] [--seeds 0 1] [--quick]
+    python -m benchmarks.paper.own_sample [--suites exp6 exp4 exp5] [--seeds 0 1] [--ledgers-only] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -68,37 +69,46 @@ def measure_targets(
     sources: Mapping[str, list[common.Example]],
     targets: Mapping[str, list[common.Example]],
     seeds: Sequence[int],
-    train: Callable[[str, int], dict] | None = None,
+    measure: bool = True,
 ) -> dict:
     """Every target's examples under the base model and under each source's adapter of each seed (a source is
-    not measured on a target of its own name): ``base`` [t][u], ``adapted`` [r][s][t][u] (0 where not measured),
-    ``counts`` [t][u] (scored tokens; documents padded with 0). ``train(source, seed)`` gives the adapter's
-    weights (default: ``bench.adapter`` on the source's examples)."""
+    not measured on a target of its own name): ``base`` [t][u], ``adapted`` [r][s][t][u] (0 on the diagonal),
+    ``counts`` [t][u] (scored tokens; documents padded with 0). The adapters that are needed are trained (or
+    loaded) first, then the targets are measured one at a time, so an interrupted run has whole targets done;
+    without ``measure`` only the ledgers are read (NaN where they lack a pair)."""
     bench = ledger.bench
-    train = train or (lambda source, seed: bench.adapter(source, sources[source], seed))
     width = max(len(examples) for examples in targets.values())
     target_keys = {name: f"{name}:{common.examples_key(examples)}" for name, examples in targets.items()}
-    counts = np.zeros((len(targets), width))
-    base = np.zeros((len(targets), width))
+    prefixes = {(seed, s): f"{s}:{common.examples_key(sources[s])}|seed{seed}" for seed in seeds for s in sources}
+    counts, base = np.zeros((len(targets), width)), np.zeros((len(targets), width))
     adapted = np.zeros((len(seeds), len(sources), len(targets), width))
     for t, (name, examples) in enumerate(targets.items()):
         counts[t, : len(examples)] = [e.num_scored for e in examples]
         base[t, : len(examples)] = ledger.nll(f"base|{target_keys[name]}", None, examples)
-    for r, seed in enumerate(seeds):
-        for s, source in enumerate(tqdm(sources, desc=f"own samples, seed {seed}")):
-            prefix = f"{source}:{common.examples_key(sources[source])}|seed{seed}"
-            wanted = [(t, name) for t, name in enumerate(targets) if name != source]
-            weights = None
-            if not all(ledger.has(f"{prefix}|{target_keys[name]}") for _, name in wanted):
-                weights = train(source, seed)
-            for t, name in wanted:
-                row = ledger.nll(f"{prefix}|{target_keys[name]}", weights, targets[name])
-                adapted[r, s, t, : len(row)] = row
+    pairs = [
+        (r, s, t)
+        for r, t, s in itertools.product(range(len(seeds)), range(len(targets)), range(len(sources)))
+        if list(sources)[s] != list(targets)[t]
+    ]
+
+    def key(r: int, s: int, t: int) -> str:
+        return f"{prefixes[(seeds[r], list(sources)[s])]}|{target_keys[list(targets)[t]]}"
+
+    needed = sorted({(seeds[r], list(sources)[s]) for r, s, t in pairs if measure and not ledger.has(key(r, s, t))})
+    weights = {(seed, s): bench.adapter(s, sources[s], seed) for seed, s in tqdm(needed, desc="adapters")}
+    for r, s, t in tqdm(pairs, desc="own samples"):
+        examples = targets[list(targets)[t]]
+        if measure or ledger.has(key(r, s, t)):
+            row = ledger.nll(key(r, s, t), weights.get((seeds[r], list(sources)[s])), examples)
+            adapted[r, s, t, : len(row)] = row
+        else:
+            adapted[r, s, t] = np.nan
     return {"base": base, "adapted": adapted, "counts": counts}
 
 
-def measure_suite(suite: str, seeds: Sequence[int]) -> dict:
-    """The own samples of ``suite``'s targets under every candidate of ``seeds`` (module docstring)."""
+def measure_suite(suite: str, seeds: Sequence[int], measure: bool = True) -> dict:
+    """The own samples of ``suite``'s targets under every candidate of ``seeds`` (module docstring; without
+    ``measure`` what the ledgers hold)."""
     names, load, group = SUITES[suite]
     texts = common.domain_texts(names, load)
     model, tokenizer = common.load_base_model()
@@ -107,7 +117,7 @@ def measure_suite(suite: str, seeds: Sequence[int]) -> dict:
     bench = common.LoraBench(model, common.lora_settings(), common.SETUP.cache_dir)
     for name in tqdm(task, desc="prefix states"):
         bench.prefix_states(task[name], group=name)
-    losses = measure_targets(SampleLedger(bench, group, split), task, task, seeds)
+    losses = measure_targets(SampleLedger(bench, group, split), task, task, seeds, measure)
     return {
         "domains": list(task),
         "seeds": list(seeds),
@@ -147,13 +157,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--suites", nargs="+", choices=list(SUITES), default=list(SUITES))
     parser.add_argument("--seeds", nargs="+", type=int, default=list(common.LORA_SEEDS), help="LoRA seeds measured")
+    parser.add_argument(
+        "--ledgers-only", action="store_true", help="measure nothing: what the ledgers hold (NaN for the rest)"
+    )
     chosen, rest = parser.parse_known_args(argv)
     options = common.paper_arguments(__doc__.splitlines()[0], argv=rest)
     started = time.time()
     path = common.SETUP.results_dir / f"{RESULT}.json"
     suites = json.loads(path.read_text())["suites"] if path.exists() and not options.quick else {}
     for suite in chosen.suites[:1] if options.quick else chosen.suites:
-        suites[suite] = measure_suite(suite, chosen.seeds)
+        suites[suite] = measure_suite(suite, chosen.seeds, not chosen.ledgers_only)
         adapted = np.asarray(suites[suite]["adapted"])
         print(f"{suite}: {adapted.shape[2]} targets × {adapted.shape[1] - 1} candidates × {adapted.shape[0]} seeds")
     figure(suites, common.SETUP.results_dir / f"{RESULT}.png")
