@@ -49,6 +49,7 @@ from benchmarks.paper.halving_simulation import (
     budget_rows,
     choose_shortlist,
     cuts,
+    fit_exponent,
     load_suites,
     pool_rows,
     quick_suites,
@@ -144,21 +145,41 @@ def verdict_lines(rows: Mapping[str, Mapping[str, list[dict]]], rerank3: Mapping
 
 def reliability_by_suite(suites: Mapping[str, Suite], setting: str, splits: int) -> dict[str, dict[str, dict]]:
     """The reliability tables of P(best) in ``setting`` per suite (those that have it) and over them together,
-    printed."""
+    printed; halving's P(best) also with its exponent fitted on the other suites (``fit_exponent``)."""
     splits = cuts(setting, splits)
-    inputs = {
+    parts = {
         name: reliability_inputs(suite, suites, setting, splits)
         for name, suite in suites.items()
         if setting != OWN_SAMPLE or suite.own is not None
     }
-    methods = next(iter(inputs.values()))
+    halving = f"halving B={TARGET_BUDGET}"
+    fitted, exponents = f"{halving}, exponent fitted on the other suites", {}
+    for name, by_method in parts.items():
+        others = [parts[other][halving] for other in parts if other != name]
+        if others:
+            gamma = exponents[name] = fit_exponent(*([x for other in others for x in other[i]] for i in range(3)))
+            measured, entered, observed = by_method[halving]
+            by_method[fitted] = (
+                [m**gamma for m in measured],
+                entered,
+                observed,
+            )
+    inputs = {
+        name: {method: ([m * e for m, e in zip(*x[:2])], x[2]) for method, x in by_method.items()}
+        for name, by_method in parts.items()
+    }
+    methods = {m for by_method in inputs.values() for m in by_method}
     pooled = {
-        method: tuple([x for by_method in inputs.values() for x in by_method[method][i]] for i in (0, 1))
-        for method in methods
+        method: tuple(
+            [x for by_method in inputs.values() if method in by_method for x in by_method[method][i]] for i in (0, 1)
+        )
+        for method in sorted(methods)
     }
     tables = {}
     for name, by_method in {**inputs, "all suites": pooled}.items():
         tables[name] = {method: reliability(p, o, splits) for method, (p, o) in by_method.items()}
+        if name in exponents:
+            tables[name][fitted]["exponent"] = exponents[name]
         for method, table in tables[name].items():
             print_table(
                 ["P(best) bin", "rows", "selections", "predicted", "observed", "says"],
@@ -174,7 +195,8 @@ def reliability_by_suite(suites: Mapping[str, Suite], setting: str, splits: int)
                     for b in table["bins"]
                 ],
                 title=f"{name}, {method}: reliability of P(best of all candidates) ({setting}; selections = "
-                f"rows / cuts); Brier {table['brier']:.3f}",
+                f"rows / cuts); Brier {table['brier']:.3f}"
+                + (f"; exponent {table['exponent']:.2f}" if "exponent" in table else ""),
             )
     return tables
 

@@ -317,9 +317,10 @@ def recall_at(suites: Mapping[str, Suite], held_out: str, k: int) -> float:
 def reliability_inputs(
     suite: Suite, suites: Mapping[str, Suite], setting: str, splits: int
 ) -> dict[str, tuple[list, list]]:
-    """(predicted P(best of all candidates), whether the pick was the best of the truth documents) of every
-    selection and cut of ``setting`` (independent halves or the own sample), for halving at the default budget and
-    ``rerank=3``, and for the latter without the unmeasured (the measured share alone)."""
+    """(the measured share of P(best): ``measured_probability``, the first stage's recall at the shortlist entered:
+    ``recall_at``, whether the pick was the best of the truth documents) of every selection and cut of ``setting``
+    (independent halves or the own sample), for halving at the default budget and ``rerank=3``, and for the latter
+    without the unmeasured (the measured share alone: recall 1). P(best of all candidates) is their product."""
     held_out = next(name for name, s in suites.items() if s is suite)
     n = len(suite.names) - 1
     runs = {
@@ -336,10 +337,26 @@ def reliability_inputs(
             for r in results
         ]
         observed = [float(r.correct) for r in results]
-        inputs[method] = ([p * q for p, q in zip(measured, entered)], observed)
+        inputs[method] = (measured, entered, observed)
         if method == "rerank=3":
-            inputs["rerank=3, the measured alone"] = (measured, observed)
+            inputs["rerank=3, the measured alone"] = (measured, [1.0] * len(results), observed)
     return inputs
+
+
+#: the exponents ``fit_exponent`` chooses among
+EXPONENTS = tuple(float(x) for x in np.geomspace(0.25, 16.0, 37))
+
+
+def fit_exponent(measured: Sequence[float], entered: Sequence[float], observed: Sequence[float]) -> float:
+    """γ of P(best) = recall × (measured share)^γ (γ > 1: less sure) of the highest Bernoulli likelihood of
+    ``observed``; fitted on the other suites' selections (leave one suite out), never on the suite it is used on."""
+    m, e, o = (np.asarray(x, dtype=np.float64) for x in (measured, entered, observed))
+
+    def likelihood(gamma: float) -> float:
+        p = np.clip(e * m**gamma, 1e-6, 1 - 1e-6)
+        return float(np.sum(o * np.log(p) + (1 - o) * np.log1p(-p)))
+
+    return max(EXPONENTS, key=likelihood)
 
 
 def reliability(predicted: Sequence[float], observed: Sequence[float], splits: int) -> dict:
