@@ -30,6 +30,9 @@ truth documents' size) in which the pick beats every other measured candidate on
 on; its reliability per suite against how often the pick was the best on the truth documents (independent halves
 and own sample).
 
+Every row and reliability input is kept in ``<cache>/halving_rows.json`` under a hash of the losses it read, so a
+rerun recomputes only what changed (a new own sample, say).
+
     python -m benchmarks.paper.halving [--quick]   # table, benchmarks/results/paper_halving.json and .png
 """
 
@@ -39,7 +42,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 
-from benchmarks.paper import common
+from benchmarks.paper import common, halving_simulation
 from benchmarks.paper.halving_simulation import (
     DEFAULT_POOL,
     OWN_SAMPLE,
@@ -148,7 +151,7 @@ def reliability_by_suite(suites: Mapping[str, Suite], setting: str, splits: int)
     printed; halving's P(best) also with its exponent fitted on the other suites (``fit_exponent``)."""
     splits = cuts(setting, splits)
     parts = {
-        name: reliability_inputs(suite, suites, setting, splits)
+        name: dict(reliability_inputs(suite, suites, setting, splits))
         for name, suite in suites.items()
         if setting != OWN_SAMPLE or suite.own is not None
     }
@@ -238,6 +241,7 @@ def figure(curves: Mapping[str, dict], rows: Mapping[str, Mapping[str, list[dict
 def main(argv: Sequence[str] | None = None) -> None:
     options = common.paper_arguments(__doc__.splitlines()[0], argv=argv)
     started = time.time()
+    halving_simulation.ROWS = common.Ledger(common.SETUP.cache_dir / "halving_rows.json")
     suites: dict[str, Suite] = quick_suites() if options.quick else load_suites(common.RESULTS_DIR)
     splits = 2 if options.quick else SPLITS
     curves = {name: recall_curves(suite) for name, suite in suites.items()}

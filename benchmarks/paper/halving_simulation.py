@@ -5,6 +5,8 @@ oracle that reads the committed per-document losses instead of measuring, scored
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import itertools
 import json
 import math
@@ -47,6 +49,18 @@ class Suite:
     scores: dict[str, np.ndarray]
     #: the same losses on each target's own sample (its task documents), where they were measured
     own: Suite | None = None
+
+    @functools.cached_property
+    def key(self) -> str:
+        """A short hash of the losses and scores (without the own sample's: ``losses_key``)."""
+        digest = hashlib.sha256(json.dumps([self.names, self.relative, sorted(self.scores)]).encode())
+        for array in (self.base, self.adapted, self.counts, *(self.scores[k] for k in sorted(self.scores))):
+            digest.update(np.ascontiguousarray(array).tobytes())
+        return digest.hexdigest()[:12]
+
+    def losses_key(self, setting: str) -> str:
+        """A short hash of everything a selection in ``setting`` reads (the cache key of its rows)."""
+        return self.key + (self.own.key if setting == OWN_SAMPLE and self.own is not None else "")
 
     def transfer(self, seed: int, target: int, units: np.ndarray) -> np.ndarray:
         """Every source's transfer to ``target`` on the documents ``units``."""
@@ -229,8 +243,19 @@ def metrics(results: Sequence[Simulated]) -> dict:
     }
 
 
+#: where rows and reliability inputs are kept between runs (``benchmarks.paper.halving`` sets it: a ledger in the
+#: benchmark cache, keyed by the suite's losses), None: computed every time
+ROWS: common.Ledger | None = None
+
+
+def _kept(key: str, compute):
+    return compute() if ROWS is None else ROWS.get(key, compute)
+
+
 def pool_rows(suite: Suite, setting: str, splits: int, pool: Sequence[str], k: int, budget: int) -> dict:
-    return metrics(simulate(suite, setting, splits, pool, k, budget))
+    """``metrics`` of ``simulate`` (kept in ``ROWS``)."""
+    key = f"{suite.losses_key(setting)}|{setting}|{cuts(setting, splits)}|{recall.stage_name(pool)}|{k}|{budget}"
+    return _kept(key, lambda: metrics(simulate(suite, setting, splits, pool, k, budget)))
 
 
 def budget_rows(suite: Suite, setting: str, splits: int) -> list[dict]:
@@ -322,6 +347,15 @@ def reliability_inputs(
     (independent halves or the own sample), for halving at the default budget and ``rerank=3``, and for the latter
     without the unmeasured (the measured share alone: recall 1). P(best of all candidates) is their product."""
     held_out = next(name for name, s in suites.items() if s is suite)
+    others = "+".join(s.key for name, s in suites.items() if name != held_out)
+    others = hashlib.sha256(others.encode()).hexdigest()[:12]
+    key = f"{suite.losses_key(setting)}|reliability|{setting}|{cuts(setting, splits)}|{others}"
+    return _kept(key, lambda: _reliability_inputs(suite, suites, held_out, setting, splits))
+
+
+def _reliability_inputs(
+    suite: Suite, suites: Mapping[str, Suite], held_out: str, setting: str, splits: int
+) -> dict[str, tuple[list, list, list]]:
     n = len(suite.names) - 1
     runs = {
         f"halving B={DEFAULT_RERANK_BUDGET}": simulate(
