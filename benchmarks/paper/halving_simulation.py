@@ -99,9 +99,18 @@ def load_suites(results: Path) -> dict[str, Suite]:
             bool(held["relative_perplexity"]),
             {k: np.array(v, dtype=np.float64) for k, v in data["scores"].items()},
         )
-        if key in own:
-            suites[key] = dataclasses.replace(suites[key], own=_own_sample(suites[key], own[key]))
+        if key in own and _complete_targets(sample := _own_sample(suites[key], own[key])):
+            suites[key] = dataclasses.replace(suites[key], own=sample)
     return suites
+
+
+def _complete_targets(own: Suite) -> int:
+    """How many (seed, target) pairs have the own sample under every other candidate."""
+    n = len(own.names)
+    return sum(
+        not np.isnan(own.adapted[seed, [s for s in range(n) if s != t], t]).any()
+        for seed, t in itertools.product(range(own.adapted.shape[0]), range(n))
+    )
 
 
 def _own_sample(suite: Suite, own: dict) -> Suite:
