@@ -282,6 +282,44 @@ def test_a_single_attempt_still_waits_for_retry_after(hub, hf_hub_cache, monkeyp
     assert waits == [2.0] * RETRIES and hub.fault_log.statuses[429] == RETRIES + 1
 
 
+def test_the_second_stage_waits_for_retry_after_and_peft_sends_no_request(hub, hf_hub_cache, tmp_path):
+    """A 429 answered to the weights file's size no longer skips the adapter: asked again after its Retry-After;
+    peft then loads it from the Hub cache, with no request of its own (its existence check has no retries)."""
+    from fisherhub.selection.peft_loading import checked_adapter_on
+    from fisherhub.selection.rows import AdapterLocation
+    from fisherhub.testing.hub_repos import save_random_lora
+    from fisherhub.testing.tiny_models import tiny_causal_lm
+
+    model = tiny_causal_lm("llama", tie_word_embeddings=False)
+    saved = save_random_lora(model, tmp_path / "lora", 0, BASE)
+    commit = put_repo(hub, "org/lora-00", {p.name: p.read_bytes() for p in saved.iterdir()})
+    weights, config = (
+        f"/org/lora-00/resolve/<commit>/{name}" for name in ("adapter_model.safetensors", "adapter_config.json")
+    )
+    others = [("HEAD", weights, 1), ("HEAD", weights, 2), ("GET", weights, 0), ("HEAD", config, 0), ("GET", config, 0)]
+    seed = seed_where(
+        lambda s: (
+            Faults(seed=s).draw("429", "HEAD", weights, 0) < 0.1
+            and all(Faults(seed=s).draw("429", *request) >= 0.1 for request in others)
+        )
+    )
+    hub.faults = Faults(seed=seed, rate_limited=0.1, retry_after=1)
+    started = time.perf_counter()
+    with checked_adapter_on(model, AdapterLocation("org/lora-00", commit), BASE, None, None) as peft_model:
+        assert time.perf_counter() - started >= 1.0  # the Retry-After, waited for
+        assert any("lora_A" in name for name, _ in peft_model.named_parameters())
+        sent = len(hub.requests)
+    log = hub.fault_log
+    assert log.statuses[429] == 1 and log.retried == 1 and log.early == 0
+    assert [method for method, path, _ in hub.requests if path.endswith("adapter_model.safetensors")] == [
+        "HEAD",  # its size (answered 429)
+        "HEAD",  # again, after the Retry-After
+        "HEAD",  # hf_hub_download into the cache
+        "GET",
+    ]
+    assert len(hub.requests) == sent
+
+
 def test_hub_serve_busy_answers_as_a_busy_hub(tmp_path):
     process, printed = serve(None, "--busy", "--seed", "1")  # seed 1: one of the 40 answered 429
     try:
