@@ -6,7 +6,9 @@ sent (``counting_requests``).
 (its HEAD again after a failure; the GET on 429) and ``get_hf_file_metadata(retry_on_errors=True)``; fisherhub
 uses those as they are. ``repo_info`` is sent once: a 429 or 5xx raises ``HfHubHTTPError``. ``with_retries``
 sends such a call again, at most ``RETRIES`` times, after the ``Retry-After`` the 429 names (a wait longer than
-``MAX_WAIT`` is not waited for: the error is raised) or, without one, after 1, 2, 4 s.
+``MAX_WAIT`` is not waited for: the error is raised) or, without one, after 1, 2, 4 s. With
+``statuses=RATE_LIMITED`` it is a single attempt that still honours a 429: what an index update sends to a file
+the Hub failed to serve at an earlier run, and the second stage to an adapter's weights file.
 """
 
 from __future__ import annotations
