@@ -359,8 +359,7 @@ def build_index(
     listed = {(s.ref.repo_type, s.ref.repo_id) for s in snapshots}
     folder.done = {key: entry for key, entry in folder.done.items() if key in listed}  # repos gone since are dropped
     table = folder.table()
-    commit = push_index(table, repo, base_model, layout, folder.entries(), token=token, private=private)
-    return commit, IndexSummary.of(table, base_model, folder.entries())
+    return push_index(table, repo, base_model, layout, folder.entries(), token=token, private=private)
 
 
 class InterruptedBuild(FisherHubError):
@@ -447,5 +446,5 @@ def update_index(
     if not gone and set(changed) == once and still_unavailable(loaded, folder, once):
         return None, IndexSummary.of(loaded.table, base_model, loaded.state["repos"]), read
     table = replace_repos(loaded, folder, {("model", repo_id) for repo_id in (*changed, *gone)})
-    commit = push_index(table, loaded.ref, base_model, layout, folder.entries(), token=token)
-    return commit, IndexSummary.of(table, base_model, folder.entries()), read
+    commit, summary = push_index(table, loaded.ref, base_model, layout, folder.entries(), token=token)
+    return commit, summary, read
