@@ -85,18 +85,30 @@ def _index_values(result: dict) -> None:
 
 def _index_wire_values(result: dict) -> None:
     """The index_wire suite's JSON: every broken repo skipped with its reason and no other, each row once, 429s
-    answered and sent again; the resumed build equal to the uninterrupted one; the update read the changed repos."""
+    answered and sent again; the resumed build equal to the uninterrupted one; each update read the changed repos
+    (with nothing changed: none, and pushed nothing); the two-stage selections measured adapters they loaded."""
     for build in result["build"]:
         assert build["rows"] == build["distinct_rows"] == build["adapters"] - sum(build["broken"].values())
         assert build["skipped"] == build["broken"] and not build["skipped_not_broken"]
         assert not build["broken_not_skipped"] and not build["skipped_with_another_reason"]
         assert build["retried"] >= build["answered_429"] > 0
-    kill, update = result["kill"], result["update"]
+    kill = result["kill"]
     assert kill["killed_mid_build"] and kill["duplicate_rows"] == 0 and kill["same_rows_as_uninterrupted"]
     assert (
         kill["resume"]["requests"] < next(b for b in result["build"] if b["adapters"] == kill["adapters"])["requests"]
     )
-    assert update["repos_read"] == update["changed"] >= 1 and 0 < update["share_of_build_requests"] < 1
+    assert [update["adapters"] for update in result["update"]] == [build["adapters"] for build in result["build"]]
+    for update in result["update"]:
+        assert update["repos_read"] == update["changed"] + update["unavailable_before"] and update["changed"] >= 1
+        assert 0 < update["share_of_build_requests"] < 1 and update["requests_reading_changed_adapters"] > 0
+        unchanged = update["nothing_changed"]
+        assert not unchanged["pushed"] and unchanged["repos_read"] == update["unavailable_before"]
+    assert [(r["adapters"], r["built"]) for r in result["rank"]] == [(60, True), (120, False)]
+    for run in result["rank"]:
+        assert run["signature target"]["warm"]["requests"] < run["signature target"]["cold"]["requests"]
+    two_stage = [result["rank"][0]["data target, rerank=3"], result["rank"][0]["data target, rerank=halving"]]
+    assert two_stage[0]["measured"] == 3 and two_stage[1]["measured"] > 3 and two_stage[1]["passes"] > 0
+    assert all(not run["not_measured"] and run["top1"].startswith("bench/lora-") for run in two_stage)
 
 
 def _index_sign_values(result: dict) -> None:

@@ -171,7 +171,10 @@ def run_update(args: argparse.Namespace) -> int:
         )
     print("\n".join(summary.lines()))
     print(traffic.line())
-    print(f"read {read} changed repo(s); " + (f"pushed {args.index}@{commit}" if commit else "the index is up to date"))
+    print(
+        f"read {read} repo(s) (changed, new, or unavailable before); "
+        + (f"pushed {args.index}@{commit}" if commit else "the index is up to date")
+    )
     return 0
 
 
