@@ -5,7 +5,7 @@ module starts the server and sets the environment before anything imports it. No
 
 Fixtures:
     hub_server    the session's HubServer (state persists across tests)
-    hub           the same server, emptied first: use it for a clean Hub in a test
+    hub           the same server, emptied first: use it for a clean Hub in a test (its latency and faults end with it)
     hf_api        an `HfApi()` pointed at the server
     hf_hub_cache  a fresh, empty HF_HUB_CACHE directory for this test (env var and client constant)
     wide_terminal a terminal too wide for any line to wrap or any name to be shortened
@@ -30,6 +30,7 @@ if "huggingface_hub" in sys.modules:
     raise RuntimeError("huggingface_hub was imported before tests/conftest.py could point it at the local Hub server")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fisherhub.testing.hub_faults import Faults  # noqa: E402  (standard library only)
 from fisherhub.testing.hub_server import HubServer  # noqa: E402  (standard library + yaml only)
 
 _SERVER = HubServer().start()
@@ -73,6 +74,7 @@ def hub_server() -> HubServer:
 def hub(hub_server: HubServer) -> HubServer:
     hub_server.reset()
     yield hub_server
+    hub_server.latency, hub_server.faults = 0.0, Faults()  # a test's slow or faulty Hub ends with it, not in the next file
 
 
 @pytest.fixture
