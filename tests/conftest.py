@@ -74,7 +74,8 @@ def hub_server() -> HubServer:
 def hub(hub_server: HubServer) -> HubServer:
     hub_server.reset()
     yield hub_server
-    hub_server.latency, hub_server.faults = 0.0, Faults()  # a test's slow or faulty Hub ends with it, not in the next file
+    # a test's slow or faulty Hub ends with it, not in the next file's fixtures
+    hub_server.latency, hub_server.faults = 0.0, Faults()
 
 
 @pytest.fixture
