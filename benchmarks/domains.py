@@ -633,14 +633,15 @@ def main(argv: list[str] | None = None) -> None:
     tables = {
         "natural": natural_domains(args.num_docs, args.seed),
         "held-out": heldout_domains(args.num_docs, args.seed),
+        "pre-registered": preregistered_domains(args.num_docs, args.seed),
         "smiles": smiles_domains(args.num_docs, args.seed),
         "sentiment": {"sentiment_snippets": sentiment_snippets(3 * args.num_docs, args.seed)},
     }
-    print(f"{'group':<10} {'domain':<22} {'docs':>6} {'mean chars':>11}")
+    print(f"{'group':<14} {'domain':<22} {'docs':>6} {'mean chars':>11}")
     for group, domains in tables.items():
         for name, ds in domains.items():
             mean = sum(map(len, ds["text"])) / max(len(ds), 1)
-            print(f"{group:<10} {name:<22} {len(ds):>6} {mean:>11.0f}")
+            print(f"{group:<14} {name:<22} {len(ds):>6} {mean:>11.0f}")
     print(f"built in {time.perf_counter() - start:.0f} s; cache: {CACHE_DIR}")
 
 
