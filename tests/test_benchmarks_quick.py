@@ -202,6 +202,7 @@ CHECKS = {
     "exp4": lambda r: _selection_values(r, r["domains"]) is None and _two_stage(r),
     "exp5": lambda r: _selection_values(r, r["domains"]) is None and _two_stage(r),
     "exp6": lambda r: _selection_values(r, r["domains"]) is None and _two_stage(r),
+    "exp7": lambda r: _selection_values(r, r["domains"]) is None and _own_sample_values(r) is None,
     "halving": lambda r: _halving_values(r) is None,
 }
 
@@ -218,6 +219,26 @@ def _halving_values(result: dict) -> None:
     assert all(0.0 <= v <= 1.0 for curves in result["recall"].values() for c in curves.values() for v in c.values())
     pooled = result["reliability"]["all suites"]
     assert all(sum(b["rows"] for b in table["bins"]) == table["rows"] > 0 for table in pooled.values())
+
+
+def _own_sample_values(result: dict) -> None:
+    """The pre-registered suite: every target's own sample measured under every other domain's adapter (never
+    its own), halving at every budget 2 … candidates + 1 with the last one measure-all (its own ceiling), every
+    second stage's picks one per seed and target, in the paired bootstrap, and reliability bins counting them."""
+    measured, n = result["sample_measured"], len(result["domains"])
+    assert all(measured[s][t] == (s != t) for s in range(n) for t in range(n))
+    stage = result["second_stage"]
+    rows = stage["budgets"]
+    assert [row["budget"] for row in rows] == list(range(2, n + 1))
+    assert rows[-1]["top1"] == rows[-1]["ceiling"]["top1"] and rows[-1]["shortlist"] == n - 1
+    assert all(0.0 <= row["top1"] <= 1.0 and row["max_regret_of_all"] >= row["max_regret"] >= 0 for row in rows)
+    seeds = len(result["seeds"])
+    assert all(len(picks) == seeds * n for picks in stage["picks"].values())
+    assert {"rerank3", f"halving_B{n}"} <= set(stage["bootstrap"]["methods"])
+    assert all(
+        sum(b["rows"] for b in table["bins"]) == table["rows"] == seeds * n for table in stage["reliability"].values()
+    )
+    assert all(0.0 <= v <= 1.0 for curve in result["recall"].values() for v in curve.values())
 
 
 def _generation_values(result: dict) -> None:

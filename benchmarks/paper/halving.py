@@ -130,23 +130,27 @@ def reliability_by_suite(suites: Mapping[str, Suite], splits: int) -> dict[str, 
     for name, by_method in {**inputs, "all suites": pooled}.items():
         tables[name] = {method: reliability(p, o, splits) for method, (p, o) in by_method.items()}
         for method, table in tables[name].items():
-            print_table(
-                ["P(best) bin", "rows", "selections", "predicted", "observed", "says"],
-                [
-                    [
-                        f"{b['bin'][0]:.2f}-{b['bin'][1]:.2f}",
-                        b["rows"],
-                        b["selections"],
-                        b["predicted"],
-                        b["observed"],
-                        b["says"],
-                    ]
-                    for b in table["bins"]
-                ],
-                title=f"{name}, {method}: reliability of P(best of all candidates) (independent halves; selections = "
-                f"rows / cuts); Brier {table['brier']:.3f}",
-            )
+            print_reliability(f"{name}, {method}", "independent halves; selections = rows / cuts", table)
     return tables
+
+
+def print_reliability(name: str, how: str, table: Mapping) -> None:
+    """A reliability table of P(best of all candidates) (``halving_simulation.reliability``), printed."""
+    print_table(
+        ["P(best) bin", "rows", "selections", "predicted", "observed", "says"],
+        [
+            [
+                f"{b['bin'][0]:.2f}-{b['bin'][1]:.2f}",
+                b["rows"],
+                b["selections"],
+                b["predicted"],
+                b["observed"],
+                b["says"],
+            ]
+            for b in table["bins"]
+        ],
+        title=f"{name}: reliability of P(best of all candidates) ({how}); Brier {table['brier']:.3f}",
+    )
 
 
 def figure(curves: Mapping[str, dict], rows: Mapping[str, Mapping[str, list[dict]]], path) -> None:
