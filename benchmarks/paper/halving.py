@@ -184,24 +184,28 @@ def reliability_by_suite(suites: Mapping[str, Suite], setting: str, splits: int)
         if name in exponents:
             tables[name][fitted]["exponent"] = exponents[name]
         for method, table in tables[name].items():
-            print_table(
-                ["P(best) bin", "rows", "selections", "predicted", "observed", "says"],
-                [
-                    [
-                        f"{b['bin'][0]:.2f}-{b['bin'][1]:.2f}",
-                        b["rows"],
-                        b["selections"],
-                        b["predicted"],
-                        b["observed"],
-                        b["says"],
-                    ]
-                    for b in table["bins"]
-                ],
-                title=f"{name}, {method}: reliability of P(best of all candidates) ({setting}; selections = "
-                f"rows / cuts); Brier {table['brier']:.3f}"
-                + (f"; exponent {table['exponent']:.2f}" if "exponent" in table else ""),
-            )
+            exponent = f"; exponent {table['exponent']:.2f}" if "exponent" in table else ""
+            print_reliability(f"{name}, {method}", f"{setting}; selections = rows / cuts{exponent}", table)
     return tables
+
+
+def print_reliability(name: str, how: str, table: Mapping) -> None:
+    """A reliability table of P(best of all candidates) (``halving_simulation.reliability``), printed."""
+    print_table(
+        ["P(best) bin", "rows", "selections", "predicted", "observed", "says"],
+        [
+            [
+                f"{b['bin'][0]:.2f}-{b['bin'][1]:.2f}",
+                b["rows"],
+                b["selections"],
+                b["predicted"],
+                b["observed"],
+                b["says"],
+            ]
+            for b in table["bins"]
+        ],
+        title=f"{name}: reliability of P(best of all candidates) ({how}); Brier {table['brier']:.3f}",
+    )
 
 
 def figure(curves: Mapping[str, dict], rows: Mapping[str, Mapping[str, list[dict]]], path) -> None:

@@ -315,7 +315,7 @@ def choose_shortlist(suites: Mapping[str, Suite], splits: int) -> dict[str, dict
     return choices
 
 
-def measured_probability(result: Simulated, suite: Suite, draws: int = DRAWS) -> float:
+def measured_probability(result: Simulated, draws: int = DRAWS) -> float:
     """P(the pick beats every other measured candidate on a truth sample), by a double bootstrap of the measuring
     documents: a resample (the population), then from it a sample of the truth half's size; each candidate is
     compared with the pick on the documents it was measured on."""
@@ -374,7 +374,7 @@ def _reliability_inputs(
     }
     inputs = {}
     for method, results in runs.items():
-        measured = [measured_probability(r, suite) for r in results]
+        measured = [measured_probability(r) for r in results]
         entered = [
             1.0 if r.outcome.plan.candidates >= n else recall_at(suites, held_out, r.outcome.plan.candidates)
             for r in results
