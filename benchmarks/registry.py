@@ -273,11 +273,5 @@ SUITES = {
             "exp4–6: each target's own sample under every candidate adapter (the real second stage's losses)",
             ("paper_own_sample.json", "paper_own_sample.png"),
         ),
-        Suite(
-            "wide_suite",
-            "benchmarks.paper.wide_suite",
-            "128 candidate adapters per exp6 target: recall@k of the first stages, halving on the own samples",
-            ("paper_wide_suite.json", "paper_wide_suite.png"),
-        ),
     )
 }

@@ -236,7 +236,7 @@ def figure(curves: Mapping[str, dict], rows: Mapping[str, Mapping[str, list[dict
         axes[2, column].set_title(f"{suite}: max regret against B")
         axes[2, column].set_xlabel("B (passes, the base model's included)")
     axes[0, 0].legend(fontsize=6)
-    axes[1, 0].legend(fontsize=6)
+    axes[1, -1].legend(fontsize=6)  # the last suite has every setting (exp3 has no own sample)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
