@@ -267,5 +267,11 @@ SUITES = {
             "the budgeted second stage (successive halving) simulated over the suites' per-document losses",
             ("paper_halving.json", "paper_halving.png"),
         ),
+        Suite(
+            "own_sample",
+            "benchmarks.paper.own_sample",
+            "exp4–6: each target's own sample under every candidate adapter (the real second stage's losses)",
+            ("paper_own_sample.json", "paper_own_sample.png"),
+        ),
     )
 }

@@ -204,21 +204,37 @@ CHECKS = {
     "exp6": lambda r: _selection_values(r, r["domains"]) is None and _two_stage(r),
     "exp7": lambda r: _selection_values(r, r["domains"]) is None and _own_sample_values(r) is None,
     "halving": lambda r: _halving_values(r) is None,
+    "own_sample": lambda r: _own_sample_values(r) is None,
 }
 
 
 def _halving_values(result: dict) -> None:
     """The budgeted second stage's simulation: top-1 in [0, 1] at every budget, the last budget measure-all (its
-    own ceiling), no regret below 0, reliability bins that count their selections."""
-    assert result["quick"] is True and len(result["budgets"]) == 2
+    own ceiling), no regret below 0, reliability bins that count their selections, in each setting (the own
+    sample's among them)."""
+    assert result["quick"] is True and list(result["budgets"]) == ["same documents", "independent halves", "own sample"]
     for by_suite in result["budgets"].values():
         for rows in by_suite.values():
             assert [row["budget"] for row in rows] == list(range(2, len(rows) + 2))
             assert all(0.0 <= row["top1"] <= 1.0 and row["max_regret"] >= row["mean_regret"] >= 0 for row in rows)
             assert rows[-1]["top1"] == rows[-1]["ceiling"]["top1"]
     assert all(0.0 <= v <= 1.0 for curves in result["recall"].values() for c in curves.values() for v in c.values())
-    pooled = result["reliability"]["all suites"]
-    assert all(sum(b["rows"] for b in table["bins"]) == table["rows"] > 0 for table in pooled.values())
+    for setting in ("independent halves", "own sample"):
+        pooled = result["reliability"][setting]["all suites"]
+        assert all(sum(b["rows"] for b in table["bins"]) == table["rows"] > 0 for table in pooled.values())
+
+
+def _own_sample_values(result: dict) -> None:
+    """Each target's own sample under every other domain's adapter of each seed: positive NLL sums where
+    measured (never a target under its own domain's adapter), on the documents the counts say."""
+    suite = next(iter(result["suites"].values()))
+    counts = suite["counts"]
+    for seed in suite["adapted"]:
+        for s, by_target in enumerate(seed):
+            for t, row in enumerate(by_target):
+                scored = [nll for nll, n in zip(row, counts[t]) if n > 0]
+                assert all(nll == 0 for nll in scored) if s == t else all(nll > 0 for nll in scored)
+    assert all(b > 0 for row, n in zip(suite["base"], counts) for b, c in zip(row, n) if c > 0)
 
 
 def _own_sample_values(result: dict) -> None:
