@@ -48,7 +48,7 @@ from fisherhub import Signature, SketchSpec  # noqa: E402
 from fisherhub.core.features import SKETCHES  # noqa: E402
 from fisherhub.hub import INDEX_PATH, push_signature, signature_path  # noqa: E402
 from fisherhub.hub.listing import entry_for, render_listing  # noqa: E402
-from fisherhub.hub.refs import SignatureRef  # noqa: E402
+from fisherhub.hub.refs import SignatureRef, is_signature_file  # noqa: E402
 from fisherhub.hub.signature_index.build import RepoResult, WorkFolder, build_index  # noqa: E402
 from fisherhub.hub.signature_index.layout import Layout  # noqa: E402
 from fisherhub.hub.signature_index.rows import read_rows  # noqa: E402
@@ -76,15 +76,19 @@ class Signatures:
     """Synthetic signatures of one base model: per sketch, μ = shared + domain centre + own noise (the noise's
     size varies by adapter, so alignments within a domain spread out); split norms ‖μ‖²(1 − r), r ∈ [1%, 10%]."""
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, spec: SketchSpec | None = None):
+        """``spec``: the signatures' spec (of m = ``M``), e.g. a real model's, so that a target given as data can
+        be sketched like them; default a SmolLM-sized one (d = ``D``) of no model."""
         self.generator = torch.Generator().manual_seed(seed)
         g = self.generator
         self.shared = torch.randn(3, M, generator=g)
         self.centres = torch.randn(DOMAINS, 3, M, generator=g)
         pilot = torch.randn(D, generator=g)
-        self.spec = (
+        self.spec = spec or (
             SketchSpec(d=D, vocab_size=VOCAB, m=M, seed=0).with_fingerprint("benchmark-head").with_reflection(pilot)
         )
+        if self.spec.m != M:
+            raise ValueError(f"the signatures are of m = {M}, not {self.spec.m}")
 
     def make(self, domain: int, dataset: str) -> Signature:
         g = self.generator
@@ -182,7 +186,7 @@ def index_rows(signatures: list[Signature], repo_ids: list[str], layout: Layout)
     rows = []
     for signature, repo_id in zip(signatures, repo_ids):
         commit = SERVER.repos[("model", repo_id)].refs["refs/heads/main"]
-        path = next(p for p in SERVER.repos[("model", repo_id)].commits[commit].files if p.endswith(".safetensors"))
+        path = next(p for p in SERVER.repos[("model", repo_id)].commits[commit].files if is_signature_file(p))
         rows.append(signature_row(signature, SignatureRef(repo_id, "model", commit, path), "published", layout))
     return rows
 

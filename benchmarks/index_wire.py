@@ -4,9 +4,12 @@ HTTP 429 with ``Retry-After: 1``, listings paginated 1,000 repos a page (``Link:
 of the adapters failing after being listed (404, 500 on every read, or a signature file served truncated).
 All seeded.
 
-Setup, not measured: N signed adapters (m = 4,096, d = 576, laid out as ``fisherhub push`` writes them: the
-signature file, ``.fisher_signatures/index.json``, a card with the signature block) written straight into the
-server's store. Everything measured goes through HTTP, with ``WORKERS`` repos read at once:
+Setup, not measured: N signed adapters written straight into the server's store, laid out as ``fisherhub push``
+writes them (the signature file, ``.fisher_signatures/index.json``, a card with the signature block) plus one
+of 10 random LoRAs of a tiny random Llama (``TinyBase``): the signatures are synthetic (m = 4,096, the 10
+domains of ``benchmarks.index.Signatures``) but of that model's spec, so a target given as data is sketched
+under it and the second stage loads the shortlisted adapters onto it. Everything measured goes through HTTP,
+with ``WORKERS`` repos read at once:
 
 - **build** at each N: ``build_index`` (one paginated listing, then each repo's signature: HEAD for its size,
   then ``hf_hub_download``); seconds, requests, 429s answered, requests sent again after a 429 / 5xx, those
@@ -15,17 +18,21 @@ server's store. Everything measured goes through HTTP, with ``WORKERS`` repos re
 - **kill and resume** (at ``--kill-size``): a build in a subprocess, killed (SIGKILL) once half the repos are
   journaled, then resumed in this process: its seconds and requests against a full build, and the index it
   pushes against the uninterrupted one (the same rows, none twice);
-- **update** after 1% of the adapters pushed a new signature: ``update_index``'s requests and seconds as a
-  share of the build's, split into reading the changed adapters, reading others again (those the Hub could not
-  serve before) and the rest (listing, loading and pushing the index);
-- **rank**: ``select_adapter(target, index=)`` (the default: a signature target, the index's shortlist
-  ranked from the shortlisted files), cold and warm cache.
+- **update** at each N: first with nothing changed (what an update costs at least: the listing, loading the
+  index, one attempt at each adapter the Hub could not serve), then after 1% of the adapters pushed a new
+  signature: ``update_index``'s requests and seconds as a share of the build's, split into reading the changed
+  adapters, reading others again (those the Hub could not serve before: one attempt each, no backoff) and the
+  rest (listing, loading and pushing the index);
+- **rank** at each N, cold and warm cache: ``select_adapter(target, index=)`` with a signature target (the
+  index's shortlist ranked from the shortlisted files), and with a target given as data (``TARGET_TEXTS``,
+  sketched under the tiny model) with the two-stage selection, ``rerank=3`` and ``rerank="halving"`` (the
+  default budget).
 
 Sizes not measured are extrapolated (labelled) by a line through the measured ones.
 
     nice -n 10 python -m benchmarks.index_wire --sizes 1000 2000 --kill-size 1000      # ≈ 16 min, crowded 2 cores
-    nice -n 10 python -m benchmarks.index_wire --sizes 5000 --kill-size 0 --rank-size 0   # the 5,000 build alone
-    python -m benchmarks.index_wire --quick       # N = 60, 120: 1-3 ms a request, 10 a page, 10% broken, no 500s
+    nice -n 10 python -m benchmarks.index_wire --sizes 10000 --kill-size 0 --rank-size 0 --output-dir DIR  # ≈ 10 min
+    python -m benchmarks.index_wire --quick       # N = 60 (and 120 written from the rows), 2 workers: QUICK_FAULTS
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -47,34 +55,71 @@ from benchmarks.local_hub import SERVER, fresh_cache, fresh_hub  # noqa: E402  (
 import torch  # noqa: E402
 from huggingface_hub.utils import logging as hf_logging  # noqa: E402
 
-from benchmarks.index import BASE, DOMAINS, TARGET_DOMAIN, Signatures, write_index  # noqa: E402
+from benchmarks.index import BASE, DOMAINS, M, TARGET_DOMAIN, Signatures, write_index  # noqa: E402
 from benchmarks.synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
 from fisherhub.hub.signature_index import build_index, update_index  # noqa: E402
 from fisherhub.hub.signature_index.store import load_index  # noqa: E402
 from fisherhub.selection import select_adapter  # noqa: E402
 from fisherhub.testing.hub_faults import BUSY_HUB, Faults  # noqa: E402
-from fisherhub.testing.hub_repos import put_repo, signed_adapter_files  # noqa: E402
+from fisherhub.testing.hub_repos import put_repo, save_random_lora, signed_adapter_files  # noqa: E402
 
 WORKERS = 16
+#: --quick: 2 workers journal 8 repos at a time, and the build is killed once a quarter of its 60 repos are
+#: journaled, so that it is most often killed while it reads (the rest takes it ~0.5 s at 1-3 ms a request)
+QUICK_WORKERS, QUICK_KILL_SHARE = 2, 0.25
 FAULTS = dataclasses.replace(BUSY_HUB, seed=35)
-#: --quick: no 500s (``huggingface_hub`` sends a HEAD answered 500 again 5 times, 23 s in all)
+#: --quick: no 500s (``huggingface_hub`` sends a HEAD answered 500 again 5 times, 23 s in all); 1% of reads
+#: answered 429 with Retry-After 0 (the client still waits 1 s after each: ``huggingface_hub`` adds one; seed 35
+#: answers 4 of the 60-repo build's 201 requests so, which the quick test needs: another seed if a change leaves none)
 QUICK_FAULTS = Faults(
     seed=35,
     latency=(0.001, 0.003),
-    rate_limited=0.02,
-    retry_after=1,
+    rate_limited=0.01,
+    retry_after=0,
     page_size=10,
     broken=0.1,
     kinds=("gone", "truncated"),
 )
+#: the target given as data (the two-stage selections): 40 short documents
+TARGET_TEXTS = [f"the river {word} number {i} runs by the {word} mill again" for i in range(8) for word in "abcde"]
+#: the selections ranked at each N: a signature target, and the target's data with the two second stages
+SELECTIONS = {
+    "signature target": {},
+    "data target, rerank=3": {"rerank": 3},
+    "data target, rerank=halving": {"rerank": "halving"},
+}
 
 
-def add_adapters(maker: Signatures, signatures: list, stop: int) -> None:
+class TinyBase:
+    """What ``BASE`` stands for: a tiny random Llama and its tokenizer (``testing.tiny_models``), the spec of
+    m = ``M`` the adapters' signatures take (``lm.specs.spec_for_model``), and ``loras`` random LoRAs of it
+    (``save_random_lora``: ``adapter_config.json`` naming ``BASE`` and ``adapter_model.safetensors``), adapter i
+    holding LoRA i mod ``loras``, which the second stage loads onto the model."""
+
+    def __init__(self, folder: Path, loras: int = DOMAINS):
+        from fisherhub.lm.specs import spec_for_model
+        from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
+
+        self.model, self.tokenizer = tiny_causal_lm("llama", tie_word_embeddings=False), tiny_tokenizer()
+        self.spec = spec_for_model(self.model, self.tokenizer, m=M)
+        self.lora = []
+        for k in range(loras):
+            saved = save_random_lora(self.model, folder / f"lora-{k}", k, BASE)
+            self.lora.append(
+                {name: (saved / name).read_bytes() for name in ("adapter_config.json", "adapter_model.safetensors")}
+            )
+
+    def files(self, i: int, signature) -> dict[str, bytes]:
+        """Adapter ``i``'s files: signed with ``signature``, with LoRA i mod ``loras``."""
+        return {**signed_adapter_files(signature, BASE), **self.lora[i % len(self.lora)]}
+
+
+def add_adapters(maker: Signatures, tiny: TinyBase, signatures: list, stop: int) -> None:
     """Adapters ``bench/lora-<i>`` for i from ``len(signatures)`` to ``stop``, written into the store; their
     signatures appended to ``signatures``."""
     for i in range(len(signatures), stop):
         signatures.append(maker.make(i % DOMAINS, f"bench/domain-{i % DOMAINS}-part-{i}"))
-        put_repo(SERVER, repo_name(i), signed_adapter_files(signatures[i], BASE), title="adapter with signature")
+        put_repo(SERVER, repo_name(i), tiny.files(i, signatures[i]), title="adapter with signature")
 
 
 def repo_name(i: int) -> str:
@@ -119,10 +164,10 @@ def reason_kind(reason: str) -> str:
     return "other"
 
 
-def build_run(n: int, work: Path) -> dict:
+def build_run(n: int, work: Path, workers: int) -> dict:
     fresh_cache(work)
     index = f"datasets/bench/wire-{n}"
-    (_, summary), cost = counted(lambda: build_index(BASE, index, work=work / f"build-{n}", workers=WORKERS))
+    (_, summary), cost = counted(lambda: build_index(BASE, index, work=work / f"build-{n}", workers=workers))
     broken = SERVER.faults.broken_repos(repo_name(i) for i in range(n))
     reasons = skipped(index)
     rows = load_index(index).table
@@ -144,8 +189,9 @@ def build_run(n: int, work: Path) -> dict:
     }
 
 
-def kill_and_resume(n: int, work: Path, full: dict) -> dict:
-    """A build in a subprocess killed mid-way (SIGKILL once half the repos are journaled), then resumed here."""
+def kill_and_resume(n: int, work: Path, full: dict, workers: int, share: float = 0.5) -> dict:
+    """A build in a subprocess killed mid-way (SIGKILL once a ``share`` of the repos are journaled), then resumed
+    here."""
     folder, index = work / f"killed-{n}", f"datasets/bench/wire-killed-{n}"
     environment = {**os.environ, "HF_HUB_CACHE": str(fresh_cache(work)), "HF_HUB_VERBOSITY": "error"}
     script = (
@@ -153,10 +199,10 @@ def kill_and_resume(n: int, work: Path, full: dict) -> dict:
         "build_index(sys.argv[1], sys.argv[2], work=sys.argv[3], workers=int(sys.argv[4]))"
     )
     child = subprocess.Popen(
-        [sys.executable, "-c", script, BASE, index, str(folder), str(WORKERS)], env=environment, cwd=work
+        [sys.executable, "-c", script, BASE, index, str(folder), str(workers)], env=environment, cwd=work
     )
     journal, started = folder / "journal.jsonl", time.perf_counter()
-    while child.poll() is None and (not journal.is_file() or journal.read_text().count("\n") < n // 2):
+    while child.poll() is None and (not journal.is_file() or journal.read_text().count("\n") < n * share):
         time.sleep(0.05)
     running = child.poll() is None
     child.send_signal(signal.SIGKILL)
@@ -164,7 +210,7 @@ def kill_and_resume(n: int, work: Path, full: dict) -> dict:
     killed_after = time.perf_counter() - started
     journaled = journal.read_text().count("\n")
     fresh_cache(work)
-    (_, summary), cost = counted(lambda: build_index(BASE, index, work=folder, workers=WORKERS))
+    (_, summary), cost = counted(lambda: build_index(BASE, index, work=folder, workers=workers))
     resumed, whole = load_index(index).table, load_index(full["index"]).table
     keys = sorted(zip(resumed.column("repo_id").to_pylist(), resumed.column("path").to_pylist()))
     whole_keys = sorted(zip(whole.column("repo_id").to_pylist(), whole.column("path").to_pylist()))
@@ -183,21 +229,34 @@ def kill_and_resume(n: int, work: Path, full: dict) -> dict:
     }
 
 
-def update_run(n: int, maker: Signatures, signatures: list, work: Path, full: dict) -> dict:
-    """1% of the adapters push a new signature; ``update_index`` brings the index up to date."""
+def adapters_named(requests: list) -> list[str]:
+    """The adapter (``bench/lora-<i>``) each of ``requests`` (the server's (method, path, range)) names, if any."""
+    named = [path.removeprefix("/api/models").split("/")[1:3] for _, path, _ in requests]
+    return ["/".join(parts) for parts in named if parts[:1] == ["bench"] and parts[1].startswith("lora-")]
+
+
+def update_run(n: int, maker: Signatures, tiny: TinyBase, signatures: list, work: Path, full: dict, workers: int):
+    """``update_index`` with nothing changed, then after 1% of the adapters pushed a new signature."""
     broken = SERVER.faults.broken_repos(repo_name(i) for i in range(n))
+    unavailable = sorted(r for r, kind in broken.items() if kind == "error")
+    fresh_cache(work)
+    (commit, _, read), floor = counted(
+        lambda: update_index(full["index"], work=work / f"update-{n}-unchanged", workers=workers)
+    )
+    unchanged = {"pushed": commit is not None, "repos_read": read, **floor}
+    unchanged["share_of_build_seconds"] = floor["seconds"] / full["seconds"]
     changed = [i for i in range(0, n, 100) if repo_name(i) not in broken][: max(1, n // 100)]
     for i in changed:
         signatures[i] = maker.make(i % DOMAINS, f"bench/domain-{i % DOMAINS}-part-{i}")
-        put_repo(SERVER, repo_name(i), signed_adapter_files(signatures[i], BASE), title="a new signature")
+        put_repo(SERVER, repo_name(i), tiny.files(i, signatures[i]), title="a new signature")
     fresh_cache(work)
-    (_, _, read), cost = counted(lambda: update_index(full["index"], work=work / f"update-{n}", workers=WORKERS))
-    named = [p.removeprefix("/api/models").split("/")[1:3] for _, p, _ in SERVER.requests[-cost["requests"] :]]
-    adapters = ["/".join(parts) for parts in named if parts[:1] == ["bench"] and parts[1].startswith("lora-")]
+    (_, _, read), cost = counted(lambda: update_index(full["index"], work=work / f"update-{n}", workers=workers))
+    adapters = adapters_named(SERVER.requests[-cost["requests"] :])
     changed_names = {repo_name(i) for i in changed}
     return {
         "adapters": n,
         "changed": len(changed),
+        "unavailable_before": len(unavailable),
         "repos_read": read,
         **cost,
         "requests_reading_changed_adapters": sum(name in changed_names for name in adapters),
@@ -205,17 +264,28 @@ def update_run(n: int, maker: Signatures, signatures: list, work: Path, full: di
         "share_of_build_requests": cost["requests"] / full["requests"],
         "share_of_build_seconds": cost["seconds"] / full["seconds"],
         "share_of_build_requests_reading_changed": sum(name in changed_names for name in adapters) / full["requests"],
+        "nothing_changed": unchanged,
     }
 
 
-def rank_run(n: int, target, index: str, work: Path) -> dict:
+def rank_run(n: int, target, tiny: TinyBase, index: str, work: Path, selections: Collection[str] = SELECTIONS) -> dict:
+    """Each of ``selections`` (names in ``SELECTIONS``) from the index ``index``, from an empty Hub cache
+    (cold), then again (warm)."""
     out: dict = {"adapters": n, "built": True}
-    for phase in ("cold", "warm"):
-        if phase == "cold":
-            fresh_cache(work)
-        selection, cost = counted(lambda: select_adapter(target, index=index))
-        out[phase] = cost
-    out["top1"] = selection.ranking[0].candidate
+    for name in selections:
+        options = SELECTIONS[name]
+        given = (TARGET_TEXTS, {"model": tiny.model, "tokenizer": tiny.tokenizer}) if options else (target, {})
+        run: dict = {}
+        for phase in ("cold", "warm"):
+            if phase == "cold":
+                fresh_cache(work)
+            selection, run[phase] = counted(lambda: select_adapter(given[0], index=index, **given[1], **options))
+        run["top1"] = selection.ranking[0].candidate
+        if selection.rerank is not None:
+            second = selection.rerank
+            run.update(measured=len(second.measured), passes=second.passes, second_stage_seconds=second.seconds)
+            run["not_measured"] = [skip.reason for skip in second.skipped]
+        out[name] = run
     return out
 
 
@@ -239,38 +309,31 @@ def plot(result: dict, path: Path) -> None:
     left.plot(sizes, [b["seconds"] for b in builds], "o-", label="build, measured")
     more = result["extrapolated"]
     left.plot([e["adapters"] for e in more], [e["seconds"] for e in more], "x--", label="build, extrapolated")
-    left.plot(
-        [r["adapters"] for r in result["rank"]],
-        [r["cold"]["seconds"] for r in result["rank"]],
-        "s-",
-        label="select_adapter(index=), cold",
-    )
+    for name, marker in zip(SELECTIONS, "s^v"):
+        runs = [r for r in result["rank"] if name in r]
+        left.plot(
+            [r["adapters"] for r in runs],
+            [r[name]["cold"]["seconds"] for r in runs],
+            f"{marker}-",
+            label=f"select_adapter(index=), cold: {name}",
+        )
     left.set(xlabel="adapters", ylabel="seconds", title=f"Through the wire, {result['workers']} workers")
-    left.legend(fontsize=8)
-    middle.bar(
-        [str(b["adapters"]) for b in builds],
-        [b["requests"] for b in builds],
-        label="requests",
-        color="tab:blue",
-    )
-    middle.bar(
-        [str(b["adapters"]) for b in builds], [b["answered_429"] for b in builds], label="answered 429", color="tab:red"
-    )
+    left.legend(fontsize=7)
+    middle.bar([str(n) for n in sizes], [b["requests"] for b in builds], label="requests", color="tab:blue")
+    middle.bar([str(n) for n in sizes], [b["answered_429"] for b in builds], label="answered 429", color="tab:red")
     middle.set(xlabel="adapters", ylabel="requests", title="Build: requests, 429s")
     middle.legend(fontsize=8)
-    if "kill" not in result:
-        right.set_axis_off()
-        figure.tight_layout()
-        figure.savefig(path, dpi=120)
-        return
-    shares = {
-        "resume after kill\n(seconds)": result["kill"]["resume_share_of_build_seconds"],
-        "resume after kill\n(requests)": result["kill"]["resume_share_of_build_requests"],
-        "update, 1% changed\n(seconds)": result["update"]["share_of_build_seconds"],
-        "update, 1% changed\n(requests)": result["update"]["share_of_build_requests"],
-    }
+    shares = {}
+    if "kill" in result:
+        kill = result["kill"]
+        shares[f"resume after kill, N = {kill['adapters']:,}\n(seconds)"] = kill["resume_share_of_build_seconds"]
+        shares[f"resume after kill, N = {kill['adapters']:,}\n(requests)"] = kill["resume_share_of_build_requests"]
+    for update in result["update"]:
+        shares[f"update, 1% changed, N = {update['adapters']:,}\n(seconds)"] = update["share_of_build_seconds"]
+        shares[f"update, 1% changed, N = {update['adapters']:,}\n(requests)"] = update["share_of_build_requests"]
     right.barh(list(shares), [100 * v for v in shares.values()], color="tab:green")
-    right.set(xlabel="% of a full build", title=f"Resume and update at N = {result['kill']['adapters']:,}")
+    right.tick_params(axis="y", labelsize=7)
+    right.set(xlabel="% of a full build", title="Resume and update")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
 
@@ -305,87 +368,63 @@ def print_tables(result: dict) -> None:
         )
     for r in result["rank"]:
         written = "" if r["built"] else " (index written from the rows)"
+        for name in (name for name in SELECTIONS if name in r):
+            run = r[name]
+            measured = f"; {run['measured']} measured" if "measured" in run else ""
+            print(
+                f"select_adapter(index=) at N = {r['adapters']}{written}, {name}: cold {run['cold']['seconds']:.2f} s / "
+                f"{run['cold']['requests']} requests, warm {run['warm']['seconds']:.2f} s / {run['warm']['requests']} "
+                f"requests{measured}"
+            )
+    if "kill" in result:
+        kill = result["kill"]
         print(
-            f"select_adapter(index=) at N = {r['adapters']}{written}: cold {r['cold']['seconds']:.2f} s / "
-            f"{r['cold']['requests']} requests, warm {r['warm']['seconds']:.2f} s / {r['warm']['requests']} requests"
+            f"\nkill and resume at N = {kill['adapters']}: killed after {kill['killed_after_seconds']:.1f} s with "
+            f"{kill['repos_journaled_at_kill']} repos journaled; resume {kill['resume']['seconds']:.1f} s, "
+            f"{kill['resume']['requests']} requests ({kill['resume_share_of_build_seconds']:.0%} / "
+            f"{kill['resume_share_of_build_requests']:.0%} of a build); {kill['rows']} rows, "
+            f"{kill['duplicate_rows']} twice, same rows as the uninterrupted build: {kill['same_rows_as_uninterrupted']}"
         )
-    if "kill" not in result:
-        return
-    kill, update = result["kill"], result["update"]
-    print(
-        f"\nkill and resume at N = {kill['adapters']}: killed after {kill['killed_after_seconds']:.1f} s with "
-        f"{kill['repos_journaled_at_kill']} repos journaled; resume {kill['resume']['seconds']:.1f} s, "
-        f"{kill['resume']['requests']} requests ({kill['resume_share_of_build_seconds']:.0%} / "
-        f"{kill['resume_share_of_build_requests']:.0%} of a build); {kill['rows']} rows, "
-        f"{kill['duplicate_rows']} twice, same rows as the uninterrupted build: {kill['same_rows_as_uninterrupted']}"
-    )
-    print(
-        f"update at N = {update['adapters']}, {update['changed']} changed: {update['repos_read']} repos read, "
-        f"{update['seconds']:.1f} s, {update['requests']} requests ({update['share_of_build_seconds']:.1%} of the "
-        f"build's seconds, {update['share_of_build_requests']:.1%} of its requests; reading the changed adapters "
-        f"{update['share_of_build_requests_reading_changed']:.1%})"
-    )
+    for update in result["update"]:
+        floor = update["nothing_changed"]
+        print(
+            f"update at N = {update['adapters']}, nothing changed: {floor['seconds']:.1f} s, {floor['requests']} "
+            f"requests ({floor['repos_read']} repos the Hub could not serve tried once; pushed: {floor['pushed']}); "
+            f"{update['changed']} changed: {update['repos_read']} repos read, {update['seconds']:.1f} s, "
+            f"{update['requests']} requests ({update['share_of_build_seconds']:.1%} of the build's seconds, "
+            f"{update['share_of_build_requests']:.1%} of its requests; reading the changed adapters "
+            f"{update['share_of_build_requests_reading_changed']:.1%})"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000], help="adapters built through the wire")
-    parser.add_argument(
-        "--kill-size", type=int, help="N of the kill / resume and update runs (default: the smallest; 0: none)"
-    )
+    parser.add_argument("--kill-size", type=int, help="N of the kill / resume run (default: the smallest; 0: none)")
     parser.add_argument("--extrapolate", type=int, nargs="*", default=[10000], help="sizes to extrapolate to")
     parser.add_argument(
         "--rank-size", type=int, default=10000, help="rank also at this N, from an index written from the rows (0: not)"
     )
     add_output_arguments(parser)
     args = parser.parse_args(argv)
-    faults = QUICK_FAULTS if args.quick else FAULTS
+    faults, workers = (QUICK_FAULTS, QUICK_WORKERS) if args.quick else (FAULTS, WORKERS)
     if args.quick:
-        args.sizes, args.kill_size, args.extrapolate, args.rank_size = [60, 120], 120, [1000], 240
-    kill_size = min(args.sizes) if args.kill_size is None else args.kill_size
+        args.sizes, args.kill_size, args.extrapolate, args.rank_size = [60], 60, [1000], 120
     torch.set_num_threads(1)
-    maker = Signatures()
-    target = maker.make(TARGET_DOMAIN, "bench/target")
     result: dict = {
         "machine": machine_info(),
         "faults": {**faults.__dict__, "latency": list(faults.latency)},
-        "workers": WORKERS,
+        "workers": workers,
         "load_average_at_start": os.getloadavg(),
         "build": [],
         "rank": [],
+        "update": [],
     }
     fresh_hub()
-    signatures: list = []
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # not a warning per 429 answered
     with tempfile.TemporaryDirectory(prefix="fisherhub-index-wire-") as tmp:
-        work = Path(tmp)
-        for n in sorted(set(args.sizes)):
-            SERVER.faults = Faults()
-            started = time.perf_counter()
-            add_adapters(maker, signatures, n)
-            print(f"N = {n}: {n} adapters written into the store in {time.perf_counter() - started:.1f} s", flush=True)
-            SERVER.faults = faults
-            result["build"].append(build_run(n, work))
-            print(
-                f"  build: {result['build'][-1]['seconds']:.1f} s, {result['build'][-1]['requests']} requests",
-                flush=True,
-            )
-            result["rank"].append(rank_run(n, target, result["build"][-1]["index"], work))
-            if n == kill_size:
-                full = result["build"][-1]
-                result["kill"] = kill_and_resume(n, work, full)
-                print(f"  kill and resume: {result['kill']['resume']['seconds']:.1f} s", flush=True)
-                result["update"] = update_run(n, maker, signatures, work, full)
-                print(f"  update: {result['update']['seconds']:.1f} s", flush=True)
-        if args.rank_size and args.rank_size not in args.sizes:
-            SERVER.faults = Faults()
-            add_adapters(maker, signatures, args.rank_size)
-            index = f"bench/wire-rows-{args.rank_size}"
-            write_index(signatures[: args.rank_size], [repo_name(i) for i in range(args.rank_size)], index, work)
-            SERVER.faults = faults
-            result["rank"].append({**rank_run(args.rank_size, target, f"datasets/{index}", work), "built": False})
-            print(f"  rank at {args.rank_size} (the index written from the rows): done", flush=True)
+        measure(args, faults, workers, result, Path(tmp))
         SERVER.faults = Faults()
         hf_logging.set_verbosity(verbosity)
     result["extrapolated"] = [
@@ -400,6 +439,42 @@ def main(argv: list[str] | None = None) -> None:
     result["load_average_at_end"] = os.getloadavg()
     print_tables(result)
     write_results("index_wire", result, lambda path: plot(result, path), args)
+
+
+def measure(args: argparse.Namespace, faults: Faults, workers: int, result: dict, work: Path) -> None:
+    """Each size built, ranked, (at the kill size) killed and resumed, and updated; then the ranking at
+    ``args.rank_size`` from an index written from the rows."""
+    kill_size = min(args.sizes) if args.kill_size is None else args.kill_size
+    tiny = TinyBase(work / "lora", 2 if args.quick else DOMAINS)
+    maker = Signatures(spec=tiny.spec)
+    target = maker.make(TARGET_DOMAIN, "bench/target")
+    signatures: list = []
+    for n in sorted(set(args.sizes)):
+        SERVER.faults = Faults()
+        started = time.perf_counter()
+        add_adapters(maker, tiny, signatures, n)
+        print(f"N = {n}: {n} adapters written into the store in {time.perf_counter() - started:.1f} s", flush=True)
+        SERVER.faults = faults
+        full = build_run(n, work, workers)
+        result["build"].append(full)
+        print(f"  build: {full['seconds']:.1f} s, {full['requests']} requests", flush=True)
+        result["rank"].append(rank_run(n, target, tiny, full["index"], work))
+        print(f"  rank: {[round(result['rank'][-1][s]['cold']['seconds'], 1) for s in SELECTIONS]} s cold", flush=True)
+        if n == kill_size:
+            result["kill"] = kill_and_resume(n, work, full, workers, QUICK_KILL_SHARE if args.quick else 0.5)
+            print(f"  kill and resume: {result['kill']['resume']['seconds']:.1f} s", flush=True)
+        result["update"].append(update_run(n, maker, tiny, signatures, work, full, workers))
+        print(f"  update: {result['update'][-1]['seconds']:.1f} s", flush=True)
+    if args.rank_size and args.rank_size not in args.sizes:
+        SERVER.faults = Faults()
+        add_adapters(maker, tiny, signatures, args.rank_size)
+        index = f"bench/wire-rows-{args.rank_size}"
+        write_index(signatures[: args.rank_size], [repo_name(i) for i in range(args.rank_size)], index, work)
+        SERVER.faults = faults
+        selections = ["signature target"] if args.quick else SELECTIONS  # quick: the second stage once, above
+        ranked = rank_run(args.rank_size, target, tiny, f"datasets/{index}", work, selections)
+        result["rank"].append({**ranked, "built": False})
+        print(f"  rank at {args.rank_size} (the index written from the rows): done", flush=True)
 
 
 if __name__ == "__main__":

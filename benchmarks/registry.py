@@ -7,7 +7,7 @@ A selection method is one function and one decorator, in ``benchmarks/paper/sele
     def my_method(inputs: SelectionInputs) -> torch.Tensor:
         return ...  # [source, target] similarity of the suite's tasks (higher = pick that source)
 
-Every selection suite (exp3 to exp6) then computes it, ranks sources by it, and puts it in its tables,
+Every selection suite (exp3 to exp7) then computes it, ranks sources by it, and puts it in its tables,
 heatmaps and JSON; ``suites=`` limits it to some of them. ``check_methods`` runs at a suite's start, so an
 unknown name, or a method whose score misses a task, fails before any model is trained.
 """
@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterable, Mapping
 import torch
 
 #: the suites that select sources (their tasks are ``SelectionInputs``)
-SELECTION_SUITES = ("exp3", "exp4", "exp5", "exp6")
+SELECTION_SUITES = ("exp3", "exp4", "exp5", "exp6", "exp7")
 #: the suites of LM domains, whose ground truth also measures each target's own sample under the first stage's
 #: candidates: they have the two-stage selection (computed after the ground truth: ``benchmarks.paper.recall``)
-TWO_STAGE_SUITES = ("exp4", "exp5", "exp6")
+TWO_STAGE_SUITES = ("exp4", "exp5", "exp6", "exp7")
 TWO_STAGE_LABEL = "two-stage: S_a + S_e top 3, re-ranked by the target sample's loss"
 
 
@@ -252,10 +252,26 @@ SUITES = {
             ("paper_generation_signatures.json", "paper_generation_signatures.png"),
         ),
         Suite(
+            "exp7",
+            "benchmarks.paper.exp7_preregistered",
+            "exp. 7: a fifth selection suite, pre-registered (issue 33): every method and the budgeted second stage",
+            (
+                "paper_exp7_preregistered.json",
+                "paper_exp7_preregistered.png",
+                "paper_exp7_preregistered_heatmaps.png",
+            ),
+        ),
+        Suite(
             "halving",
             "benchmarks.paper.halving",
             "the budgeted second stage (successive halving) simulated over the suites' per-document losses",
             ("paper_halving.json", "paper_halving.png"),
+        ),
+        Suite(
+            "own_sample",
+            "benchmarks.paper.own_sample",
+            "exp4–6: each target's own sample under every candidate adapter (the real second stage's losses)",
+            ("paper_own_sample.json", "paper_own_sample.png"),
         ),
     )
 }

@@ -5,24 +5,32 @@ module starts the server and sets the environment before anything imports it. No
 
 Fixtures:
     hub_server    the session's HubServer (state persists across tests)
-    hub           the same server, emptied first: use it for a clean Hub in a test
+    hub           the same server, emptied first: use it for a clean Hub in a test (its latency and faults end with it)
     hf_api        an `HfApi()` pointed at the server
     hf_hub_cache  a fresh, empty HF_HUB_CACHE directory for this test (env var and client constant)
+    wide_terminal a terminal too wide for any line to wrap or any name to be shortened
+
+Under pytest-xdist (the README's test command: ``-n auto --dist loadfile``) each worker has its own server and
+HF_HOME, and sends its bounded-claims tally to the controller, which counts them all.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
 import tempfile
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read by torch when it is imported
+if "PYTEST_XDIST_WORKER" in os.environ:  # pytest-xdist runs a worker per core: one thread each unless a test asks
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 if "huggingface_hub" in sys.modules:
     raise RuntimeError("huggingface_hub was imported before tests/conftest.py could point it at the local Hub server")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fisherhub.testing.hub_faults import Faults  # noqa: E402  (standard library only)
 from fisherhub.testing.hub_server import HubServer  # noqa: E402  (standard library + yaml only)
 
 _SERVER = HubServer().start()
@@ -66,6 +74,8 @@ def hub_server() -> HubServer:
 def hub(hub_server: HubServer) -> HubServer:
     hub_server.reset()
     yield hub_server
+    # a test's slow or faulty Hub ends with it, not in the next file's fixtures
+    hub_server.latency, hub_server.faults = 0.0, Faults()
 
 
 @pytest.fixture
@@ -84,6 +94,13 @@ def hf_hub_cache(tmp_path, monkeypatch) -> str:
     monkeypatch.setenv("HF_HUB_CACHE", cache)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", cache)
     return cache
+
+
+@pytest.fixture
+def wide_terminal(monkeypatch) -> None:
+    """``COLUMNS`` = 1000: what a test asserts of printed text then holds whatever the length of its temporary
+    folder (pytest-xdist's ``popen-gwN/``, another ``TMPDIR``), since no line wraps and no name is shortened."""
+    monkeypatch.setenv("COLUMNS", "1000")
 
 
 #: every signature the session's tests make (``SketchState.finalize``), checked by the bounded-claims checks
@@ -109,5 +126,21 @@ def pytest_terminal_summary(terminalreporter):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if _TALLY is not None and _TALLY.doubted and exitstatus == 0:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: the controller counts its tally (pytest_testnodedown)
+        if _TALLY is not None:
+            workeroutput["plausibility_tally"] = dataclasses.asdict(_TALLY)
+    elif _TALLY is not None and _TALLY.doubted and exitstatus == 0:
         session.exitstatus = 1
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller: a worker's tally added to the session's (the controller runs no test)."""
+    global _TALLY
+    from fisherhub.testing.plausibility import PlausibilityTally
+
+    tally = getattr(node, "workeroutput", {}).get("plausibility_tally")
+    if tally is not None:
+        _TALLY = _TALLY or PlausibilityTally()
+        _TALLY.merge(PlausibilityTally(**tally))

@@ -85,18 +85,30 @@ def _index_values(result: dict) -> None:
 
 def _index_wire_values(result: dict) -> None:
     """The index_wire suite's JSON: every broken repo skipped with its reason and no other, each row once, 429s
-    answered and sent again; the resumed build equal to the uninterrupted one; the update read the changed repos."""
+    answered and sent again; the resumed build equal to the uninterrupted one; each update read the changed repos
+    (with nothing changed: none, and pushed nothing); the two-stage selections measured adapters they loaded."""
     for build in result["build"]:
         assert build["rows"] == build["distinct_rows"] == build["adapters"] - sum(build["broken"].values())
         assert build["skipped"] == build["broken"] and not build["skipped_not_broken"]
         assert not build["broken_not_skipped"] and not build["skipped_with_another_reason"]
         assert build["retried"] >= build["answered_429"] > 0
-    kill, update = result["kill"], result["update"]
+    kill = result["kill"]
     assert kill["killed_mid_build"] and kill["duplicate_rows"] == 0 and kill["same_rows_as_uninterrupted"]
     assert (
         kill["resume"]["requests"] < next(b for b in result["build"] if b["adapters"] == kill["adapters"])["requests"]
     )
-    assert update["repos_read"] == update["changed"] >= 1 and 0 < update["share_of_build_requests"] < 1
+    assert [update["adapters"] for update in result["update"]] == [build["adapters"] for build in result["build"]]
+    for update in result["update"]:
+        assert update["repos_read"] == update["changed"] + update["unavailable_before"] and update["changed"] >= 1
+        assert 0 < update["share_of_build_requests"] < 1 and update["requests_reading_changed_adapters"] > 0
+        unchanged = update["nothing_changed"]
+        assert not unchanged["pushed"] and unchanged["repos_read"] == update["unavailable_before"]
+    assert [(r["adapters"], r["built"]) for r in result["rank"]] == [(60, True), (120, False)]
+    for run in result["rank"]:
+        assert run["signature target"]["warm"]["requests"] < run["signature target"]["cold"]["requests"]
+    two_stage = [result["rank"][0]["data target, rerank=3"], result["rank"][0]["data target, rerank=halving"]]
+    assert two_stage[0]["measured"] == 3 and two_stage[1]["measured"] > 3 and two_stage[1]["passes"] > 0
+    assert all(not run["not_measured"] and run["top1"].startswith("bench/lora-") for run in two_stage)
 
 
 def _index_sign_values(result: dict) -> None:
@@ -190,22 +202,59 @@ CHECKS = {
     "exp4": lambda r: _selection_values(r, r["domains"]) is None and _two_stage(r),
     "exp5": lambda r: _selection_values(r, r["domains"]) is None and _two_stage(r),
     "exp6": lambda r: _selection_values(r, r["domains"]) is None and _two_stage(r),
+    "exp7": lambda r: _selection_values(r, r["domains"]) is None and _own_sample_values(r) is None,
     "halving": lambda r: _halving_values(r) is None,
+    "own_sample": lambda r: _own_sample_values(r) is None,
 }
 
 
 def _halving_values(result: dict) -> None:
     """The budgeted second stage's simulation: top-1 in [0, 1] at every budget, the last budget measure-all (its
-    own ceiling), no regret below 0, reliability bins that count their selections."""
-    assert result["quick"] is True and len(result["budgets"]) == 2
+    own ceiling), no regret below 0, reliability bins that count their selections, in each setting (the own
+    sample's among them)."""
+    assert result["quick"] is True and list(result["budgets"]) == ["same documents", "independent halves", "own sample"]
     for by_suite in result["budgets"].values():
         for rows in by_suite.values():
             assert [row["budget"] for row in rows] == list(range(2, len(rows) + 2))
             assert all(0.0 <= row["top1"] <= 1.0 and row["max_regret"] >= row["mean_regret"] >= 0 for row in rows)
             assert rows[-1]["top1"] == rows[-1]["ceiling"]["top1"]
     assert all(0.0 <= v <= 1.0 for curves in result["recall"].values() for c in curves.values() for v in c.values())
-    pooled = result["reliability"]["all suites"]
-    assert all(sum(b["rows"] for b in table["bins"]) == table["rows"] > 0 for table in pooled.values())
+    for setting in ("independent halves", "own sample"):
+        pooled = result["reliability"][setting]["all suites"]
+        assert all(sum(b["rows"] for b in table["bins"]) == table["rows"] > 0 for table in pooled.values())
+
+
+def _own_sample_values(result: dict) -> None:
+    """Each target's own sample under every other domain's adapter of each seed: positive NLL sums where
+    measured (never a target under its own domain's adapter), on the documents the counts say."""
+    suite = next(iter(result["suites"].values()))
+    counts = suite["counts"]
+    for seed in suite["adapted"]:
+        for s, by_target in enumerate(seed):
+            for t, row in enumerate(by_target):
+                scored = [nll for nll, n in zip(row, counts[t]) if n > 0]
+                assert all(nll == 0 for nll in scored) if s == t else all(nll > 0 for nll in scored)
+    assert all(b > 0 for row, n in zip(suite["base"], counts) for b, c in zip(row, n) if c > 0)
+
+
+def _own_sample_values(result: dict) -> None:
+    """The pre-registered suite: every target's own sample measured under every other domain's adapter (never
+    its own), halving at every budget 2 … candidates + 1 with the last one measure-all (its own ceiling), every
+    second stage's picks one per seed and target, in the paired bootstrap, and reliability bins counting them."""
+    measured, n = result["sample_measured"], len(result["domains"])
+    assert all(measured[s][t] == (s != t) for s in range(n) for t in range(n))
+    stage = result["second_stage"]
+    rows = stage["budgets"]
+    assert [row["budget"] for row in rows] == list(range(2, n + 1))
+    assert rows[-1]["top1"] == rows[-1]["ceiling"]["top1"] and rows[-1]["shortlist"] == n - 1
+    assert all(0.0 <= row["top1"] <= 1.0 and row["max_regret_of_all"] >= row["max_regret"] >= 0 for row in rows)
+    seeds = len(result["seeds"])
+    assert all(len(picks) == seeds * n for picks in stage["picks"].values())
+    assert {"rerank3", f"halving_B{n}"} <= set(stage["bootstrap"]["methods"])
+    assert all(
+        sum(b["rows"] for b in table["bins"]) == table["rows"] == seeds * n for table in stage["reliability"].values()
+    )
+    assert all(0.0 <= v <= 1.0 for curve in result["recall"].values() for v in curve.values())
 
 
 def _generation_values(result: dict) -> None:

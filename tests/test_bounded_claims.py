@@ -226,6 +226,7 @@ def test_nearest_ranks_a_doubted_signature_after_every_plausible_one(world, name
         assert forged_one.doubt is None
 
 
+@pytest.mark.usefixtures("wide_terminal")
 @pytest.mark.parametrize("name", list(CASES))
 def test_select_ranks_it_last_or_skips_it(world, name):
     case = CASES[name]

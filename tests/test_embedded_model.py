@@ -142,6 +142,7 @@ def test_readme_selection_example_runs_offline_as_written(embedded_model, hub, t
     assert sorted(row.candidate for row in discovered.ranking) == ["org/lora-a", "org/lora-b"]
 
 
+@pytest.mark.usefixtures("wide_terminal")
 def test_cli_select_offline_with_the_embedded_model_and_an_adapter_naming_its_folder(embedded_model, tmp_path, capsys):
     code_a, code_b = DOMAINS["code"][:20], DOMAINS["code"][20:]
     signature_file = tmp_path / "code_a.safetensors"

@@ -150,6 +150,7 @@ def test_a_nan_adapter_is_skipped_never_the_pick(world):
     assert_same_base(world["base"], before)
 
 
+@pytest.mark.usefixtures("wide_terminal")
 def test_cli_a_nan_adapter_is_skipped_never_the_pick(world, capsys):
     nan, good = world["broken"]["nan"], world["good"]
     assert cli(world, nan, *good, extra=["--rerank", "2"]) == 0
@@ -182,6 +183,7 @@ def test_cli_a_folder_without_weights_is_skipped_with_its_reason(world, capsys):
 
 
 # -- the second stage's own robustness ------------------------------------------------------------------------
+@pytest.mark.usefixtures("wide_terminal")
 def test_each_broken_adapter_is_skipped_with_its_reason_while_the_rest_are_measured(world):
     broken, good = world["broken"], world["good"]
     before = base_state(world["base"])
@@ -247,6 +249,7 @@ def test_an_adapter_whose_forward_pass_fails_is_skipped(world, monkeypatch):
     assert_same_base(world["base"], before)
 
 
+@pytest.mark.usefixtures("wide_terminal")
 def test_a_larger_bound_lets_a_large_adapter_through_to_the_next_check(world, capsys):
     huge, good = world["broken"]["huge"], world["good"]
     selection = select(world, [huge, *good], rerank=2, max_adapter_bytes=2**21)

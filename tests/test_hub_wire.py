@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from fisherhub.cli import main
 from fisherhub.hub.errors import HubUnavailableError, RepoNotFoundError
 from fisherhub.hub.pool import bounded_completed
+from fisherhub.hub.read import load_hub_signature
 from fisherhub.hub.refs import SignatureRef
 from fisherhub.hub.retry import RETRIES, with_retries
 from fisherhub.hub.signature_index import build_index, update_index
@@ -28,7 +30,7 @@ from fisherhub.hub.signature_index.build import listed_adapters
 from fisherhub.hub.signature_index.card import IndexSummary
 from fisherhub.hub.signature_index.store import load_index
 from fisherhub.hub.snapshot import repo_snapshot
-from fisherhub.testing.hub_faults import BUSY_HUB, Faults
+from fisherhub.testing.hub_faults import BUSY_HUB, FaultLog, Faults
 from fisherhub.testing.hub_repos import put_repo, signed_adapter_files
 from fisherhub.testing.index_world import adapter_topic, topic_signature
 
@@ -203,6 +205,119 @@ def test_an_update_reads_only_the_adapters_that_changed(hub, hf_hub_cache, tmp_p
     table = load_index("datasets/org/index").table
     commits = dict(zip(table.column("repo_id").to_pylist(), table.column("commit").to_pylist()))
     assert all(commits[repo] == hub.repo(repo).refs["refs/heads/main"] for repo in ids)
+
+
+class _NoBackoff:
+    """``time`` for ``huggingface_hub``'s backoff (``utils._http``): its sleeps recorded, not waited for."""
+
+    def __init__(self, waits: list[float]):
+        self.sleep = waits.append
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+def test_a_repo_the_hub_could_not_serve_is_tried_once_more_without_backoff(hub, hf_hub_cache, tmp_path, monkeypatch):
+    import huggingface_hub.utils._http as client_http
+
+    ids = adapters(hub, 4)
+    failing = ids[1]
+    seed = seed_where(lambda s: Faults(seed=s, broken=0.25, kinds=("error",)).broken_repos(ids) == {failing: "error"})
+    hub.faults = Faults(seed=seed, broken=0.25, kinds=("error",))
+    waits: list[float] = []
+    monkeypatch.setattr(client_http, "time", _NoBackoff(waits))
+
+    def heads() -> int:
+        return sum(method == "HEAD" and f"/{failing}/" in path for method, path, _ in hub.requests)
+
+    def reason() -> str:
+        entry = next(e for e in load_index("datasets/org/index").state["repos"] if e["repo_id"] == failing)
+        assert entry["retry"] and entry["rows"] == 0
+        return entry["problems"][0][1]
+
+    build_index(BASE, "datasets/org/index", work=tmp_path / "work", workers=2)
+    assert heads() == 6 and sum(waits) >= 20  # the client's backoff at the first read: 5 retries, 23 s
+    assert "answered 500 (server error) and still did after retrying" in reason()
+    hub.requests.clear(), waits.clear()
+    build_index(BASE, "datasets/org/index", work=tmp_path / "work", workers=2)  # run again: the journal resumes
+    assert heads() == 1 and waits == []
+    changed = adapters(hub, 1, start=3, seed=1)
+    hub.requests.clear()
+    commit, summary, read = update_index("datasets/org/index", work=tmp_path / "update", workers=2)
+    assert commit is not None and read == 2 and heads() == 1 and waits == []  # one request, no backoff
+    assert summary.problems == 1 and "again, to a single attempt" in reason()  # still skipped, with its reason
+    assert changed[0] in {repo for repo, _ in index_keys("datasets/org/index")}
+    hub.requests.clear()
+    commit, summary, read = update_index("datasets/org/index", work=tmp_path / "update-2", workers=2)
+    assert commit is None and read == 1 and heads() == 1 and summary.problems == 1  # nothing new: not pushed
+    hub.faults = Faults()  # the Hub serves it again
+    commit, summary, read = update_index("datasets/org/index", work=tmp_path / "update-3", workers=2)
+    assert commit is not None and read == 1 and summary.problems == 0 and summary.rows == len(ids)
+    assert waits == []
+
+
+def test_a_single_attempt_still_waits_for_retry_after(hub, hf_hub_cache, monkeypatch):
+    adapters(hub, 1)
+    commit = hub.repo("org/lora-00").refs["refs/heads/main"]
+    path = next(p for p in hub.repo("org/lora-00").commits[commit].files if p.endswith(".safetensors"))
+    ref = SignatureRef("org/lora-00", "model", commit, path)
+    drawn = f"/org/lora-00/resolve/<commit>/{path}"
+    seed = seed_where(
+        lambda s: Faults(seed=s).draw("429", "HEAD", drawn, 0) < 0.5 <= Faults(seed=s).draw("429", "HEAD", drawn, 1)
+    )
+    hub.faults = Faults(seed=seed, rate_limited=0.5, retry_after=1)
+    started = time.perf_counter()
+    assert load_hub_signature(ref, once=True).metadata["base_model"] == BASE
+    assert time.perf_counter() - started >= 1.0  # the Retry-After, waited for
+    log = hub.fault_log
+    assert log.statuses[429] == 1 and log.retried == 1 and log.early == 0
+    shutil.rmtree(hf_hub_cache)  # not read from the cache: asked again
+    hub.faults, hub.fault_log, waits = Faults(rate_limited=1.0, retry_after=2), FaultLog(), []
+    monkeypatch.setattr(
+        "fisherhub.hub.read.with_retries",
+        lambda call, where, statuses: with_retries(call, where, sleep=waits.append, statuses=statuses),
+    )
+    with pytest.raises(HubUnavailableError, match=r"answered 429 \(rate limited\) and still did after retrying"):
+        load_hub_signature(ref, once=True)
+    assert waits == [2.0] * RETRIES and hub.fault_log.statuses[429] == RETRIES + 1
+
+
+def test_the_second_stage_waits_for_retry_after_and_peft_sends_no_request(hub, hf_hub_cache, tmp_path):
+    """A 429 answered to the weights file's size no longer skips the adapter: asked again after its Retry-After;
+    peft then loads it from the Hub cache, with no request of its own (its existence check has no retries)."""
+    from fisherhub.selection.peft_loading import checked_adapter_on
+    from fisherhub.selection.rows import AdapterLocation
+    from fisherhub.testing.hub_repos import save_random_lora
+    from fisherhub.testing.tiny_models import tiny_causal_lm
+
+    model = tiny_causal_lm("llama", tie_word_embeddings=False)
+    saved = save_random_lora(model, tmp_path / "lora", 0, BASE)
+    commit = put_repo(hub, "org/lora-00", {p.name: p.read_bytes() for p in saved.iterdir()})
+    weights, config = (
+        f"/org/lora-00/resolve/<commit>/{name}" for name in ("adapter_model.safetensors", "adapter_config.json")
+    )
+    others = [("HEAD", weights, 1), ("HEAD", weights, 2), ("GET", weights, 0), ("HEAD", config, 0), ("GET", config, 0)]
+    seed = seed_where(
+        lambda s: (
+            Faults(seed=s).draw("429", "HEAD", weights, 0) < 0.1
+            and all(Faults(seed=s).draw("429", *request) >= 0.1 for request in others)
+        )
+    )
+    hub.faults = Faults(seed=seed, rate_limited=0.1, retry_after=1)
+    started = time.perf_counter()
+    with checked_adapter_on(model, AdapterLocation("org/lora-00", commit), BASE, None, None) as peft_model:
+        assert time.perf_counter() - started >= 1.0  # the Retry-After, waited for
+        assert any("lora_A" in name for name, _ in peft_model.named_parameters())
+        sent = len(hub.requests)
+    log = hub.fault_log
+    assert log.statuses[429] == 1 and log.retried == 1 and log.early == 0
+    assert [method for method, path, _ in hub.requests if path.endswith("adapter_model.safetensors")] == [
+        "HEAD",  # its size (answered 429)
+        "HEAD",  # again, after the Retry-After
+        "HEAD",  # hf_hub_download into the cache
+        "GET",
+    ]
+    assert len(hub.requests) == sent
 
 
 def test_hub_serve_busy_answers_as_a_busy_hub(tmp_path):

@@ -104,6 +104,7 @@ def test_a_broken_adapter_is_skipped_with_its_reason_never_the_pick(world):  # n
         )
 
 
+@pytest.mark.usefixtures("wide_terminal")
 def test_cli_select_rerank_halving(adapters, tmp_path, capsys):  # noqa: F811
     from fisherhub.cli import main
 

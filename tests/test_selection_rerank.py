@@ -107,6 +107,7 @@ def test_measured_losses_equal_a_direct_peft_evaluation(adapters):
     assert lora_modules(adapters["base"]) == []  # the base model is given back without adapters
 
 
+@pytest.mark.usefixtures("wide_terminal")
 def test_the_measured_verdict_finds_the_adapter_of_the_target_domain(adapters):
     selection = select(adapters, rerank=3)
     assert selection.best.candidate == str(adapters["folders"][0])
@@ -158,6 +159,7 @@ def test_rerank_zero_keeps_the_signature_ranking_and_a_signature_target_is_refus
             select(adapters, rerank=bad)
 
 
+@pytest.mark.usefixtures("wide_terminal")
 def test_cli_select_rerank(adapters, tmp_path, capsys):
     """``fisherhub select DATA ADAPTERS --rerank 2``: both stages in the table, the measured best and its loss."""
     import json

@@ -3,9 +3,12 @@ per-document losses of every adapter on every target: no model is run.
 
 The suites (exp3–exp6: ``paper_exp*.json``, the same numbers as ``results/ledgers/*_document_nll_*.json``) hold
 each adapter's NLL on each target's held-out documents (17 of 64 tokens; exp3: 1,024 prompts), the suites' ground
-truth; the target's own sample (32 documents) was measured only under the first stage's top 3, so a wider second
-stage is simulated on the held-out documents, in two settings:
+truth. The second stage is simulated in three settings:
 
+- **own sample** (a real second stage; exp4–exp6, where ``benchmarks.paper.own_sample`` measured it): the second
+  stage measures the target's own sample (its 32 task documents, what a user gives ``select_adapter``) under the
+  shortlisted adapters, and the pick is scored against the suite's ground truth (transfer on the held-out
+  documents, never measured by the second stage).
 - **same documents** (fidelity): the second stage measures the held-out documents and is scored against the
   ground truth on them, so measuring every candidate is right by construction (the ceiling is 100%): what a
   schedule loses against measure-all, at 17 documents (a real target has 32).
@@ -21,10 +24,14 @@ perplexity drop; exp3: nats per label).
 
 Recall@k (k = 1 … 32, capped by the candidates) of every first stage with scores in the committed results; the
 default pool and shortlist are chosen leave-one-suite-out (``choose_shortlist``). P(best) of the pick
-(``probability_best``) = the first stage's recall at the shortlist measured (leave-one-suite-out) × the share of
-double bootstrap resamples of the measuring documents (the population, then a truth sample of the truth half's
-size) in which the pick beats every other measured candidate on the documents both were measured on; its
-reliability per suite against how often the pick was the best of the truth half.
+(``measured_probability`` × ``recall_at``) = the first stage's recall at the shortlist measured (leave-one-suite-out)
+× the share of double bootstrap resamples of the measuring documents (the population, then a truth sample of the
+truth documents' size) in which the pick beats every other measured candidate on the documents both were measured
+on; its reliability per suite against how often the pick was the best on the truth documents (independent halves
+and own sample).
+
+Every row and reliability input is kept in ``<cache>/halving_rows.json`` under a hash of the losses it read, so a
+rerun recomputes only what changed (a new own sample, say).
 
     python -m benchmarks.paper.halving [--quick]   # table, benchmarks/results/paper_halving.json and .png
 """
@@ -35,13 +42,17 @@ import time
 from collections.abc import Mapping, Sequence
 
 
-from benchmarks.paper import common
+from benchmarks.paper import common, halving_simulation
 from benchmarks.paper.halving_simulation import (
     DEFAULT_POOL,
+    OWN_SAMPLE,
+    SETTINGS,
     SPLITS,
     Suite,
     budget_rows,
     choose_shortlist,
+    cuts,
+    fit_exponent,
     load_suites,
     pool_rows,
     quick_suites,
@@ -62,7 +73,17 @@ def print_budget_tables(rows: Mapping[str, Mapping[str, list[dict]]]) -> None:
     for setting, by_suite in rows.items():
         for suite, table in by_suite.items():
             print_table(
-                ["B", "shortlist", "top-1", "mean regret", "max regret", "ceiling top-1", "ceiling max", "documents"],
+                [
+                    "B",
+                    "shortlist",
+                    "top-1",
+                    "mean regret",
+                    "max regret",
+                    "ceiling top-1",
+                    "ceiling max",
+                    "documents",
+                    "selections",
+                ],
                 [
                     [
                         r["budget"],
@@ -73,11 +94,12 @@ def print_budget_tables(rows: Mapping[str, Mapping[str, list[dict]]]) -> None:
                         r["ceiling"]["top1"],
                         r["ceiling"]["max_regret"],
                         r["measured_documents"],
+                        r["selections"],
                     ]
                     for r in table
                 ],
                 title=f"{suite}, {setting}: successive halving against the budget B (passes, the base model's "
-                "included); the ceiling is measure-all on the same documents; shortlist: candidates entered",
+                "included); the ceiling is measure-all on the measuring documents; shortlist: candidates entered",
             )
 
 
@@ -114,39 +136,76 @@ def verdict_lines(rows: Mapping[str, Mapping[str, list[dict]]], rerank3: Mapping
                     if suite == "exp6"
                     else ""
                 )
+                + (
+                    f"; no worse than today (rerank=3 on the same {row['selections']} selections; all seeds "
+                    f"{TODAY[suite][0]:.3f}): {'met' if row['top1'] >= today['top1'] - 1e-9 else 'missed'}"
+                    if suite in TODAY and setting == OWN_SAMPLE
+                    else ""
+                )
             )
     return lines
 
 
-def reliability_by_suite(suites: Mapping[str, Suite], splits: int) -> dict[str, dict[str, dict]]:
-    """The reliability tables of P(best) per suite and over all suites together, printed."""
-    inputs = {name: reliability_inputs(suite, suites, splits) for name, suite in suites.items()}
-    methods = next(iter(inputs.values()))
+def reliability_by_suite(suites: Mapping[str, Suite], setting: str, splits: int) -> dict[str, dict[str, dict]]:
+    """The reliability tables of P(best) in ``setting`` per suite (those that have it) and over them together,
+    printed; halving's P(best) also with its exponent fitted on the other suites (``fit_exponent``)."""
+    splits = cuts(setting, splits)
+    parts = {
+        name: dict(reliability_inputs(suite, suites, setting, splits))
+        for name, suite in suites.items()
+        if setting != OWN_SAMPLE or suite.own is not None
+    }
+    halving = f"halving B={TARGET_BUDGET}"
+    fitted, exponents = f"{halving}, exponent fitted on the other suites", {}
+    for name, by_method in parts.items():
+        others = [parts[other][halving] for other in parts if other != name]
+        if others:
+            gamma = exponents[name] = fit_exponent(*([x for other in others for x in other[i]] for i in range(3)))
+            measured, entered, observed = by_method[halving]
+            by_method[fitted] = (
+                [m**gamma for m in measured],
+                entered,
+                observed,
+            )
+    inputs = {
+        name: {method: ([m * e for m, e in zip(*x[:2])], x[2]) for method, x in by_method.items()}
+        for name, by_method in parts.items()
+    }
+    methods = {m for by_method in inputs.values() for m in by_method}
     pooled = {
-        method: tuple([x for by_method in inputs.values() for x in by_method[method][i]] for i in (0, 1))
-        for method in methods
+        method: tuple(
+            [x for by_method in inputs.values() if method in by_method for x in by_method[method][i]] for i in (0, 1)
+        )
+        for method in sorted(methods)
     }
     tables = {}
     for name, by_method in {**inputs, "all suites": pooled}.items():
         tables[name] = {method: reliability(p, o, splits) for method, (p, o) in by_method.items()}
+        if name in exponents:
+            tables[name][fitted]["exponent"] = exponents[name]
         for method, table in tables[name].items():
-            print_table(
-                ["P(best) bin", "rows", "selections", "predicted", "observed", "says"],
-                [
-                    [
-                        f"{b['bin'][0]:.2f}-{b['bin'][1]:.2f}",
-                        b["rows"],
-                        b["selections"],
-                        b["predicted"],
-                        b["observed"],
-                        b["says"],
-                    ]
-                    for b in table["bins"]
-                ],
-                title=f"{name}, {method}: reliability of P(best of all candidates) (independent halves; selections = "
-                f"rows / cuts); Brier {table['brier']:.3f}",
-            )
+            exponent = f"; exponent {table['exponent']:.2f}" if "exponent" in table else ""
+            print_reliability(f"{name}, {method}", f"{setting}; selections = rows / cuts{exponent}", table)
     return tables
+
+
+def print_reliability(name: str, how: str, table: Mapping) -> None:
+    """A reliability table of P(best of all candidates) (``halving_simulation.reliability``), printed."""
+    print_table(
+        ["P(best) bin", "rows", "selections", "predicted", "observed", "says"],
+        [
+            [
+                f"{b['bin'][0]:.2f}-{b['bin'][1]:.2f}",
+                b["rows"],
+                b["selections"],
+                b["predicted"],
+                b["observed"],
+                b["says"],
+            ]
+            for b in table["bins"]
+        ],
+        title=f"{name}: reliability of P(best of all candidates) ({how}); Brier {table['brier']:.3f}",
+    )
 
 
 def figure(curves: Mapping[str, dict], rows: Mapping[str, Mapping[str, list[dict]]], path) -> None:
@@ -163,8 +222,10 @@ def figure(curves: Mapping[str, dict], rows: Mapping[str, Mapping[str, list[dict
             axes[0, column].plot(ks, [by_k[k] for k in ks], marker=".", label=name)
         axes[0, column].set_title(f"{suite}: recall@k of the true best")
         axes[0, column].set_xlabel("k")
-        for setting, style in zip(rows, ("-", "--")):
-            table = rows[setting][suite]
+        for setting, style in zip(rows, ("-", "--", ":")):
+            table = rows[setting].get(suite)
+            if table is None:
+                continue
             budgets = [r["budget"] for r in table]
             axes[1, column].plot(budgets, [r["top1"] for r in table], style, marker="o", label=f"halving, {setting}")
             axes[1, column].plot(
@@ -175,7 +236,7 @@ def figure(curves: Mapping[str, dict], rows: Mapping[str, Mapping[str, list[dict
         axes[2, column].set_title(f"{suite}: max regret against B")
         axes[2, column].set_xlabel("B (passes, the base model's included)")
     axes[0, 0].legend(fontsize=6)
-    axes[1, 0].legend(fontsize=6)
+    axes[1, -1].legend(fontsize=6)  # the last suite has every setting (exp3 has no own sample)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -184,21 +245,24 @@ def figure(curves: Mapping[str, dict], rows: Mapping[str, Mapping[str, list[dict
 def main(argv: Sequence[str] | None = None) -> None:
     options = common.paper_arguments(__doc__.splitlines()[0], argv=argv)
     started = time.time()
+    halving_simulation.ROWS = common.Ledger(common.SETUP.cache_dir / "halving_rows.json")
     suites: dict[str, Suite] = quick_suites() if options.quick else load_suites(common.RESULTS_DIR)
     splits = 2 if options.quick else SPLITS
     curves = {name: recall_curves(suite) for name, suite in suites.items()}
     shortlist = choose_shortlist(suites, splits)
     for name, choice in shortlist.items():
         print(f"{name}: pool and shortlist chosen on the other suites: {choice}")
+    having = {setting: {n: s for n, s in suites.items() if setting != OWN_SAMPLE or s.own} for setting in SETTINGS}
     rows = {
-        setting: {n: budget_rows(s, setting, splits) for n, s in suites.items()}
-        for setting in ("same documents", "independent halves")
+        setting: {n: budget_rows(s, setting, cuts(setting, splits)) for n, s in by_suite.items()}
+        for setting, by_suite in having.items()
     }
     print_budget_tables(rows)
     rerank3 = {
-        setting: {n: pool_rows(s, setting, splits, DEFAULT_POOL, 3, 4) for n, s in suites.items()} for setting in rows
+        setting: {n: pool_rows(s, setting, cuts(setting, splits), DEFAULT_POOL, 3, 4) for n, s in by_suite.items()}
+        for setting, by_suite in having.items()
     }
-    reliability_tables = reliability_by_suite(suites, splits)
+    reliability_tables = {setting: reliability_by_suite(suites, setting, splits) for setting in SETTINGS[1:]}
     verdict = verdict_lines(rows, rerank3)
     print("\n".join(verdict))
     path = common.SETUP.results_dir / "paper_halving.png"

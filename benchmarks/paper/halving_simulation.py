@@ -5,6 +5,8 @@ oracle that reads the committed per-document losses instead of measuring, scored
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import itertools
 import json
 import math
@@ -14,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.paper import recall
+from benchmarks.paper import common, recall
 from fisherhub.analysis.halving import BASE, Halving, successive_halving
 from fisherhub.core.registry import DEFAULT_RERANK_BUDGET, HALVING_SHORTLIST
 
@@ -26,7 +28,11 @@ DEFAULT_POOL = recall.DEFAULT_FIRST_STAGE
 SHORTLISTS = (4, 8, 16, HALVING_SHORTLIST)
 #: double bootstrap resamples of P(best); a reliability bin says something from this many selections on
 DRAWS, MIN_SELECTIONS, RELIABLE_WITHIN = 400, 10, 0.10
-SETTINGS = ("same documents", "independent halves")
+SETTINGS = ("same documents", "independent halves", "own sample")
+#: the setting of a real second stage: the target's own sample measured, the held-out transfer its truth
+OWN_SAMPLE = SETTINGS[2]
+#: each target's own sample under every candidate (``benchmarks.paper.own_sample``)
+OWN_SAMPLE_RESULT = "paper_own_sample.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +47,20 @@ class Suite:
     counts: np.ndarray
     relative: bool
     scores: dict[str, np.ndarray]
+    #: the same losses on each target's own sample (its task documents), where they were measured
+    own: Suite | None = None
+
+    @functools.cached_property
+    def key(self) -> str:
+        """A short hash of the losses and scores (without the own sample's: ``losses_key``)."""
+        digest = hashlib.sha256(json.dumps([self.names, self.relative, sorted(self.scores)]).encode())
+        for array in (self.base, self.adapted, self.counts, *(self.scores[k] for k in sorted(self.scores))):
+            digest.update(np.ascontiguousarray(array).tobytes())
+        return digest.hexdigest()[:12]
+
+    def losses_key(self, setting: str) -> str:
+        """A short hash of everything a selection in ``setting`` reads (the cache key of its rows)."""
+        return self.key + (self.own.key if setting == OWN_SAMPLE and self.own is not None else "")
 
     def transfer(self, seed: int, target: int, units: np.ndarray) -> np.ndarray:
         """Every source's transfer to ``target`` on the documents ``units``."""
@@ -60,8 +80,11 @@ class Suite:
 
 
 def load_suites(results: Path) -> dict[str, Suite]:
-    """The committed suites with per-document held-out losses (exp3–exp6)."""
+    """The committed suites with per-document held-out losses (exp3–exp6), with their own samples where
+    ``OWN_SAMPLE_RESULT`` has them."""
     suites = {}
+    own_path = results / OWN_SAMPLE_RESULT
+    own = json.loads(own_path.read_text())["suites"] if own_path.exists() else {}
     for key in ("exp3", "exp4", "exp5", "exp6"):
         path = results / f"{recall.SUITES[key]}.json"
         if not path.exists():
@@ -76,7 +99,29 @@ def load_suites(results: Path) -> dict[str, Suite]:
             bool(held["relative_perplexity"]),
             {k: np.array(v, dtype=np.float64) for k, v in data["scores"].items()},
         )
+        if key in own and _complete_targets(sample := _own_sample(suites[key], own[key])):
+            suites[key] = dataclasses.replace(suites[key], own=sample)
     return suites
+
+
+def _complete_targets(own: Suite) -> int:
+    """How many (seed, target) pairs have the own sample under every other candidate."""
+    n = len(own.names)
+    return sum(
+        not np.isnan(own.adapted[seed, [s for s in range(n) if s != t], t]).any()
+        for seed, t in itertools.product(range(own.adapted.shape[0]), range(n))
+    )
+
+
+def _own_sample(suite: Suite, own: dict) -> Suite:
+    """The own-sample losses of ``own`` (``benchmarks.paper.own_sample``) in ``suite``'s order of domains and
+    seeds (NaN for a seed not measured)."""
+    order = [own["domains"].index(name) for name in suite.names]
+    measured = np.array(own["adapted"], dtype=np.float64)[:, order][:, :, order]
+    adapted = np.full((suite.adapted.shape[0], *measured.shape[1:]), np.nan)
+    adapted[[common.LORA_SEEDS.index(seed) for seed in own["seeds"]]] = measured
+    rows = np.array(own["base"], dtype=np.float64)[order], np.array(own["counts"], dtype=np.float64)[order]
+    return Suite(suite.names, rows[0], adapted, rows[1], bool(own["relative_perplexity"]), suite.scores)
 
 
 def quick_suites(n: int = 5, documents: int = 8, seeds: int = 2) -> dict[str, Suite]:
@@ -94,7 +139,9 @@ def quick_suites(n: int = 5, documents: int = 8, seeds: int = 2) -> dict[str, Su
         scores = {
             key: -distance + rng.normal(scale=0.3, size=(n, n)) for key in ("fishersketch", "activation", "error")
         }
-        suites[f"quick{index}"] = Suite([f"d{i}" for i in range(n)], base, adapted, counts, True, scores)
+        own_noise = rng.normal(scale=0.05, size=adapted.shape)
+        own = Suite([f"d{i}" for i in range(n)], base, adapted + own_noise * counts[None, None], counts, True, scores)
+        suites[f"quick{index}"] = Suite(own.names, base, adapted, counts, True, scores, own)
     return suites
 
 
@@ -109,10 +156,20 @@ def recall_curves(suite: Suite) -> dict[str, dict[int, float]]:
     }
 
 
+def cuts(setting: str, splits: int) -> int:
+    """How many cuts of the documents ``setting`` makes: ``splits`` for independent halves, else one."""
+    return splits if setting == SETTINGS[1] else 1
+
+
 def _cuts(suite: Suite, target: int, setting: str, splits: int):
-    """(measuring, truth) documents of ``target``: all of them for both, or ``splits`` random halves."""
+    """(measuring, truth) documents of ``target``: all of them for both, ``splits`` random halves, or the own
+    sample's (measuring) and all the held-out ones (truth)."""
     units = suite.units(target)
-    if setting == "same documents":
+    if setting == OWN_SAMPLE:
+        assert suite.own is not None
+        yield suite.own.units(target), units
+        return
+    if setting == SETTINGS[0]:
         yield units, units
         return
     for split in range(splits):
@@ -150,15 +207,20 @@ class Simulated:
 
 def simulate(suite: Suite, setting: str, splits: int, pool: Sequence[str], k: int, budget: int) -> list[Simulated]:
     """Every selection (seed, target, cut) of ``suite``: the first ``k`` of ``pool``'s merged ranking measured by
-    successive halving within ``budget`` passes over the measuring documents, scored on the truth ones."""
+    successive halving within ``budget`` passes over the measuring documents, scored on the truth ones (the (seed, target)
+    pairs whose measuring losses were all measured)."""
+    measured = suite.own if setting == OWN_SAMPLE else suite
+    assert measured is not None
     results = []
     n = len(suite.names)
     for seed, target in itertools.product(range(suite.adapted.shape[0]), range(n)):
         shortlist = recall.first_stage(suite.scores, pool, target, k)
         others = [s for s in range(n) if s != target]
+        if np.isnan(measured.adapted[seed, others, target]).any():
+            continue
         for split, (measuring, truth) in enumerate(_cuts(suite, target, setting, splits)):
             outcome = successive_halving(
-                len(shortlist), len(measuring), budget, _oracle(suite, seed, target, shortlist, measuring)
+                len(shortlist), len(measuring), budget, _oracle(measured, seed, target, shortlist, measuring)
             )
             transfer = suite.transfer(seed, target, truth)
             best, picked = transfer[others].max(), transfer[shortlist[outcome.order[0]]]
@@ -186,11 +248,23 @@ def metrics(results: Sequence[Simulated]) -> dict:
         "max_regret": float(max_regret),
         "shortlist": float(np.mean([r.outcome.plan.candidates for r in results])),
         "measured_documents": float(np.mean([len(r.measuring) for r in results])),
+        "selections": len(results) // len(by_split),
     }
 
 
+#: where rows and reliability inputs are kept between runs (``benchmarks.paper.halving`` sets it: a ledger in the
+#: benchmark cache, keyed by the suite's losses), None: computed every time
+ROWS: common.Ledger | None = None
+
+
+def _kept(key: str, compute):
+    return compute() if ROWS is None else ROWS.get(key, compute)
+
+
 def pool_rows(suite: Suite, setting: str, splits: int, pool: Sequence[str], k: int, budget: int) -> dict:
-    return metrics(simulate(suite, setting, splits, pool, k, budget))
+    """``metrics`` of ``simulate`` (kept in ``ROWS``)."""
+    key = f"{suite.losses_key(setting)}|{setting}|{cuts(setting, splits)}|{recall.stage_name(pool)}|{k}|{budget}"
+    return _kept(key, lambda: metrics(simulate(suite, setting, splits, pool, k, budget)))
 
 
 def budget_rows(suite: Suite, setting: str, splits: int) -> list[dict]:
@@ -241,7 +315,7 @@ def choose_shortlist(suites: Mapping[str, Suite], splits: int) -> dict[str, dict
     return choices
 
 
-def measured_probability(result: Simulated, suite: Suite, draws: int = DRAWS) -> float:
+def measured_probability(result: Simulated, draws: int = DRAWS) -> float:
     """P(the pick beats every other measured candidate on a truth sample), by a double bootstrap of the measuring
     documents: a resample (the population), then from it a sample of the truth half's size; each candidate is
     compared with the pick on the documents it was measured on."""
@@ -274,30 +348,58 @@ def recall_at(suites: Mapping[str, Suite], held_out: str, k: int) -> float:
     return float(np.mean(values))
 
 
-def reliability_inputs(suite: Suite, suites: Mapping[str, Suite], splits: int) -> dict[str, tuple[list, list]]:
-    """(predicted P(best of all candidates), whether the pick was the best of the truth half) of every selection
-    and cut, for halving at the default budget and ``rerank=3``, and for the latter without the unmeasured (the
-    measured share alone)."""
+def reliability_inputs(
+    suite: Suite, suites: Mapping[str, Suite], setting: str, splits: int
+) -> dict[str, tuple[list, list]]:
+    """(the measured share of P(best): ``measured_probability``, the first stage's recall at the shortlist entered:
+    ``recall_at``, whether the pick was the best of the truth documents) of every selection and cut of ``setting``
+    (independent halves or the own sample), for halving at the default budget and ``rerank=3``, and for the latter
+    without the unmeasured (the measured share alone: recall 1). P(best of all candidates) is their product."""
     held_out = next(name for name, s in suites.items() if s is suite)
+    others = "+".join(s.key for name, s in suites.items() if name != held_out)
+    others = hashlib.sha256(others.encode()).hexdigest()[:12]
+    key = f"{suite.losses_key(setting)}|reliability|{setting}|{cuts(setting, splits)}|{others}"
+    return _kept(key, lambda: _reliability_inputs(suite, suites, held_out, setting, splits))
+
+
+def _reliability_inputs(
+    suite: Suite, suites: Mapping[str, Suite], held_out: str, setting: str, splits: int
+) -> dict[str, tuple[list, list, list]]:
     n = len(suite.names) - 1
     runs = {
         f"halving B={DEFAULT_RERANK_BUDGET}": simulate(
-            suite, SETTINGS[1], splits, DEFAULT_POOL, min(n, HALVING_SHORTLIST), DEFAULT_RERANK_BUDGET
+            suite, setting, splits, DEFAULT_POOL, min(n, HALVING_SHORTLIST), DEFAULT_RERANK_BUDGET
         ),
-        "rerank=3": simulate(suite, SETTINGS[1], splits, DEFAULT_POOL, 3, 4),
+        "rerank=3": simulate(suite, setting, splits, DEFAULT_POOL, 3, 4),
     }
     inputs = {}
     for method, results in runs.items():
-        measured = [measured_probability(r, suite) for r in results]
+        measured = [measured_probability(r) for r in results]
         entered = [
             1.0 if r.outcome.plan.candidates >= n else recall_at(suites, held_out, r.outcome.plan.candidates)
             for r in results
         ]
         observed = [float(r.correct) for r in results]
-        inputs[method] = ([p * q for p, q in zip(measured, entered)], observed)
+        inputs[method] = (measured, entered, observed)
         if method == "rerank=3":
-            inputs["rerank=3, the measured alone"] = (measured, observed)
+            inputs["rerank=3, the measured alone"] = (measured, [1.0] * len(results), observed)
     return inputs
+
+
+#: the exponents ``fit_exponent`` chooses among
+EXPONENTS = tuple(float(x) for x in np.geomspace(0.25, 16.0, 37))
+
+
+def fit_exponent(measured: Sequence[float], entered: Sequence[float], observed: Sequence[float]) -> float:
+    """γ of P(best) = recall × (measured share)^γ (γ > 1: less sure) of the highest Bernoulli likelihood of
+    ``observed``; fitted on the other suites' selections (leave one suite out), never on the suite it is used on."""
+    m, e, o = (np.asarray(x, dtype=np.float64) for x in (measured, entered, observed))
+
+    def likelihood(gamma: float) -> float:
+        p = np.clip(e * m**gamma, 1e-6, 1 - 1e-6)
+        return float(np.sum(o * np.log(p) + (1 - o) * np.log1p(-p)))
+
+    return max(EXPONENTS, key=likelihood)
 
 
 def reliability(predicted: Sequence[float], observed: Sequence[float], splits: int) -> dict:

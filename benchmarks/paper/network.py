@@ -30,7 +30,7 @@ SUITE_NETWORK_SETS = {"exp4": ("lora", "lora_m4096")}
 
 #: granularity of the network sketches per suite, fixed before any result: a verbalizer task has one scored
 #: token per prompt, so its exact (sequence) gradient is the per-example one; LM domains use position granularity
-GRANULARITY = {"exp3": "sequence", "exp4": "token", "exp5": "token", "exp6": "token"}
+GRANULARITY = {"exp3": "sequence", "exp4": "token", "exp5": "token", "exp6": "token", "exp7": "token"}
 #: the ground truth's cache group of the lower-layer states (exp. 3: one for all tasks; else the domain's name)
 PREFIX_GROUP = {"exp3": "verbalizer"}
 

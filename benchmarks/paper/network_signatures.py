@@ -26,6 +26,10 @@ def suite_tasks(suite: str, tokenizer) -> dict[str, list[common.Example]]:
         from benchmarks.domains import HELDOUT_DOMAINS, heldout_domains
 
         domains, names = heldout_domains(), HELDOUT_DOMAINS
+    elif suite == "exp7":
+        from benchmarks.domains import PREREGISTERED_DOMAINS, preregistered_domains
+
+        domains, names = preregistered_domains(), PREREGISTERED_DOMAINS
     else:
         from benchmarks.domains import smiles_domains
         from benchmarks.paper.exp5_smiles import SMILES_SUBDOMAINS

@@ -160,7 +160,10 @@ BOOTSTRAP_DRAWS, BOOTSTRAP_SEED = 2000, 0
 
 
 def _choice_weights(score: np.ndarray) -> np.ndarray:
-    """(S, T): for each target column, 1/|tied best| on the candidates a score picks (ties split evenly)."""
+    """(S, T): for each target column, 1/|tied best| on the candidates a score picks (ties split evenly); a score
+    per LoRA seed (R, S, T) gives (R, S, T)."""
+    if score.ndim == 3:
+        return np.stack([_choice_weights(per_seed) for per_seed in score])
     n = score.shape[0]
     weights = np.zeros_like(score, dtype=np.float64)
     for target in range(score.shape[1]):
@@ -188,7 +191,8 @@ def paired_bootstrap(
     intervals, and the same for every difference between two methods, from one paired bootstrap: each draw
     resamples the targets and, within each target, its held-out units (documents or prompts), so the ground
     truth's own noise is in the intervals; every method is scored on the same draws. Metrics are means over
-    the LoRA seeds."""
+    the LoRA seeds. A method's score is [source, target], or [seed, source, target] where its picks differ by
+    seed (a second stage measures that seed's adapters)."""
     rng = np.random.default_rng(seed)
     n_targets = truth.counts.shape[0]
     valid = truth.counts > 0

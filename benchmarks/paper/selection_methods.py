@@ -1,4 +1,4 @@
-"""Every selection method of the selection suites (exp3 to exp6): one function and one ``@method`` each.
+"""Every selection method of the selection suites (exp3 to exp7): one function and one ``@method`` each.
 
 A method gets the suite's ``SelectionInputs`` and returns the [source, target] score matrix of its tasks
 (higher = pick that source); the suites rank, tabulate, bootstrap and plot every registered method, in the
@@ -100,7 +100,7 @@ def error(inputs: SelectionInputs) -> torch.Tensor:
     return inputs.sketch.error
 
 
-@method("linear_cka", "linear CKA (feature-level)", suites=("exp4", "exp5", "exp6"), cached=True)
+@method("linear_cka", "linear CKA (feature-level)", suites=("exp4", "exp5", "exp6", "exp7"), cached=True)
 def feature_linear_cka(inputs: SelectionInputs) -> torch.Tensor:
     return baselines.feature_cka_matrix([t.activations for t in inputs.tasks])
 

@@ -114,10 +114,12 @@ def transfer_study(
     split: common.DomainSplit | None = None,
     seeds: Sequence[int] = common.LORA_SEEDS,
     official_package: bool = True,
+    every_sample: bool = False,
 ) -> TransferStudy:
     """Signatures, every registered selection method's scores, adapters and held-out NLLs of ``texts``
     (domain → documents), all cached. The methods run before the adapters are trained, so a broken one fails
-    first."""
+    first. Each target's own sample is measured under the default first stage's candidates, or with
+    ``every_sample`` under every other domain's adapter."""
     settings, split = settings or common.lora_settings(), split or common.domain_split()
     suite = group.split("_")[0]
     chosen = methods_of(suite, available_needs(official_package))
@@ -194,7 +196,11 @@ def transfer_study(
     ground_truth = losses(eval_examples, eval_keys)
     # the second stage of a two-stage selection: the loss of the target's own sample (its task data) under the
     # default first stage's candidates
-    sample_measured = recall.measured_pairs({"activation": sketch.activation, "error": sketch.error})
+    sample_measured = (
+        ~np.eye(len(names), dtype=bool)
+        if every_sample
+        else recall.measured_pairs({"activation": sketch.activation, "error": sketch.error})
+    )
     sample_losses = losses(task_examples, keys, sample_measured)
     scores |= recall.two_stage_scores(scores, sample_losses.transfer().mean(axis=0))
     _, selections, official_recommendations = inputs.added

@@ -69,9 +69,11 @@ class HubUnavailableError(HubError):
 
 
 @contextlib.contextmanager
-def hub_errors(where: str, path: str | None = None) -> Iterator[None]:
+def hub_errors(where: str, path: str | None = None, *, once: bool = False) -> Iterator[None]:
     """Re-raise the client's not-found and offline exceptions as ``HubError`` types naming ``where``
-    (an ``hf://`` reference) and, for a missing file, ``path``, with what to do about it."""
+    (an ``hf://`` reference) and, for a missing file, ``path``, with what to do about it; ``once``: the request
+    was a single attempt (no backoff on a 5xx; a 429 sent again after its Retry-After), which the message of a
+    ``HubUnavailableError`` for a 5xx says."""
     try:
         yield
     except RevisionNotFoundError as exc:
@@ -94,9 +96,14 @@ def hub_errors(where: str, path: str | None = None) -> Iterator[None]:
     except HfHubHTTPError as exc:
         status = exc.response.status_code if getattr(exc, "response", None) is not None else None
         if status == 429 or (status or 0) >= 500:
+            said = f"the Hub answered {status} ({'rate limited' if status == 429 else 'server error'})"
+            tried = (
+                "again, to a single attempt (no backoff: it did at an earlier run, after retrying)"
+                if once and status != 429
+                else "and still did after retrying"
+            )
             raise HubUnavailableError(
-                f"{where}: the Hub answered {status} ({'rate limited' if status == 429 else 'server error'}) and "
-                "still did after retrying: run again later (an index build or update resumes where it stopped)"
+                f"{where}: {said} {tried}: run again later (an index build or update resumes where it stopped)"
             ) from exc
         if status not in (401, 403):
             raise

@@ -23,6 +23,7 @@ from fisherhub.hub.errors import AmbiguousSignatureError, CardError, SignatureNo
 from fisherhub.hub.folder import folder_entries, folder_signature_files
 from fisherhub.hub.listing import CHOICE_KEYS, distinguishing_choice, entry_matches
 from fisherhub.safe_text import printable
+from fisherhub.hub.retry import RATE_LIMITED, with_retries
 from fisherhub.hub.refs import SignatureRef, check_path, is_local_folder, is_local_path_only, repo_ref
 from fisherhub.hub.snapshot import RepoSnapshot, repo_snapshot
 from fisherhub.core.registry import COMMIT_ID
@@ -315,25 +316,42 @@ def _fetch(
         raise InputError(
             f"{text} names a file: {_choice(choice)} choose a signature only when the reference has no path"
         )
-    local = _download(target, token)
+    return _hub_file(target, token)
+
+
+def _hub_file(target: SignatureRef, token: str | None, once: bool = False) -> tuple[str, Signature]:
+    """(local copy, validated signature) of the Hub file ``target`` (``_download``)."""
+    local = _download(target, token, once)
     if (problem := oversized(os.path.getsize(local))) is not None:
         raise SignatureFileError(f"{target}: {problem}")
     with open(local, "rb") as handle:
         return local, Signature.from_bytes(handle.read(), source=str(target))
 
 
-def _download(target: SignatureRef, token: str | None) -> str:
+def load_hub_signature(target: SignatureRef, token: str | None = None, *, once: bool = False) -> Signature:
+    """The signature file ``target`` (a Hub file, pinned to a commit) as ``load_signature`` reads it; ``once``: a
+    single attempt for a file the Hub could not serve at an earlier run (its size asked for once, without the
+    client's backoff: a 5xx raises ``HubUnavailableError`` at once, a 429 is sent again after its Retry-After)."""
+    return _hub_file(target, token, once)[1]
+
+
+def _download(target: SignatureRef, token: str | None, once: bool = False) -> str:
     """The local copy of the Hub file ``target`` through the cache. Its size is asked for first (a HEAD request,
-    ``get_hf_file_metadata``) and a file larger than a signature is refused without being downloaded; a copy the
-    cache holds at that commit is taken as it is (no request), and offline the cache answers."""
+    ``get_hf_file_metadata``, with the client's backoff on 429 and 5xx; ``once``: without it, a 429 sent again
+    after its Retry-After by ``retry.with_retries``) and a file larger than a signature is refused without being
+    downloaded; a copy the cache holds at that commit is taken as it is (no request), and offline the cache
+    answers."""
     where = str(target)
     cached = try_to_load_from_cache(target.repo_id, target.file, revision=target.revision, repo_type=target.repo_type)
     if isinstance(cached, str) and COMMIT_ID.fullmatch(target.revision or ""):
         return cached
-    with hub_errors(where, target.path):
+    with hub_errors(where, target.path, once=once):
         if not constants.HF_HUB_OFFLINE:
             url = hf_hub_url(target.repo_id, target.file, repo_type=target.repo_type, revision=target.revision)
-            size = get_hf_file_metadata(url, token=token, retry_on_errors=True).size  # its backoff on 429 and 5xx
+            if once:
+                size = with_retries(lambda: get_hf_file_metadata(url, token=token), where, statuses=RATE_LIMITED).size
+            else:
+                size = get_hf_file_metadata(url, token=token, retry_on_errors=True).size
             if (problem := oversized(size)) is not None:
                 raise SignatureFileError(f"{where}: {problem}: not downloaded")
         return hf_hub_download(

@@ -6,7 +6,9 @@ sent (``counting_requests``).
 (its HEAD again after a failure; the GET on 429) and ``get_hf_file_metadata(retry_on_errors=True)``; fisherhub
 uses those as they are. ``repo_info`` is sent once: a 429 or 5xx raises ``HfHubHTTPError``. ``with_retries``
 sends such a call again, at most ``RETRIES`` times, after the ``Retry-After`` the 429 names (a wait longer than
-``MAX_WAIT`` is not waited for: the error is raised) or, without one, after 1, 2, 4 s.
+``MAX_WAIT`` is not waited for: the error is raised) or, without one, after 1, 2, 4 s. With
+``statuses=RATE_LIMITED`` it is a single attempt that still honours a 429: what an index update sends to a file
+the Hub failed to serve at an earlier run, and the second stage to an adapter's weights file.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ logger = logging.getLogger(__name__)
 
 #: statuses sent again (the ones ``huggingface_hub``'s own backoff sends again)
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+#: what a single attempt sends again: a 429 only, after its ``Retry-After`` (a 5xx is raised at once)
+RATE_LIMITED = frozenset({429})
 #: retries after the first try, and the longest wait (seconds) a ``Retry-After`` may ask for
 RETRIES, MAX_WAIT, FIRST_WAIT = 3, 60.0, 1.0
 
@@ -38,10 +42,15 @@ def retry_after(exc: HfHubHTTPError) -> float | None:
     return float(value) if value.isdecimal() else None
 
 
-def with_retries(call: Callable[[], Value], where: str, sleep: Callable[[float], None] = time.sleep) -> Value:
-    """``call()``, sent again after a 429 or 5xx (``RETRY_STATUSES``) at most ``RETRIES`` times: after the
-    seconds the 429's ``Retry-After`` asks for, else ``FIRST_WAIT`` doubled at each retry. Any other error, the
-    last one, or one asking to wait more than ``MAX_WAIT`` is raised."""
+def with_retries(
+    call: Callable[[], Value],
+    where: str,
+    sleep: Callable[[float], None] = time.sleep,
+    statuses: frozenset[int] = RETRY_STATUSES,
+) -> Value:
+    """``call()``, sent again after an answer of ``statuses`` (default: a 429 or 5xx) at most ``RETRIES`` times:
+    after the seconds the 429's ``Retry-After`` asks for, else ``FIRST_WAIT`` doubled at each retry. Any other
+    error, the last one, or one asking to wait more than ``MAX_WAIT`` is raised."""
     wait = FIRST_WAIT
     for attempt in range(RETRIES + 1):
         try:
@@ -49,7 +58,7 @@ def with_retries(call: Callable[[], Value], where: str, sleep: Callable[[float],
         except HfHubHTTPError as exc:
             status = exc.response.status_code if exc.response is not None else None
             asked = retry_after(exc)
-            if status not in RETRY_STATUSES or attempt == RETRIES or (asked or 0) > MAX_WAIT:
+            if status not in statuses or attempt == RETRIES or (asked or 0) > MAX_WAIT:
                 raise
             pause = asked if asked is not None else wait
             logger.info("%s: the Hub answered %s; sending it again in %.0f s", where, status, pause)

@@ -294,5 +294,5 @@ def publish_rows(loaded: LoadedIndex, api, work: Path, files: dict[str, Path], r
         ]
     )
     table = replace_repos(loaded, folder, keys)
-    commit = push_index(table, loaded.ref, loaded.base_model, loaded.layout, folder.entries(), token=token)
+    commit, _ = push_index(table, loaded.ref, loaded.base_model, loaded.layout, folder.entries(), token=token)
     return sum(map(len, results.values())), commit

@@ -38,7 +38,8 @@ def default_max_adapter_bytes(model) -> int:
 
 def _weights_file(adapter: AdapterLocation, token: str | None) -> tuple[str, int | None]:
     """(the weights file ``peft`` would load for ``adapter``, its size in bytes: None when it cannot be known,
-    offline and not cached); ``Skip`` when there is none. On the Hub one HEAD request per file name tried."""
+    offline and not cached); ``Skip`` when there is none. On the Hub one HEAD request per file name tried (a 429
+    sent again after its Retry-After, ``retry.with_retries``; anything else not)."""
     from fisherhub.hub.errors import HubError, SignatureNotFoundError
 
     prefix = f"{adapter.subfolder}/" if adapter.subfolder else ""
@@ -54,6 +55,7 @@ def _weights_file(adapter: AdapterLocation, token: str | None) -> tuple[str, int
     from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
 
     from fisherhub.hub.errors import hub_errors
+    from fisherhub.hub.retry import RATE_LIMITED, with_retries
 
     for name in ADAPTER_WEIGHTS:
         path = f"{prefix}{name}"
@@ -65,7 +67,8 @@ def _weights_file(adapter: AdapterLocation, token: str | None) -> tuple[str, int
         try:
             with hub_errors(adapter.path, path):
                 url = hf_hub_url(adapter.path, path, revision=adapter.revision)
-                return name, get_hf_file_metadata(url, token=token).size
+                metadata = with_retries(lambda: get_hf_file_metadata(url, token=token), path, statuses=RATE_LIMITED)
+                return name, metadata.size
         except SignatureNotFoundError:  # no such file at this revision: the next name
             continue
         except HubError as exc:
@@ -82,11 +85,12 @@ def check_adapter(
     token: str | None = None,
     *,
     shared_base: bool = False,
-) -> None:
+) -> str:
     """``Skip``, with the reason, unless ``adapter`` can be loaded onto ``base_model``: a LoRA config that the
     bounded reader and peft read (``peft_config_of``) naming that base model or none, and a weights file of at most
     ``max_bytes``. With ``shared_base`` (one base model measured under several adapters in turn) a config that
-    would change the base model itself (``layer_replication``: unloading does not undo it) is refused too."""
+    would change the base model itself (``layer_replication``: unloading does not undo it) is refused too.
+    Returns the name of the weights file (one of ``ADAPTER_WEIGHTS``)."""
     from fisherhub.lm.adapter_config import adapter_config_file
 
     try:
@@ -106,6 +110,32 @@ def check_adapter(
             "model's parameters at 4 bytes each: no low-rank update is larger); pass max_adapter_bytes= "
             "(--max-adapter-mb) to load it"
         )
+    return name
+
+
+def local_adapter(adapter: AdapterLocation, weights: str, token: str | None = None) -> AdapterLocation:
+    """``adapter`` as the folder of the Hub cache that holds its config and ``weights`` file at its revision
+    (``hf_hub_download``: its backoff, Retry-After honoured), so that ``peft`` loads it without a request of its
+    own (it sends its existence check once, without retries: a 429 answered to it would skip the adapter). A local
+    folder, or offline, as it is; ``Skip`` when the Hub does not serve the files."""
+    from huggingface_hub import constants, hf_hub_download
+
+    from fisherhub.hub.errors import HubError, hub_errors
+    from fisherhub.selection.rows import AdapterLocation
+
+    if os.path.isdir(adapter.path) or constants.HF_HUB_OFFLINE:
+        return adapter
+    prefix = f"{adapter.subfolder}/" if adapter.subfolder else ""
+    try:
+        with hub_errors(adapter.path, f"{prefix}{weights}"):
+            config = hf_hub_download(
+                adapter.path, f"{prefix}adapter_config.json", revision=adapter.revision, token=token
+            )
+            hf_hub_download(adapter.path, f"{prefix}{weights}", revision=adapter.revision, token=token)
+    except HubError as exc:
+        raise Skip(str(exc)) from exc
+    depth = len(Path(adapter.subfolder).parts) if adapter.subfolder else 0
+    return AdapterLocation(os.fspath(Path(config).parents[depth]), None, adapter.subfolder)
 
 
 def brief(exc: BaseException, limit: int = 240) -> str:
@@ -181,10 +211,11 @@ def checked_adapter_on(
     model, adapter: AdapterLocation, base_model: str | None, token: str | None, max_adapter_bytes: int | None
 ) -> Iterator:
     """``adapter_on`` after ``check_adapter`` (a shared base model; weights of at most ``max_adapter_bytes``,
-    None: ``default_max_adapter_bytes(model)``), refusing weights that hold NaN or inf: ``Skip`` with the reason."""
+    None: ``default_max_adapter_bytes(model)``), from the cache (``local_adapter``), refusing weights that hold
+    NaN or inf: ``Skip`` with the reason."""
     limit = default_max_adapter_bytes(model) if max_adapter_bytes is None else max_adapter_bytes
-    check_adapter(adapter, base_model, limit, token, shared_base=True)
-    with adapter_on(model, adapter, token) as peft_model:
+    weights = check_adapter(adapter, base_model, limit, token, shared_base=True)
+    with adapter_on(model, local_adapter(adapter, weights, token), token) as peft_model:
         broken = _non_finite_weights(peft_model)
         if broken:
             raise Skip(f"its weights hold NaN or inf ({len(broken)} tensor(s), e.g. {broken[0]}): a broken adapter")

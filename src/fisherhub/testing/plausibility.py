@@ -43,6 +43,11 @@ class PlausibilityTally:
         self.pairs += n * (n - 1)
         self.doubted_pairs += [doubts[i][j] for i in range(n) for j in range(n) if i != j and doubts[i][j]]
 
+    def merge(self, other: PlausibilityTally) -> None:
+        """Add ``other``'s counts and doubts to these (a pytest-xdist worker's tally, in the controller)."""
+        for field in dataclasses.fields(self):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+
     @contextlib.contextmanager
     def watch(self) -> Iterator[PlausibilityTally]:
         """Count every signature ``SketchState.finalize`` makes, and every pair ``alignment_matrix`` checks

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 
 from fisherhub.cli.support.arguments import HelpFormatter
+from fisherhub.cli.support.repo_arguments import add_token_argument
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--rerank", type=int, default=3, metavar="K", help="adapters measured on the target (0: none)")
     parser.add_argument("--report", default="first-hour-report.json", metavar="JSON", help="where the report goes")
     parser.add_argument("--work", default=None, metavar="DIR", help="work folder (default under ~/.cache/fisherhub)")
-    parser.add_argument("--token", default=None, help="Hub token (default: HF_TOKEN or the one `hf auth login` saved)")
+    add_token_argument(parser)
     add_arguments(parser.add_argument_group("signing from generations"), GenerationOptions)
     parser.set_defaults(func=run)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 
 from fisherhub.cli.support.arguments import HelpFormatter
+from fisherhub.cli.support.repo_arguments import add_token_argument
 from fisherhub.cli.support.space_arguments import add_space_arguments, publish_or_serve
 
 
@@ -32,7 +33,7 @@ def _common(parser: argparse.ArgumentParser, workers: bool = True) -> None:
         metavar="DIR",
         help="where rows read so far are kept, to resume (default ~/.cache/fisherhub/index/ORG--NAME)",
     )
-    parser.add_argument("--token", default=None, help="Hub token (default: HF_TOKEN or the one `hf auth login` saved)")
+    add_token_argument(parser)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -112,7 +113,7 @@ def _add_sign(commands: argparse._SubParsersAction) -> None:
 def _add_show(commands: argparse._SubParsersAction) -> None:
     show = commands.add_parser("show", help="what an index holds", formatter_class=HelpFormatter)
     show.add_argument("index", metavar="ORG/NAME", help="the index to show")
-    show.add_argument("--token", default=None, help="Hub token")
+    add_token_argument(show)
     show.add_argument(
         "--plot",
         default=None,
@@ -170,7 +171,10 @@ def run_update(args: argparse.Namespace) -> int:
         )
     print("\n".join(summary.lines()))
     print(traffic.line())
-    print(f"read {read} changed repo(s); " + (f"pushed {args.index}@{commit}" if commit else "the index is up to date"))
+    print(
+        f"read {read} repo(s) (changed, new, or unavailable before); "
+        + (f"pushed {args.index}@{commit}" if commit else "the index is up to date")
+    )
     return 0
 
 

@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from fisherhub.cli.support.arguments import HelpFormatter, add_arguments
+from fisherhub.cli.support.repo_arguments import add_token_argument
 from fisherhub.core.geometry import DEFAULT_SCORE, SCORES
 from fisherhub.core.registry import DEFAULT_RERANK_BUDGET, HALVING, HALVING_SHORTLIST
 from fisherhub.extras import require
@@ -105,11 +106,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "default: the table fits the terminal (100 columns when unknown), those two below it",
     )
     _add_second_stage_arguments(parser)
-    parser.add_argument(
-        "--token",
-        default=None,
-        help="Hub token for private or gated adapters (default: HF_TOKEN or the one `hf auth login` saved)",
-    )
+    add_token_argument(parser, " for private or gated adapters")
     add_arguments(
         parser.add_argument_group("a dataset TARGET"), DataOptions, only=("split", "text_column", "max_documents")
     )

@@ -1,4 +1,5 @@
-"""The REPO argument of ``push`` and ``list``: a Hub repo reference or a local folder, with its type and revision."""
+"""The Hub arguments commands share: the REPO argument of ``push`` and ``list`` (a Hub repo reference or a local
+folder, with its type and revision) and ``--token``."""
 
 from __future__ import annotations
 
@@ -60,3 +61,10 @@ def add_choice_arguments(parser: argparse.ArgumentParser) -> None:
 def choice_from_args(args: argparse.Namespace) -> dict[str, str | None]:
     """The keywords of ``load_signature`` that ``add_choice_arguments``' flags give."""
     return {key: getattr(args, key) for key in CHOICE_HELP}
+
+
+def add_token_argument(parser: argparse.ArgumentParser, purpose: str = "") -> None:
+    """``--token``: the Hub token a command uses (default: the one ``huggingface_hub`` finds)."""
+    parser.add_argument(
+        "--token", default=None, help=f"Hub token{purpose} (default: HF_TOKEN or the one `hf auth login` saved)"
+    )

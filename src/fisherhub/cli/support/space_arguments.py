@@ -6,6 +6,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from fisherhub.cli.support.repo_arguments import add_token_argument
+
 
 def add_space_arguments(parser: argparse.ArgumentParser, space: str) -> None:
     """``--push``, ``--private``, ``--serve``, ``--host``, ``--port``, ``--token``: what a Space command takes."""
@@ -19,7 +21,7 @@ def add_space_arguments(parser: argparse.ArgumentParser, space: str) -> None:
     parser.add_argument("--serve", action="store_true", help="run the page here until interrupted")
     parser.add_argument("--host", default="127.0.0.1", help="the address --serve listens on")
     parser.add_argument("--port", type=int, default=7860, help="the port --serve listens on")
-    parser.add_argument("--token", default=None, help="Hub token (default: HF_TOKEN or the one `hf auth login` saved)")
+    add_token_argument(parser)
 
 
 def publish_or_serve(

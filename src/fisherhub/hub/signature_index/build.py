@@ -49,10 +49,14 @@ class RepoResult:
     retry: bool = False
 
 
-def repo_rows(snapshot: RepoSnapshot, base_model: str, layout: Layout, token: str | None = None) -> RepoResult:
+def repo_rows(
+    snapshot: RepoSnapshot, base_model: str, layout: Layout, token: str | None = None, once: bool = False
+) -> RepoResult:
     """The rows of the signatures ``snapshot`` (a repo at one commit) publishes for ``base_model``, each
-    file downloaded at that commit and loaded as ``load_signature`` loads it; the rest with their reason."""
-    from fisherhub.hub.read import load_signature, snapshot_signatures
+    file downloaded at that commit and loaded as ``load_signature`` loads it; the rest with their reason.
+    ``once``: the Hub could not serve the repo at this commit before: each file is tried once, without the
+    client's backoff on a 5xx (``load_hub_signature``)."""
+    from fisherhub.hub.read import load_hub_signature, snapshot_signatures
 
     ref = snapshot.ref
     rows, problems, retry = [], [], False
@@ -63,7 +67,7 @@ def repo_rows(snapshot: RepoSnapshot, base_model: str, layout: Layout, token: st
             problems.append((info.path, info.problem))
             continue
         try:
-            signature = load_signature(info.location, token=token)
+            signature = load_hub_signature(ref.with_path(info.path), token, once=once)
         except FisherHubError as exc:
             problems.append((info.path, str(exc)))
             retry |= isinstance(exc, HubUnavailableError)
@@ -129,6 +133,11 @@ class WorkFolder:
     def is_done(self, snapshot: RepoSnapshot) -> bool:
         entry = self.done.get((snapshot.ref.repo_type, snapshot.ref.repo_id))
         return entry is not None and entry["commit"] == snapshot.ref.revision and not entry.get("retry")
+
+    def unavailable(self, snapshot: RepoSnapshot) -> bool:
+        """Whether the Hub could not serve the repo at the commit ``snapshot`` names when it was journaled."""
+        entry = self.done.get((snapshot.ref.repo_type, snapshot.ref.repo_id))
+        return entry is not None and entry["commit"] == snapshot.ref.revision and bool(entry.get("retry"))
 
     def add(self, results: list[RepoResult]) -> None:
         """Journal ``results`` (their rows in one new chunk)."""
@@ -203,12 +212,17 @@ def read_repos(
     workers: int = DEFAULT_WORKERS,
     progress: bool = False,
     stop_after: int | None = None,
+    once: Collection[tuple[str, str]] = (),
 ) -> int:
     """Read every snapshot the work folder does not hold at its commit, ``workers`` repos at once (each worker
     takes the next repo as soon as it is done: a slow repo holds one worker), and journal them as they finish,
-    in chunks; returns how many were read. ``stop_after``: stop after about that many repos
-    (a test's stand-in for a kill)."""
+    in chunks; returns how many were read. A repo the Hub could not serve at the same commit before (``once``:
+    (type, id); and those the work folder journaled so) is tried once, without the client's backoff
+    (``repo_rows``): a repo that keeps answering 5xx costs one request per run, not a minute of backoff.
+    ``stop_after``: stop after about that many repos (a test's stand-in for a kill)."""
     todo = [snapshot for snapshot in snapshots if not work.is_done(snapshot)]
+    once = {(s.ref.repo_type, s.ref.repo_id) for s in todo if (s.ref.repo_type, s.ref.repo_id) in once}
+    once |= {(s.ref.repo_type, s.ref.repo_id) for s in todo if work.unavailable(s)}
     if stop_after is not None:
         todo = todo[:stop_after]
     bar = None
@@ -218,7 +232,12 @@ def read_repos(
         bar = tqdm(total=len(todo), desc="reading repos", unit="repo")
     batch = workers * 4  # repos journaled together: a kill loses at most this many repos' reading
     results: list[RepoResult] = []
-    outcomes = bounded_completed(lambda s: repo_rows(s, base_model, layout, token), todo, workers, (FisherHubError,))
+    outcomes = bounded_completed(
+        lambda s: repo_rows(s, base_model, layout, token, (s.ref.repo_type, s.ref.repo_id) in once),
+        todo,
+        workers,
+        (FisherHubError,),
+    )
     for count, outcome in enumerate(outcomes, 1):
         if outcome.error is not None:
             ref, retry = outcome.item.ref, isinstance(outcome.error, HubUnavailableError)
@@ -340,8 +359,7 @@ def build_index(
     listed = {(s.ref.repo_type, s.ref.repo_id) for s in snapshots}
     folder.done = {key: entry for key, entry in folder.done.items() if key in listed}  # repos gone since are dropped
     table = folder.table()
-    commit = push_index(table, repo, base_model, layout, folder.entries(), token=token, private=private)
-    return commit, IndexSummary.of(table, base_model, folder.entries())
+    return push_index(table, repo, base_model, layout, folder.entries(), token=token, private=private)
 
 
 class InterruptedBuild(FisherHubError):
@@ -353,16 +371,19 @@ def indexed_repos(loaded: LoadedIndex) -> set[str]:
     return {entry["repo_id"] for entry in loaded.state["repos"] if entry["repo_type"] == "model"}
 
 
-def changed_repos(loaded: LoadedIndex, token: str | None = None) -> tuple[dict[str, RepoSnapshot], set[str]]:
+def changed_repos(loaded: LoadedIndex, token: str | None = None) -> tuple[dict[str, RepoSnapshot], set[str], set[str]]:
     """(the adapters listed now whose commit differs from the one the index read, or new, or that the Hub could
-    not serve then (``retry``): id -> the listing's snapshot; the adapters the index read that the Hub no longer
-    lists), from the build's one listing (``listed_adapters``: commit, files, card, so reading a changed adapter
-    costs what it costs a build)."""
+    not serve then (``retry``): id -> the listing's snapshot; of those, the ones the Hub could not serve at the
+    commit listed now (read again with a single attempt, ``read_repos``); the adapters the index read that the
+    Hub no longer lists), from the build's one listing (``listed_adapters``: commit, files, card, so reading a
+    changed adapter costs what it costs a build)."""
     models = [entry for entry in loaded.state["repos"] if entry["repo_type"] == "model"]
-    seen = {entry["repo_id"]: None if entry.get("retry") else entry["commit"] for entry in models}
+    seen = {entry["repo_id"]: entry["commit"] for entry in models}
+    unavailable = {entry["repo_id"] for entry in models if entry.get("retry")}
     listed = {s.ref.repo_id: s for s in listed_adapters(loaded.base_model, token, private=seen.keys())}
-    changed = {repo_id: s for repo_id, s in listed.items() if seen.get(repo_id) != s.ref.revision}
-    return changed, set(seen) - set(listed)
+    changed = {r: s for r, s in listed.items() if seen.get(r) != s.ref.revision or r in unavailable}
+    once = {r for r in changed if r in unavailable and seen[r] == changed[r].ref.revision}
+    return changed, once, set(seen) - set(listed)
 
 
 def replace_repos(loaded: LoadedIndex, folder: WorkFolder, replaced: set[tuple[str, str]]):
@@ -379,6 +400,20 @@ def replace_repos(loaded: LoadedIndex, folder: WorkFolder, replaced: set[tuple[s
     return pa.concat_tables([conform(loaded.table.filter(keep)), folder.table()])
 
 
+def still_unavailable(loaded: LoadedIndex, folder: WorkFolder, once: Collection[str]) -> bool:
+    """Whether each adapter of ``once`` read again into ``folder`` gave what the index ``loaded`` holds of it:
+    the same rows, the Hub still unable to serve the same files (so there is nothing new to push)."""
+    before = {entry["repo_id"]: entry for entry in loaded.state["repos"] if entry["repo_type"] == "model"}
+
+    def outcome(entry: dict[str, Any]) -> tuple[int, list[str]]:
+        return entry["rows"], [path for path, _ in entry["problems"]]
+
+    return all(
+        folder.done[("model", r)].get("retry") and outcome(folder.done[("model", r)]) == outcome(before[r])
+        for r in once
+    )
+
+
 def update_index(
     name: str,
     *,
@@ -388,17 +423,28 @@ def update_index(
     progress: bool = False,
 ) -> tuple[str | None, IndexSummary, int]:
     """Bring the index ``name`` up to date: one listing (the build's) says which adapters changed commit,
-    appeared or went; only those are read again, as the build reads them (their signature files). Pushes
-    when anything changed; returns (the new commit, None when nothing changed; the summary; repos read)."""
+    appeared or went; only those are read again, as the build reads them (their signature files), and those the
+    Hub could not serve at the same commit before, each with a single attempt (``read_repos``). Pushes when
+    anything changed (not when the only repos read are still unavailable: the index already names them, with
+    their reason); returns (the new commit, None when nothing changed; the summary; repos read)."""
     loaded = load_index(name, token)
     layout, base_model = loaded.layout, loaded.base_model
-    changed, gone = changed_repos(loaded, token)
+    changed, once, gone = changed_repos(loaded, token)
     folder = WorkFolder(work or default_work(loaded.ref) / f"update-{loaded.commit[:12]}", base_model, layout)
     if not changed and not gone:
         return None, IndexSummary.of(loaded.table, base_model, loaded.state["repos"]), 0
     read = read_repos(
-        list(changed.values()), base_model, layout, folder, token=token, workers=workers, progress=progress
+        list(changed.values()),
+        base_model,
+        layout,
+        folder,
+        token=token,
+        workers=workers,
+        progress=progress,
+        once={("model", repo_id) for repo_id in once},
     )
+    if not gone and set(changed) == once and still_unavailable(loaded, folder, once):
+        return None, IndexSummary.of(loaded.table, base_model, loaded.state["repos"]), read
     table = replace_repos(loaded, folder, {("model", repo_id) for repo_id in (*changed, *gone)})
-    commit = push_index(table, loaded.ref, base_model, layout, folder.entries(), token=token)
-    return commit, IndexSummary.of(table, base_model, folder.entries()), read
+    commit, summary = push_index(table, loaded.ref, base_model, layout, folder.entries(), token=token)
+    return commit, summary, read

@@ -54,13 +54,14 @@ class IndexSummary:
     left_out: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, table, base_model: str, repos: Iterable[dict[str, Any]]) -> IndexSummary:
-        """From the rows (an Arrow table) and the state file's repo entries."""
+    def of(cls, table, base_model: str, repos: Iterable[dict[str, Any]], rows: IndexRows | None = None) -> IndexSummary:
+        """From the rows (an Arrow table; ``rows``: its ``read_rows``, when read already) and the state file's repo
+        entries."""
         repos = list(repos)
         obtained = collections.Counter(table.column("obtained").to_pylist())
         sketch_ids = collections.Counter(table.column("sketch_id").to_pylist())
         problems = sum(len(repo.get("problems") or []) for repo in repos)
-        rows = read_rows(table, base_model, "the index")
+        rows = rows if rows is not None else read_rows(table, base_model, "the index")
         found = nearest_neighbours(rows, NEIGHBOUR_ROWS)
         neighbours = tuple(
             (

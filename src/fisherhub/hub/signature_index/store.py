@@ -39,10 +39,11 @@ def push_index(
     *,
     token: str | None = None,
     private: bool = False,
-) -> str:
+) -> tuple[str, IndexSummary]:
     """Push ``table`` as the index ``repo`` (``repos``: the state file's entries of the repos read, a work folder's
     ``entries()``): the Parquet shards through ``datasets`` (``push_to_hub``), then the
-    card, state file and (with matplotlib installed) the card's heatmap in one commit; returns that commit."""
+    card, state file and (with matplotlib installed) the card's heatmap in one commit; returns that commit and
+    the index's summary (its rows read and checked once, for the summary and the heatmap)."""
     import io
 
     import datasets
@@ -69,10 +70,11 @@ def push_index(
         )
         card_file = hf_hub_download(repo.repo_id, "README.md", repo_type="dataset", token=token)
         existing = parse_card(card_text(card_file, where), where, "dataset").data.to_dict()
-        summary = IndexSummary.of(table, base_model, repos)
+        rows = read_rows(table, base_model, where)
+        summary = IndexSummary.of(table, base_model, repos, rows)
         state = render_state(base_model, layout, repos, sorted(summary.sketch_ids))
         try:
-            figure = rows_figure(read_rows(table, base_model, where), base_model)
+            figure = rows_figure(rows, base_model)
         except InputError:  # matplotlib is not installed: the card goes without its figure
             figure = None
         operations = [CommitOperationAdd(STATE_PATH, state)]
@@ -87,7 +89,7 @@ def push_index(
             commit_message=f"signature index of {base_model}: {table.num_rows} rows",
             operations=[CommitOperationAdd("README.md", card.encode()), *operations],
         )
-    return info.oid
+    return info.oid, summary
 
 
 @dataclasses.dataclass(frozen=True)
