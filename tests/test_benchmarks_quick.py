@@ -202,7 +202,7 @@ CHECKS = {
     "exp4": lambda r: _selection_values(r, r["domains"]) is None and _two_stage(r),
     "exp5": lambda r: _selection_values(r, r["domains"]) is None and _two_stage(r),
     "exp6": lambda r: _selection_values(r, r["domains"]) is None and _two_stage(r),
-    "exp7": lambda r: _selection_values(r, r["domains"]) is None and _own_sample_values(r) is None,
+    "exp7": lambda r: _selection_values(r, r["domains"]) is None and _preregistered_values(r) is None,
     "halving": lambda r: _halving_values(r) is None,
     "own_sample": lambda r: _own_sample_values(r) is None,
 }
@@ -237,7 +237,7 @@ def _own_sample_values(result: dict) -> None:
     assert all(b > 0 for row, n in zip(suite["base"], counts) for b, c in zip(row, n) if c > 0)
 
 
-def _own_sample_values(result: dict) -> None:
+def _preregistered_values(result: dict) -> None:
     """The pre-registered suite: every target's own sample measured under every other domain's adapter (never
     its own), halving at every budget 2 … candidates + 1 with the last one measure-all (its own ceiling), every
     second stage's picks one per seed and target, in the paired bootstrap, and reliability bins counting them."""
