@@ -210,12 +210,6 @@ SUITES = {
             ("mixing.json", "mixing.png"),
         ),
         Suite(
-            "generation_signatures",
-            "benchmarks.generation_signatures",
-            "adapters signed from their generations vs their training data: A, top-1, regret, cost",
-            ("generation_signatures.json", "generation_signatures.png"),
-        ),
-        Suite(
             "exp1",
             "benchmarks.paper.exp1_estimator",
             "paper exp. 1: sketch vs exact on natural domains",
@@ -250,6 +244,12 @@ SUITES = {
             "benchmarks.paper.exp6_heldout_domains",
             "exp. 6: held-out natural domains, fixed in advance (issue 27)",
             ("paper_exp6_heldout.json", "paper_exp6_heldout.png"),
+        ),
+        Suite(
+            "generation_signatures",
+            "benchmarks.paper.generation_vs_data",
+            "exp. 4-6 adapters signed from their generations vs their training data: A, top-1, regret, cost",
+            ("paper_generation_signatures.json", "paper_generation_signatures.png"),
         ),
         Suite(
             "exp7",

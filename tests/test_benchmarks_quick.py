@@ -258,20 +258,21 @@ def _preregistered_values(result: dict) -> None:
 
 
 def _generation_values(result: dict) -> None:
-    """The generation_signatures suite's JSON: per number of samples, A of each adapter's two signatures in
-    [-1, 2] with a positive stderr, top-1 in [0, 1] and regret ≥ 0 for each set of signatures, and a positive
-    cost at 1 and 2 threads for each number of samples."""
-    domains, samples = result["config"]["domains"], result["config"]["samples"]
-    assert sorted(result["by_samples"]) == sorted(map(str, samples))
-    for row in result["by_samples"].values():
-        assert set(row["A_data_vs_generated"]) == set(domains)
-        assert all(-1 <= a <= 2 and se > 0 for a, se in row["A_data_vs_generated"].values())
-        assert set(row["selection"]) == {"data", "generations", "mix"}
-        for q in row["selection"].values():
-            assert 0 <= q["first_top1"] <= 1 and 0 <= q["two_stage_top1"] <= 1 and q["first_max_regret"] >= 0
-    assert all(
-        curve.keys() == set(map(str, samples)) and min(curve.values()) > 0 for curve in result["cost_seconds"].values()
-    )
+    """The generation_signatures suite's JSON: per suite, seed and number of samples, A of each adapter's two
+    signatures in [-1, 2] with a positive stderr, top-1 in [0, 1] and regret ≥ 0 of each stage for each
+    signing (data, generations, mix), and a positive cost at 1 and 2 threads for each number of samples timed."""
+    assert result["quick"] is True and set(result["suites"]) == {"exp4"}
+    for suite in result["suites"].values():
+        for seed in map(str, result["seeds"]):
+            for row in suite[seed]["by_samples"].values():
+                assert set(row["A_generations_vs_data"]) == set(suite["domains"])
+                assert all(-1 <= a <= 2 and se > 0 for a, se in row["A_generations_vs_data"].values())
+                assert set(row["selection"]) == {"data", "generations", "mix"}
+                for q in row["selection"].values():
+                    assert all(0 <= q[f"{stage}_top1"] <= 1 for stage in ("first", "two_stage"))
+                    assert all(q[f"{stage}_max_regret"] >= 0 for stage in ("first", "two_stage"))
+    assert set(result["cost_seconds"]) == {"1", "2"}
+    assert all(min(curve.values()) > 0 for curve in result["cost_seconds"].values())
 
 
 def _two_stage(result: dict) -> bool:
