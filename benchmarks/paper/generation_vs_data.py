@@ -255,9 +255,14 @@ def transfer(adapters: SuiteAdapters, seed: int, held_out: bool, measured: np.nd
 def score_matrices(candidates: Sequence, targets: Sequence) -> dict[str, np.ndarray]:
     """A, S_a and S_e [source, target] of each candidate's signature with each target's."""
     pairs = [[alignment(c, t) for t in targets] for c in candidates]
+
+    def matrix(value) -> np.ndarray:
+        return np.array([[value(a) for a in row] for row in pairs])
+
     return {
-        key: np.array([[getattr(a, field) for a in row] for row in pairs])
-        for key, field in (("fishersketch", "fisher"), ("activation", "activation"), ("error", "error"))
+        "fishersketch": matrix(lambda a: a.fisher),
+        "activation": matrix(lambda a: a.activation),
+        "error": matrix(lambda a: a.error),
     }
 
 
