@@ -42,6 +42,7 @@ from benchmarks.paper import common, recall
 from benchmarks.paper.halving import CEILING_GAP, MAX_REGRET, MIN_TOP1, print_budget_tables, print_reliability
 from benchmarks.paper.halving_simulation import (
     DEFAULT_POOL,
+    OWN_SAMPLE,
     Simulated,
     Suite,
     load_suites,
@@ -50,12 +51,12 @@ from benchmarks.paper.halving_simulation import (
     recall_at,
     recall_curves,
     reliability,
+    simulate,
 )
 from benchmarks.paper.report import print_bootstrap, print_table, write_json
 from benchmarks.paper.scoring import HeldOutLosses, combine, paired_bootstrap, selection_score
 from benchmarks.paper.transfer import REFERENCES, TransferStudy, report, transfer_study
 from benchmarks.registry import check_references, labels
-from fisherhub.analysis.halving import BASE, successive_halving
 from fisherhub.core.registry import DEFAULT_RERANK_BUDGET, HALVING_SHORTLIST
 
 GROUP = "exp7_preregistered"
@@ -79,44 +80,11 @@ class SecondStage:
         return chosen
 
 
-def second_stage(study: TransferStudy, scores: Mapping[str, np.ndarray], name: str, k: int, budget: int) -> SecondStage:
+def second_stage(suite: Suite, name: str, k: int, budget: int) -> SecondStage:
     """The pool's first ``k`` candidates of every target ranked by successive halving within ``budget`` passes
-    over the target's own sample (``study.sample_losses``), for every LoRA seed; each pick scored against that
-    seed's transfer on the held-out documents."""
-    sample, truth = study.sample_losses, study.ground_truth
-    transfers = truth.transfer()
-    seeds, n = transfers.shape[0], len(study.names)
-    selections = []
-    for seed in range(seeds):
-        for target in range(n):
-            shortlist = recall.first_stage(scores, DEFAULT_POOL, target, k)
-            units = np.flatnonzero(sample.counts[target] > 0)
-
-            def losses(candidates, documents, seed=seed, target=target, shortlist=shortlist, units=units):
-                chosen = units[list(documents)]
-                rows = [
-                    sample.base[target, chosen] if c == BASE else sample.adapted[seed, shortlist[c], target, chosen]
-                    for c in candidates
-                ]
-                return torch.from_numpy(np.stack(rows)), torch.from_numpy(sample.counts[target, chosen])
-
-            outcome = successive_halving(len(shortlist), len(units), budget, losses)
-            others = [s for s in range(n) if s != target]
-            best, picked = transfers[seed, others, target].max(), transfers[seed, shortlist[outcome.order[0]], target]
-            selections.append(
-                Simulated(
-                    seed,
-                    target,
-                    0,
-                    shortlist,
-                    outcome,
-                    units,
-                    np.flatnonzero(truth.counts[target] > 0),
-                    bool(picked >= best - 1e-12),
-                    float(best - picked),
-                )
-            )
-    return SecondStage(name, selections)
+    over the target's own sample (``suite.own``), for every LoRA seed; each pick scored against that seed's
+    transfer on the held-out documents (``halving_simulation.simulate`` in its own-sample setting)."""
+    return SecondStage(name, simulate(suite, OWN_SAMPLE, 1, DEFAULT_POOL, k, budget))
 
 
 def stage_metrics(stage: SecondStage, transfers: np.ndarray) -> dict:
@@ -210,17 +178,14 @@ def figure(rows: Sequence[dict], rerank3: Mapping, curves: Mapping[str, Mapping[
     plt.close(fig)
 
 
-def _held_out_suite(study: TransferStudy) -> Suite:
-    """The suite's ground truth and first-stage scores as ``halving_simulation`` reads a committed suite."""
+def _suite(study: TransferStudy) -> Suite:
+    """The suite's ground truth and first-stage scores as ``halving_simulation`` reads a committed suite, with each
+    target's own sample (``study.sample_losses``) as its ``own``."""
+    scores = {k: v.double().numpy() for k, v in study.scores.items()}
     truth: HeldOutLosses = study.ground_truth
-    return Suite(
-        study.names,
-        truth.base,
-        truth.adapted,
-        truth.counts,
-        truth.relative_perplexity,
-        {k: v.double().numpy() for k, v in study.scores.items()},
-    )
+    sample: HeldOutLosses = study.sample_losses
+    own = Suite(study.names, sample.base, sample.adapted, sample.counts, sample.relative_perplexity, scores)
+    return Suite(study.names, truth.base, truth.adapted, truth.counts, truth.relative_perplexity, scores, own)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -234,12 +199,12 @@ def main(argv: list[str] | None = None) -> None:
     texts = common.domain_texts(PREREGISTERED_DOMAINS, preregistered_domains)
     study = transfer_study(texts, GROUP, official_package=options.official_package, every_sample=True)
     report(study, "exp7", title, f"paper_{GROUP}_heatmaps.png")
-    scores = {k: v.double().numpy() for k, v in study.scores.items()}
+    suite = _suite(study)
     transfers = study.ground_truth.transfer()
     n = len(study.names)
     shortlist = min(HALVING_SHORTLIST, n - 1)
-    halving = {b: second_stage(study, scores, f"halving B={b}", shortlist, b) for b in range(2, shortlist + 2)}
-    rerank = second_stage(study, scores, "rerank=3", RERANK_K, RERANK_K + 1)
+    halving = {b: second_stage(suite, f"halving B={b}", shortlist, b) for b in range(2, shortlist + 2)}
+    rerank = second_stage(suite, "rerank=3", RERANK_K, RERANK_K + 1)
     rows = budget_rows(halving, transfers)
     print_budget_tables({"own sample (32 documents)": {"exp7": rows}})
     rerank3 = stage_metrics(rerank, transfers)
@@ -258,7 +223,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     for method, table in probability.items():
         print_reliability(f"exp7, {method}", "the own sample's picks against the held-out truth", table)
-    curves = recall_curves(_held_out_suite(study))
+    curves = recall_curves(suite)
     print_table(
         ["first stage", *map(str, range(1, shortlist + 1))],
         [[name, *(by_k[k] for k in sorted(by_k))] for name, by_k in curves.items()],
@@ -288,8 +253,8 @@ def main(argv: list[str] | None = None) -> None:
                             "seed": s.seed,
                             "target": study.names[s.target],
                             "pick": study.names[s.shortlist[s.outcome.order[0]]],
-                            "correct": s.correct,
-                            "regret": s.regret,
+                            "correct": bool(s.correct),
+                            "regret": float(s.regret),
                             "passes": s.outcome.passes,
                         }
                         for s in stage.selections
