@@ -221,8 +221,7 @@ def read_repos(
     (``repo_rows``): a repo that keeps answering 5xx costs one request per run, not a minute of backoff.
     ``stop_after``: stop after about that many repos (a test's stand-in for a kill)."""
     todo = [snapshot for snapshot in snapshots if not work.is_done(snapshot)]
-    once = {(s.ref.repo_type, s.ref.repo_id) for s in todo if (s.ref.repo_type, s.ref.repo_id) in once}
-    once |= {(s.ref.repo_type, s.ref.repo_id) for s in todo if work.unavailable(s)}
+    once = {key for s in todo if (key := (s.ref.repo_type, s.ref.repo_id)) in once or work.unavailable(s)}
     if stop_after is not None:
         todo = todo[:stop_after]
     bar = None
