@@ -101,8 +101,10 @@ def _index_wire_values(result: dict) -> None:
     for update in result["update"]:
         assert update["repos_read"] == update["changed"] + update["unavailable_before"] and update["changed"] >= 1
         assert 0 < update["share_of_build_requests"] < 1 and update["requests_reading_changed_adapters"] > 0
-        unchanged = update["nothing_changed"]
+        unchanged, elsewhere = update["nothing_changed"], update["elsewhere"]
         assert not unchanged["pushed"] and unchanged["repos_read"] == update["unavailable_before"]
+        assert elsewhere["repos_read"] == elsewhere["changed"] + update["unavailable_before"] >= 1
+        assert elsewhere["requests_reading_changed_adapters"] > 0
     assert [(r["adapters"], r["built"]) for r in result["rank"]] == [(60, True), (120, False)]
     for run in result["rank"]:
         assert run["signature target"]["warm"]["requests"] < run["signature target"]["cold"]["requests"]

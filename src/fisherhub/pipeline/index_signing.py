@@ -293,6 +293,6 @@ def publish_rows(loaded: LoadedIndex, api, work: Path, files: dict[str, Path], r
             for adapter, adapter_rows in results.items()
         ]
     )
-    table = replace_repos(loaded, folder, keys)
+    table, _ = replace_repos(loaded, folder, keys)
     commit, _ = push_index(table, loaded.ref, loaded.base_model, loaded.layout, folder.entries(), token=token)
     return sum(map(len, results.values())), commit

@@ -79,6 +79,7 @@ class Repo:
         self.read_only = False  # commits answer 403, as the Hub does for a token without write access
         self.commits: dict[str, Commit] = {}
         self.cards: dict[str, dict | None] = {}  # commit id -> parsed card metadata
+        self.tag_lists: dict[str, list[str]] = {}  # commit id -> its tags
         self.refs = {"refs/heads/main": self.add_commit(None, {".gitattributes": GITATTRIBUTES}, "initial commit")}
 
     def add_commit(self, parent: str | None, files: dict[str, bytes], title: str, message: str = "") -> str:
@@ -104,7 +105,7 @@ class Repo:
         repo = cls.__new__(cls)
         for name in REPO_FIELDS:
             setattr(repo, name, state[name])
-        repo.granted, repo.cards = set(state["granted"]), {}
+        repo.granted, repo.cards, repo.tag_lists = set(state["granted"]), {}, {}
         repo.commits = {
             c["oid"]: Commit(**{**c, "files": {p: blob(sha) for p, sha in c["files"].items()}})
             for c in state["commits"]
@@ -130,17 +131,26 @@ class Repo:
         return out
 
     def card(self, commit: Commit) -> dict | None:
-        if commit.oid not in self.cards:  # commits never change: parse each card once
+        return copy.deepcopy(self._card(commit))
+
+    def _card(self, commit: Commit) -> dict | None:
+        """The card's metadata, parsed once per commit (commits never change); not to be changed by the caller."""
+        if commit.oid not in self.cards:
             try:
                 self.cards[commit.oid] = (
                     card_metadata(commit.files["README.md"].decode("utf-8")) if "README.md" in commit.files else None
                 )
             except Exception:  # on the Hub a repo with a broken card just has no cardData
                 self.cards[commit.oid] = None
-        return copy.deepcopy(self.cards[commit.oid])
+        return self.cards[commit.oid]
 
     def tags(self, commit: Commit) -> list[str]:
-        card = self.card(commit) or {}
+        if commit.oid not in self.tag_lists:  # computed once per commit, as its card is parsed
+            self.tag_lists[commit.oid] = self._tags(commit)
+        return list(self.tag_lists[commit.oid])
+
+    def _tags(self, commit: Commit) -> list[str]:
+        card = self._card(commit) or {}
         tags = as_list(card.get("tags")) + as_list(card.get("library_name"))
         tags += [f"license:{v}" for v in as_list(card.get("license"))]
         tags += [f"language:{v}" for v in as_list(card.get("language"))]

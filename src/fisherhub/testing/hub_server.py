@@ -220,20 +220,22 @@ class HubServer:
         keep |= {"siblings", "cardData"} if flag(q, "full") else {"cardData"} if flag(q, "cardData") else set()
         if expand := q.get("expand", []) + q.get("expand[]", []):
             keep = {"_id", "id", *expand}
-        with self.lock:
+        with self.lock:  # the repos listed, then the infos of the page asked for only
             for (repo_type, repo_id), repo in self.repos.items():
-                info = repo.info(repo.resolve("main"))
+                if repo_type != TYPES[t] or not self.may_read(h, repo):
+                    continue
+                head = repo.resolve("main")
+                author = repo_id.split("/")[0]
                 if (
-                    repo_type != TYPES[t]
-                    or not self.may_read(h, repo)
-                    or q.get("author", [info["author"]])[0] != info["author"]
+                    q.get("author", [author])[0] != author
                     or q.get("search", [""])[0].lower() not in repo_id.lower()
-                    or not all(f in info["tags"] for f in q.get("filter", []))
+                    or not all(f in repo.tags(head) for f in q.get("filter", []))
                 ):
                     continue
-                out.append({k: v for k, v in info.items() if k in keep})
-        listed, link = page(out[: int(q["limit"][0])] if q.get("limit") else out, q, h.url, self.faults.page_size)
-        return 200, listed, link
+                out.append((repo, head))
+            listed, link = page(out[: int(q["limit"][0])] if q.get("limit") else out, q, h.url, self.faults.page_size)
+            infos = [repo.info(head) for repo, head in listed]
+        return 200, [{k: v for k, v in info.items() if k in keep} for info in infos], link
 
     def repo_info(self, h, body, t, repo_id, rev):
         with self.lock:

@@ -31,7 +31,8 @@ def _common(parser: argparse.ArgumentParser, workers: bool = True) -> None:
         "--work",
         default=None,
         metavar="DIR",
-        help="where rows read so far are kept, to resume (default ~/.cache/fisherhub/index/ORG--NAME)",
+        help="where rows read so far are kept, to resume, and (build, update) what each push checked, so that an "
+        "update from the same folder checks only the rows it reads (default ~/.cache/fisherhub/index/ORG--NAME)",
     )
     add_token_argument(parser)
 

@@ -16,23 +16,28 @@ from typing import TYPE_CHECKING, Any, cast
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.safe_text import printable
 from fisherhub.hub.errors import HubUnavailableError, hub_errors
+from fisherhub.hub.discovery import LISTING_FIELDS, adapter_tag
 from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_completed
+from fisherhub.hub.retry import RATE_LIMITED, RETRY_STATUSES, with_retries
 from fisherhub.hub.refs import SignatureRef, index_ref
 from fisherhub.hub.signature_index.layout import Layout
 from fisherhub.hub.snapshot import RepoSnapshot
 from fisherhub.options import canonical_model_id
 from fisherhub.hub.signature_index.card import IndexSummary
 from fisherhub.hub.signature_index.schema import DATA_DIR, INDEX_FORMAT, STATE_PATH, conform, row_schema, signature_row
-from fisherhub.hub.signature_index.store import LoadedIndex, load_index, push_index
+from fisherhub.hub.signature_index.pushed import read_record
+from fisherhub.hub.signature_index.store import LoadedIndex, load_index, push_index, summarize
 
 if TYPE_CHECKING:
-    from huggingface_hub.hf_api import DatasetInfo
+    from huggingface_hub.hf_api import DatasetInfo, ExpandModelProperty_T
 
 logger = logging.getLogger(__name__)
 
 
 #: rows written to one resume chunk of the work folder
 CHUNK_ROWS = 256
+#: what an update's listing asks of each adapter: its commit (and whether it is private)
+COMMIT_FIELDS: tuple[ExpandModelProperty_T, ...] = ("sha", "private")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,8 +236,13 @@ def read_repos(
         bar = tqdm(total=len(todo), desc="reading repos", unit="repo")
     batch = workers * 4  # repos journaled together: a kill loses at most this many repos' reading
     results: list[RepoResult] = []
+
+    def read(snapshot: RepoSnapshot) -> RepoResult:
+        single = (snapshot.ref.repo_type, snapshot.ref.repo_id) in once
+        return repo_rows(described(snapshot, token, single), base_model, layout, token, single)
+
     outcomes = bounded_completed(
-        lambda s: repo_rows(s, base_model, layout, token, (s.ref.repo_type, s.ref.repo_id) in once),
+        read,
         todo,
         workers,
         (FisherHubError,),
@@ -256,6 +266,25 @@ def read_repos(
     return len(todo)
 
 
+def described(snapshot: RepoSnapshot, token: str | None = None, once: bool = False) -> RepoSnapshot:
+    """``snapshot`` with its files and card: as it is when it has them (``listed``), else (a listing of commits
+    only) its ``model_info`` at its commit with the build's listing's fields; ``once``: a single attempt (a 429
+    sent again after its ``Retry-After``, a 5xx raised at once)."""
+    if snapshot.listed:
+        return snapshot
+    from huggingface_hub import HfApi
+
+    ref = snapshot.ref
+    statuses = RATE_LIMITED if once else RETRY_STATUSES
+    with hub_errors(str(ref), once=once):
+        info = with_retries(
+            lambda: HfApi(token=token).model_info(ref.repo_id, revision=ref.revision, expand=list(LISTING_FIELDS)),
+            str(ref),
+            statuses=statuses,
+        )
+    return RepoSnapshot.from_info(info, ref.repo_type, listed=True)
+
+
 def default_work(repo: SignatureRef) -> Path:
     """Where the rows read for the index ``repo`` are kept (``FISHERHUB_INDEX_WORK``, else the user's cache)."""
     return Path(
@@ -267,17 +296,26 @@ def listed_adapters(
     base_model: str, token: str | None = None, *, private: bool | Collection[str] = False
 ) -> list[RepoSnapshot]:
     """Every adapter of ``base_model`` the Hub lists, as the listing describes it (commit, files, card): one
-    listing call (paginated by the client). Unsigned ones are kept, so the state file records them and
-    ``update`` does not read them again while their commit stays. A private adapter (one ``token`` may read) is
-    kept only where ``private`` allows it: True (for an index that is private itself), or its id among those
-    given (the ones the index already holds); the others are left out, with a warning that counts them, so that
-    nothing private reaches a public index."""
+    listing call (paginated by the client), ``listed_infos``."""
+    return [RepoSnapshot.from_info(info, "model", listed=True) for info in listed_infos(base_model, token, private)]
+
+
+def listed_infos(
+    base_model: str,
+    token: str | None = None,
+    private: bool | Collection[str] = False,
+    fields: Collection[ExpandModelProperty_T] = LISTING_FIELDS,
+) -> list[Any]:
+    """The listing's ``ModelInfo`` (``fields``: by default commit, files, card) of every adapter of
+    ``base_model``. Unsigned ones are
+    kept, so the state file records them and ``update`` does not read them again while their commit stays. A
+    private adapter (one ``token`` may read) is kept only where ``private`` allows it: True (for an index that is
+    private itself), or its id among those given (the ones the index already holds); the others are left out,
+    with a warning that counts them, so that nothing private reaches a public index."""
     from huggingface_hub import HfApi
 
-    from fisherhub.hub.discovery import LISTING_FIELDS, adapter_tag
-
     with hub_errors(f"the adapters of {base_model}"):
-        infos = list(HfApi(token=token).list_models(filter=adapter_tag(base_model), expand=list(LISTING_FIELDS)))
+        infos = list(HfApi(token=token).list_models(filter=adapter_tag(base_model), expand=list(fields)))
     kept = [info for info in infos if not info.private or private is True or (private and info.id in private)]
     if len(kept) < len(infos):
         logger.warning(
@@ -286,7 +324,7 @@ def listed_adapters(
             len(infos) - len(kept),
             base_model,
         )
-    return [RepoSnapshot.from_info(info, "model", listed=True) for info in kept]
+    return kept
 
 
 #: what a new dataset repo may hold before an index is pushed into it (the Hub writes ``.gitattributes``)
@@ -300,7 +338,6 @@ def check_push_target(repo: SignatureRef, token: str | None = None, force: bool 
     from huggingface_hub import HfApi
 
     from fisherhub.hub.errors import RepoNotFoundError
-    from fisherhub.hub.retry import with_retries
 
     where = f"datasets/{repo.repo_id}"
     try:
@@ -358,7 +395,9 @@ def build_index(
     listed = {(s.ref.repo_type, s.ref.repo_id) for s in snapshots}
     folder.done = {key: entry for key, entry in folder.done.items() if key in listed}  # repos gone since are dropped
     table = folder.table()
-    return push_index(table, repo, base_model, layout, folder.entries(), token=token, private=private)
+    return push_index(
+        table, repo, base_model, layout, folder.entries(), token=token, private=private, work=folder.folder
+    )
 
 
 class InterruptedBuild(FisherHubError):
@@ -372,22 +411,28 @@ def indexed_repos(loaded: LoadedIndex) -> set[str]:
 
 def changed_repos(loaded: LoadedIndex, token: str | None = None) -> tuple[dict[str, RepoSnapshot], set[str], set[str]]:
     """(the adapters listed now whose commit differs from the one the index read, or new, or that the Hub could
-    not serve then (``retry``): id -> the listing's snapshot; of those, the ones the Hub could not serve at the
-    commit listed now (read again with a single attempt, ``read_repos``); the adapters the index read that the
-    Hub no longer lists), from the build's one listing (``listed_adapters``: commit, files, card, so reading a
-    changed adapter costs what it costs a build)."""
+    not serve then (``retry``): id -> a snapshot naming only the commit listed, ``described`` when read; of those,
+    the ones the Hub could not serve at the commit listed now (read again with a single attempt,
+    ``read_repos``); the adapters the index read that the Hub no longer lists), from one listing of commits only
+    (``COMMIT_FIELDS``: at 10,000 adapters, a hundredth of what the build's listing, with each card and file
+    list, weighs)."""
     models = [entry for entry in loaded.state["repos"] if entry["repo_type"] == "model"]
     seen = {entry["repo_id"]: entry["commit"] for entry in models}
     unavailable = {entry["repo_id"] for entry in models if entry.get("retry")}
-    listed = {s.ref.repo_id: s for s in listed_adapters(loaded.base_model, token, private=seen.keys())}
-    changed = {r: s for r, s in listed.items() if seen.get(r) != s.ref.revision or r in unavailable}
+    listed = {info.id: info.sha for info in listed_infos(loaded.base_model, token, seen.keys(), COMMIT_FIELDS)}
+    changed = {
+        r: RepoSnapshot(SignatureRef(r, "model", sha), {}, None)
+        for r, sha in listed.items()
+        if seen.get(r) != sha or r in unavailable
+    }
     once = {r for r in changed if r in unavailable and seen[r] == changed[r].ref.revision}
     return changed, once, set(seen) - set(listed)
 
 
 def replace_repos(loaded: LoadedIndex, folder: WorkFolder, replaced: set[tuple[str, str]]):
-    """The rows of ``loaded`` but those of the ``replaced`` (repo type, repo id), plus the rows ``folder``
-    journaled; ``folder`` takes the state entries of the repos kept, so its state file describes the result."""
+    """(the rows of ``loaded`` but those of the ``replaced`` (repo type, repo id), then the rows ``folder``
+    journaled; how many come from ``loaded``); ``folder`` takes the state entries of the repos kept, so its
+    state file describes the result."""
     import pyarrow as pa
 
     for entry in loaded.state["repos"]:
@@ -396,21 +441,25 @@ def replace_repos(loaded: LoadedIndex, folder: WorkFolder, replaced: set[tuple[s
             folder.done[key] = {**entry, "chunk": None}
     keys = zip(loaded.table.column("repo_type").to_pylist(), loaded.table.column("repo_id").to_pylist())
     keep = pa.array([key not in replaced for key in keys], type=pa.bool_())
-    return pa.concat_tables([conform(loaded.table.filter(keep)), folder.table()])
+    kept = conform(loaded.table.filter(keep))
+    return pa.concat_tables([kept, folder.table()]), kept.num_rows
 
 
-def still_unavailable(loaded: LoadedIndex, folder: WorkFolder, once: Collection[str]) -> bool:
-    """Whether each adapter of ``once`` read again into ``folder`` gave what the index ``loaded`` holds of it:
-    the same rows, the Hub still unable to serve the same files (so there is nothing new to push)."""
+def still_unavailable(loaded: LoadedIndex, folder: WorkFolder, once: Collection[str]) -> set[str]:
+    """The adapters of ``once`` read again into ``folder`` that gave nothing new of what the index ``loaded``
+    holds of them: the Hub still unable to serve the same files (the same rows), or the repo itself (not even
+    its file list)."""
     before = {entry["repo_id"]: entry for entry in loaded.state["repos"] if entry["repo_type"] == "model"}
 
     def outcome(entry: dict[str, Any]) -> tuple[int, list[str]]:
         return entry["rows"], [path for path, _ in entry["problems"]]
 
-    return all(
-        folder.done[("model", r)].get("retry") and outcome(folder.done[("model", r)]) == outcome(before[r])
+    return {
+        r
         for r in once
-    )
+        if folder.done[("model", r)].get("retry")
+        and outcome(folder.done[("model", r)]) in (outcome(before[r]), (0, [""]))
+    }
 
 
 def update_index(
@@ -423,15 +472,28 @@ def update_index(
 ) -> tuple[str | None, IndexSummary, int]:
     """Bring the index ``name`` up to date: one listing (the build's) says which adapters changed commit,
     appeared or went; only those are read again, as the build reads them (their signature files), and those the
-    Hub could not serve at the same commit before, each with a single attempt (``read_repos``). Pushes when
-    anything changed (not when the only repos read are still unavailable: the index already names them, with
-    their reason); returns (the new commit, None when nothing changed; the summary; repos read)."""
+    Hub could not serve at the same commit before, each with a single attempt (``read_repos``); of these, the
+    ones still unavailable keep what the index holds of them. Pushes when anything changed (not when the only
+    repos read are still unavailable: the index already names them, with their reason); returns (the new commit, None when nothing changed; the summary; repos read). ``work``: the
+    index's work folder (the build's, default ``default_work``): the repos read are journaled in its
+    ``update-<commit>`` folder. When this client pushed the index's commit from there (``pushed``), the rows it
+    keeps are not checked again: only the rows read now are."""
+    import numpy as np
+
     loaded = load_index(name, token)
     layout, base_model = loaded.layout, loaded.base_model
     changed, once, gone = changed_repos(loaded, token)
-    folder = WorkFolder(work or default_work(loaded.ref) / f"update-{loaded.commit[:12]}", base_model, layout)
+    root = work_folder(work or default_work(loaded.ref))
+    folder = WorkFolder(root / f"update-{loaded.commit[:12]}", base_model, layout)
+    before = read_record(root, loaded.commit)
+
+    def unchanged() -> IndexSummary:
+        everything = np.ones(loaded.table.num_rows, dtype=bool)
+        where = f"datasets/{loaded.ref.repo_id}"
+        return summarize(loaded.table, base_model, loaded.state["repos"], where, before, everything)[0]
+
     if not changed and not gone:
-        return None, IndexSummary.of(loaded.table, base_model, loaded.state["repos"]), 0
+        return None, unchanged(), 0
     read = read_repos(
         list(changed.values()),
         base_model,
@@ -442,8 +504,14 @@ def update_index(
         progress=progress,
         once={("model", repo_id) for repo_id in once},
     )
-    if not gone and set(changed) == once and still_unavailable(loaded, folder, once):
-        return None, IndexSummary.of(loaded.table, base_model, loaded.state["repos"]), read
-    table = replace_repos(loaded, folder, {("model", repo_id) for repo_id in (*changed, *gone)})
-    commit, summary = push_index(table, loaded.ref, base_model, layout, folder.entries(), token=token)
+    for repo_id in still_unavailable(loaded, folder, once):  # the index keeps what it holds of them
+        del folder.done[("model", repo_id)]
+        del changed[repo_id]
+    if not changed and not gone:
+        return None, unchanged(), read
+    table, kept = replace_repos(loaded, folder, {("model", repo_id) for repo_id in (*changed, *gone)})
+    checked = np.arange(table.num_rows) < kept
+    commit, summary = push_index(
+        table, loaded.ref, base_model, layout, folder.entries(), token=token, work=root, before=before, checked=checked
+    )
     return commit, summary, read

@@ -6,7 +6,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -48,7 +48,8 @@ class IndexRows:
     """The usable rows of an index for one base model: ``rows`` (the row fields but the sketches),
     ``specs`` (one parsed ``SketchSpec`` per row, shared between equal specs), ``units`` (sketch name ->
     (n, m) float32 unit vectors, for the sketches the index stores), ``lengths`` and ``split_norms``
-    ((n, 3) float64, in ``SKETCHES`` order); ``skipped`` the rows left out with their reason."""
+    ((n, 3) float64, in ``SKETCHES`` order); ``skipped`` the rows left out with their reason; ``positions`` where
+    each usable row is in the table read, and ``skipped_positions`` where each left-out one is."""
 
     rows: list[dict[str, Any]]
     specs: list[SketchSpec]
@@ -57,6 +58,8 @@ class IndexRows:
     split_norms: np.ndarray
     skipped: list[SkippedRow]
     commit: str | None = None
+    positions: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    skipped_positions: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -234,7 +237,7 @@ def read_rows(table, base_model: str | None, where: str, commit: str | None = No
     sketches = {name: _SketchColumn(table.column(name), columns["dtype"]) for name in stored}
     specs = _SpecCache()
     units: dict[str, list[np.ndarray]] = {name: [] for name in stored}
-    rows, parsed, lengths, norms, skipped, kept = [], [], [], [], [], []
+    rows, parsed, lengths, norms, skipped, kept, left_out = [], [], [], [], [], [], []
     for i in range(table.num_rows):
         row = {name: values[i] for name, values in columns.items()}
         try:
@@ -242,6 +245,7 @@ def read_rows(table, base_model: str | None, where: str, commit: str | None = No
             row_units = {name: sketches[name].vector(i, row["dtype"], spec.m, name) for name in stored}
         except SignatureFileError as exc:
             skipped.append(SkippedRow(str(row.get("repo_id")), row.get("path"), f"index row: {exc}"))
+            left_out.append(i)
             continue
         rows.append(row)
         parsed.append(spec)
@@ -262,7 +266,71 @@ def read_rows(table, base_model: str | None, where: str, commit: str | None = No
         else:
             stack[name] = np.stack(vectors) if vectors else np.zeros((0, 0), np.float32)
     return IndexRows(
-        rows, parsed, stack, np.array(lengths).reshape(-1, 3), np.array(norms).reshape(-1, 3), skipped, commit
+        rows,
+        parsed,
+        stack,
+        np.array(lengths).reshape(-1, 3),
+        np.array(norms).reshape(-1, 3),
+        skipped,
+        commit,
+        np.array(kept, dtype=np.int64),
+        np.array(left_out, dtype=np.int64),
+    )
+
+
+#: the columns that name a row (``row_key``)
+KEY_COLUMNS = ("repo_type", "repo_id", "commit", "path")
+
+
+def row_key(repo_type: Any, repo_id: Any, commit: Any, path: Any) -> tuple[str, str, str, str]:
+    """What names a row: its repo, the commit it was read at and its file's path (each as text)."""
+    return (str(repo_type), str(repo_id), str(commit), str(path))
+
+
+def table_keys(table) -> list[tuple[str, str, str, str]]:
+    """``row_key`` of every row of an Arrow ``table`` of index rows, in order."""
+    return list(map(row_key, *(table.column(k).to_pylist() for k in KEY_COLUMNS)))
+
+
+def summary_rows(
+    table,
+    base_model: str | None,
+    where: str,
+    limit: int,
+    checked: np.ndarray | None = None,
+    left_out: Mapping[tuple[str, str, str, str], str] | None = None,
+) -> IndexRows:
+    """What an index's card needs of its rows, as ``read_rows`` gives it but reading only some: the ``limit``
+    rows ``largest_rows`` picks (the same as from every row), with every row left out (``skipped``, in table
+    order). Rows ``checked`` (a mask) were checked before, at a push of the same rows (``pushed``): left out
+    when their ``row_key`` is in ``left_out`` (key -> reason), else usable; they are not checked again."""
+    left_out = left_out or {}
+    checked = np.zeros(table.num_rows, dtype=bool) if checked is None else np.asarray(checked, dtype=bool)
+    unchecked = np.flatnonzero(~checked)
+    fresh = read_rows(table if checked.sum() == 0 else table.take(unchecked), base_model, where)
+    usable = checked.copy()
+    usable[unchecked[fresh.positions]] = True
+    keys = table_keys(table)
+    skipped = {int(unchecked[p]): row for p, row in zip(fresh.skipped_positions, fresh.skipped)}
+    for i in np.flatnonzero(checked):
+        if keys[i] in left_out:
+            usable[i] = False
+            skipped[int(i)] = SkippedRow(keys[i][1], keys[i][3], left_out[keys[i]])
+    candidates = np.flatnonzero(usable)
+    top: list[int] = []
+    if len(candidates):
+        ids = np.array(table.column("sketch_id").to_pylist(), dtype=object)[candidates]
+        common = collections.Counter(ids.tolist()).most_common(1)[0][0]
+        same = candidates[ids == common]
+        tokens = table.column("num_tokens").to_pylist()
+        top = sorted(sorted(same.tolist(), key=lambda i: -tokens[i])[:limit])
+    chosen = read_rows(table.take(top), base_model, where)
+    order = sorted(skipped)
+    return dataclasses.replace(
+        chosen,
+        positions=np.array(top, dtype=np.int64)[chosen.positions],
+        skipped=[skipped[i] for i in order],
+        skipped_positions=np.array(order, dtype=np.int64),
     )
 
 

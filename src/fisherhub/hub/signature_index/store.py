@@ -4,7 +4,10 @@ and heatmap in one commit) and loaded at one commit (``load_index``)."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
 
 
 from fisherhub.core.bounded import check_size, read_file
@@ -13,8 +16,24 @@ from fisherhub.hub.errors import hub_errors
 from fisherhub.hub.pool import bounded_map
 from fisherhub.hub.refs import SignatureRef, index_ref
 from fisherhub.hub.signature_index.layout import DEFAULT_DTYPE, DEFAULT_SKETCHES, Layout
-from fisherhub.hub.signature_index.card import FIGURE_PATH, IndexSummary, render_card, rows_figure
-from fisherhub.hub.signature_index.rows import IndexRows, read_rows
+from fisherhub.hub.signature_index.card import (
+    FIGURE_PATH,
+    NEIGHBOUR_ROWS,
+    PLOTTED_ROWS,
+    IndexSummary,
+    render_card,
+    rows_figure,
+)
+from fisherhub.hub.signature_index.pushed import PushRecord, write_record
+from fisherhub.hub.signature_index.rows import (
+    KEY_COLUMNS,
+    IndexRows,
+    largest_rows,
+    read_rows,
+    row_key,
+    summary_rows,
+    table_keys,
+)
 from fisherhub.hub.signature_index.schema import (
     DATA_DIR,
     MAX_STATE_BYTES,
@@ -39,11 +58,16 @@ def push_index(
     *,
     token: str | None = None,
     private: bool = False,
+    work: Path | None = None,
+    before: PushRecord | None = None,
+    checked: np.ndarray | None = None,
 ) -> tuple[str, IndexSummary]:
     """Push ``table`` as the index ``repo`` (``repos``: the state file's entries of the repos read, a work folder's
     ``entries()``): the Parquet shards through ``datasets`` (``push_to_hub``), then the
     card, state file and (with matplotlib installed) the card's heatmap in one commit; returns that commit and
-    the index's summary (its rows read and checked once, for the summary and the heatmap)."""
+    the index's summary (``summarize``). ``work``: the index's work folder, where the push is recorded
+    (``pushed``); ``before``: the record of the commit the rows ``checked`` come from (an update's), so that
+    those rows are not checked again and the heatmap is kept when its rows are the same."""
     import io
 
     import datasets
@@ -70,26 +94,52 @@ def push_index(
         )
         card_file = hf_hub_download(repo.repo_id, "README.md", repo_type="dataset", token=token)
         existing = parse_card(card_text(card_file, where), where, "dataset").data.to_dict()
-        rows = read_rows(table, base_model, where)
-        summary = IndexSummary.of(table, base_model, repos, rows)
+        summary, rows = summarize(table, base_model, repos, where, before, checked)
         state = render_state(base_model, layout, repos, sorted(summary.sketch_ids))
+        plotted = tuple(row_key(*(rows.rows[i][k] for k in KEY_COLUMNS)) for i in largest_rows(rows, PLOTTED_ROWS))
+        operations = [CommitOperationAdd(STATE_PATH, state)]
+        kept = before is not None and len(plotted) >= 2 and before.figure == plotted  # the same rows: the same figure
         try:
-            figure = rows_figure(rows, base_model)
+            figure = None if kept else rows_figure(rows, base_model)
         except InputError:  # matplotlib is not installed: the card goes without its figure
             figure = None
-        operations = [CommitOperationAdd(STATE_PATH, state)]
         if figure is not None:
             png = io.BytesIO()
             figure.savefig(png, format="png", dpi=120)
             operations.append(CommitOperationAdd(FIGURE_PATH, png.getvalue()))
-        card = render_card(summary, layout, existing, repo.repo_id, figure is not None)
+        card = render_card(summary, layout, existing, repo.repo_id, kept or figure is not None)
         info = api.create_commit(
             repo.repo_id,
             repo_type="dataset",
             commit_message=f"signature index of {base_model}: {table.num_rows} rows",
             operations=[CommitOperationAdd("README.md", card.encode()), *operations],
         )
+    if work is not None:
+        keys = table_keys(table) if rows.skipped else []
+        left_out = {keys[i]: row.reason for i, row in zip(rows.skipped_positions, rows.skipped)}
+        write_record(work, PushRecord(info.oid, left_out, plotted if kept or figure is not None else None))
     return info.oid, summary
+
+
+def summarize(
+    table,
+    base_model: str,
+    repos: list[dict[str, Any]],
+    where: str,
+    before: PushRecord | None = None,
+    checked: np.ndarray | None = None,
+) -> tuple[IndexSummary, IndexRows]:
+    """The summary of an index of rows ``table`` and the rows its card shows (``rows.summary_rows``: every row
+    checked but the rows ``checked`` at the push ``before`` records)."""
+    rows = summary_rows(
+        table,
+        base_model,
+        where,
+        max(PLOTTED_ROWS, NEIGHBOUR_ROWS),
+        checked if before is not None else None,
+        before.left_out if before is not None else None,
+    )
+    return IndexSummary.of(table, base_model, repos, rows), rows
 
 
 @dataclasses.dataclass(frozen=True)
