@@ -268,6 +268,12 @@ SUITES = {
             ("paper_halving.json", "paper_halving.png"),
         ),
         Suite(
+            "wide_suite",
+            "benchmarks.paper.wide_suite",
+            "128 candidate adapters per exp6 target: recall@k of the first stages, halving on the own samples",
+            ("paper_wide_suite.json", "paper_wide_suite.png"),
+        ),
+        Suite(
             "own_sample",
             "benchmarks.paper.own_sample",
             "exp4–6: each target's own sample under every candidate adapter (the real second stage's losses)",

@@ -206,8 +206,24 @@ CHECKS = {
     "exp6": lambda r: _selection_values(r, r["domains"]) is None and _two_stage(r),
     "exp7": lambda r: _selection_values(r, r["domains"]) is None and _preregistered_values(r) is None,
     "halving": lambda r: _halving_values(r) is None,
+    "wide_suite": lambda r: _wide_suite_values(r) is None,
     "own_sample": lambda r: _own_sample_values(r) is None,
 }
+
+
+def _wide_suite_values(result: dict) -> None:
+    """The wide suite: 4 variants of every candidate domain, none of the target's own; recall@k rising to 1 at
+    the candidates' count at most; halving's last budget its own ceiling."""
+    domains = {c["domain"] for c in result["candidates"]}
+    assert len(result["candidates"]) == 4 * len(domains)
+    for target in result["targets"]:
+        assert all(result["candidates"][c]["domain"] != target["target"] for c in target["allowed"])
+        assert len(target["held_out"]["adapted"]) == len(target["allowed"])
+    for curve in result["recall"].values():
+        values = [curve[k] for k in sorted(curve, key=int)]
+        assert values == sorted(values) and all(0 <= v <= 1 for v in values)
+    rows = result["budgets"]
+    assert rows[-1]["top1"] == rows[-1]["ceiling"]["top1"] and all(r["max_regret"] >= 0 for r in rows)
 
 
 def _halving_values(result: dict) -> None:

@@ -560,27 +560,38 @@ class LoraBench:
         return [float(part.sum()) for part in self.nll(examples).split([e.num_scored for e in examples])]
 
     # -- adapters ---------------------------------------------------------------------------------
-    def adapter_path(self, name: str, examples: Sequence[Example], seed: int = 0) -> Path:
-        """Where the adapter trained on ``examples`` with ``seed`` is cached."""
-        return (
-            self.cache / f"lora-{config_key(self.settings)}" / f"{name}.{examples_key(examples)}.seed{seed}.safetensors"
-        )
+    def adapter_path(self, name: str, examples: Sequence[Example], seed: int = 0, steps: int | None = None) -> Path:
+        """Where the adapter trained on ``examples`` with ``seed`` (for ``steps``, default the settings') is cached."""
+        settings = self.settings if steps is None else dataclasses.replace(self.settings, steps=steps)
+        return self.cache / f"lora-{config_key(settings)}" / f"{name}.{examples_key(examples)}.seed{seed}.safetensors"
 
     def adapter(self, name: str, examples: Sequence[Example], seed: int = 0) -> dict[str, torch.Tensor]:
         """The adapter trained on ``examples`` with ``seed`` (loaded when cached)."""
-        path = self.adapter_path(name, examples, seed)
-        if path.exists():
-            return load_file(path)
-        weights = self._train(examples, seed, desc=f"LoRA {name} s{seed}")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save_file(weights, f"{path}.tmp")
-        os.replace(f"{path}.tmp", path)
-        return weights
+        return self.adapters_at_steps(name, examples, seed, (self.settings.steps,))[self.settings.steps]
 
-    def _train(self, examples: Sequence[Example], seed: int, desc: str) -> dict[str, torch.Tensor]:
+    def adapters_at_steps(
+        self, name: str, examples: Sequence[Example], seed: int, steps: Sequence[int]
+    ) -> dict[int, dict[str, torch.Tensor]]:
+        """The adapters after each of ``steps`` of one run of max(steps) steps (loaded when all are cached), each
+        cached where the run of that many steps caches its adapter: the first s steps of a longer run are the
+        s-step run (the same batches, a constant learning rate)."""
+        paths = {s: self.adapter_path(name, examples, seed, s) for s in steps}
+        if all(path.exists() for path in paths.values()):
+            return {s: load_file(path) for s, path in paths.items()}
+        snapshots = self._train(examples, seed, f"LoRA {name} s{seed}", tuple(steps))
+        for s, path in paths.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            save_file(snapshots[s], f"{path}.tmp")
+            os.replace(f"{path}.tmp", path)
+        return snapshots
+
+    def _train(
+        self, examples: Sequence[Example], seed: int, desc: str, keep: tuple[int, ...]
+    ) -> dict[int, dict[str, torch.Tensor]]:
+        """The LoRA weights after each step count in ``keep`` of one run of max(keep) steps."""
         from peft import get_peft_model_state_dict
 
-        settings = self.settings
+        settings = dataclasses.replace(self.settings, steps=max(keep))
         torch.manual_seed(seed)
         for module in self.model.modules():
             if hasattr(module, "reset_lora_parameters"):
@@ -589,14 +600,17 @@ class LoraBench:
         optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate, weight_decay=0.0)
         order = _epoch_order(len(examples), settings.steps * settings.batch_size, seed)
         self.model.train()
+        snapshots = {}
         for step in tqdm(range(settings.steps), desc=desc, leave=False):
             chosen = order[step * settings.batch_size : (step + 1) * settings.batch_size]
             logits, targets = self.scored_logits([examples[i] for i in chosen])
             torch.nn.functional.cross_entropy(logits, targets).backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
+            if step + 1 in keep:
+                snapshots[step + 1] = {k: v.detach().clone() for k, v in get_peft_model_state_dict(self.model).items()}
         self.model.eval()
-        return {k: v.detach().clone() for k, v in get_peft_model_state_dict(self.model).items()}
+        return snapshots
 
     @contextlib.contextmanager
     def using(self, weights: dict[str, torch.Tensor] | None):
