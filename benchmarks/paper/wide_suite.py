@@ -138,11 +138,9 @@ def build(target_count: int | None) -> dict:
                 "scores": {key: value.tolist() for key, value in column.items()},
             }
         )
-    names = {"fisher": "fishersketch", "activation": "activation", "error": "error"}
     return {
         "candidates": [{"domain": d, "seed": s, "steps": t} for d, s, t in candidates],
         "targets": per_target,
-        "score_names": names,
     }
 
 

@@ -16,6 +16,7 @@ from huggingface_hub import HfApi
 from fisherhub.hub.cards import SIGNATURE_TAG, signature_entries
 from fisherhub.hub.errors import CardError, hub_errors
 from fisherhub.hub.listing import LISTING_FOLDERS, entry_matches
+from fisherhub.hub.retry import RATE_LIMITED, RETRY_STATUSES, with_retries
 from fisherhub.hub.snapshot import RepoSnapshot
 
 if TYPE_CHECKING:
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 
 #: what a listing returns per repo (``expand=``): enough to pin, list and choose without a repo_info call
 LISTING_FIELDS: tuple[ExpandModelProperty_T, ...] = ("sha", "siblings", "cardData", "private")
+#: what a listing of commits only asks of each repo (an index update's): its commit, whether it is private
+COMMIT_FIELDS: tuple[ExpandModelProperty_T, ...] = ("sha", "private")
 
 
 def adapter_tag(base_model: str) -> str:
@@ -88,3 +91,20 @@ def find_signed_datasets(base_model: str, *, sketch_id: str | None = None, token
         if any(entry_matches(entry, base_model, sketch_id) for entry in entries):
             found.append(dataset.id)
     return found
+
+
+def described(snapshot: RepoSnapshot, token: str | None = None, once: bool = False) -> RepoSnapshot:
+    """``snapshot`` with its files and card: as it is when it has them (``listed``), else (a listing of commits
+    only) its ``model_info`` at its commit with the build's listing's fields; ``once``: a single attempt (a 429
+    sent again after its ``Retry-After``, a 5xx raised at once)."""
+    if snapshot.listed:
+        return snapshot
+    ref = snapshot.ref
+    statuses = RATE_LIMITED if once else RETRY_STATUSES
+    with hub_errors(str(ref), once=once):
+        info = with_retries(
+            lambda: HfApi(token=token).model_info(ref.repo_id, revision=ref.revision, expand=list(LISTING_FIELDS)),
+            str(ref),
+            statuses=statuses,
+        )
+    return RepoSnapshot.from_info(info, ref.repo_type, listed=True)

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, cast
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.safe_text import printable
 from fisherhub.hub.errors import HubUnavailableError, hub_errors
-from fisherhub.hub.discovery import LISTING_FIELDS, adapter_tag
+from fisherhub.hub.discovery import COMMIT_FIELDS, LISTING_FIELDS, adapter_tag, described
+from fisherhub.hub.retry import with_retries
 from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_completed
-from fisherhub.hub.retry import RATE_LIMITED, RETRY_STATUSES, with_retries
 from fisherhub.hub.refs import SignatureRef, index_ref
 from fisherhub.hub.signature_index.layout import Layout
 from fisherhub.hub.snapshot import RepoSnapshot
@@ -36,8 +36,6 @@ logger = logging.getLogger(__name__)
 
 #: rows written to one resume chunk of the work folder
 CHUNK_ROWS = 256
-#: what an update's listing asks of each adapter: its commit (and whether it is private)
-COMMIT_FIELDS: tuple[ExpandModelProperty_T, ...] = ("sha", "private")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,25 +262,6 @@ def read_repos(
     if bar is not None:
         bar.close()
     return len(todo)
-
-
-def described(snapshot: RepoSnapshot, token: str | None = None, once: bool = False) -> RepoSnapshot:
-    """``snapshot`` with its files and card: as it is when it has them (``listed``), else (a listing of commits
-    only) its ``model_info`` at its commit with the build's listing's fields; ``once``: a single attempt (a 429
-    sent again after its ``Retry-After``, a 5xx raised at once)."""
-    if snapshot.listed:
-        return snapshot
-    from huggingface_hub import HfApi
-
-    ref = snapshot.ref
-    statuses = RATE_LIMITED if once else RETRY_STATUSES
-    with hub_errors(str(ref), once=once):
-        info = with_retries(
-            lambda: HfApi(token=token).model_info(ref.repo_id, revision=ref.revision, expand=list(LISTING_FIELDS)),
-            str(ref),
-            statuses=statuses,
-        )
-    return RepoSnapshot.from_info(info, ref.repo_type, listed=True)
 
 
 def default_work(repo: SignatureRef) -> Path:

@@ -68,7 +68,6 @@ def push_index(
     the index's summary (``summarize``). ``work``: the index's work folder, where the push is recorded
     (``pushed``); ``before``: the record of the commit the rows ``checked`` come from (an update's), so that
     those rows are not checked again and the heatmap is kept when its rows are the same."""
-    import io
 
     import datasets
     from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
@@ -96,18 +95,11 @@ def push_index(
         existing = parse_card(card_text(card_file, where), where, "dataset").data.to_dict()
         summary, rows = summarize(table, base_model, repos, where, before, checked)
         state = render_state(base_model, layout, repos, sorted(summary.sketch_ids))
-        plotted = tuple(row_key(*(rows.rows[i][k] for k in KEY_COLUMNS)) for i in largest_rows(rows, PLOTTED_ROWS))
+        plotted, kept, png = heatmap(rows, base_model, before)
         operations = [CommitOperationAdd(STATE_PATH, state)]
-        kept = before is not None and len(plotted) >= 2 and before.figure == plotted  # the same rows: the same figure
-        try:
-            figure = None if kept else rows_figure(rows, base_model)
-        except InputError:  # matplotlib is not installed: the card goes without its figure
-            figure = None
-        if figure is not None:
-            png = io.BytesIO()
-            figure.savefig(png, format="png", dpi=120)
-            operations.append(CommitOperationAdd(FIGURE_PATH, png.getvalue()))
-        card = render_card(summary, layout, existing, repo.repo_id, kept or figure is not None)
+        if png is not None:
+            operations.append(CommitOperationAdd(FIGURE_PATH, png))
+        card = render_card(summary, layout, existing, repo.repo_id, kept or png is not None)
         info = api.create_commit(
             repo.repo_id,
             repo_type="dataset",
@@ -117,8 +109,27 @@ def push_index(
     if work is not None:
         keys = table_keys(table) if rows.skipped else []
         left_out = {keys[i]: row.reason for i, row in zip(rows.skipped_positions, rows.skipped)}
-        write_record(work, PushRecord(info.oid, left_out, plotted if kept or figure is not None else None))
+        write_record(work, PushRecord(info.oid, left_out, plotted if kept or png is not None else None))
     return info.oid, summary
+
+
+def heatmap(rows: IndexRows, base_model: str, before: PushRecord | None) -> tuple[tuple, bool, bytes | None]:
+    """(the keys of the card heatmap's rows; whether the heatmap ``before`` records shows the same rows, so it is
+    kept; else the PNG of the new one, None without matplotlib or with fewer than two rows)."""
+    import io
+
+    plotted = tuple(row_key(*(rows.rows[i][k] for k in KEY_COLUMNS)) for i in largest_rows(rows, PLOTTED_ROWS))
+    if before is not None and len(plotted) >= 2 and before.figure == plotted:  # the same rows: the same figure
+        return plotted, True, None
+    try:
+        figure = rows_figure(rows, base_model)
+    except InputError:  # matplotlib is not installed: the card goes without its figure
+        return plotted, False, None
+    if figure is None:
+        return plotted, False, None
+    png = io.BytesIO()
+    figure.savefig(png, format="png", dpi=120)
+    return plotted, False, png.getvalue()
 
 
 def summarize(
