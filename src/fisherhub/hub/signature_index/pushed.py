@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 
 from fisherhub.core.atomic import atomic_path
+from fisherhub.hub.signature_index.rows import RowKey, row_key
 
-RowKey = tuple[str, str, str, str]
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
@@ -39,16 +39,11 @@ def read_record(root: Path, commit: str) -> PushRecord | None:
         return None
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-        left_out = {_key(entry[:4]): str(entry[4]) for entry in document["left_out"]}
+        left_out = {row_key(*entry[:4]): str(entry[4]) for entry in document["left_out"]}
         figure = document["figure"]
-        return PushRecord(commit, left_out, None if figure is None else tuple(map(_key, figure)))
+        return PushRecord(commit, left_out, None if figure is None else tuple(row_key(*key) for key in figure))
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None
-
-
-def _key(values) -> RowKey:
-    repo_type, repo_id, commit, path = (str(value) for value in values)
-    return repo_type, repo_id, commit, path
 
 
 def write_record(root: Path, record: PushRecord) -> None:

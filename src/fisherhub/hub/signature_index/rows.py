@@ -280,14 +280,15 @@ def read_rows(table, base_model: str | None, where: str, commit: str | None = No
 
 #: the columns that name a row (``row_key``)
 KEY_COLUMNS = ("repo_type", "repo_id", "commit", "path")
+RowKey = tuple[str, str, str, str]
 
 
-def row_key(repo_type: Any, repo_id: Any, commit: Any, path: Any) -> tuple[str, str, str, str]:
+def row_key(repo_type: Any, repo_id: Any, commit: Any, path: Any) -> RowKey:
     """What names a row: its repo, the commit it was read at and its file's path (each as text)."""
     return (str(repo_type), str(repo_id), str(commit), str(path))
 
 
-def table_keys(table) -> list[tuple[str, str, str, str]]:
+def table_keys(table) -> list[RowKey]:
     """``row_key`` of every row of an Arrow ``table`` of index rows, in order."""
     return list(map(row_key, *(table.column(k).to_pylist() for k in KEY_COLUMNS)))
 
@@ -298,7 +299,7 @@ def summary_rows(
     where: str,
     limit: int,
     checked: np.ndarray | None = None,
-    left_out: Mapping[tuple[str, str, str, str], str] | None = None,
+    left_out: Mapping[RowKey, str] | None = None,
 ) -> IndexRows:
     """What an index's card needs of its rows, as ``read_rows`` gives it but reading only some: the ``limit``
     rows ``largest_rows`` picks (the same as from every row), with every row left out (``skipped``, in table
