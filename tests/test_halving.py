@@ -10,8 +10,18 @@ import math
 import pytest
 import torch
 
-from fisherhub.analysis.halving import BASE, halving_plan, paired_gap_z, successive_halving
+from fisherhub.analysis.halving import (
+    BASE,
+    SLICE_SEED,
+    best_chance,
+    first_stage_recall,
+    halving_plan,
+    paired_gap_z,
+    successive_halving,
+)
 from fisherhub.core.errors import InputError
+from fisherhub.core.geometry import CLEAR_GAP_Z, clear_gap_threshold, student_t_cdf
+from fisherhub.core.registry import FIRST_STAGE_RECALL, HALVING_SHORTLIST
 
 
 class CountingOracle:
@@ -146,3 +156,60 @@ def test_plans_fit_their_budget_and_fall_back_to_a_shorter_shortlist():
 def test_bad_input_is_refused_with_what_to_do(candidates, documents, budget):
     with pytest.raises(InputError, match="budget|shortlist is empty|no documents"):
         halving_plan(candidates, documents, budget)
+
+
+def test_student_t_cdf_and_the_clear_gap_threshold_match_the_tables():
+    # two-sided 95% and 99% points of Student's t (any printed table)
+    for t, df, p in ((12.706, 1, 0.975), (4.303, 2, 0.975), (3.182, 3, 0.975), (2.228, 10, 0.975), (4.032, 5, 0.995)):
+        assert student_t_cdf(t, df) == pytest.approx(p, abs=2e-5)
+        assert student_t_cdf(-t, df) == pytest.approx(1 - p, abs=2e-5)
+    assert student_t_cdf(0.0, 7) == 0.5
+    thresholds = [clear_gap_threshold(d) for d in (2, 3, 4, 11, 31, 1001)]
+    assert thresholds[:2] == [pytest.approx(13.968, abs=1e-3), pytest.approx(4.527, abs=1e-3)]
+    assert thresholds == sorted(thresholds, reverse=True) and thresholds[-1] == pytest.approx(CLEAR_GAP_Z, abs=5e-3)
+    assert clear_gap_threshold(1) == math.inf
+
+
+def test_a_gap_judged_on_a_handful_of_documents_needs_the_student_t_threshold():
+    """3 se on the first round's 3 documents is not clear (the t quantile there is 4.5), so that adapter goes on
+    to the next round; the same pattern of differences on 16 documents (8.5 se) is clear."""
+    m = 1.0
+    for documents, first_slice, kept in ((12, 3, True), (64, 16, False)):
+        assert halving_plan(3, documents, 3).slices[0] == first_slice
+        order = torch.randperm(documents, generator=torch.Generator().manual_seed(SLICE_SEED)).tolist()
+        pattern = torch.zeros(documents, dtype=torch.float64)
+        pattern[order] = torch.tensor([(0.0, 1.0, -1.0)[i % 3] for i in range(documents)], dtype=torch.float64)
+        tokens = torch.full((documents,), 10.0, dtype=torch.float64)
+        table = {BASE: 30.0 + 0 * tokens, 0: 20.0 + 0 * tokens, 1: 20.0 + m + m / math.sqrt(3) * pattern}
+        table[2] = 20.0 + 5 * m + 0 * tokens
+
+        def oracle(candidates, chosen, table=table, tokens=tokens):
+            return torch.stack([table[c][list(chosen)] for c in candidates]), tokens[list(chosen)]
+
+        seen = order[:first_slice]
+        z = paired_gap_z(table[1][seen], table[0][seen], tokens[seen])
+        assert z > CLEAR_GAP_Z and (z < clear_gap_threshold(first_slice)) is kept
+        first_round = successive_halving(3, documents, 3, oracle).rounds[0]
+        assert first_round.clearly_behind == ((2,) if kept else (1, 2))
+
+
+def test_the_first_stage_recall_is_a_non_decreasing_chance_and_1_when_all_entered():
+    assert len(FIRST_STAGE_RECALL) == HALVING_SHORTLIST and list(FIRST_STAGE_RECALL) == sorted(FIRST_STAGE_RECALL)
+    assert all(0 < r <= 1 for r in FIRST_STAGE_RECALL)
+    assert first_stage_recall(11, 11) == first_stage_recall(40, 11) == 1.0
+    assert first_stage_recall(3, 11) == FIRST_STAGE_RECALL[2] and first_stage_recall(40, 5000) == FIRST_STAGE_RECALL[-1]
+
+
+def test_best_chance_counts_the_unmeasured_and_the_noise_of_the_measured():
+    clear = successive_halving(4, 32, 5, CountingOracle([2.0, 2.5, 2.6, 2.7], 32, noise=0.01))
+    assert clear.order[0] == 0
+    certain = best_chance(clear, 4, draws=500, seed=0)
+    assert certain.recall == 1.0 and certain.measured_share == 1.0 and certain.probability == 1.0
+    assert best_chance(clear, 100, draws=500, seed=0).probability == FIRST_STAGE_RECALL[3]
+    close = successive_halving(4, 32, 5, CountingOracle([2.0, 2.003, 2.6, 2.7], 32, noise=0.05, seed=3))
+    population = best_chance(close, 4, draws=2000, seed=0).measured_share
+    finite = best_chance(close, 4, draws=2000, seed=0, truth_documents=4).measured_share
+    assert 0.1 < population < 0.99 and finite < population  # a race within the noise; less sure on 4 documents
+    # the same resamples give the same share; another seed a close one
+    assert best_chance(close, 4, draws=2000, seed=0).measured_share == population
+    assert best_chance(close, 4, draws=2000, seed=1).measured_share == pytest.approx(population, abs=0.05)

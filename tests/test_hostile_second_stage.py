@@ -137,7 +137,7 @@ def cli(world, *candidates, extra=()):
 # -- item 1: a NaN adapter never wins the second stage ---------------------------------------------------------
 def test_a_nan_adapter_is_skipped_never_the_pick(world):
     nan, good = world["broken"]["nan"], world["good"]
-    assert select(world, [nan, *good]).best.candidate == str(nan)  # the first stage alone would pick it
+    assert select(world, [nan, *good], rerank=0).best.candidate == str(nan)  # the first stage alone would pick it
     before = base_state(world["base"])
     selection = select(world, [nan, *good], rerank=2)
     assert selection.best.candidate == str(good[0])
@@ -171,7 +171,7 @@ def test_a_folder_without_weights_is_skipped_with_its_reason(world):
     from fisherhub.core.errors import InputError
 
     with pytest.raises(InputError, match=r"cannot load .*no-weights: no adapter weights"):
-        select(world, [empty, *good]).load(world["base"])  # no second stage: loading it says so too
+        select(world, [empty, *good], rerank=0).load(world["base"])  # no second stage: loading it says so too
 
 
 def test_cli_a_folder_without_weights_is_skipped_with_its_reason(world, capsys):
@@ -300,3 +300,20 @@ def test_hub_adapters_that_are_broken_are_skipped_too(world, hub, hf_api):
     assert reasons[repos["empty"]] == (
         "second stage: no adapter weights: the repo has neither adapter_model.safetensors nor adapter_model.bin"
     )
+
+
+def test_the_default_second_stage_keeps_the_signatures_ranking_when_no_adapter_can_be_measured(world):
+    """A data target's default second stage tries the adapters; when none can be measured they are skipped with
+    their reasons and what is left (a source dataset's signature) keeps the first stage's ranking, saying so;
+    with nothing left, the error lists each adapter's reason."""
+    nan, empty = world["broken"]["nan"], world["broken"]["no-weights"]
+    source = next((world["good"][0] / ".fisher_signatures").glob("*.safetensors"))
+    selection = select(world, [nan, empty, source])
+    assert [row.candidate for row in selection.ranking] == [str(source)] and selection.rerank is None
+    reasons = {s.candidate: s.reason for s in selection.skipped}
+    assert reasons[str(nan)].startswith(REASONS["nan"]) and reasons[str(empty)].startswith(REASONS["no-weights"])
+    assert "the second stage could measure none of the 2 adapters it tried" in selection.verdict.message
+    with pytest.raises(UnmeasurableAdaptersError, match="none of the 2 adapter"):
+        select(world, [nan, empty])
+    with pytest.raises(UnmeasurableAdaptersError):
+        select(world, [nan, empty, source], rerank="halving")  # asked for: refused, not passed over

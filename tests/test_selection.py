@@ -232,7 +232,9 @@ def test_cli_select(world, target_signature, tmp_path, capsys):
     assert code == 0
     rows = [line for line in out.splitlines() if line.startswith(("1 ", "2 "))]
     assert f"best: {adapter_repo(0)}" in out and rows == [rows[0]] and adapter_repo(0) in rows[0]  # one row
-    assert f"verdict: {adapter_repo(0)} is clearly better" in out
+    # the default second stage for a data target: measured, and P(best) of every candidate
+    assert f"verdict: {adapter_repo(0)} has the lowest loss on the target" in out and "clearly better" in out
+    assert "P(best of all 3 candidates)" in " ".join(out.split())
 
 
 # -- bad input ----------------------------------------------------------------------------------------

@@ -28,6 +28,9 @@ def test_a_budget_of_the_shortlist_plus_one_is_rerank_of_every_candidate(adapter
         assert ours.candidate == theirs.candidate and ours.documents == theirs.documents == len(adapters["target"])
         assert ours.loss == pytest.approx(theirs.loss, rel=1e-9) and ours.stderr == pytest.approx(theirs.stderr)
     assert halving.verdict.best == everyone.verdict.best and halving.verdict.clear
+    # every candidate measured on every document: P(best of all) is the measured P(best), on the same resamples
+    assert halving.verdict.probability_best == pytest.approx(everyone.verdict.probability_best)
+    assert f"P(best of all {len(adapters['folders'])} candidates)" in halving.verdict.message
     assert halving.rerank.passes == (len(adapters["folders"]) + 1) * len(adapters["target"])
 
 
@@ -49,6 +52,14 @@ def test_a_small_budget_keeps_its_passes_and_finds_the_target_domain(adapters): 
     if counts.count(documents) == 1:  # one finalist: clear when no other was dropped for the budget alone
         assert "the only adapter left for the last round" in selection.verdict.message
         assert selection.verdict.clear == (dropped[2] == "0")
+    chance = re.search(
+        r"P\(best of all (\d+) candidates\) (\d+)% .* recall at the shortlist measured, (\d+)%, × .* "
+        r"every adapter measured, (\d+)%\)",
+        selection.verdict.message,
+    )
+    assert chance and int(chance[1]) == len(adapters["folders"]) and chance[3] == "100"
+    assert selection.verdict.probability_best == pytest.approx(int(chance[4]) / 100, abs=0.006)
+    assert selection.verdict.random_top1 == pytest.approx(1 / len(adapters["folders"]))
     table = selection.table()
     assert f"successive halving within {budget} passes" in table and f"of {documents} docs)" in table
     assert "dropped in earlier rounds" in table

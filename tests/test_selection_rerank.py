@@ -24,6 +24,7 @@ from test_selection import (
 from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
 
 from fisherhub.core.errors import InputError
+from fisherhub.core.registry import DEFAULT_RERANK_BUDGET
 from fisherhub.pipeline.loop import sketch_texts
 from fisherhub.selection import select_adapter
 from fisherhub.selection.peft_loading import adapter_on
@@ -148,10 +149,12 @@ def test_one_adapter_in_memory_at_a_time(adapters):
 
 def test_rerank_zero_keeps_the_signature_ranking_and_a_signature_target_is_refused(adapters):
     plain, zero = select(adapters), select(adapters, rerank=0)
-    assert zero.rerank is None and plain.rerank is None
-    assert [r.candidate for r in zero.ranking] == [r.candidate for r in plain.ranking]
-    assert zero.verdict.message == plain.verdict.message and "target loss" not in zero.table()
+    assert zero.rerank is None and "target loss" not in zero.table()
+    assert zero.verdict.message == plain.rerank.first_stage_verdict.message  # the default measures after it
+    assert plain.rerank.budget == DEFAULT_RERANK_BUDGET and plain.verdict.geometry == "measured loss"
     signature = next(iter(plain.targets.values()))
+    given = select_adapter(signature, [str(f) for f in adapters["folders"]])  # a signature: the first stage only
+    assert given.rerank is None and [r.candidate for r in given.ranking] == [r.candidate for r in zero.ranking]
     with pytest.raises(InputError, match="rerank needs the target's data"):
         select_adapter(signature, [str(f) for f in adapters["folders"]], rerank=2)
     for bad in (-1, 1.5, True):

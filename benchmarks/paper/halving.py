@@ -1,11 +1,12 @@
 """The budgeted second stage (``select_adapter(rerank="halving")``, issue 33) simulated over the committed
 per-document losses of every adapter on every target: no model is run.
 
-The suites (exp3–exp6: ``paper_exp*.json``, the same numbers as ``results/ledgers/*_document_nll_*.json``) hold
+The suites (exp3–exp7: ``paper_exp*.json``, the same numbers as ``results/ledgers/*_document_nll_*.json``) hold
 each adapter's NLL on each target's held-out documents (17 of 64 tokens; exp3: 1,024 prompts), the suites' ground
 truth. The second stage is simulated in three settings:
 
-- **own sample** (a real second stage; exp4–exp6, where ``benchmarks.paper.own_sample`` measured it): the second
+- **own sample** (a real second stage; exp4–exp6, where ``benchmarks.paper.own_sample`` measured it, and the
+  pre-registered exp7, which measured it itself): the second
   stage measures the target's own sample (its 32 task documents, what a user gives ``select_adapter``) under the
   shortlisted adapters, and the pick is scored against the suite's ground truth (transfer on the held-out
   documents, never measured by the second stage).
@@ -25,7 +26,7 @@ perplexity drop; exp3: nats per label).
 Recall@k (k = 1 … 32, capped by the candidates) of every first stage with scores in the committed results; the
 default pool and shortlist are chosen leave-one-suite-out (``choose_shortlist``). P(best) of the pick
 (``measured_probability`` × ``recall_at``) = the first stage's recall at the shortlist measured (leave-one-suite-out)
-× the share of double bootstrap resamples of the measuring documents (the population, then a truth sample of the
+× the library's ``best_chance`` share of double bootstrap resamples of the measuring documents (the population, then a truth sample of the
 truth documents' size) in which the pick beats every other measured candidate on the documents both were measured
 on; its reliability per suite against how often the pick was the best on the truth documents (independent halves
 and own sample).
@@ -192,14 +193,14 @@ def reliability_by_suite(suites: Mapping[str, Suite], setting: str, splits: int)
 def print_reliability(name: str, how: str, table: Mapping) -> None:
     """A reliability table of P(best of all candidates) (``halving_simulation.reliability``), printed."""
     print_table(
-        ["P(best) bin", "rows", "selections", "predicted", "observed", "says"],
+        ["P(best) bin", "rows", "selections", "predicted", "observed [95%]", "says"],
         [
             [
                 f"{b['bin'][0]:.2f}-{b['bin'][1]:.2f}",
                 b["rows"],
                 b["selections"],
                 b["predicted"],
-                b["observed"],
+                f"{b['observed']:.2f} [{b['observed_interval'][0]:.2f}, {b['observed_interval'][1]:.2f}]",
                 b["says"],
             ]
             for b in table["bins"]

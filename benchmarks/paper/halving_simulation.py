@@ -7,7 +7,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import inspect
 import itertools
+import sys
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -17,7 +19,8 @@ import numpy as np
 import torch
 
 from benchmarks.paper import common, recall
-from fisherhub.analysis.halving import BASE, Halving, successive_halving
+from fisherhub.analysis import halving
+from fisherhub.analysis.halving import BASE, Halving, best_chance, successive_halving
 from fisherhub.core.registry import DEFAULT_RERANK_BUDGET, HALVING_SHORTLIST
 
 #: random cuts of each target's held-out documents into a measuring and a truth half
@@ -33,6 +36,8 @@ SETTINGS = ("same documents", "independent halves", "own sample")
 OWN_SAMPLE = SETTINGS[2]
 #: each target's own sample under every candidate (``benchmarks.paper.own_sample``)
 OWN_SAMPLE_RESULT = "paper_own_sample.json"
+#: the pre-registered suite, each target's own sample under every candidate (``benchmarks.paper.exp7_preregistered``)
+EXP7_RESULT = "paper_exp7_preregistered.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,8 +64,9 @@ class Suite:
         return digest.hexdigest()[:12]
 
     def losses_key(self, setting: str) -> str:
-        """A short hash of everything a selection in ``setting`` reads (the cache key of its rows)."""
-        return self.key + (self.own.key if setting == OWN_SAMPLE and self.own is not None else "")
+        """A short hash of everything a selection in ``setting`` reads (the cache key of its rows), and of the code
+        that computes it (the schedule and this simulation: ``code_key``)."""
+        return self.key + (self.own.key if setting == OWN_SAMPLE and self.own is not None else "") + code_key()
 
     def transfer(self, seed: int, target: int, units: np.ndarray) -> np.ndarray:
         """Every source's transfer to ``target`` on the documents ``units``."""
@@ -79,10 +85,28 @@ class Suite:
         )
 
 
+@functools.cache
+def code_key() -> str:
+    """A short hash of the source of the schedule (``fisherhub.analysis.halving``) and of this module: rows kept
+    by an earlier version of either are computed again."""
+    sources = inspect.getsource(halving) + inspect.getsource(sys.modules[__name__])
+    return hashlib.sha256(sources.encode()).hexdigest()[:8]
+
+
 def load_suites(results: Path) -> dict[str, Suite]:
     """The committed suites with per-document held-out losses (exp3–exp6), with their own samples where
-    ``OWN_SAMPLE_RESULT`` has them."""
+    ``OWN_SAMPLE_RESULT`` has them, and the pre-registered exp7 with its own (``EXP7_RESULT``)."""
     suites = {}
+    exp7 = results / EXP7_RESULT
+    if exp7.exists():
+        data = json.loads(exp7.read_text())
+        scores = {k: np.array(v, dtype=np.float64) for k, v in data["scores"].items()}
+        held, sample = (
+            [np.array(losses[k], dtype=np.float64) for k in ("base", "adapted", "counts")]
+            for losses in (data["held_out"], data["sample_losses"])
+        )
+        own = Suite(data["domains"], *sample, bool(data["sample_losses"]["relative_perplexity"]), scores)
+        suites["exp7"] = Suite(data["domains"], *held, bool(data["held_out"]["relative_perplexity"]), scores, own)
     own_path = results / OWN_SAMPLE_RESULT
     own = json.loads(own_path.read_text())["suites"] if own_path.exists() else {}
     for key in ("exp3", "exp4", "exp5", "exp6"):
@@ -101,7 +125,7 @@ def load_suites(results: Path) -> dict[str, Suite]:
         )
         if key in own and _complete_targets(sample := _own_sample(suites[key], own[key])):
             suites[key] = dataclasses.replace(suites[key], own=sample)
-    return suites
+    return dict(sorted(suites.items()))
 
 
 def _complete_targets(own: Suite) -> int:
@@ -316,22 +340,11 @@ def choose_shortlist(suites: Mapping[str, Suite], splits: int) -> dict[str, dict
 
 
 def measured_probability(result: Simulated, draws: int = DRAWS) -> float:
-    """P(the pick beats every other measured candidate on a truth sample), by a double bootstrap of the measuring
-    documents: a resample (the population), then from it a sample of the truth half's size; each candidate is
-    compared with the pick on the documents it was measured on."""
-    outcome = result.outcome
-    rng = np.random.default_rng([result.seed, result.target, result.split])
-    documents = len(result.measuring)
-    first = rng.multinomial(documents, np.full(documents, 1 / documents), size=draws)
-    weights = np.stack([rng.multinomial(len(result.truth), row / documents) for row in first])
-    nll, tokens = outcome.nll.numpy(), outcome.tokens.numpy()
-    pick = outcome.order[0]
-    beaten = np.zeros(draws, dtype=bool)
-    for c in outcome.order[1:]:
-        seen = np.isfinite(nll[c])
-        difference = weights[:, seen] @ (nll[c, seen] - nll[pick, seen])
-        beaten |= (weights[:, seen] @ tokens[seen] > 0) & (difference < 0)
-    return float(1.0 - beaten.mean())
+    """P(the pick beats every other measured candidate on a truth sample): the library's ``best_chance`` share, a
+    double bootstrap of the measuring documents (a resample, then from it a sample of the truth documents' size),
+    each candidate compared with the pick on the documents it was measured on."""
+    seed = (result.seed * 1_000 + result.target) * 1_000 + result.split
+    return best_chance(result.outcome, 1, draws=draws, seed=seed, truth_documents=len(result.truth)).measured_share
 
 
 def recall_at(suites: Mapping[str, Suite], held_out: str, k: int) -> float:
@@ -404,7 +417,8 @@ def fit_exponent(measured: Sequence[float], entered: Sequence[float], observed: 
 
 def reliability(predicted: Sequence[float], observed: Sequence[float], splits: int) -> dict:
     """Bins of predicted P(best) (``recall.BINS``) with their rows, selections (rows per cut), mean prediction,
-    observed frequency and whether the bin says anything (enough selections) and holds (within 10 points)."""
+    observed frequency with its 95% interval (normal, over the selections; at least that of a share of 1/2 over
+    them) and whether the bin says anything (enough selections) and holds (within 10 points)."""
     bins = []
     for low, high in itertools.pairwise(recall.BINS):
         inside = [i for i, p in enumerate(predicted) if low <= p < high]
@@ -412,6 +426,7 @@ def reliability(predicted: Sequence[float], observed: Sequence[float], splits: i
             continue
         p, o = float(np.mean([predicted[i] for i in inside])), float(np.mean([observed[i] for i in inside]))
         selections = len(inside) / splits
+        spread = 1.96 * math.sqrt(max(o * (1 - o), 0.25 / selections) / selections)  # the observed share's 95%
         says = "too few" if selections < MIN_SELECTIONS else ("holds" if abs(p - o) <= RELIABLE_WITHIN else "off")
         bins.append(
             {
@@ -420,6 +435,7 @@ def reliability(predicted: Sequence[float], observed: Sequence[float], splits: i
                 "selections": selections,
                 "predicted": p,
                 "observed": o,
+                "observed_interval": [max(o - spread, 0.0), min(o + spread, 1.0)],
                 "says": says,
             }
         )

@@ -18,11 +18,13 @@ every candidate is measured on every document (the measure-all ranking). Otherwi
 
 After each round, on the documents every survivor has been measured on (all slices so far, paired), a
 survivor is dropped when its paired loss difference from the leader (the lowest loss) is at least
-``CLEAR_GAP_Z`` standard errors (over documents; the significance rule of SPEC §2); if more survivors remain
-than the plan's m_{r+1}, the highest losses go too, so the budget holds whatever the differences. A candidate
-the oracle cannot measure (its losses not finite) is dropped at once, never picked. The ranking: finalists by
-their loss on all documents, then the others by the round they were dropped in (later first) and their loss on
-the documents they were measured on.
+``clear_gap_threshold(d)`` standard errors, the standard error estimated from those d documents: the Student-t
+quantile at the one-sided level of ``CLEAR_GAP_Z`` (SPEC §2), 4.5 at 3 documents, → 2 at many (a spread
+estimated from a handful of documents is itself noisy, and a normal threshold on it drops the best too often).
+If more survivors remain than the plan's m_{r+1}, the highest losses go too, so the budget holds whatever the
+differences. A candidate the oracle cannot measure (its losses not finite) is dropped at once, never picked.
+The ranking: finalists by their loss on all documents, then the others by the round they were dropped in
+(later first) and their loss on the documents they were measured on.
 
 The oracle ``losses(candidates, documents)`` gives the NLL sums (candidates × documents) and the documents'
 scored-token counts; ``BASE`` (−1) is the base model, measured once on every document (pass 1 of the budget).
@@ -37,7 +39,8 @@ from collections.abc import Callable, Sequence
 import torch
 
 from fisherhub.core.errors import InputError
-from fisherhub.core.geometry import CLEAR_GAP_Z
+from fisherhub.core.geometry import clear_gap_threshold
+from fisherhub.core.registry import FIRST_STAGE_RECALL
 
 #: the candidate id of the base model in the oracle's calls
 BASE = -1
@@ -169,7 +172,8 @@ def _survivors_after(
     losses = {c: float(nll[c, columns].sum() / tokens[columns].sum()) for c in survivors}
     ranked = sorted(survivors, key=lambda c: losses[c])
     leader = nll[ranked[0], columns]
-    behind = [c for c in ranked[1:] if paired_gap_z(nll[c, columns], leader, tokens[columns]) >= CLEAR_GAP_Z]
+    threshold = clear_gap_threshold(len(seen))
+    behind = [c for c in ranked[1:] if paired_gap_z(nll[c, columns], leader, tokens[columns]) >= threshold]
     remaining = [c for c in ranked if c not in behind]
     return remaining[:keep], behind, remaining[keep:]
 
@@ -210,3 +214,49 @@ def successive_halving(candidates: int, documents: int, budget: int, losses: Los
     for out in reversed(dropped):
         ranked += sorted(out, key=outcome.loss)
     return dataclasses.replace(outcome, order=tuple(ranked))
+
+
+@dataclasses.dataclass(frozen=True)
+class BestChance:
+    """P(the pick is the best of every candidate) = ``recall`` (the first stage's recall at the shortlist measured:
+    the chance the best was measured at all) × ``measured_share`` (the chance it beats every measured one)."""
+
+    recall: float
+    measured_share: float
+
+    @property
+    def probability(self) -> float:
+        return self.recall * self.measured_share
+
+
+def first_stage_recall(entered: int, candidates: int) -> float:
+    """The chance that the best of ``candidates`` is among the first stage's first ``entered``: 1 when all
+    entered, else ``FIRST_STAGE_RECALL`` at ``entered`` (its last value beyond its length)."""
+    if entered >= candidates:
+        return 1.0
+    return FIRST_STAGE_RECALL[min(entered, len(FIRST_STAGE_RECALL)) - 1]
+
+
+def best_chance(
+    outcome: Halving, candidates: int, *, draws: int, seed: int, truth_documents: int | None = None
+) -> BestChance:
+    """P(``outcome``'s pick is the best of ``candidates``): ``first_stage_recall`` at the shortlist it measured ×
+    the share of bootstrap resamples of the target's documents in which the pick's loss is below every other
+    measured candidate's, each compared on the documents both were measured on (paired). With
+    ``truth_documents``, each resample is sampled again down to that many documents (a double bootstrap): the
+    chance of being the best on a finite sample of that size, what a benchmark's held-out documents observe."""
+    documents = len(outcome.tokens)
+    generator = torch.Generator().manual_seed(seed)
+    picks = torch.randint(documents, (draws, documents), generator=generator)
+    if truth_documents is not None:
+        resampled = torch.randint(documents, (draws, truth_documents), generator=generator)
+        picks = torch.gather(picks, 1, resampled)
+    weights = torch.zeros(draws, documents, dtype=torch.float64)
+    weights.scatter_add_(1, picks, torch.ones_like(picks, dtype=torch.float64))
+    pick, beaten = outcome.order[0], torch.zeros(draws, dtype=torch.bool)
+    for other in outcome.order[1:]:
+        seen = torch.isfinite(outcome.nll[other]) & torch.isfinite(outcome.nll[pick])
+        difference = weights[:, seen] @ (outcome.nll[other, seen] - outcome.nll[pick, seen])
+        beaten |= (weights[:, seen] @ outcome.tokens[seen] > 0) & (difference < 0)
+    share = 1.0 - float(beaten.double().mean())
+    return BestChance(first_stage_recall(outcome.plan.candidates, candidates), share)

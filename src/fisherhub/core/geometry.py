@@ -50,6 +50,36 @@ CLEAR_GAP_Z = 2.0
 Kernel = Callable[[Mapping[str, "torch.Tensor"], Mapping[str, "torch.Tensor"], "torch.Tensor"], tuple[Any, Any]]
 
 
+def student_t_cdf(t: float, df: int) -> float:
+    """P(T ≤ t) for Student's t with an integer ``df`` ≥ 1, in closed form (Abramowitz & Stegun 26.7.3–4):
+    with θ = atan(t/√df), P(|T| ≤ t) = (2/π)(θ + sin θ Σ_k c_k cos^{2k−1} θ) for odd df and
+    sin θ Σ_k c_k cos^{2k} θ for even df, c_k the products of (j − 1)/j over the odd or even j below df."""
+    theta = math.atan(abs(t) / math.sqrt(df))
+    cos2, term, total = math.cos(theta) ** 2, 1.0, 1.0
+    for j in range(3 if df % 2 else 2, df - 1, 2):
+        term *= (j - 1) / j * cos2
+        total += term
+    if df % 2:
+        inside = 2 / math.pi * (theta + (math.sin(theta) * math.cos(theta) * total if df > 1 else 0.0))
+    else:
+        inside = math.sin(theta) * total
+    return 0.5 + math.copysign(inside / 2, t)
+
+
+def clear_gap_threshold(documents: int) -> float:
+    """How many standard errors make a gap clear when its standard error is estimated from ``documents`` paired
+    differences: the Student-t quantile with documents − 1 degrees of freedom at the one-sided level of
+    ``CLEAR_GAP_Z`` (Φ(2) = 0.977): 13.97 at 2 documents, 4.53 at 3, 2.09 at 31, → ``CLEAR_GAP_Z``; infinite
+    below 2 (no spread to judge by)."""
+    if documents < 2:
+        return math.inf
+    level, low, high = NormalDist().cdf(CLEAR_GAP_Z), CLEAR_GAP_Z, 1e4
+    while high - low > 1e-9 * high:
+        middle = (low + high) / 2
+        low, high = (middle, high) if student_t_cdf(middle, documents - 1) < level else (low, middle)
+    return high
+
+
 def bonferroni_z(alpha: float, comparisons: int, two_sided: bool = False) -> float:
     """The z beyond which one of ``comparisons`` normal tests is significant at family level ``alpha``."""
     tail = alpha / max(comparisons, 1) / (2 if two_sided else 1)

@@ -40,6 +40,11 @@ MIN_DOCUMENTS = 20
 HALVING = "halving"
 DEFAULT_RERANK_BUDGET = 4
 HALVING_SHORTLIST = 32
+#: recall@k (k = 1 … ``HALVING_SHORTLIST``) of that pool, the chance that the best candidate is among its first k:
+#: the mean over the measured suites with more than k candidates (exp. 3–7, 5–11 candidates per target; the wide
+#: suite, 128), made non-decreasing by pooling adjacent violators (``benchmarks/RESULTS.md``, "P(best) of all
+#: candidates"). With far more candidates than 128 the true recall at the same k is lower.
+FIRST_STAGE_RECALL = (0.24, 0.47, 0.65, 0.73, 0.73, *(0.8,) * 10, *(0.92,) * 15, 1.0, 1.0)
 
 #: the ``source`` in the metadata of a signature sketched from samples of the adapter itself (SPEC §3b), also how
 #: its index row was obtained

@@ -6,7 +6,9 @@ base model's pass included, so B = 4 costs what ``rerank=3`` costs.
 Each adapter measured in a round is one ``rerank.measure_adapter`` call on that round's documents (checked,
 loaded, measured and unloaded as there); one it skips drops out with its reason and is never picked. The
 finalists (measured on every document) are ranked by their loss, with the measured verdict among them (paired
-bootstrap over the documents, ``rerank.measured_verdict``); an adapter dropped in an earlier round keeps its
+bootstrap over the documents, ``rerank.measured_verdict``) and its P(best) of every candidate the first stage
+ranked (``analysis.halving.best_chance``: its recall at the shortlist measured × the share of resamples in which
+the pick beats every adapter measured, each on its own documents); an adapter dropped in an earlier round keeps its
 loss and gain on the documents it was measured on (``MeasuredCandidate.documents``), ranked below them.
 """
 
@@ -19,12 +21,14 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from fisherhub.analysis.halving import BASE, Halving, check_budget, successive_halving
+from fisherhub.analysis.halving import BASE, Halving, best_chance, check_budget, successive_halving
 from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.core.errors import InputError
 from fisherhub.core.registry import DEFAULT_RERANK_BUDGET, HALVING
 from fisherhub.selection.errors import Skip, UnmeasurableAdaptersError
 from fisherhub.selection.rerank import (
+    BOOTSTRAP_DRAWS,
+    BOOTSTRAP_SEED,
     MeasuredCandidate,
     Rerank,
     check_rerank,
@@ -40,10 +44,13 @@ if TYPE_CHECKING:
     from fisherhub.selection.rows import RankedCandidate
 
 
-def check_second_stage(rerank: int | str, budget: int | None, has_data: bool) -> tuple[int | str, int | None]:
-    """``rerank`` (k ≥ 0 adapters measured on every document, 0: none; or ``HALVING``) and its ``budget`` (full
-    passes, only with ``HALVING``; default ``DEFAULT_RERANK_BUDGET``), refused with what to pass instead, and
-    refused without the target's data (``has_data``) to measure on."""
+def check_second_stage(rerank: int | str | None, budget: int | None, has_data: bool) -> tuple[int | str, int | None]:
+    """``rerank`` (k ≥ 0 adapters measured on every document, 0: none; or ``HALVING``; None, the default:
+    ``HALVING`` for a target given as data, 0 for one given as signatures) and its ``budget`` (full passes, only
+    with ``HALVING``; default ``DEFAULT_RERANK_BUDGET``), refused with what to pass instead, and refused without
+    the target's data (``has_data``) to measure on."""
+    if rerank is None:
+        rerank = HALVING if has_data else 0
     if rerank == HALVING:
         checked: tuple[int | str, int | None] = (
             rerank,
@@ -145,7 +152,8 @@ def _halving_message(message: str, only: str, finalists: int, outcome: Halving) 
     behind = sum(len(r.clearly_behind) for r in outcome.rounds)
     budget = sum(len(r.over_budget) for r in outcome.rounds)
     if finalists == 1:
-        message = f"{only} is the only adapter left for the last round (measured on every document)"
+        rest = message.removeprefix(f"{only} is the only adapter measured")
+        message = f"{only} is the only adapter left for the last round (measured on every document){rest}"
     if behind + budget:
         message += (
             f"; {behind + budget} more measured on fewer documents and dropped in earlier rounds ({behind} clearly "
@@ -162,13 +170,16 @@ def halving_rerank(
     token: str | None = None,
     *,
     budget: int,
+    candidates: int | None = None,
     base_model: str | None = None,
     max_adapter_bytes: int | None = None,
 ) -> Rerank:
     """``rows`` (the shortlist, first-stage order) measured on the target's ``batches`` by successive halving
     within ``budget`` full passes (module docstring); the verdict among the adapters measured on the most
-    documents (the finalists). ``InputError`` for no rows, no documents, a bad budget or a base model whose own
-    loss is not finite (before any adapter is loaded); ``UnmeasurableAdaptersError`` when none can be measured."""
+    documents (the finalists), its P(best) of all the ``candidates`` the first stage ranked (default: the rows;
+    ``analysis.halving.best_chance``). ``InputError`` for no rows, no documents, a bad budget or a base model
+    whose own loss is not finite (before any adapter is loaded); ``UnmeasurableAdaptersError`` when none can be
+    measured."""
     if not rows:
         raise InputError("no adapter among the candidates to re-rank: the first stage ranked only dataset repos")
     started = time.perf_counter()
@@ -192,7 +203,11 @@ def halving_rerank(
         DocumentLosses(base.nll[seen], base.tokens[seen]),
         [DocumentLosses(outcome.nll[c, seen], base.tokens[seen]) for c in finalists],
     )
-    verdict = measured_verdict([rows[c].candidate for c in finalists], [outcome.loss(c) for c in finalists], draws)
+    ranked = max(len(rows), candidates or 0)
+    chance = best_chance(outcome, ranked, draws=BOOTSTRAP_DRAWS, seed=BOOTSTRAP_SEED)
+    verdict = measured_verdict(
+        [rows[c].candidate for c in finalists], [outcome.loss(c) for c in finalists], draws, (chance, ranked)
+    )
     position = {c: in_order.index(c) for c in finalists}
     verdict = dataclasses.replace(
         verdict,

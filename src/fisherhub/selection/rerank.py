@@ -43,6 +43,7 @@ from fisherhub.selection.rows import Skipped
 from fisherhub.selection.target_losses import DocumentLosses, TargetLosses
 
 if TYPE_CHECKING:
+    from fisherhub.analysis.halving import BestChance
     from fisherhub.selection.rows import AdapterLocation, RankedCandidate
 
 #: the geometries whose rankings are merged into the second stage's candidates
@@ -161,15 +162,29 @@ def paired_bootstrap(
     return losses, (counts @ base.nll) / tokens
 
 
-def measured_verdict(names: Sequence[str], losses: Sequence[float], draws: torch.Tensor) -> Verdict:
+def measured_verdict(
+    names: Sequence[str], losses: Sequence[float], draws: torch.Tensor, of_all: tuple[BestChance, int] | None = None
+) -> Verdict:
     """The verdict on the lowest measured loss: its lead over the runner-up in bootstrap standard errors of the
     paired difference, and P(best) = the share of resamples in which it has the lowest loss: the best of the
-    measured adapters, not of every candidate (the first stage's recall bounds that)."""
+    measured adapters, not of every candidate (the first stage's recall bounds that); with ``of_all`` (the
+    budgeted stage's ``BestChance`` and the candidates the first stage ranked), P(best of all of them)."""
     order = sorted(range(len(losses)), key=lambda i: losses[i])
     best = order[0]
     runner_up = order[1] if len(order) > 1 else None
     p_best = float((draws.argmin(dim=1) == best).double().mean())
     random_top1 = 1.0 / len(losses)
+    chance = (
+        f"; P(best of the {len(losses)} measured) {p_best:.0%} vs {random_top1:.0%} at random over the target's "
+        "documents (an adapter not measured, ranked by its signature only, can still be better)"
+    )
+    if of_all is not None:
+        p_best, random_top1 = of_all[0].probability, 1.0 / of_all[1]
+        chance = (
+            f"; P(best of all {of_all[1]} candidates) {p_best:.0%} vs {random_top1:.0%} at random (the first "
+            f"stage's recall at the shortlist measured, {of_all[0].recall:.0%}, × the share of resamples of the "
+            f"target's documents in which it beats every adapter measured, {of_all[0].measured_share:.0%})"
+        )
     geometry = "measured loss"
     if runner_up is None:
         return Verdict(
@@ -182,7 +197,7 @@ def measured_verdict(names: Sequence[str], losses: Sequence[float], draws: torch
             (geometry,),
             (geometry,),
             True,
-            f"{names[best]} is the only adapter measured",
+            f"{names[best]} is the only adapter measured" + (chance if of_all is not None else ""),
         )
     difference = draws[:, runner_up] - draws[:, best]
     spread = float(difference.std())
@@ -193,10 +208,7 @@ def measured_verdict(names: Sequence[str], losses: Sequence[float], draws: torch
         f"{names[best]} has the lowest loss on the target, {gap:.4f} nats/token below {names[runner_up]} "
         f"({gap_z:.1f} se)"
     )
-    message = (f"{lead}: clearly better" if clear else f"no adapter is clearly better: {lead}") + (
-        f"; P(best of the {len(losses)} measured) {p_best:.0%} vs {random_top1:.0%} at random over the target's "
-        "documents (an adapter not measured, ranked by its signature only, can still be better)"
-    )
+    message = (f"{lead}: clearly better" if clear else f"no adapter is clearly better: {lead}") + chance
     return Verdict(geometry, best, runner_up, gap_z, p_best, random_top1, (geometry,), (geometry,), clear, message)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,7 @@ from fisherhub.analysis.mixing import mixing_weights
 from fisherhub.core.errors import InputError
 from fisherhub.core.signature import Signature
 from fisherhub.selection import peft_loading, report
+from fisherhub.selection.errors import UnmeasurableAdaptersError
 from fisherhub.selection.ranking import best_first
 from fisherhub.selection.rows import RankedCandidate, Skipped
 
@@ -76,6 +78,21 @@ class Selection:
         ranking = sorted(kept, key=lambda row: measured.get(row.candidate, len(measured)))
         skipped = [*self.skipped, *second.skipped]
         return dataclasses.replace(self, ranking=ranking, skipped=skipped, verdict=second.verdict, rerank=second)
+
+    def unmeasured(self, tried: Sequence[Skipped]) -> Selection:
+        """This selection when its default second stage could measure none of the adapters it tried: those move to
+        ``skipped`` with their reason, the rest keep the first stage's ranking and verdict, which says so.
+        ``UnmeasurableAdaptersError`` when nothing is left to rank."""
+        failed = {s.candidate for s in tried}
+        ranking = [row for row in self.ranking if row.candidate not in failed]
+        if not ranking:
+            raise UnmeasurableAdaptersError(tried)
+        note = (
+            f"; the second stage could measure none of the {len(tried)} adapters it tried (skipped below): "
+            "ranked by signatures only"
+        )
+        verdict = self.verdict and dataclasses.replace(self.verdict, message=self.verdict.message + note)
+        return dataclasses.replace(self, ranking=ranking, skipped=[*self.skipped, *tried], verdict=verdict)
 
     @property
     def best(self) -> RankedCandidate:

@@ -20,7 +20,7 @@ from fisherhub.selection.candidates import (
     discover,
     resolve_candidate,
 )
-from fisherhub.selection.errors import NoCompatibleCandidatesError, Skip
+from fisherhub.selection.errors import NoCompatibleCandidatesError, Skip, UnmeasurableAdaptersError
 from fisherhub.selection.index_ranking import SHORTLIST, check_shortlist, rank_index
 from fisherhub.selection.ranking import (
     best_first,
@@ -221,6 +221,7 @@ def _second_stage(
             selection.verdict,
             token,
             budget=budget,
+            candidates=len(second_stage_candidates(selection.ranking, len(selection.ranking))),
             base_model=base_model,
             max_adapter_bytes=max_adapter_bytes,
         )
@@ -242,7 +243,7 @@ def select_adapter(
     index: str | LoadedIndex | None = None,
     shortlist: int = SHORTLIST,
     workers: int = DEFAULT_WORKERS,
-    rerank: int | str = 0,
+    rerank: int | str | None = None,
     rerank_budget: int | None = None,
     max_adapter_bytes: int | None = None,
 ) -> Selection:
@@ -292,7 +293,10 @@ def select_adapter(
         workers (`int`, *optional*):
             Hub requests in flight at once.
         rerank (`int` or `str`, *optional*):
-            k > 0 (a target given as data) adds a second stage: the first k adapters of the S_a and S_e
+            The default (None) is ``"halving"`` for a target given as data whose candidates include adapters,
+            and the first stage alone otherwise (a target given as signatures, only dataset repos, or no adapter
+            that can be measured: they are listed in ``skipped`` and the signatures rank the rest). 0 ranks by
+            signatures only. k > 0 (a target given as data) adds a second stage: the first k adapters of the S_a and S_e
             rankings merged are loaded onto the base model one at a time and the target's sketched tokens
             measured under each (``selection.rerank``: loss ± bootstrap se over the target's documents); the
             ranking puts them first, lowest loss first, and the verdict is then the measured one. An adapter that
@@ -324,6 +328,7 @@ def select_adapter(
     max_adapter_bytes = check_max_adapter_bytes(max_adapter_bytes)
     given = given_signatures(target, base_model, token)
     data = data_to_sketch(target) if given is None else None
+    chosen = rerank is not None
     rerank, rerank_budget = check_second_stage(rerank, rerank_budget, data is not None)
     if base_model is None and given is not None:
         base_model = common_base_model((s.metadata.get("base_model") for s in given), "the target's signatures")
@@ -350,9 +355,14 @@ def select_adapter(
     selection = ranked_selection(
         scored_rows(usable, targets, workers, skipped), skipped, score, targets, base_model, token, max_adapter_bytes
     )
-    if rerank:
+    if rerank and (chosen or second_stage_candidates(selection.ranking, 1)):
         assert sketcher is not None  # rerank needs the target's data (refused above without it)
-        selection = _second_stage(selection, sketcher, rerank, rerank_budget, token, max_adapter_bytes)
+        try:
+            selection = _second_stage(selection, sketcher, rerank, rerank_budget, token, max_adapter_bytes)
+        except UnmeasurableAdaptersError as error:
+            if chosen:
+                raise
+            selection = selection.unmeasured(error.skipped)
     if load:
         base = model if model is not None or sketcher is None else sketcher.model
         selection.model = selection.load(base, top_k)

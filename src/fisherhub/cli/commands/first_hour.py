@@ -7,7 +7,8 @@ adapters ranked for a target, in stages, each with its progress bar (off under `
 3. sign from cards: sketch the datasets unsigned adapters' cards name (``fisherhub index sign``);
 4. sign from generations: sign every unsigned adapter still without a row from its own samples (a fallback,
    marked so; ``fisherhub index sign --from-generations``);
-5. rank: ``select_adapter(TARGET, index=ORG/NAME)`` (with ``--rerank K``, the K first measured on the target).
+5. rank: ``select_adapter(TARGET, index=ORG/NAME)``, the shortlist measured on the target (``--rerank``: halving by
+   default, K on every document, 0 for none).
 
 Stages 2 to 4 write to the index repo: without ``--push`` nothing is written anywhere, they say what they would
 do, and the ranking reads the index as it is (or, when there is none, the signed adapters themselves). Nothing is
@@ -19,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 
+from fisherhub.cli.commands.select import rerank_choice
 from fisherhub.cli.support.arguments import HelpFormatter
 from fisherhub.cli.support.repo_arguments import add_token_argument
+from fisherhub.core.registry import DEFAULT_RERANK_BUDGET, HALVING, HALVING_SHORTLIST
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,7 +43,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--private", action="store_true", help="create the index repo private")
     parser.add_argument("--model", default=None, help="where the base model loads from (default: BASE_MODEL)")
     parser.add_argument("--max-documents", type=int, default=None, help="documents sketched per card dataset")
-    parser.add_argument("--rerank", type=int, default=3, metavar="K", help="adapters measured on the target (0: none)")
+    parser.add_argument(
+        "--rerank",
+        type=rerank_choice,
+        default=None,
+        metavar="K|halving",
+        help=f"adapters measured on the target: the first K on every document (0: none), or {HALVING} (the "
+        f"default): the first {HALVING_SHORTLIST} by successive halving within {DEFAULT_RERANK_BUDGET} passes",
+    )
     parser.add_argument("--report", default="first-hour-report.json", metavar="JSON", help="where the report goes")
     parser.add_argument("--work", default=None, metavar="DIR", help="work folder (default under ~/.cache/fisherhub)")
     add_token_argument(parser)

@@ -19,7 +19,7 @@ from fisherhub.extras import require
 from fisherhub.options import DataOptions
 
 
-def _rerank_choice(value: str) -> int | str:
+def rerank_choice(value: str) -> int | str:
     """--rerank's value: a number of adapters, or the budgeted second stage's name."""
     if value == HALVING:
         return value
@@ -33,13 +33,14 @@ def _add_second_stage_arguments(parser: argparse.ArgumentParser) -> None:
     """--rerank and its bound, --plot, --verify: what happens to the ranking after the signatures."""
     parser.add_argument(
         "--rerank",
-        type=_rerank_choice,
-        default=0,
+        type=rerank_choice,
+        default=None,
         metavar="K|halving",
         help="second stage for a dataset TARGET: load the first K adapters of the S_a and S_e rankings "
         "one at a time and re-rank them by the target's measured loss (0: signatures only); or "
         f"{HALVING}: the first {HALVING_SHORTLIST} of them measured by successive halving over the target's "
-        "documents within --rerank-budget passes",
+        f"documents within --rerank-budget passes (the default for a dataset TARGET with adapter candidates; a "
+        "signature TARGET is ranked by signatures only)",
     )
     parser.add_argument(
         "--rerank-budget",
