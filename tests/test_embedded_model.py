@@ -126,18 +126,23 @@ def test_readme_selection_example_runs_offline_as_written(embedded_model, hub, t
     assert not any(repo_id == DEFAULT_MODEL_ID for _, repo_id in hub.repos)
 
     # the README's snippet as written, on its own: choose an adapter for the reader's target texts
+    from fisherhub.selection import select_adapter
+
     namespace = {"target_texts": [text.replace("x", "y") for text in DOMAINS["code"]]}
     exec(readme_python_block("### Choosing an adapter"), namespace)
 
     selection = namespace["selection"]
     assert selection.skipped == []
-    assert Path(selection.best.candidate) == Path("my-adapter")  # trained for the code domain
+    # target texts: the default second stage measured all three adapters (random LoRA weights here) on them
+    measured = selection.rerank.lowest_first()
+    assert selection.rerank.budget == 4 and len(measured) == 3 and selection.best.candidate == measured[0].candidate
+    first_stage = select_adapter(namespace["target_texts"], list(candidates), base_model=DEFAULT_MODEL_ID, rerank=0)
+    assert Path(first_stage.best.candidate) == Path("my-adapter")  # signed with the code domain's data
     assert isinstance(namespace["peft_model"], PeftModel)
-    assert namespace["peft_model"].peft_config["my_adapter"].base_model_name_or_path == DEFAULT_MODEL_ID
+    configs = namespace["peft_model"].peft_config.values()  # the best adapter, loaded
+    assert [config.base_model_name_or_path for config in configs] == [DEFAULT_MODEL_ID]
 
     # discovery on the Hub by any name of the embedded model finds the adapters PEFT tagged with its id
-    from fisherhub.selection import select_adapter
-
     discovered = select_adapter(namespace["target_texts"], None, base_model=str(embedded_model))
     assert sorted(row.candidate for row in discovered.ranking) == ["org/lora-a", "org/lora-b"]
 

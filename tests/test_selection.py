@@ -227,7 +227,9 @@ def test_cli_select(world, target_signature, tmp_path, capsys):
 
     data_file = tmp_path / "target.jsonl"
     data_file.write_text("".join(json.dumps({"body": text}) + "\n" for text in world["target"]))
-    code = main(["select", str(data_file), *adapters, "--base-model", BASE, "--text-column", "body", "--top-k", "1"])
+    code = main(
+        ["select", str(data_file), *adapters, "--base-model", BASE, "--text-column", "body", "--top-k", "1", "--wide"]
+    )
     out = capsys.readouterr().out
     assert code == 0
     rows = [line for line in out.splitlines() if line.startswith(("1 ", "2 "))]

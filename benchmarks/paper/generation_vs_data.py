@@ -9,11 +9,12 @@ sample and seed; the texts sketched under the base model with the suite's spec),
 suite's own task signature). Reported side by side, per suite and LoRA seed:
 
 - A(generation signature, data signature) of each adapter;
-- the first stage (the source of highest A with the target's signature) and the default two-stage selection
+- the first stage (the source of highest A with the target's signature), the two-stage selection
   (``recall.DEFAULT_FIRST_STAGE``'s top ``recall.DEFAULT_K`` re-ranked by the target's own sample loss, as the
-  suites compute it): top-1 and max regret (``scoring.selection_score``) with the candidates signed from
-  generations, from training data, and a mix (half the candidates each way: ``MIX_DRAWS`` seeded assignments,
-  averaged);
+  suites compute it) and ``select_adapter``'s default second stage (``halving_scores``: that pool's first
+  ``HALVING_SHORTLIST`` by successive halving within ``DEFAULT_RERANK_BUDGET`` passes over the target's own
+  sample): top-1 and max regret (``scoring.selection_score``) with the candidates signed from generations, from
+  training data, and a mix (half the candidates each way: ``MIX_DRAWS`` seeded assignments, averaged);
 - the same for the first n samples of each adapter's run, for each n of ``--samples`` (the first n of a seeded
   run are the n samples of a smaller run), on the first suite of ``--suites`` (the others: the largest n);
 - the cost of signing one adapter from n samples (``sign_adapter_from_generations``: sampling + sketch, seconds)
@@ -21,7 +22,8 @@ suite's own task signature). Reported side by side, per suite and LoRA seed:
 
 Samples and signatures are cached per adapter (``<cache>/generations/``) and the run resumes. ``--stage adapters``
 only trains what the generations need into the suite's cache (captures, prefix states, adapters);
-``--stage generations`` then only samples. Writes paper_generation_signatures.{json,png}.
+``--stage generations`` then only samples. Writes paper_generation_signatures.{json,png} (``--output``: another
+name).
 
     nice -n 10 python -m benchmarks.paper.generation_vs_data --suites exp4,exp6,exp5 --seeds 0
     python -m benchmarks.paper.generation_vs_data --quick    # seconds: tiny random model and domains
@@ -47,7 +49,9 @@ from benchmarks.paper import common, recall
 from benchmarks.paper.report import print_table, write_json
 from benchmarks.paper.scoring import HeldOutLosses, selection_score
 from fisherhub import Signature
+from fisherhub.analysis.halving import BASE, successive_halving
 from fisherhub.core.alignment import alignment
+from fisherhub.core.registry import DEFAULT_RERANK_BUDGET, HALVING_SHORTLIST
 from fisherhub.generation_signing import adapter_generations, generation_metadata, sign_adapter_from_generations
 from fisherhub.options import GenerationOptions
 from fisherhub.pipeline.loop import sketch_texts
@@ -56,6 +60,8 @@ from fisherhub.selection.rows import AdapterLocation
 #: seeded assignments of the mix (half the candidates signed from generations, half from data), averaged
 MIX_DRAWS = 10
 SIGNINGS = ("data", "generations", "mix")
+#: the results' default name (``--output``)
+OUTPUT = "paper_generation_signatures"
 
 
 def suite_domains(suite: str) -> tuple[str, Sequence[str], object]:
@@ -266,14 +272,40 @@ def score_matrices(candidates: Sequence, targets: Sequence) -> dict[str, np.ndar
     }
 
 
+def halving_scores(adapters: SuiteAdapters, seed: int, scores: dict[str, np.ndarray]) -> np.ndarray:
+    """[source, target]: ``select_adapter``'s default second stage, the pool's first ``HALVING_SHORTLIST``
+    candidates of each target ranked by successive halving within ``DEFAULT_RERANK_BUDGET`` passes over the
+    target's own sample (per-document losses from the ledgers); the pick highest, those not measured lowest."""
+    names, n = adapters.names, len(adapters.names)
+    result = np.zeros((n, n))
+    for t, target in enumerate(names):
+        shortlist = recall.first_stage(scores, recall.DEFAULT_FIRST_STAGE, t, min(HALVING_SHORTLIST, n - 1))
+        tokens = np.array([e.num_scored for e in adapters.task_examples[target]], dtype=np.float64)
+
+        @functools.cache
+        def nll(c: int, target=target, shortlist=shortlist) -> np.ndarray:
+            source = None if c == BASE else names[shortlist[c]]
+            return np.array(document_nll(adapters, adapters.ledgers, source, seed, target, held_out=False))
+
+        def oracle(candidates, documents, nll=nll, tokens=tokens):
+            rows = np.stack([nll(c)[list(documents)] for c in candidates])
+            return torch.from_numpy(rows), torch.from_numpy(tokens[list(documents)])
+
+        outcome = successive_halving(len(shortlist), len(tokens), DEFAULT_RERANK_BUDGET, oracle)
+        for rank, c in enumerate(outcome.order):
+            result[shortlist[c], t] = len(outcome.order) - rank
+    return result
+
+
 def selection(adapters: SuiteAdapters, seed: int, candidates: Sequence, truth: np.ndarray) -> dict[str, float]:
-    """Top-1 and max regret of the first stage (A) and of the default two-stage selection, candidates signed
-    as ``candidates``, targets by their data."""
+    """Top-1 and max regret of the first stage (A), of the two-stage selection and of the default second stage
+    (``halving_scores``), candidates signed as ``candidates``, targets by their data."""
     scores = score_matrices(candidates, adapters.signatures)
     sample = transfer(adapters, seed, held_out=False, measured=recall.measured_pairs(scores))
     stages = {
         "first": selection_score(torch.from_numpy(scores["fishersketch"]), torch.from_numpy(truth)),
         "two_stage": selection_score(recall.two_stage_scores(scores, sample)["two_stage"], torch.from_numpy(truth)),
+        "halving": selection_score(torch.from_numpy(halving_scores(adapters, seed, scores)), torch.from_numpy(truth)),
     }
     return {f"{stage}_{key}": getattr(s, key) for stage, s in stages.items() for key in ("top1", "max_regret")}
 
@@ -361,14 +393,16 @@ def report(args: argparse.Namespace, options: GenerationOptions) -> None:
         "mix_draws": MIX_DRAWS,
         "first_stage": "fishersketch (A)",
         "two_stage": f"{recall.stage_name(recall.DEFAULT_FIRST_STAGE)} top {recall.DEFAULT_K}, re-ranked by the target sample",
+        "halving": f"the default second stage: {recall.stage_name(recall.DEFAULT_FIRST_STAGE)} first "
+        f"{HALVING_SHORTLIST}, successive halving within {DEFAULT_RERANK_BUDGET} passes over the target sample",
         "suites": suites,
         "cost_seconds": cost,
         "cost_adapter": f"{args.suites[0]} {suites[args.suites[0]]['domains'][0]} seed 0",
         "quick": common.SETUP.quick,
     }
     print_tables(result)
-    plot(result, common.SETUP.results_dir / "paper_generation_signatures.png")
-    print(f"wrote {write_json('paper_generation_signatures', result, started)}")
+    plot(result, common.SETUP.results_dir / f"{args.output}.png")
+    print(f"wrote {write_json(args.output, result, started)}")
 
 
 def print_tables(result: dict) -> None:
@@ -380,7 +414,11 @@ def print_tables(result: dict) -> None:
                 for signing, q in row["selection"].items():
                     rows.append(
                         [suite, seed, n, signing, float(np.mean(a)), min(a), max(a), row["own_data_nearest"]]
-                        + [q[f"{stage}_{key}"] for stage in ("first", "two_stage") for key in ("top1", "max_regret")]
+                        + [
+                            q[f"{stage}_{key}"]
+                            for stage in ("first", "two_stage", "halving")
+                            for key in ("top1", "max_regret")
+                        ]
                     )
     print_table(
         [
@@ -395,7 +433,7 @@ def print_tables(result: dict) -> None:
             "1st top-1",
             "1st max regret",
         ]
-        + ["2-stage top-1", "2-stage max regret"],
+        + ["2-stage top-1", "2-stage max regret", "halving top-1", "halving max regret"],
         rows,
         title="Adapters signed from their generations vs their training data (first stage: A; two-stage: "
         f"{result['two_stage']}; mix: half each way, {result['mix_draws']} draws)",
@@ -485,7 +523,10 @@ def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--suites", default="exp4,exp5,exp6", help="comma-separated: exp4, exp5, exp6")
     parser.add_argument("--seeds", default=",".join(map(str, common.LORA_SEEDS)), help="LoRA seeds")
     parser.add_argument("--samples", default="8,16,32,64", help="numbers of samples scored (at most the run's)")
-    parser.add_argument("--cost-samples", default="8,16,32,64,128", help="numbers of samples timed")
+    parser.add_argument("--cost-samples", default="8,16,32,64,128", help="numbers of samples timed ('': none)")
+    parser.add_argument(
+        "--output", default=OUTPUT, help="the results' name: results/NAME.{json,png} (another run keeps the default's)"
+    )
     parser.add_argument(
         "--max-new-tokens",
         type=int,
@@ -508,7 +549,7 @@ def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     known.part, known.parts = (int(x) for x in known.part.split("/"))
     known.seeds = [int(s) for s in known.seeds.split(",")]
     known.samples = sorted({int(n) for n in known.samples.split(",")})
-    known.cost_samples = sorted({int(n) for n in known.cost_samples.split(",")})
+    known.cost_samples = sorted({int(n) for n in known.cost_samples.split(",") if n})
     if common.SETUP.quick:
         known.suites, known.seeds, known.samples, known.cost_samples = ["exp4"], [0], [20], [20]
     return known

@@ -162,6 +162,30 @@ def _halving_message(message: str, only: str, finalists: int, outcome: Halving) 
     return message
 
 
+def _finalists_verdict(names: Sequence[str], outcome: Halving, in_order: list[int], candidates: int) -> Verdict:
+    """The measured verdict among the adapters measured on the most documents (the finalists; ``in_order``
+    indexes the ranking's measured rows), with P(best of all ``candidates``) (``best_chance``)."""
+    most = max(outcome.documents(c) for c in in_order)  # every document, unless the last round's all broke
+    finalists = [c for c in in_order if outcome.documents(c) == most]
+    seen = torch.isfinite(outcome.nll[finalists[0]])
+    draws, _ = paired_bootstrap(
+        DocumentLosses(outcome.base_nll[seen], outcome.tokens[seen]),
+        [DocumentLosses(outcome.nll[c, seen], outcome.tokens[seen]) for c in finalists],
+    )
+    chance = best_chance(outcome, candidates, draws=BOOTSTRAP_DRAWS, seed=BOOTSTRAP_SEED)
+    verdict = measured_verdict(
+        [names[c] for c in finalists], [outcome.loss(c) for c in finalists], draws, (chance, candidates)
+    )
+    position = {c: in_order.index(c) for c in finalists}
+    return dataclasses.replace(
+        verdict,
+        best=position[finalists[verdict.best]],
+        runner_up=None if verdict.runner_up is None else position[finalists[verdict.runner_up]],
+        message=_halving_message(verdict.message, names[finalists[0]], len(finalists), outcome),
+        clear=verdict.clear if len(finalists) > 1 else not any(r.over_budget for r in outcome.rounds),
+    )
+
+
 def halving_rerank(
     model,
     batches: Sequence,
@@ -196,26 +220,7 @@ def halving_rerank(
         raise UnmeasurableAdaptersError(skipped)
     in_order = sorted(outcome.order)
     measured = [_measured(rows[c].candidate, outcome, c, base) for c in in_order]
-    most = max(outcome.documents(c) for c in in_order)  # every document, unless the last round's all broke
-    finalists = [c for c in in_order if outcome.documents(c) == most]
-    seen = torch.isfinite(outcome.nll[finalists[0]])
-    draws, _ = paired_bootstrap(
-        DocumentLosses(base.nll[seen], base.tokens[seen]),
-        [DocumentLosses(outcome.nll[c, seen], base.tokens[seen]) for c in finalists],
-    )
-    ranked = max(len(rows), candidates or 0)
-    chance = best_chance(outcome, ranked, draws=BOOTSTRAP_DRAWS, seed=BOOTSTRAP_SEED)
-    verdict = measured_verdict(
-        [rows[c].candidate for c in finalists], [outcome.loss(c) for c in finalists], draws, (chance, ranked)
-    )
-    position = {c: in_order.index(c) for c in finalists}
-    verdict = dataclasses.replace(
-        verdict,
-        best=position[finalists[verdict.best]],
-        runner_up=None if verdict.runner_up is None else position[finalists[verdict.runner_up]],
-        message=_halving_message(verdict.message, rows[finalists[0]].candidate, len(finalists), outcome),
-        clear=verdict.clear if len(finalists) > 1 else not any(r.over_budget for r in outcome.rounds),
-    )
+    verdict = _finalists_verdict([row.candidate for row in rows], outcome, in_order, max(len(rows), candidates or 0))
     seconds = time.perf_counter() - started
     return Rerank(
         measured,

@@ -41,5 +41,5 @@ class UnmeasurableAdaptersError(FisherHubError):
         reasons = "\n".join(f"  - {s.candidate}: {s.reason}" for s in self.skipped)
         super().__init__(
             f"none of the {len(self.skipped)} adapter(s) of the second stage could be measured on the target:\n"
-            f"{reasons}\nFix or drop these adapters, or rank by signatures only (rerank=0, no --rerank)."
+            f"{reasons}\nFix or drop these adapters, or rank by signatures only (rerank=0, --rerank 0)."
         )

@@ -13,7 +13,6 @@ from fisherhub.analysis.mixing import mixing_weights
 from fisherhub.core.errors import InputError
 from fisherhub.core.signature import Signature
 from fisherhub.selection import peft_loading, report
-from fisherhub.selection.errors import UnmeasurableAdaptersError
 from fisherhub.selection.ranking import best_first
 from fisherhub.selection.rows import RankedCandidate, Skipped
 
@@ -80,19 +79,15 @@ class Selection:
         return dataclasses.replace(self, ranking=ranking, skipped=skipped, verdict=second.verdict, rerank=second)
 
     def unmeasured(self, tried: Sequence[Skipped]) -> Selection:
-        """This selection when its default second stage could measure none of the adapters it tried: those move to
-        ``skipped`` with their reason, the rest keep the first stage's ranking and verdict, which says so.
-        ``UnmeasurableAdaptersError`` when nothing is left to rank."""
-        failed = {s.candidate for s in tried}
-        ranking = [row for row in self.ranking if row.candidate not in failed]
-        if not ranking:
-            raise UnmeasurableAdaptersError(tried)
+        """This selection when its default second stage could measure none of the adapters it ``tried``: the first
+        stage's ranking and verdict, which says so and why (each distinct reason once)."""
+        reasons = list(dict.fromkeys(s.reason.removeprefix("second stage: ") for s in tried))
         note = (
-            f"; the second stage could measure none of the {len(tried)} adapters it tried (skipped below): "
+            f"; the second stage could measure none of the {len(tried)} adapters it tried ({'; '.join(reasons)}): "
             "ranked by signatures only"
         )
         verdict = self.verdict and dataclasses.replace(self.verdict, message=self.verdict.message + note)
-        return dataclasses.replace(self, ranking=ranking, skipped=[*self.skipped, *tried], verdict=verdict)
+        return dataclasses.replace(self, verdict=verdict)
 
     @property
     def best(self) -> RankedCandidate:

@@ -190,41 +190,50 @@ def ranked_selection(
 def _second_stage(
     selection: Selection,
     sketcher: TargetSketcher,
-    rerank: int | str,
-    budget: int | None,
+    stage: tuple[int | str, int | None, bool],
     token: str | None,
     max_adapter_bytes: int | None,
 ) -> Selection:
-    """``selection`` re-ranked by the target's measured loss: under ``rerank`` adapters of the merged first-stage
-    rankings (``rerank.rerank``; an adapter that cannot be measured gives its place to the next), or under its
-    shortlist by successive halving within ``budget`` passes (``budgeted.halving_rerank``)."""
+    """``selection`` re-ranked by the target's measured loss (``stage``: rerank, its budget, and whether the user
+    chose it): under ``rerank`` adapters of the merged first-stage rankings (``rerank.rerank``; an adapter that
+    cannot be measured gives its place to the next), or under its shortlist by successive halving within the
+    budget (``budgeted.halving_rerank``). The default stage (not chosen) passes over candidates without an
+    adapter, and keeps the first stage's ranking when it can measure none (``Selection.unmeasured``)."""
+    rerank, budget, chosen = stage
+    if not chosen and not second_stage_candidates(selection.ranking, 1):
+        return selection
     base_model, batches = selection.base_model, sketcher.batches()
-    if budget is None:
-        assert isinstance(rerank, int)  # check_second_stage: an int unless halving
-        rows = second_stage_candidates(selection.ranking, len(selection.ranking))
-        second = measure(
-            sketcher.model,
-            batches,
-            rows,
-            selection.verdict,
-            token,
-            wanted=rerank,
-            base_model=base_model,
-            max_adapter_bytes=max_adapter_bytes,
-        )
-    else:
-        rows = second_stage_candidates(selection.ranking, HALVING_SHORTLIST)
-        second = halving_rerank(
-            sketcher.model,
-            batches,
-            rows,
-            selection.verdict,
-            token,
-            budget=budget,
-            candidates=len(second_stage_candidates(selection.ranking, len(selection.ranking))),
-            base_model=base_model,
-            max_adapter_bytes=max_adapter_bytes,
-        )
+    try:
+        if budget is None:
+            assert isinstance(rerank, int)  # check_second_stage: an int unless halving
+            rows = second_stage_candidates(selection.ranking, len(selection.ranking))
+            second = measure(
+                sketcher.model,
+                batches,
+                rows,
+                selection.verdict,
+                token,
+                wanted=rerank,
+                base_model=base_model,
+                max_adapter_bytes=max_adapter_bytes,
+            )
+        else:
+            rows = second_stage_candidates(selection.ranking, HALVING_SHORTLIST)
+            second = halving_rerank(
+                sketcher.model,
+                batches,
+                rows,
+                selection.verdict,
+                token,
+                budget=budget,
+                candidates=len(second_stage_candidates(selection.ranking, len(selection.ranking))),
+                base_model=base_model,
+                max_adapter_bytes=max_adapter_bytes,
+            )
+    except UnmeasurableAdaptersError as error:
+        if chosen:
+            raise
+        return selection.unmeasured(error.skipped)
     return selection.reranked(second)
 
 
@@ -294,9 +303,9 @@ def select_adapter(
             Hub requests in flight at once.
         rerank (`int` or `str`, *optional*):
             The default (None) is ``"halving"`` for a target given as data whose candidates include adapters,
-            and the first stage alone otherwise (a target given as signatures, only dataset repos, or no adapter
-            that can be measured: they are listed in ``skipped`` and the signatures rank the rest). 0 ranks by
-            signatures only. k > 0 (a target given as data) adds a second stage: the first k adapters of the S_a and S_e
+            and the first stage alone otherwise (a target given as signatures, or only dataset repos); when it
+            can measure none of the adapters, the first stage's ranking stands and its verdict says why. 0
+            ranks by signatures only. k > 0 (a target given as data) adds a second stage: the first k adapters of the S_a and S_e
             rankings merged are loaded onto the base model one at a time and the target's sketched tokens
             measured under each (``selection.rerank``: loss ± bootstrap se over the target's documents); the
             ranking puts them first, lowest loss first, and the verdict is then the measured one. An adapter that
@@ -355,14 +364,9 @@ def select_adapter(
     selection = ranked_selection(
         scored_rows(usable, targets, workers, skipped), skipped, score, targets, base_model, token, max_adapter_bytes
     )
-    if rerank and (chosen or second_stage_candidates(selection.ranking, 1)):
+    if rerank:
         assert sketcher is not None  # rerank needs the target's data (refused above without it)
-        try:
-            selection = _second_stage(selection, sketcher, rerank, rerank_budget, token, max_adapter_bytes)
-        except UnmeasurableAdaptersError as error:
-            if chosen:
-                raise
-            selection = selection.unmeasured(error.skipped)
+        selection = _second_stage(selection, sketcher, (rerank, rerank_budget, chosen), token, max_adapter_bytes)
     if load:
         base = model if model is not None or sketcher is None else sketcher.model
         selection.model = selection.load(base, top_k)
