@@ -50,7 +50,8 @@ class Selection:
         token (`str`, *optional*):
             ``select_adapter``'s token, used again by ``load`` and ``mix``.
         rerank (`Rerank`, *optional*):
-            The second stage (``select_adapter(rerank=k)``): measured losses on the target.
+            The second stage (a target given as data: ``rerank="halving"`` by default, or ``rerank=k``): measured
+            losses on the target; None when the signatures alone ranked.
         max_adapter_bytes (`int`, *optional*):
             The bound on an adapter's weights file that ``load`` and ``mix`` load.
     """
