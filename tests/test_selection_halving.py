@@ -134,3 +134,21 @@ def test_cli_select_rerank_halving(adapters, tmp_path, capsys):  # noqa: F811
     with pytest.raises(SystemExit):
         main(["select", str(data_file), *folders, "--rerank", "halve"])
     assert "a number of adapters (0: none) or halving" in capsys.readouterr().err
+
+
+def test_the_second_stage_shows_a_progress_bar_when_bars_are_on(adapters, capsys, monkeypatch):  # noqa: F811
+    import importlib
+
+    from huggingface_hub.utils import disable_progress_bars, enable_progress_bars
+
+    monkeypatch.setattr(importlib.import_module("huggingface_hub.utils.tqdm"), "HF_HUB_DISABLE_PROGRESS_BARS", None)
+    enable_progress_bars()  # as without HF_HUB_DISABLE_PROGRESS_BARS=1 (the tests' setting)
+    try:
+        selection = select(adapters)  # the default second stage
+    finally:
+        disable_progress_bars()
+    err = capsys.readouterr().err
+    assert f"second stage (halving, {len(adapters['folders'])} adapters)" in err
+    assert f"{selection.rerank.passes}/{4 * len(adapters['target'])}" in err  # the document-passes spent, of B · D
+    select(adapters)
+    assert "second stage" not in capsys.readouterr().err  # bars off: nothing

@@ -98,11 +98,12 @@ def document_subset(batches: Sequence, positions: Sequence[int]) -> list:
 class _MeasuringOracle:
     """``analysis.halving``'s oracle over the library: the base ``model`` alone (``BASE``) or with the adapter of
     ``rows[c]`` (``measure_adapter``) on some of the target's documents; an adapter skipped once keeps its reason
-    (``reasons``) and gives NaN, as it does for every later call."""
+    (``reasons``) and gives NaN, as it does for every later call. Each document-pass served moves ``bar``."""
 
-    def __init__(self, model, batches: Sequence, rows: Sequence[RankedCandidate], **measure_options):
+    def __init__(self, model, batches: Sequence, rows: Sequence[RankedCandidate], bar, **measure_options):
         self.model, self.batches, self.rows, self.measure_options = model, batches, rows, measure_options
         self.reasons: dict[int, str] = {}
+        self.bar = bar
 
     def __call__(self, candidates: Sequence[int], documents: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
         ordered = sorted(documents)
@@ -114,6 +115,7 @@ class _MeasuringOracle:
             measured.append(
                 torch.full((len(ordered),), torch.nan, dtype=torch.float64) if losses is None else losses.nll
             )
+            self.bar.update(len(ordered))
         tokens = torch.cat([(batch.labels[:, 1:] != IGNORE_INDEX).sum(dim=1).double() for batch in subset])
         return torch.stack(measured)[:, columns], tokens[columns]
 
@@ -210,10 +212,13 @@ def halving_rerank(
     model.eval()
     batches = list(batches)
     documents = sum(len(batch.doc_index) for batch in batches)
-    oracle = _MeasuringOracle(
-        model, batches, rows, base_model=base_model, token=token, max_adapter_bytes=max_adapter_bytes
-    )
-    outcome = successive_halving(len(rows), documents, budget, oracle)
+    from huggingface_hub.utils import tqdm  # off under HF_HUB_DISABLE_PROGRESS_BARS=1 or disable_progress_bars()
+
+    with tqdm(total=budget * documents, unit="doc", desc=f"second stage (halving, {len(rows)} adapters)") as bar:
+        oracle = _MeasuringOracle(
+            model, batches, rows, bar, base_model=base_model, token=token, max_adapter_bytes=max_adapter_bytes
+        )
+        outcome = successive_halving(len(rows), documents, budget, oracle)
     base = DocumentLosses(outcome.base_nll, outcome.tokens)
     skipped = [Skipped(rows[c].candidate, f"second stage: {reason}") for c, reason in sorted(oracle.reasons.items())]
     if not outcome.order:
