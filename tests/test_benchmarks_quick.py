@@ -213,7 +213,8 @@ CHECKS = {
 
 def _wide_suite_values(result: dict) -> None:
     """The wide suite: 4 variants of every candidate domain, none of the target's own; recall@k rising to 1 at
-    the candidates' count at most; halving's last budget its own ceiling."""
+    the candidates' count at most; halving's last budget its own ceiling; each pick's P(best) its two factors'
+    product."""
     domains = {c["domain"] for c in result["candidates"]}
     assert len(result["candidates"]) == 4 * len(domains)
     for target in result["targets"]:
@@ -224,6 +225,10 @@ def _wide_suite_values(result: dict) -> None:
         assert values == sorted(values) and all(0 <= v <= 1 for v in values)
     rows = result["budgets"]
     assert rows[-1]["top1"] == rows[-1]["ceiling"]["top1"] and all(r["max_regret"] >= 0 for r in rows)
+    for row in [*rows, result["rerank3"]]:  # each pick's P(best of all): recall × measured share, both in [0, 1]
+        factors = row["recall_and_measured_share"]
+        assert len(factors) == len(result["targets"]) and all(0 < r <= 1 and 0 <= q <= 1 for r, q in factors)
+        assert row["p_best"] == pytest.approx(sum(r * q for r, q in factors) / len(factors))
 
 
 def _halving_values(result: dict) -> None:
@@ -277,8 +282,8 @@ def _preregistered_values(result: dict) -> None:
 
 def _generation_values(result: dict) -> None:
     """The generation_signatures suite's JSON: per suite, seed and number of samples, A of each adapter's two
-    signatures in [-1, 2] with a positive stderr, top-1 in [0, 1] and regret ≥ 0 of each stage for each
-    signing (data, generations, mix), and a positive cost at 1 and 2 threads for each number of samples timed."""
+    signatures in [-1, 2] with a positive stderr, top-1 in [0, 1] and regret ≥ 0 of each stage (the first, the
+    two-stage, the default halving) for each signing (data, generations, mix), and a positive cost at 1 and 2 threads for each number of samples timed."""
     assert result["quick"] is True and set(result["suites"]) == {"exp4"}
     for suite in result["suites"].values():
         for seed in map(str, result["seeds"]):
@@ -287,8 +292,8 @@ def _generation_values(result: dict) -> None:
                 assert all(-1 <= a <= 2 and se > 0 for a, se in row["A_generations_vs_data"].values())
                 assert set(row["selection"]) == {"data", "generations", "mix"}
                 for q in row["selection"].values():
-                    assert all(0 <= q[f"{stage}_top1"] <= 1 for stage in ("first", "two_stage"))
-                    assert all(q[f"{stage}_max_regret"] >= 0 for stage in ("first", "two_stage"))
+                    assert all(0 <= q[f"{stage}_top1"] <= 1 for stage in ("first", "two_stage", "halving"))
+                    assert all(q[f"{stage}_max_regret"] >= 0 for stage in ("first", "two_stage", "halving"))
     assert set(result["cost_seconds"]) == {"1", "2"}
     assert all(min(curve.values()) > 0 for curve in result["cost_seconds"].values())
 
