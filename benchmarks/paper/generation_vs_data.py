@@ -162,14 +162,16 @@ def suite_adapters(suite: str, tasks_folder: Path | None = None) -> SuiteAdapter
     return SuiteAdapters(suite, group, dict(texts), task, held_out, bench, model, tokenizer, spec, tasks_folder)
 
 
+def run_key(options: GenerationOptions) -> str:
+    """What a run of samples depends on beyond its adapter: samples, tokens per sample and seed."""
+    return f"s{options.samples}t{options.max_new_tokens}g{options.generation_seed}"
+
+
 def cached_generations(adapters: SuiteAdapters, name: str, seed: int, options: GenerationOptions) -> dict:
     """``{"texts", "seconds"}``: the samples of adapter (``name``, ``seed``), drawn by the library's code path
     (cached)."""
     folder = adapters.folder(name, seed)
-    path = (
-        folder.parent.parent
-        / f"{folder.name}.s{options.samples}t{options.max_new_tokens}g{options.generation_seed}.json"
-    )
+    path = folder.parent.parent / f"{folder.name}.{run_key(options)}.json"
     if path.exists():
         return json.loads(path.read_text())
     started = time.perf_counter()
@@ -203,7 +205,7 @@ def adapter_signatures(adapters: SuiteAdapters, name: str, seed: int, options: G
     stem = adapters.folder(name, seed)
     signatures = {}
     for n in samples:
-        path = stem.parent.parent / adapters.spec.sketch_id / f"{stem.name}.n{n}.sig"
+        path = stem.parent.parent / adapters.spec.sketch_id / f"{stem.name}.{run_key(options)}.n{n}.sig"
         path.parent.mkdir(parents=True, exist_ok=True)
         part = dataclasses.replace(options, samples=n)
         signatures[n] = generated_signature(adapters, record["texts"][:n], part, path)
