@@ -190,27 +190,28 @@ def ranked_selection(
 def _second_stage(
     selection: Selection,
     sketcher: TargetSketcher,
-    stage: tuple[int | str, int | None, bool],
+    rerank: int | str,
+    budget: int | None,
+    chosen: bool,
     token: str | None,
     max_adapter_bytes: int | None,
 ) -> Selection:
-    """``selection`` re-ranked by the target's measured loss (``stage``: rerank, its budget, and whether the user
-    chose it): under ``rerank`` adapters of the merged first-stage rankings (``rerank.rerank``; an adapter that
-    cannot be measured gives its place to the next), or under its shortlist by successive halving within the
-    budget (``budgeted.halving_rerank``). The default stage (not chosen) passes over candidates without an
-    adapter, and keeps the first stage's ranking when it can measure none (``Selection.unmeasured``)."""
-    rerank, budget, chosen = stage
-    if not chosen and not second_stage_candidates(selection.ranking, 1):
+    """``selection`` re-ranked by the target's measured loss: under ``rerank`` adapters of the merged first-stage
+    rankings (``rerank.rerank``; an adapter that cannot be measured gives its place to the next), or under its
+    shortlist by successive halving within ``budget`` passes (``budgeted.halving_rerank``). The default stage
+    (not ``chosen`` by the user) passes over candidates without an adapter, and keeps the first stage's ranking
+    when it can measure none (``Selection.unmeasured``)."""
+    adapters = second_stage_candidates(selection.ranking, len(selection.ranking))
+    if not chosen and not adapters:
         return selection
     base_model, batches = selection.base_model, sketcher.batches()
     try:
         if budget is None:
             assert isinstance(rerank, int)  # check_second_stage: an int unless halving
-            rows = second_stage_candidates(selection.ranking, len(selection.ranking))
             second = measure(
                 sketcher.model,
                 batches,
-                rows,
+                adapters,
                 selection.verdict,
                 token,
                 wanted=rerank,
@@ -218,15 +219,14 @@ def _second_stage(
                 max_adapter_bytes=max_adapter_bytes,
             )
         else:
-            rows = second_stage_candidates(selection.ranking, HALVING_SHORTLIST)
             second = halving_rerank(
                 sketcher.model,
                 batches,
-                rows,
+                adapters[:HALVING_SHORTLIST],  # second_stage_candidates' first k: the same merge cut at k
                 selection.verdict,
                 token,
                 budget=budget,
-                candidates=len(second_stage_candidates(selection.ranking, len(selection.ranking))),
+                candidates=len(adapters),
                 base_model=base_model,
                 max_adapter_bytes=max_adapter_bytes,
             )
@@ -366,7 +366,7 @@ def select_adapter(
     )
     if rerank:
         assert sketcher is not None  # rerank needs the target's data (refused above without it)
-        selection = _second_stage(selection, sketcher, (rerank, rerank_budget, chosen), token, max_adapter_bytes)
+        selection = _second_stage(selection, sketcher, rerank, rerank_budget, chosen, token, max_adapter_bytes)
     if load:
         base = model if model is not None or sketcher is None else sketcher.model
         selection.model = selection.load(base, top_k)
