@@ -57,7 +57,8 @@ from huggingface_hub.utils import logging as hf_logging  # noqa: E402
 
 from benchmarks.index import BASE, DOMAINS, M, TARGET_DOMAIN, Signatures, write_index  # noqa: E402
 from benchmarks.synthetic import add_output_arguments, machine_info, write_results  # noqa: E402
-from fisherhub.hub.signature_index import build_index, update_index  # noqa: E402
+from fisherhub.hub.signature_index import build_index, shards, update_index  # noqa: E402
+from fisherhub.hub.signature_index.shards import MAX_DELTAS  # noqa: E402
 from fisherhub.hub.signature_index.store import load_index  # noqa: E402
 from fisherhub.selection import select_adapter  # noqa: E402
 from fisherhub.testing.hub_faults import BUSY_HUB, Faults  # noqa: E402
@@ -239,7 +240,9 @@ def update_run(n: int, maker: Signatures, tiny: TinyBase, signatures: list, work
     """``update_index`` from the build's work folder (as ``fisherhub index update`` after ``index build`` on one
     machine: the rows the build checked are not checked again) with nothing changed, then after 1% of the
     adapters pushed a new signature; then after another 1% changed, from an empty work folder (another machine:
-    every row checked, the heatmap drawn again)."""
+    every row checked, the heatmap drawn again); each pushes its rows as one more shard. Then another 1%, with
+    the whole index pushed again (what an update does once the rows replaced pass ``shards.STALE_SHARE``), and
+    the cost of an update averaged over that cycle."""
     broken = SERVER.faults.broken_repos(repo_name(i) for i in range(n))
     unavailable = sorted(r for r, kind in broken.items() if kind == "error")
     fresh_cache(work)
@@ -248,15 +251,23 @@ def update_run(n: int, maker: Signatures, tiny: TinyBase, signatures: list, work
     unchanged["share_of_build_seconds"] = floor["seconds"] / full["seconds"]
     runs = []
     readable = [i for i in range(n) if repo_name(i) not in broken]
-    for offset, folder in ((0, f"build-{n}"), (1, f"elsewhere-{n}")):
+    for offset, folder, deltas in (
+        (0, f"build-{n}", MAX_DELTAS),
+        (1, f"elsewhere-{n}", MAX_DELTAS),
+        (2, f"elsewhere-{n}", 0),
+    ):
         changed = readable[offset::100][: max(1, n // 100)]
         for i in changed:
             signatures[i] = maker.make(i % DOMAINS, f"bench/domain-{i % DOMAINS}-part-{i}")
             put_repo(SERVER, repo_name(i), tiny.files(i, signatures[i]), title="a new signature")
         fresh_cache(work)
-        (_, _, read), cost = counted(
-            lambda folder=folder: update_index(full["index"], work=work / folder, workers=workers)
-        )
+        shards.MAX_DELTAS = deltas  # 0: the whole index pushed
+        try:
+            (_, _, read), cost = counted(
+                lambda folder=folder: update_index(full["index"], work=work / folder, workers=workers)
+            )
+        finally:
+            shards.MAX_DELTAS = MAX_DELTAS
         adapters = adapters_named(SERVER.requests[-cost["requests"] :])
         changed_names = {repo_name(i) for i in changed}
         runs.append(
@@ -264,6 +275,7 @@ def update_run(n: int, maker: Signatures, tiny: TinyBase, signatures: list, work
                 "changed": len(changed),
                 "repos_read": read,
                 **cost,
+                "appended": "deltas" in load_index(full["index"]).state,
                 "requests_reading_changed_adapters": sum(name in changed_names for name in adapters),
                 "requests_reading_other_adapters": sum(name not in changed_names for name in adapters),
                 "share_of_build_requests": cost["requests"] / full["requests"],
@@ -272,13 +284,29 @@ def update_run(n: int, maker: Signatures, tiny: TinyBase, signatures: list, work
                 / full["requests"],
             }
         )
+    appending = appending_updates(0.01)
+    averaged = (appending * runs[0]["seconds"] + runs[2]["seconds"]) / (appending + 1)
     return {
         "adapters": n,
         "unavailable_before": len(unavailable),
         **runs[0],
         "nothing_changed": unchanged,
         "elsewhere": runs[1],
+        "whole_index": runs[2],
+        "appending_updates_per_whole_push": appending,
+        "averaged_seconds": averaged,
+        "averaged_share_of_build_seconds": averaged / full["seconds"],
     }
+
+
+def appending_updates(changed: float) -> int:
+    """How many updates in a row, each replacing the rows of a share ``changed`` of the adapters, push their rows as
+    one more shard before the next pushes the whole index (``shards.Replacement.appends``: the rows behind at most
+    ``STALE_SHARE`` of those stored, fewer than ``MAX_DELTAS`` update shards)."""
+    count = 0
+    while count + 1 <= MAX_DELTAS and (count + 1) * changed <= shards.STALE_SHARE * (1 + (count + 1) * changed):
+        count += 1
+    return count
 
 
 def rank_run(n: int, target, tiny: TinyBase, index: str, work: Path, selections: Collection[str] = SELECTIONS) -> dict:
@@ -346,6 +374,12 @@ def plot(result: dict, path: Path) -> None:
         shares[f"update, 1% changed, N = {update['adapters']:,}\n(requests)"] = update["share_of_build_requests"]
         elsewhere = update["elsewhere"]["share_of_build_seconds"]
         shares[f"update, 1% changed, N = {update['adapters']:,}\nanother work folder (seconds)"] = elsewhere
+        if "whole_index" in update:
+            whole = update["whole_index"]["share_of_build_seconds"]
+            shares[f"update, 1% changed, N = {update['adapters']:,}\nwhole index pushed (seconds)"] = whole
+            shares[f"update, 1% changed, N = {update['adapters']:,}\naveraged (seconds)"] = update[
+                "averaged_share_of_build_seconds"
+            ]
     right.barh(list(shares), [100 * v for v in shares.values()], color="tab:green")
     right.tick_params(axis="y", labelsize=7)
     right.set(xlabel="% of a full build", title="Resume and update")
@@ -411,6 +445,14 @@ def print_tables(result: dict) -> None:
             f"{update['share_of_build_requests_reading_changed']:.1%}); another 1% from another work folder: "
             f"{update['elsewhere']['seconds']:.1f} s, {update['elsewhere']['requests']} requests "
             f"({update['elsewhere']['share_of_build_seconds']:.1%} / {update['elsewhere']['share_of_build_requests']:.1%})"
+        )
+        whole = update["whole_index"]
+        print(
+            f"  each pushed as one more shard: {update['appended']}, {update['elsewhere']['appended']}; another 1% "
+            f"pushing the whole index again: {whole['seconds']:.1f} s, {whole['requests']} requests "
+            f"({whole['share_of_build_seconds']:.1%} of the build's seconds); 1 in "
+            f"{update['appending_updates_per_whole_push'] + 1} such updates does: averaged "
+            f"{update['averaged_seconds']:.1f} s ({update['averaged_share_of_build_seconds']:.1%})"
         )
 
 

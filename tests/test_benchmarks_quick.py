@@ -86,7 +86,7 @@ def _index_values(result: dict) -> None:
 def _index_wire_values(result: dict) -> None:
     """The index_wire suite's JSON: every broken repo skipped with its reason and no other, each row once, 429s
     answered and sent again; the resumed build equal to the uninterrupted one; each update read the changed repos
-    (with nothing changed: none, and pushed nothing); the two-stage selections measured adapters they loaded."""
+    (with nothing changed: none, and pushed nothing), the first two as one more shard, the third the whole index; the two-stage selections measured adapters they loaded."""
     for build in result["build"]:
         assert build["rows"] == build["distinct_rows"] == build["adapters"] - sum(build["broken"].values())
         assert build["skipped"] == build["broken"] and not build["skipped_not_broken"]
@@ -105,6 +105,9 @@ def _index_wire_values(result: dict) -> None:
         assert not unchanged["pushed"] and unchanged["repos_read"] == update["unavailable_before"]
         assert elsewhere["repos_read"] == elsewhere["changed"] + update["unavailable_before"] >= 1
         assert elsewhere["requests_reading_changed_adapters"] > 0
+        whole = update["whole_index"]  # the first two pushed one more shard each, the third the whole index
+        assert update["appended"] and elsewhere["appended"] and not whole["appended"]
+        assert whole["repos_read"] == whole["changed"] + update["unavailable_before"]
     assert [(r["adapters"], r["built"]) for r in result["rank"]] == [(60, True), (120, False)]
     for run in result["rank"]:
         assert run["signature target"]["warm"]["requests"] < run["signature target"]["cold"]["requests"]

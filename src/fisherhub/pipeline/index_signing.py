@@ -35,12 +35,12 @@ from fisherhub.hub.signature_index.build import (
     default_work,
     indexed_repos,
     listed_adapters,
-    replace_repos,
     work_folder,
 )
 from fisherhub.hub.signature_index.rows import IndexRows, read_rows
 from fisherhub.hub.signature_index.schema import signature_row
 from fisherhub.hub.signature_index.store import LoadedIndex, load_index, push_index
+from fisherhub.hub.signature_index.update import replace_repos
 from fisherhub.options import DataOptions
 
 SKETCHED_FOLDER = f"{SIGNATURE_FOLDER}/sketched"
@@ -293,6 +293,8 @@ def publish_rows(loaded: LoadedIndex, api, work: Path, files: dict[str, Path], r
             for adapter, adapter_rows in results.items()
         ]
     )
-    table, _ = replace_repos(loaded, folder, keys)
-    commit, _ = push_index(table, loaded.ref, loaded.base_model, loaded.layout, folder.entries(), token=token)
+    table, replacement = replace_repos(loaded, folder, keys)
+    commit, _ = push_index(
+        table, loaded.ref, loaded.base_model, loaded.layout, folder.entries(), token=token, replacement=replacement
+    )
     return sum(map(len, results.values())), commit

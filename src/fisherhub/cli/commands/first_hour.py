@@ -89,7 +89,8 @@ def _index_exists(index: str, token: str | None) -> bool:
 
 def _build_or_update(args: argparse.Namespace, exists: bool) -> dict:
     """Stage 2 (with ``--push``): the index updated when it exists, else built; its summary and skipped repos."""
-    from fisherhub.hub.signature_index.build import build_index, update_index
+    from fisherhub.hub.signature_index.build import build_index
+    from fisherhub.hub.signature_index.update import update_index
 
     if exists:
         commit, summary, read = update_index(args.index, work=args.work, token=args.token)

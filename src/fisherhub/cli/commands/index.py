@@ -3,7 +3,8 @@
 ``build BASE_MODEL --push datasets/ORG/NAME`` reads every adapter of BASE_MODEL the Hub lists (a bounded pool
 of requests), one row per signature, and pushes the rows as Parquet (``load_dataset("ORG/NAME")`` loads them);
 a build that was interrupted resumes from its work folder. ``update ORG/NAME`` reads again only the adapters
-whose commit changed (one listing). ``sign BASE_MODEL --index ORG/NAME`` sketches the datasets that unsigned
+whose commit changed (one listing) and pushes their rows as one more shard (the whole index once the rows replaced
+pass a tenth of those stored). ``sign BASE_MODEL --index ORG/NAME`` sketches the datasets that unsigned
 adapters' cards name (each dataset@revision once, into the index repo, never into anyone's repo) and adds
 their rows; with ``--from-generations`` it then signs every unsigned adapter still without a row from samples
 drawn from it (base model + adapter, temperature 1, the shipped prompt set: a fallback, marked so; SPEC §3b); under ``accelerate launch [launch options] -m fisherhub index sign ...`` (``--num_processes N`` on N
@@ -164,7 +165,7 @@ def run_build(args: argparse.Namespace) -> int:
 def run_update(args: argparse.Namespace) -> int:
     from fisherhub.hub.pool import check_workers
     from fisherhub.hub.retry import counting_requests
-    from fisherhub.hub.signature_index.build import update_index
+    from fisherhub.hub.signature_index.update import update_index
 
     with counting_requests() as traffic:
         commit, summary, read = update_index(

@@ -11,8 +11,8 @@ entries near 1/√m, well inside float16's range). The error bars, regime and ve
 of the few best rows (``selection/index_ranking.py``).
 
 ``layout`` (which sketches a row stores, no numpy), ``schema`` (the row and state-file formats), ``rows``
-(rows read back and checked), ``card`` (summary, card, heatmap), ``store`` (push and load), ``build`` (build and
-update). Names are imported on first use, so ``layout`` loads without numpy.
+(rows read back and checked), ``card`` (summary, card, heatmap), ``shards`` (which shard holds a repo's rows: an
+update pushes its own as one more), ``store`` (push and load), ``build`` (build), ``update`` (update). Names are imported on first use, so ``layout`` loads without numpy.
 """
 
 from fisherhub.core import lazy_attributes
@@ -62,15 +62,15 @@ _EXPORTS = {
     "RepoResult": "fisherhub.hub.signature_index.build",
     "WorkFolder": "fisherhub.hub.signature_index.build",
     "build_index": "fisherhub.hub.signature_index.build",
-    "changed_repos": "fisherhub.hub.signature_index.build",
+    "changed_repos": "fisherhub.hub.signature_index.update",
     "check_push_target": "fisherhub.hub.signature_index.build",
     "default_work": "fisherhub.hub.signature_index.build",
     "listed_adapters": "fisherhub.hub.signature_index.build",
     "indexed_repos": "fisherhub.hub.signature_index.build",
     "read_repos": "fisherhub.hub.signature_index.build",
-    "replace_repos": "fisherhub.hub.signature_index.build",
+    "replace_repos": "fisherhub.hub.signature_index.update",
     "repo_rows": "fisherhub.hub.signature_index.build",
-    "update_index": "fisherhub.hub.signature_index.build",
+    "update_index": "fisherhub.hub.signature_index.update",
     "work_folder": "fisherhub.hub.signature_index.build",
     "index_ref": "fisherhub.hub.refs",
 }

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 from fisherhub.core.errors import FisherHubError, InputError
 from fisherhub.safe_text import printable
 from fisherhub.hub.errors import HubUnavailableError, hub_errors
-from fisherhub.hub.discovery import COMMIT_FIELDS, LISTING_FIELDS, adapter_tag, described
+from fisherhub.hub.discovery import LISTING_FIELDS, adapter_tag, described
 from fisherhub.hub.retry import with_retries
 from fisherhub.hub.pool import DEFAULT_WORKERS, bounded_completed
 from fisherhub.hub.refs import SignatureRef, index_ref
@@ -25,8 +25,7 @@ from fisherhub.hub.snapshot import RepoSnapshot
 from fisherhub.options import canonical_model_id
 from fisherhub.hub.signature_index.card import IndexSummary
 from fisherhub.hub.signature_index.schema import DATA_DIR, INDEX_FORMAT, STATE_PATH, conform, row_schema, signature_row
-from fisherhub.hub.signature_index.pushed import read_record
-from fisherhub.hub.signature_index.store import LoadedIndex, load_index, push_index, summarize
+from fisherhub.hub.signature_index.store import LoadedIndex, push_index
 
 if TYPE_CHECKING:
     from huggingface_hub.hf_api import DatasetInfo, ExpandModelProperty_T
@@ -386,111 +385,3 @@ class InterruptedBuild(FisherHubError):
 def indexed_repos(loaded: LoadedIndex) -> set[str]:
     """The ids of the adapters the index ``loaded`` has read (signed or not): those its build let in."""
     return {entry["repo_id"] for entry in loaded.state["repos"] if entry["repo_type"] == "model"}
-
-
-def changed_repos(loaded: LoadedIndex, token: str | None = None) -> tuple[dict[str, RepoSnapshot], set[str], set[str]]:
-    """(the adapters listed now whose commit differs from the one the index read, or new, or that the Hub could
-    not serve then (``retry``): id -> a snapshot naming only the commit listed, ``described`` when read; of those,
-    the ones the Hub could not serve at the commit listed now (read again with a single attempt,
-    ``read_repos``); the adapters the index read that the Hub no longer lists), from one listing of commits only
-    (``COMMIT_FIELDS``: at 10,000 adapters, a hundredth of what the build's listing, with each card and file
-    list, weighs)."""
-    models = [entry for entry in loaded.state["repos"] if entry["repo_type"] == "model"]
-    seen = {entry["repo_id"]: entry["commit"] for entry in models}
-    unavailable = {entry["repo_id"] for entry in models if entry.get("retry")}
-    listed = {info.id: info.sha for info in listed_infos(loaded.base_model, token, seen.keys(), COMMIT_FIELDS)}
-    changed = {
-        r: RepoSnapshot(SignatureRef(r, "model", sha), {}, None)
-        for r, sha in listed.items()
-        if seen.get(r) != sha or r in unavailable
-    }
-    once = {r for r in changed if r in unavailable and seen[r] == changed[r].ref.revision}
-    return changed, once, set(seen) - set(listed)
-
-
-def replace_repos(loaded: LoadedIndex, folder: WorkFolder, replaced: set[tuple[str, str]]):
-    """(the rows of ``loaded`` but those of the ``replaced`` (repo type, repo id), then the rows ``folder``
-    journaled; how many come from ``loaded``); ``folder`` takes the state entries of the repos kept, so its
-    state file describes the result."""
-    import pyarrow as pa
-
-    for entry in loaded.state["repos"]:
-        key = (entry["repo_type"], entry["repo_id"])
-        if key not in replaced and key not in folder.done:
-            folder.done[key] = {**entry, "chunk": None}
-    keys = zip(loaded.table.column("repo_type").to_pylist(), loaded.table.column("repo_id").to_pylist())
-    keep = pa.array([key not in replaced for key in keys], type=pa.bool_())
-    kept = conform(loaded.table.filter(keep))
-    return pa.concat_tables([kept, folder.table()]), kept.num_rows
-
-
-def still_unavailable(loaded: LoadedIndex, folder: WorkFolder, once: Collection[str]) -> set[str]:
-    """The adapters of ``once`` read again into ``folder`` that gave nothing new of what the index ``loaded``
-    holds of them: the Hub still unable to serve the same files (the same rows), or the repo itself (not even
-    its file list)."""
-    before = {entry["repo_id"]: entry for entry in loaded.state["repos"] if entry["repo_type"] == "model"}
-
-    def outcome(entry: dict[str, Any]) -> tuple[int, list[str]]:
-        return entry["rows"], [path for path, _ in entry["problems"]]
-
-    return {
-        r
-        for r in once
-        if folder.done[("model", r)].get("retry")
-        and outcome(folder.done[("model", r)]) in (outcome(before[r]), (0, [""]))
-    }
-
-
-def update_index(
-    name: str,
-    *,
-    work: str | os.PathLike | None = None,
-    token: str | None = None,
-    workers: int = DEFAULT_WORKERS,
-    progress: bool = False,
-) -> tuple[str | None, IndexSummary, int]:
-    """Bring the index ``name`` up to date: one listing (the build's) says which adapters changed commit,
-    appeared or went; only those are read again, as the build reads them (their signature files), and those the
-    Hub could not serve at the same commit before, each with a single attempt (``read_repos``); of these, the
-    ones still unavailable keep what the index holds of them. Pushes when anything changed (not when the only
-    repos read are still unavailable: the index already names them, with their reason); returns (the new commit, None when nothing changed; the summary; repos read). ``work``: the
-    index's work folder (the build's, default ``default_work``): the repos read are journaled in its
-    ``update-<commit>`` folder. When this client pushed the index's commit from there (``pushed``), the rows it
-    keeps are not checked again: only the rows read now are."""
-    import numpy as np
-
-    loaded = load_index(name, token)
-    layout, base_model = loaded.layout, loaded.base_model
-    changed, once, gone = changed_repos(loaded, token)
-    root = work_folder(work or default_work(loaded.ref))
-    folder = WorkFolder(root / f"update-{loaded.commit[:12]}", base_model, layout)
-    before = read_record(root, loaded.commit)
-
-    def unchanged() -> IndexSummary:
-        everything = np.ones(loaded.table.num_rows, dtype=bool)
-        where = f"datasets/{loaded.ref.repo_id}"
-        return summarize(loaded.table, base_model, loaded.state["repos"], where, before, everything)[0]
-
-    if not changed and not gone:
-        return None, unchanged(), 0
-    read = read_repos(
-        list(changed.values()),
-        base_model,
-        layout,
-        folder,
-        token=token,
-        workers=workers,
-        progress=progress,
-        once={("model", repo_id) for repo_id in once},
-    )
-    for repo_id in still_unavailable(loaded, folder, once):  # the index keeps what it holds of them
-        del folder.done[("model", repo_id)]
-        del changed[repo_id]
-    if not changed and not gone:
-        return None, unchanged(), read
-    table, kept = replace_repos(loaded, folder, {("model", repo_id) for repo_id in (*changed, *gone)})
-    checked = np.arange(table.num_rows) < kept
-    commit, summary = push_index(
-        table, loaded.ref, base_model, layout, folder.entries(), token=token, work=root, before=before, checked=checked
-    )
-    return commit, summary, read

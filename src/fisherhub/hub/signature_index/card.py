@@ -151,10 +151,16 @@ class IndexSummary:
 
 
 def render_card(
-    summary: IndexSummary, layout: Layout, existing: dict[str, Any], repo_id: str, figure: bool = False
+    summary: IndexSummary,
+    layout: Layout,
+    existing: dict[str, Any],
+    repo_id: str,
+    figure: bool = False,
+    stored_rows: int | None = None,
 ) -> str:
     """The index's README.md: ``configs:`` (the data files), the tag, the ``fisherhub_index:`` block, a summary
-    (with ``figure``: the heatmap at ``FIGURE_PATH``, linked relatively)."""
+    (with ``figure``: the heatmap at ``FIGURE_PATH``, linked relatively); ``stored_rows``: the rows its shards
+    hold, when updates left older versions of some there (``shards``)."""
     import yaml
 
     metadata = dict(existing)
@@ -186,6 +192,7 @@ def render_card(
             *summary.lines(),
             "```",
             "",
+            *superseded_note(summary.rows, stored_rows),
             *summary.neighbour_table(),
             "",
             *([f"![A among the signatures with the most tokens]({FIGURE_PATH})", ""] if figure else []),
@@ -198,6 +205,18 @@ def render_card(
         ]
     )
     return f"---\n{front}---\n\n{body}"
+
+
+def superseded_note(rows: int, stored_rows: int | None) -> list[str]:
+    """The card's lines saying that the shards hold ``stored_rows``, ``rows`` of them the index's (none when equal)."""
+    if stored_rows is None or stored_rows <= rows:
+        return []
+    return [
+        f"The data files hold {stored_rows:,} rows: {stored_rows - rows:,} of them older versions of adapters an "
+        "update read again, which the viewer and `load_dataset` show (each with its commit) until the next full "
+        "push, and `fisherhub` leaves out.",
+        "",
+    ]
 
 
 def rows_figure(rows: IndexRows, base_model: str, limit: int = PLOTTED_ROWS, among: Iterable[int] | None = None):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,6 +33,11 @@ STATE_KIND = "fisherhub-signature-index-state"
 MAX_STATE_BYTES = 64 * 2**20
 DATA_DIR = "data"
 SPLIT = "train"
+#: an update's shard: ``<DELTA_PREFIX><the commit it updates, 12 hex>.parquet``, beside the build's shards (the card's
+#: ``configs:`` glob takes both); the state file's ``deltas`` list them, oldest first, and a repo entry's ``shard``
+#: names the one holding its rows (none: the build's)
+DELTA_PREFIX = f"{DATA_DIR}/{SPLIT}-update-"
+DELTA_NAME = re.compile(re.escape(DELTA_PREFIX) + r"[0-9a-f]{12}\.parquet")
 #: how a row was obtained
 OBTAINED = {
     "published": "published by the repo",
@@ -150,8 +156,16 @@ def signature_row(
     return row
 
 
-def render_state(base_model: str, layout: Layout, repos: list[dict[str, Any]], sketch_ids: list[str]) -> bytes:
-    """The bytes of the state file: every repo read (``repos``: at which commit, how many rows, what failed)."""
+def render_state(
+    base_model: str,
+    layout: Layout,
+    repos: list[dict[str, Any]],
+    sketch_ids: list[str],
+    deltas: list[str] | None = None,
+) -> bytes:
+    """The bytes of the state file: every repo read (``repos``: at which commit, how many rows, what failed, and
+    the update's shard holding its rows); ``deltas``: the updates' shards (``DELTA_PREFIX``), None for an index
+    whose shards are all the build's."""
     document = {
         "kind": STATE_KIND,
         "format": INDEX_FORMAT,
@@ -159,6 +173,7 @@ def render_state(base_model: str, layout: Layout, repos: list[dict[str, Any]], s
         "layout": layout.as_dict(),
         "sketch_ids": sketch_ids,
         "repos": repos,
+        **({"deltas": deltas} if deltas is not None else {}),
     }
     return (json.dumps(document, indent=1, sort_keys=True) + "\n").encode()
 
@@ -177,6 +192,11 @@ def _state_problem(document: dict[str, Any]) -> str | None:
             and isinstance(entry.get("problems", []), list)
         ):
             return f"repo entry {number} is not a mapping with a repo_id, a repo_type and a commit"
+    deltas = document.get("deltas", [])
+    if not isinstance(deltas, list) or not all(isinstance(d, str) and DELTA_NAME.fullmatch(d) for d in deltas):
+        return f"lists update shards that are not {DELTA_PREFIX}<12 hex>.parquet"
+    if any(entry.get("shard") is not None and entry.get("shard") not in deltas for entry in repos):
+        return "names a repo's shard that its update shards do not list"
     layout = document.get("layout", {})
     if not (isinstance(layout, dict) and isinstance(layout.get("sketches", []), list)) or not isinstance(
         document.get("sketch_ids", []), list

@@ -12,6 +12,7 @@ import numpy as np
 
 from fisherhub.core.bounded import check_size, read_file
 from fisherhub.core.errors import InputError
+from fisherhub.safe_text import printable
 from fisherhub.hub.errors import hub_errors
 from fisherhub.hub.pool import bounded_map
 from fisherhub.hub.refs import SignatureRef, index_ref
@@ -34,8 +35,10 @@ from fisherhub.hub.signature_index.rows import (
     summary_rows,
     table_keys,
 )
+from fisherhub.hub.signature_index.shards import Replacement, counted_card, live_rows, repo_shards
 from fisherhub.hub.signature_index.schema import (
     DATA_DIR,
+    DELTA_NAME,
     MAX_STATE_BYTES,
     SPLIT,
     STATE_PATH,
@@ -61,46 +64,42 @@ def push_index(
     work: Path | None = None,
     before: PushRecord | None = None,
     checked: np.ndarray | None = None,
+    replacement: Replacement | None = None,
 ) -> tuple[str, IndexSummary]:
     """Push ``table`` as the index ``repo`` (``repos``: the state file's entries of the repos read, a work folder's
-    ``entries()``): the Parquet shards through ``datasets`` (``push_to_hub``), then the
-    card, state file and (with matplotlib installed) the card's heatmap in one commit; returns that commit and
-    the index's summary (``summarize``). ``work``: the index's work folder, where the push is recorded
-    (``pushed``); ``before``: the record of the commit the rows ``checked`` come from (an update's), so that
-    those rows are not checked again and the heatmap is kept when its rows are the same."""
-
-    import datasets
+    ``entries()``); returns the commit and the index's summary (``summarize``). The rows go as Parquet shards
+    through ``datasets`` (``push_to_hub``), then the card, state file and (with matplotlib installed) the card's
+    heatmap in one commit; an update (``replacement``: the index it changes) whose ``appends`` holds sends instead
+    only its own rows, as one more shard in that commit (``shards``). ``work``: the index's work folder, where the
+    push is recorded (``pushed``); ``before``: the record of the commit the rows ``checked`` come from (an
+    update's), so that those rows are not checked again and the heatmap is kept when its rows are the same."""
     from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
 
     from fisherhub.hub.cards import card_text, parse_card
-    from fisherhub.hub.retry import with_retries
 
-    api = HfApi(token=token)
     where = f"datasets/{repo.repo_id}"
+    appended = replacement is not None and replacement.appends(table.num_rows - replacement.kept)
     with hub_errors(where):
-        dataset = datasets.Dataset(conform(table))
-        with_retries(  # ``datasets`` sends its repo_info once: pushed again after a 429 (the shards uploaded are kept)
-            lambda: dataset.push_to_hub(
-                repo.repo_id,
-                split=SPLIT,
-                data_dir=DATA_DIR,
-                token=token,
-                private=private,
-                max_shard_size="100MB",
-                commit_message="signature index: rows",
-            ),
-            where,
-        )
+        if not appended:
+            push_rows(table, repo, where, token, private)
         card_file = hf_hub_download(repo.repo_id, "README.md", repo_type="dataset", token=token)
         existing = parse_card(card_text(card_file, where), where, "dataset").data.to_dict()
         summary, rows = summarize(table, base_model, repos, where, before, checked)
-        state = render_state(base_model, layout, repos, sorted(summary.sketch_ids))
+        operations, deltas, stored = [], None, None
+        if replacement is not None and appended:
+            shard = parquet_bytes(table.slice(replacement.kept))
+            stored = replacement.stored_rows + table.num_rows - replacement.kept
+            operations.append(CommitOperationAdd(replacement.path, shard))
+            existing = counted_card(existing, stored, len(shard))
+            repos, deltas = replacement.entries(repos), replacement.deltas()
+        operations.append(
+            CommitOperationAdd(STATE_PATH, render_state(base_model, layout, repos, sorted(summary.sketch_ids), deltas))
+        )
         plotted, kept, png = heatmap(rows, base_model, before)
-        operations = [CommitOperationAdd(STATE_PATH, state)]
         if png is not None:
             operations.append(CommitOperationAdd(FIGURE_PATH, png))
-        card = render_card(summary, layout, existing, repo.repo_id, kept or png is not None)
-        info = api.create_commit(
+        card = render_card(summary, layout, existing, repo.repo_id, kept or png is not None, stored)
+        info = HfApi(token=token).create_commit(
             repo.repo_id,
             repo_type="dataset",
             commit_message=f"signature index of {base_model}: {table.num_rows} rows",
@@ -111,6 +110,38 @@ def push_index(
         left_out = {keys[i]: row.reason for i, row in zip(rows.skipped_positions, rows.skipped)}
         write_record(work, PushRecord(info.oid, left_out, plotted if kept or png is not None else None))
     return info.oid, summary
+
+
+def push_rows(table, repo: SignatureRef, where: str, token: str | None, private: bool) -> None:
+    """Every row of ``table`` pushed as the index's Parquet shards through ``datasets``, which deletes the
+    shards there before (the build's and the updates')."""
+    import datasets
+
+    from fisherhub.hub.retry import with_retries
+
+    dataset = datasets.Dataset(conform(table))
+    with_retries(  # ``datasets`` sends its repo_info once: pushed again after a 429 (the shards uploaded are kept)
+        lambda: dataset.push_to_hub(
+            repo.repo_id,
+            split=SPLIT,
+            data_dir=DATA_DIR,
+            token=token,
+            private=private,
+            max_shard_size="100MB",
+            commit_message="signature index: rows",
+        ),
+        where,
+    )
+
+
+def parquet_bytes(table) -> bytes:
+    """``table`` (conformed to the row schema) as the bytes of one Parquet file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(conform(table), sink)
+    return sink.getvalue().to_pybytes()
 
 
 def heatmap(rows: IndexRows, base_model: str, before: PushRecord | None) -> tuple[tuple, bool, bytes | None]:
@@ -162,6 +193,8 @@ class LoadedIndex:
     commit: str
     state: dict[str, Any]
     table: Any
+    #: the rows its shards store, its own and those an update replaced (None: the table's)
+    stored_rows: int | None = None
     _rows: dict[str | None, IndexRows] = dataclasses.field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property
@@ -181,12 +214,11 @@ class LoadedIndex:
         return Layout(layout.get("dtype", DEFAULT_DTYPE), tuple(layout.get("sketches", DEFAULT_SKETCHES)))
 
 
-def load_index(name: str | SignatureRef, token: str | None = None, columns: list[str] | None = None) -> LoadedIndex:
+def load_index(name: str | SignatureRef, token: str | None = None) -> LoadedIndex:
     """The index ``name`` (``datasets/org/name[@rev]``) pinned to the commit its revision is now: one
     ``repo_info``, then the state file and the shards at that commit through the cache (a warm cache makes
-    no more requests). ``InputError`` for a repo that is not an index of this format, or a truncated shard."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    no more requests), each shard's rows those the state file says it holds (``shards.live_rows``).
+    ``InputError`` for a repo that is not an index of this format, a truncated shard, or a missing one."""
     from huggingface_hub import HfApi, hf_hub_download
 
     from fisherhub.hub.retry import with_retries
@@ -221,14 +253,38 @@ def load_index(name: str | SignatureRef, token: str | None = None, columns: list
 
     outcomes = bounded_map(fetch, [STATE_PATH, *shards], catch=())
     state = parse_state(read_file(outcomes[0].result(), f"{where}: {STATE_PATH}", max_bytes=MAX_STATE_BYTES), where)
-    tables = []
-    for outcome in outcomes[1:]:
+    table, stored = index_rows(outcomes[1:], state, f"{where}@{commit[:12]}")
+    return LoadedIndex(ref, commit, state, table, stored)
+
+
+def index_rows(shards: list, state: dict[str, Any], where: str):
+    """(the index's rows in the downloaded ``shards`` (``bounded_map`` outcomes: shard path, local file): the
+    build's shards, then the updates' oldest first, each shard's rows those ``state`` says it holds; the rows
+    stored); ``InputError`` for a shard that is not Parquet, or one the state file names that is missing. An
+    update's shard the state file does not list is not the index's."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    deltas = state.get("deltas", [])
+    missing = sorted(set(deltas) - {outcome.item for outcome in shards})
+    if missing:
+        raise InputError(
+            f"{where}: {STATE_PATH} names the shard {printable(missing[0])}, which the repo does not hold; the "
+            "index is damaged: rebuild it with `fisherhub index build`"
+        )
+    read = sorted(
+        (o for o in shards if o.item in deltas or not DELTA_NAME.fullmatch(o.item)),
+        key=lambda o: (o.item in deltas, deltas.index(o.item) if o.item in deltas else 0, o.item),
+    )
+    owners, tables, stored = repo_shards(state), [], 0
+    for outcome in read:
         try:
-            tables.append(pq.read_table(outcome.result(), columns=columns))
+            shard = conform(pq.read_table(outcome.result()))
         except (pa.ArrowException, OSError) as exc:
             raise InputError(
-                f"{where}@{commit[:12]}: the shard {outcome.item} is not readable Parquet ({exc}); "
+                f"{where}: the shard {outcome.item} is not readable Parquet ({exc}); "
                 "the index is damaged: rebuild it with `fisherhub index build`"
             ) from exc
-    table = pa.concat_tables(tables) if tables else row_schema().empty_table()
-    return LoadedIndex(ref, commit, state, table)
+        stored += shard.num_rows
+        tables.append(live_rows(shard, outcome.item, state, owners))
+    return (pa.concat_tables(tables) if tables else row_schema().empty_table()), stored
