@@ -210,16 +210,48 @@ class LoadedIndex:
 
     @property
     def layout(self) -> Layout:
-        layout = self.state.get("layout") or {}
-        return Layout(layout.get("dtype", DEFAULT_DTYPE), tuple(layout.get("sketches", DEFAULT_SKETCHES)))
+        return state_layout(self.state)
 
 
-def load_index(name: str | SignatureRef, token: str | None = None) -> LoadedIndex:
-    """The index ``name`` (``datasets/org/name[@rev]``) pinned to the commit its revision is now: one
-    ``repo_info``, then the state file and the shards at that commit through the cache (a warm cache makes
-    no more requests), each shard's rows those the state file says it holds (``shards.live_rows``).
-    ``InputError`` for a repo that is not an index of this format, a truncated shard, or a missing one."""
-    from huggingface_hub import HfApi, hf_hub_download
+def state_layout(state: dict[str, Any]) -> Layout:
+    """The layout a state file records (an index built before it was recorded: the default)."""
+    layout = state.get("layout") or {}
+    return Layout(layout.get("dtype", DEFAULT_DTYPE), tuple(layout.get("sketches", DEFAULT_SKETCHES)))
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexCommit:
+    """An index's files at one commit: the state file's and the Parquet shards' paths (not downloaded yet)."""
+
+    ref: SignatureRef
+    commit: str
+    shards: tuple[str, ...]
+
+    @property
+    def where(self) -> str:
+        return f"datasets/{self.ref.repo_id}"
+
+    def fetch(self, path: str, token: str | None = None) -> str:
+        """The local copy of the file ``path`` at this commit, through the cache."""
+        from huggingface_hub import hf_hub_download
+
+        with hub_errors(self.where, path):
+            return hf_hub_download(self.ref.repo_id, path, repo_type="dataset", revision=self.commit, token=token)
+
+    def state(self, fetched: str) -> dict[str, Any]:
+        """The state file ``fetched`` (its local copy), parsed (``parse_state``)."""
+        return parse_state(read_file(fetched, f"{self.where}: {STATE_PATH}", max_bytes=MAX_STATE_BYTES), self.where)
+
+    def rows(self, fetched: list, state: dict[str, Any]) -> LoadedIndex:
+        """The index loaded from its ``state`` and its shards ``fetched`` (``bounded_map`` outcomes of ``fetch``)."""
+        table, stored = index_rows(fetched, state, f"{self.where}@{self.commit[:12]}")
+        return LoadedIndex(self.ref, self.commit, state, table, stored)
+
+
+def index_commit(name: str | SignatureRef, token: str | None = None) -> IndexCommit:
+    """The files of the index ``name`` (``datasets/org/name[@rev]``) at the commit its revision is now (one
+    ``repo_info``); ``InputError`` for a repo without a state file, or one larger than ``MAX_STATE_BYTES``."""
+    from huggingface_hub import HfApi
 
     from fisherhub.hub.retry import with_retries
 
@@ -237,24 +269,25 @@ def load_index(name: str | SignatureRef, token: str | None = None) -> LoadedInde
         )
     if info.sha is None:
         raise InputError(f"{where}: the Hub names no commit of it")
-    commit = info.sha
     files = sorted(s.rfilename for s in info.siblings or [])
     sizes = {s.rfilename: s.size for s in info.siblings or []}
     if STATE_PATH not in files:
         raise InputError(
             f"{where}: not a fisherhub signature index (no {STATE_PATH}); build one with `fisherhub index build`"
         )
-    shards = [f for f in files if f.startswith(f"{DATA_DIR}/") and f.endswith(".parquet")]
     check_size(sizes[STATE_PATH], f"{where}: {STATE_PATH}", max_bytes=MAX_STATE_BYTES)  # before any download
+    shards = tuple(f for f in files if f.startswith(f"{DATA_DIR}/") and f.endswith(".parquet"))
+    return IndexCommit(ref, info.sha, shards)
 
-    def fetch(path: str) -> str:
-        with hub_errors(where, path):
-            return hf_hub_download(ref.repo_id, path, repo_type="dataset", revision=commit, token=token)
 
-    outcomes = bounded_map(fetch, [STATE_PATH, *shards], catch=())
-    state = parse_state(read_file(outcomes[0].result(), f"{where}: {STATE_PATH}", max_bytes=MAX_STATE_BYTES), where)
-    table, stored = index_rows(outcomes[1:], state, f"{where}@{commit[:12]}")
-    return LoadedIndex(ref, commit, state, table, stored)
+def load_index(name: str | SignatureRef, token: str | None = None) -> LoadedIndex:
+    """The index ``name`` (``datasets/org/name[@rev]``) pinned to the commit its revision is now: one
+    ``repo_info``, then the state file and the shards at that commit through the cache (a warm cache makes
+    no more requests), each shard's rows those the state file says it holds (``shards.live_rows``).
+    ``InputError`` for a repo that is not an index of this format, a truncated shard, or a missing one."""
+    at = index_commit(name, token)
+    outcomes = bounded_map(lambda path: at.fetch(path, token), [STATE_PATH, *at.shards], catch=())
+    return at.rows(outcomes[1:], at.state(outcomes[0].result()))
 
 
 def index_rows(shards: list, state: dict[str, Any], where: str):
