@@ -22,7 +22,9 @@ with ``WORKERS`` repos read at once:
   index, one attempt at each adapter the Hub could not serve), then after 1% of the adapters pushed a new
   signature: ``update_index``'s requests and seconds as a share of the build's, split into reading the changed
   adapters, reading others again (those the Hub could not serve before: one attempt each, no backoff) and the
-  rest (listing, loading and pushing the index);
+  rest (listing, loading the index, pushing the rows read as one more shard); then another 1% from another work
+  folder, and another with the whole index pushed again (what one update in ``appending_updates`` + 1 does once
+  the rows replaced pass ``shards.STALE_SHARE``), side by side, and the average over that cycle;
 - **rank** at each N, cold and warm cache: ``select_adapter(target, index=)`` with a signature target (the
   index's shortlist ranked from the shortlisted files), and with a target given as data (``TARGET_TEXTS``,
   sketched under the tiny model) with the two-stage selection, ``rerank=3`` and ``rerank="halving"`` (the

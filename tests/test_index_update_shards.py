@@ -11,6 +11,7 @@ import pytest
 from test_hub import make_signature, set_files
 from test_signature_index import BASE, INDEX, add_adapter, rows_by_repo
 
+from fisherhub.cli import main
 from fisherhub.core.errors import InputError
 from fisherhub.hub import push_signature
 from fisherhub.hub.signature_index import STATE_PATH, build_index, load_index, shards, update_index
@@ -38,7 +39,7 @@ def rebuilt(tmp_path, name: str) -> list[tuple]:
     return rows_of(load_index(f"datasets/tester/{name}").table)
 
 
-def test_an_update_appends_its_rows_and_reads_as_a_new_build(adapters, hub, hf_api, tmp_path, monkeypatch):
+def test_an_update_appends_its_rows_and_reads_as_a_new_build(adapters, hub, hf_api, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(shards, "STALE_SHARE", 0.5)  # 6 adapters: one replaced leaves 1 of 8 rows behind
     build_index(BASE, INDEX, work=tmp_path / "work")
     built, before = data_files(hub), load_index(INDEX).commit
@@ -58,6 +59,10 @@ def test_an_update_appends_its_rows_and_reads_as_a_new_build(adapters, hub, hf_a
     assert set(rows_by_repo(loaded.table)) == {new, *adapters} - {adapters[1]}
     viewed = datasets.load_dataset(REPO, split="train", download_mode="force_redownload")
     assert viewed.num_rows == 9  # every stored row, counted as the card says
+    note = "The data files hold 9 rows: 2 of them replaced by an update"
+    assert note in hub.files(REPO, "dataset")["README.md"].decode()
+    capsys.readouterr()
+    assert main(["index", "show", REPO]) == 0 and note in capsys.readouterr().out
 
     monkeypatch.setattr(shards, "STALE_SHARE", 0.1)  # one more replaced: 3 of 11 rows behind, over the share
     push_signature(make_signature(BASE, "org/data-newer", seed=43), adapters[2])
@@ -68,6 +73,7 @@ def test_an_update_appends_its_rows_and_reads_as_a_new_build(adapters, hub, hf_a
     assert loaded.stored_rows == loaded.table.num_rows == 8 and "deltas" not in loaded.state
     assert rows_of(loaded.table) == rebuilt(tmp_path, "rebuilt-again")
     assert datasets.load_dataset(REPO, split="train", download_mode="force_redownload").num_rows == 8
+    assert "replaced by an update" not in hub.files(REPO, "dataset")["README.md"].decode()
 
 
 def test_the_update_shards_a_state_file_names_are_checked(adapters, hub, tmp_path, monkeypatch):

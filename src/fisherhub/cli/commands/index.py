@@ -241,13 +241,15 @@ def _sign(args: argparse.Namespace, generation) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from fisherhub.hub.signature_index.card import IndexSummary
+    from fisherhub.hub.signature_index.card import IndexSummary, superseded_note
     from fisherhub.hub.signature_index.store import load_index
 
     loaded = load_index(args.index, args.token)
     summary = IndexSummary.of(loaded.table, loaded.base_model, loaded.state["repos"])
     print("\n".join(summary.lines() + summary.neighbour_lines()))
     print(f"index {args.index}@{loaded.commit}, layout {loaded.layout.as_dict()}")
+    for line in superseded_note(loaded.table.num_rows, loaded.stored_rows)[:1]:
+        print(line)
     if args.plot:
         print(f"wrote {plot_rows(loaded, args.plot)}")
     return 0

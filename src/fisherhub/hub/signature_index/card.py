@@ -212,9 +212,9 @@ def superseded_note(rows: int, stored_rows: int | None) -> list[str]:
     if stored_rows is None or stored_rows <= rows:
         return []
     return [
-        f"The data files hold {stored_rows:,} rows: {stored_rows - rows:,} of them older versions of adapters an "
-        "update read again, which the viewer and `load_dataset` show (each with its commit) until the next full "
-        "push, and `fisherhub` leaves out.",
+        f"The data files hold {stored_rows:,} rows: {stored_rows - rows:,} of them replaced by an update (an older "
+        "commit of an adapter read again, or an adapter gone), which the viewer and `load_dataset` show until the "
+        "next full push, and `fisherhub` leaves out.",
         "",
     ]
 
