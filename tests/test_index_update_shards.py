@@ -102,3 +102,19 @@ def test_the_update_shards_a_state_file_names_are_checked(adapters, hub, tmp_pat
     with_state()
     set_files(hub, REPO, "dataset", {missing: files[delta]})  # an update's shard the state file does not list
     assert rows_of(load_index(INDEX).table) == rows
+
+
+def test_whole_pushes_every_row_once(adapters, hub, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(shards, "STALE_SHARE", 0.5)
+    build_index(BASE, INDEX, work=tmp_path / "work")
+    push_signature(make_signature(BASE, "org/data-new", seed=42), adapters[0])
+    update_index(INDEX, work=tmp_path / "work")
+    rows = rows_of(load_index(INDEX).table)
+    assert "deltas" in load_index(INDEX).state
+    assert main(["index", "update", REPO, "--whole", "--work", str(tmp_path / "work")]) == 0  # nothing changed
+    assert "pushed" in capsys.readouterr().out
+    loaded = load_index(INDEX)
+    assert "deltas" not in loaded.state and loaded.stored_rows == loaded.table.num_rows == 7
+    assert rows_of(loaded.table) == rows and not [p for p in data_files(hub) if p.startswith(DELTA_PREFIX)]
+    assert datasets.load_dataset(REPO, split="train", download_mode="force_redownload").num_rows == 7
+    assert update_index(INDEX, work=tmp_path / "work", whole=True)[0] is None  # one set of shards: nothing to do

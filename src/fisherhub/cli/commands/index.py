@@ -82,6 +82,13 @@ def _add_update(commands: argparse._SubParsersAction) -> None:
         "update", help="read again the adapters whose commit changed", formatter_class=HelpFormatter
     )
     update.add_argument("index", metavar="ORG/NAME", help="the index to bring up to date")
+    update.add_argument(
+        "--whole",
+        action="store_true",
+        help="push the whole index again, not only the rows read as one more shard: load_dataset and the viewer "
+        "then show each adapter once (an update does so by itself once the rows replaced pass a tenth of those "
+        "stored)",
+    )
     _common(update)
     update.set_defaults(func=run_update)
 
@@ -169,7 +176,7 @@ def run_update(args: argparse.Namespace) -> int:
 
     with counting_requests() as traffic:
         commit, summary, read = update_index(
-            args.index, work=args.work, token=args.token, workers=check_workers(args.workers)
+            args.index, work=args.work, token=args.token, workers=check_workers(args.workers), whole=args.whole
         )
     print("\n".join(summary.lines()))
     print(traffic.line())

@@ -85,6 +85,7 @@ def update_index(
     token: str | None = None,
     workers: int = DEFAULT_WORKERS,
     progress: bool = False,
+    whole: bool = False,
 ) -> tuple[str | None, IndexSummary, int]:
     """Bring the index ``name`` up to date: one listing (the build's) says which adapters changed commit,
     appeared or went; only those are read again, as the build reads them (their signature files), and those the
@@ -92,7 +93,9 @@ def update_index(
     ones still unavailable keep what the index holds of them. Pushes when anything changed (not when the only
     repos read are still unavailable: the index already names them, with their reason), only the rows read as
     one more shard while ``shards.Replacement.appends`` holds; returns (the new commit, None when nothing changed;
-    the summary; repos read). The index's shards download while the adapters are listed and read. ``work``: the
+    the summary; repos read). ``whole``: push the whole index instead (every row once: what ``load_dataset``
+    and the viewer show), also when nothing changed if updates left it in several shards. The index's shards
+    download while the adapters are listed and read. ``work``: the
     index's work folder (the build's, default ``default_work``): the repos read are journaled in its
     ``update-<commit>`` folder. When this client pushed the index's commit from there (``pushed``), the rows it
     keeps are not checked again: only the rows read now are."""
@@ -125,7 +128,7 @@ def update_index(
             del folder.done[("model", repo_id)]
             del changed[repo_id]
         loaded = loading.result()
-    if not changed and not gone:
+    if not changed and not gone and not (whole and "deltas" in state):
         everything = np.ones(loaded.table.num_rows, dtype=bool)
         return None, summarize(loaded.table, base_model, state["repos"], at.where, before, everything)[0], read
     table, replacement = replace_repos(loaded, folder, {("model", repo_id) for repo_id in (*changed, *gone)})
@@ -139,6 +142,6 @@ def update_index(
         work=root,
         before=before,
         checked=np.arange(table.num_rows) < replacement.kept,
-        replacement=replacement,
+        replacement=None if whole else replacement,
     )
     return commit, summary, read
