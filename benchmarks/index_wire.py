@@ -133,6 +133,7 @@ def counted(fn) -> tuple[object, dict]:
     """``fn()`` and what it cost on the wire: seconds, requests, statuses, retries (counted by the server)."""
     log = SERVER.fault_log
     before = (len(SERVER.requests), dict(log.statuses), log.retried, log.early, len(log.early_requests))
+    sent, received = SERVER.bytes_sent, SERVER.bytes_received
     started, cpu = time.perf_counter(), time.process_time()
     value = fn()
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
@@ -141,6 +142,8 @@ def counted(fn) -> tuple[object, dict]:
         "seconds": seconds,
         "cpu_seconds_client_and_server": cpu,
         "requests": len(SERVER.requests) - before[0],
+        "bytes_uploaded": SERVER.bytes_received - received,
+        "bytes_downloaded": SERVER.bytes_sent - sent,
         "answered_429": statuses.get(429, 0),
         "answered_5xx": sum(n for s, n in statuses.items() if s >= 500),
         "retried": log.retried - before[2],
@@ -450,8 +453,10 @@ def print_tables(result: dict) -> None:
         )
         whole = update["whole_index"]
         print(
-            f"  each pushed as one more shard: {update['appended']}, {update['elsewhere']['appended']}; another 1% "
-            f"pushing the whole index again: {whole['seconds']:.1f} s, {whole['requests']} requests "
+            f"  each pushed as one more shard: {update['appended']}, {update['elsewhere']['appended']} "
+            f"({update['bytes_uploaded'] / 2**20:.1f} MB, {update['elsewhere']['bytes_uploaded'] / 2**20:.1f} MB "
+            f"uploaded); another 1% pushing the whole index again: {whole['seconds']:.1f} s, {whole['requests']} "
+            f"requests, {whole['bytes_uploaded'] / 2**20:.1f} MB uploaded "
             f"({whole['share_of_build_seconds']:.1%} of the build's seconds); 1 in "
             f"{update['appending_updates_per_whole_push'] + 1} such updates does: averaged "
             f"{update['averaged_seconds']:.1f} s ({update['averaged_share_of_build_seconds']:.1%})"

@@ -107,6 +107,7 @@ def _index_wire_values(result: dict) -> None:
         assert elsewhere["requests_reading_changed_adapters"] > 0
         whole = update["whole_index"]  # the first two pushed one more shard each, the third the whole index
         assert update["appended"] and elsewhere["appended"] and not whole["appended"]
+        assert 0 < update["bytes_uploaded"] < whole["bytes_uploaded"] / 2  # one more shard, not every row
         assert whole["repos_read"] == whole["changed"] + update["unavailable_before"]
     assert [(r["adapters"], r["built"]) for r in result["rank"]] == [(60, True), (120, False)]
     for run in result["rank"]:
