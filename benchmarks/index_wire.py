@@ -133,7 +133,7 @@ def counted(fn) -> tuple[object, dict]:
     """``fn()`` and what it cost on the wire: seconds, requests, statuses, retries (counted by the server)."""
     log = SERVER.fault_log
     before = (len(SERVER.requests), dict(log.statuses), log.retried, log.early, len(log.early_requests))
-    sent, received = SERVER.bytes_sent, SERVER.bytes_received
+    sent, received = len(SERVER.sent), len(SERVER.received)
     started, cpu = time.perf_counter(), time.process_time()
     value = fn()
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
@@ -142,8 +142,8 @@ def counted(fn) -> tuple[object, dict]:
         "seconds": seconds,
         "cpu_seconds_client_and_server": cpu,
         "requests": len(SERVER.requests) - before[0],
-        "bytes_uploaded": SERVER.bytes_received - received,
-        "bytes_downloaded": SERVER.bytes_sent - sent,
+        "bytes_uploaded": sum(SERVER.received[received:]),
+        "bytes_downloaded": sum(SERVER.sent[sent:]),
         "answered_429": statuses.get(429, 0),
         "answered_5xx": sum(n for s, n in statuses.items() if s >= 500),
         "retried": log.retried - before[2],
@@ -348,13 +348,27 @@ def extrapolate(runs: list[dict], key: str, size: int) -> float:
 def plot(result: dict, path: Path) -> None:
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(13, 4))
-    left, middle, right = figure.subplots(1, 3)
+    shares = {}
+    if "kill" in result:
+        kill = result["kill"]
+        shares[f"N={kill['adapters']:,} resume after kill: seconds"] = kill["resume_share_of_build_seconds"]
+        shares[f"N={kill['adapters']:,} resume after kill: requests"] = kill["resume_share_of_build_requests"]
+    for update in result["update"]:
+        n = f"N={update['adapters']:,} update 1%"
+        shares[f"{n}: seconds"] = update["share_of_build_seconds"]
+        shares[f"{n}: requests"] = update["share_of_build_requests"]
+        shares[f"{n}, another work folder: seconds"] = update["elsewhere"]["share_of_build_seconds"]
+        if "whole_index" in update:
+            shares[f"{n}, whole index pushed: seconds"] = update["whole_index"]["share_of_build_seconds"]
+            shares[f"{n}, averaged over the cycle: seconds"] = update["averaged_share_of_build_seconds"]
+    figure = Figure(figsize=(15, max(4.5, 0.22 * len(shares) + 1.2)))
+    left, middle, right = figure.subplots(1, 3, gridspec_kw={"width_ratios": [1, 0.8, 1]})
     builds = result["build"]
     sizes = [b["adapters"] for b in builds]
     left.plot(sizes, [b["seconds"] for b in builds], "o-", label="build, measured")
     more = result["extrapolated"]
-    left.plot([e["adapters"] for e in more], [e["seconds"] for e in more], "x--", label="build, extrapolated")
+    if more:
+        left.plot([e["adapters"] for e in more], [e["seconds"] for e in more], "x--", label="build, extrapolated")
     for name, marker in zip(SELECTIONS, "s^v"):
         runs = [r for r in result["rank"] if name in r]
         left.plot(
@@ -364,28 +378,13 @@ def plot(result: dict, path: Path) -> None:
             label=f"select_adapter(index=), cold: {name}",
         )
     left.set(xlabel="adapters", ylabel="seconds", title=f"Through the wire, {result['workers']} workers")
-    left.legend(fontsize=7)
+    left.legend(fontsize=7, loc="upper left")
     middle.bar([str(n) for n in sizes], [b["requests"] for b in builds], label="requests", color="tab:blue")
     middle.bar([str(n) for n in sizes], [b["answered_429"] for b in builds], label="answered 429", color="tab:red")
     middle.set(xlabel="adapters", ylabel="requests", title="Build: requests, 429s")
     middle.legend(fontsize=8)
-    shares = {}
-    if "kill" in result:
-        kill = result["kill"]
-        shares[f"resume after kill, N = {kill['adapters']:,}\n(seconds)"] = kill["resume_share_of_build_seconds"]
-        shares[f"resume after kill, N = {kill['adapters']:,}\n(requests)"] = kill["resume_share_of_build_requests"]
-    for update in result["update"]:
-        shares[f"update, 1% changed, N = {update['adapters']:,}\n(seconds)"] = update["share_of_build_seconds"]
-        shares[f"update, 1% changed, N = {update['adapters']:,}\n(requests)"] = update["share_of_build_requests"]
-        elsewhere = update["elsewhere"]["share_of_build_seconds"]
-        shares[f"update, 1% changed, N = {update['adapters']:,}\nanother work folder (seconds)"] = elsewhere
-        if "whole_index" in update:
-            whole = update["whole_index"]["share_of_build_seconds"]
-            shares[f"update, 1% changed, N = {update['adapters']:,}\nwhole index pushed (seconds)"] = whole
-            shares[f"update, 1% changed, N = {update['adapters']:,}\naveraged (seconds)"] = update[
-                "averaged_share_of_build_seconds"
-            ]
     right.barh(list(shares), [100 * v for v in shares.values()], color="tab:green")
+    right.invert_yaxis()
     right.tick_params(axis="y", labelsize=7)
     right.set(xlabel="% of a full build", title="Resume and update")
     figure.tight_layout()

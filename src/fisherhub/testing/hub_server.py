@@ -97,7 +97,7 @@ class HubServer:
         self._state = StateFolder(self.root) if self.root is not None else None
         self.repos: dict[tuple[str, str], Repo] = {}  # (repo type, repo id) -> Repo
         self.requests: list[tuple[str, str, str | None]] = []
-        self.bytes_received = self.bytes_sent = 0  # request and answer bodies, counted for benchmarks
+        self.received, self.sent = list[int](), list[int]()  # the sizes of request and answer bodies (appended)
         self.lfs: dict[str, bytes] = {}  # sha256 -> content uploaded through LFS, until a commit names it
         self.latency = 0.0  # seconds slept before each answer
         self.faults, self.fault_log = Faults(), FaultLog()
@@ -435,8 +435,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # cannot find the next request on this connection: answer 400 and close
             raise HubError(400, "The test Hub server needs a Content-Length (no chunked bodies)")
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        with self.hub.lock:
-            self.hub.bytes_received += len(body)
+        self.hub.received.append(len(body))
         return body
 
     def _send(self, status: int, payload, headers: dict | None = None) -> None:
@@ -450,8 +449,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
-            with self.hub.lock:
-                self.hub.bytes_sent += len(data)
+            self.hub.sent.append(len(data))
 
     def _dispatch(self) -> None:
         url = urlsplit(self.path)
