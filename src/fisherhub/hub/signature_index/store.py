@@ -76,6 +76,7 @@ def push_index(
     from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
 
     from fisherhub.hub.cards import card_text, parse_card
+    from fisherhub.hub.retry import with_retries
 
     where = f"datasets/{repo.repo_id}"
     appended = replacement is not None and replacement.appends(table.num_rows - replacement.kept)
@@ -99,11 +100,14 @@ def push_index(
         if png is not None:
             operations.append(CommitOperationAdd(FIGURE_PATH, png))
         card = render_card(summary, layout, existing, repo.repo_id, kept or png is not None, stored)
-        info = HfApi(token=token).create_commit(
-            repo.repo_id,
-            repo_type="dataset",
-            commit_message=f"signature index of {base_model}: {table.num_rows} rows",
-            operations=[CommitOperationAdd("README.md", card.encode()), *operations],
+        info = with_retries(  # sent again after a 429 or 5xx (committed twice, it holds the same files)
+            lambda: HfApi(token=token).create_commit(
+                repo.repo_id,
+                repo_type="dataset",
+                commit_message=f"signature index of {base_model}: {table.num_rows} rows",
+                operations=[CommitOperationAdd("README.md", card.encode()), *operations],
+            ),
+            where,
         )
     if work is not None:
         keys = table_keys(table) if rows.skipped else []
