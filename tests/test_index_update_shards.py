@@ -79,6 +79,7 @@ def test_an_update_appends_its_rows_and_reads_as_a_new_build(adapters, hub, hf_a
 def test_the_update_shards_a_state_file_names_are_checked(adapters, hub, tmp_path, monkeypatch):
     monkeypatch.setattr(shards, "STALE_SHARE", 0.5)
     build_index(BASE, INDEX, work=tmp_path / "work")
+    built_state = hub.files(REPO, "dataset")[STATE_PATH]
     push_signature(make_signature(BASE, "org/data-new", seed=42), adapters[0])
     update_index(INDEX, work=tmp_path / "work")
     files = hub.files(REPO, "dataset")
@@ -89,6 +90,10 @@ def test_the_update_shards_a_state_file_names_are_checked(adapters, hub, tmp_pat
     def with_state(**changes) -> None:
         set_files(hub, REPO, "dataset", {STATE_PATH: json.dumps({**state, **changes}).encode()})
 
+    assert state["format"] == 2 and json.loads(built_state)["format"] == 1  # read only by a fisherhub that knows
+    with_state(format=1)
+    with pytest.raises(InputError, match="if and only if its format is 2"):
+        load_index(INDEX)
     with_state(deltas=["../../etc/passwd"])
     with pytest.raises(InputError, match="update shards that are not"):
         load_index(INDEX)

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 #: version of the row layout and state file; an index of another version is refused as a whole
 INDEX_FORMAT = 1
+#: the state file's version once updates appended shards (``deltas``): a fisherhub that reads only
+#: ``INDEX_FORMAT`` refuses it, rather than take the rows those updates replaced for the index's
+APPENDED_FORMAT = 2
 INDEX_TAG = "fisher-signature-index"
 STATE_PATH = "fisherhub_index.json"
 STATE_KIND = "fisherhub-signature-index-state"
@@ -168,7 +171,7 @@ def render_state(
     whose shards are all the build's."""
     document = {
         "kind": STATE_KIND,
-        "format": INDEX_FORMAT,
+        "format": INDEX_FORMAT if deltas is None else APPENDED_FORMAT,
         "base_model": base_model,
         "layout": layout.as_dict(),
         "sketch_ids": sketch_ids,
@@ -192,6 +195,8 @@ def _state_problem(document: dict[str, Any]) -> str | None:
             and isinstance(entry.get("problems", []), list)
         ):
             return f"repo entry {number} is not a mapping with a repo_id, a repo_type and a commit"
+    if ("deltas" in document) != (document["format"] == APPENDED_FORMAT):
+        return f"lists update shards if and only if its format is {APPENDED_FORMAT}: it does not"
     deltas = document.get("deltas", [])
     if not isinstance(deltas, list) or not all(isinstance(d, str) and DELTA_NAME.fullmatch(d) for d in deltas):
         return f"lists update shards that are not {DELTA_PREFIX}<12 hex>.parquet"
@@ -211,10 +216,10 @@ def parse_state(data: bytes, where: str) -> dict[str, Any]:
     document = read_json(data, f"{where}: {STATE_PATH}", max_bytes=MAX_STATE_BYTES)
     if not isinstance(document, dict) or document.get("kind") != STATE_KIND:
         raise InputError(f"{where}: not a fisherhub signature index (no {STATE_PATH} of kind {STATE_KIND!r})")
-    if document.get("format") != INDEX_FORMAT:
+    if document.get("format") not in (INDEX_FORMAT, APPENDED_FORMAT):
         raise InputError(
-            f"{where}: index format {printable(repr(document.get('format')))[:40]}, this fisherhub reads format "
-            f"{INDEX_FORMAT}: rebuild it with `fisherhub index build` (or upgrade fisherhub)"
+            f"{where}: index format {printable(repr(document.get('format')))[:40]}, this fisherhub reads formats "
+            f"{INDEX_FORMAT} and {APPENDED_FORMAT}: rebuild it with `fisherhub index build` (or upgrade fisherhub)"
         )
     problem = _state_problem(document)
     if problem is not None:
