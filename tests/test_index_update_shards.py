@@ -123,3 +123,15 @@ def test_whole_pushes_every_row_once(adapters, hub, tmp_path, monkeypatch, capsy
     assert rows_of(loaded.table) == rows and not [p for p in data_files(hub) if p.startswith(DELTA_PREFIX)]
     assert datasets.load_dataset(REPO, split="train", download_mode="force_redownload").num_rows == 7
     assert update_index(INDEX, work=tmp_path / "work", whole=True)[0] is None  # one set of shards: nothing to do
+
+
+def test_an_update_appends_only_below_the_share_under_a_new_name():
+    commit = "ab" * 20
+    state = {"repos": [], "deltas": []}
+    assert shards.Replacement(commit, state, 100, frozenset(), 95).appends(5)  # 5 of 105 behind
+    assert not shards.Replacement(commit, state, 100, frozenset(), 85).appends(5)  # 15 of 105: over a tenth
+    assert not shards.Replacement("not-hex-" * 5, state, 100, frozenset(), 95).appends(5)
+    taken = {"repos": [], "deltas": [shards.delta_path(commit)]}  # an update of this commit already appended
+    assert not shards.Replacement(commit, taken, 100, frozenset(), 95).appends(5)
+    many = {"repos": [], "deltas": [shards.delta_path(f"{i:012x}") for i in range(shards.MAX_DELTAS)]}
+    assert not shards.Replacement(commit, many, 100, frozenset(), 95).appends(5)

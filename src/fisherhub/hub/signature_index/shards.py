@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from fisherhub.hub.signature_index.schema import DELTA_PREFIX, SPLIT
+from fisherhub.hub.signature_index.schema import DELTA_NAME, DELTA_PREFIX, SPLIT
 
 #: an update appends a shard while the rows it leaves behind stay at most this share of the rows stored
 STALE_SHARE = 0.1
@@ -55,10 +55,12 @@ class Replacement:
     kept: int
 
     def appends(self, new_rows: int) -> bool:
-        """Whether the update pushes its ``new_rows`` as one more shard (else the whole index)."""
+        """Whether the update pushes its ``new_rows`` as one more shard (else the whole index; also when the
+        commit is not the 40 hex a shard is named after)."""
         behind = self.stored_rows - self.kept  # rows in the shards that are not the index's after the update
         deltas = self.state.get("deltas", [])
-        return len(deltas) < MAX_DELTAS and behind <= STALE_SHARE * (self.stored_rows + new_rows)
+        named = DELTA_NAME.fullmatch(self.path) is not None and self.path not in deltas
+        return named and len(deltas) < MAX_DELTAS and behind <= STALE_SHARE * (self.stored_rows + new_rows)
 
     @property
     def path(self) -> str:
