@@ -24,12 +24,12 @@ from fisherhub.hub.snapshot import RepoSnapshot
 def changed_repos(
     state: dict[str, Any], token: str | None = None
 ) -> tuple[dict[str, RepoSnapshot], set[str], set[str]]:
-    """(the adapters listed now whose commit differs from the one the index (its ``state`` file) read, or new, or that the Hub could
-    not serve then (``retry``): id -> a snapshot naming only the commit listed, ``described`` when read; of those,
-    the ones the Hub could not serve at the commit listed now (read again with a single attempt,
-    ``read_repos``); the adapters the index read that the Hub no longer lists), from one listing of commits only
-    (``COMMIT_FIELDS``: at 10,000 adapters, a hundredth of what the build's listing, with each card and file
-    list, weighs)."""
+    """(the adapters listed now whose commit differs from the one the index (its ``state`` file) read, or new, or
+    that the Hub could not serve then (``retry``): id -> a snapshot naming only the commit listed, ``described``
+    when read; of those, the ones the Hub could not serve at the commit listed now (read again with a single
+    attempt, ``read_repos``); the adapters the index read that the Hub no longer lists), from one listing of
+    commits only (``COMMIT_FIELDS``: at 10,000 adapters, a hundredth of what the build's listing, with each card
+    and file list, weighs)."""
     models = [entry for entry in state["repos"] if entry["repo_type"] == "model"]
     seen = {entry["repo_id"]: entry["commit"] for entry in models}
     unavailable = {entry["repo_id"] for entry in models if entry.get("retry")}
@@ -95,9 +95,8 @@ def update_index(
     one more shard while ``shards.Replacement.appends`` holds; returns (the new commit, None when nothing changed;
     the summary; repos read). ``whole``: push the whole index instead (every row once: what ``load_dataset``
     and the viewer show), also when nothing changed if updates left it in several shards. The index's shards
-    download while the adapters are listed and read. ``work``: the
-    index's work folder (the build's, default ``default_work``): the repos read are journaled in its
-    ``update-<commit>`` folder. When this client pushed the index's commit from there (``pushed``), the rows it
+    download while the adapters are listed and read. ``work``: the index's work folder (the build's, default
+    ``default_work``): the repos read are journaled in its ``update-<commit>`` folder. When this client pushed the index's commit from there (``pushed``), the rows it
     keeps are not checked again: only the rows read now are."""
     import numpy as np
 
