@@ -229,6 +229,9 @@ def _wide_suite_values(result: dict) -> None:
         assert values == sorted(values) and all(0 <= v <= 1 for v in values)
     rows = result["budgets"]
     assert rows[-1]["top1"] == rows[-1]["ceiling"]["top1"] and all(r["max_regret"] >= 0 for r in rows)
+    assert 0 < result["adapter_pass_share"] < 1  # the quick adapters leave the lower layers as the base model's
+    full = result["budgets_every_pass_full"]  # every document-pass a full pass: measure-all at the same last budget
+    assert [r["budget"] for r in full] == [r["budget"] for r in rows] and full[-1]["top1"] == rows[-1]["top1"]
     for row in [*rows, result["rerank3"]]:  # each pick's P(best of all): recall × measured share, both in [0, 1]
         factors = row["recall_and_measured_share"]
         assert len(factors) == len(result["targets"]) and all(0 < r <= 1 and 0 <= q <= 1 for r, q in factors)
@@ -245,6 +248,8 @@ def _halving_values(result: dict) -> None:
             assert [row["budget"] for row in rows] == list(range(2, len(rows) + 2))
             assert all(0.0 <= row["top1"] <= 1.0 and row["max_regret"] >= row["mean_regret"] >= 0 for row in rows)
             assert rows[-1]["top1"] == rows[-1]["ceiling"]["top1"]
+    assert 0 < result["adapter_pass_share"] < 1
+    assert result["default_budget_every_pass_full"].keys() == result["budgets"].keys()
     assert all(0.0 <= v <= 1.0 for curves in result["recall"].values() for c in curves.values() for v in c.values())
     for setting in ("independent halves", "own sample"):
         pooled = result["reliability"][setting]["all suites"]
@@ -275,6 +280,10 @@ def _preregistered_values(result: dict) -> None:
     assert [row["budget"] for row in rows] == list(range(2, n + 1))
     assert rows[-1]["top1"] == rows[-1]["ceiling"]["top1"] and rows[-1]["shortlist"] == n - 1
     assert all(0.0 <= row["top1"] <= 1.0 and row["max_regret_of_all"] >= row["max_regret"] >= 0 for row in rows)
+    at_cost = stage["budgets_at_cost"]  # cheaper passes: measure-all reached from a budget no larger
+    assert [row["budget"] for row in at_cost] == [row["budget"] for row in rows] and 0 < stage["adapter_pass_share"] < 1
+    assert at_cost[-1]["top1"] == rows[-1]["top1"]
+    assert all(c["shortlist"] >= r["shortlist"] for c, r in zip(at_cost, rows))
     seeds = len(result["seeds"])
     assert all(len(picks) == seeds * n for picks in stage["picks"].values())
     assert {"rerank3", f"halving_B{n}"} <= set(stage["bootstrap"]["methods"])

@@ -14,6 +14,7 @@ from fisherhub.analysis.halving import (
     BASE,
     SLICE_SEED,
     best_chance,
+    candidate_capacity,
     first_stage_recall,
     halving_plan,
     paired_gap_z,
@@ -28,7 +29,7 @@ class CountingOracle:
     """Per-document NLL sums of candidates whose true loss per token is ``means[c]`` (the base model's
     ``base``), with per-document noise of sd ``noise`` per token; every document-pass it serves is counted."""
 
-    def __init__(self, means, documents: int, noise: float = 0.05, seed: int = 0, broken=()):
+    def __init__(self, means, documents: int, noise: float = 0.05, seed: int = 0, broken=(), shares=()):
         generator = torch.Generator().manual_seed(seed)
         self.tokens = torch.randint(20, 60, (documents,), generator=generator).double()
         shared = noise * torch.randn(documents, generator=generator)  # a document hard for every model
@@ -36,10 +37,14 @@ class CountingOracle:
         per_token = torch.tensor([*means, max(means) + 0.5]).double()[:, None] + shared + own
         self.table = per_token * self.tokens
         self.broken, self.passes, self.calls = set(broken), 0, []
+        self.shares, self.cost = list(shares) or [1.0] * len(means), 0.0
 
     def __call__(self, candidates, documents):
         self.calls.append((tuple(candidates), tuple(documents)))
         self.passes += len(candidates) * len(documents)
+        costs = [1.0 if c == BASE else self.shares[c] for c in candidates]
+        # the first candidate of each share runs the full pass (keeping the lower layers), the others their share
+        self.cost += len(documents) * sum(cost if cost in costs[:i] else 1.0 for i, cost in enumerate(costs))
         rows = [self.table[-1 if c == BASE else c, list(documents)].clone() for c in candidates]
         for row, c in zip(rows, candidates):
             if c in self.broken:
@@ -61,9 +66,38 @@ def test_the_budget_is_never_exceeded(candidates, documents, budget):
     outcome = successive_halving(candidates, documents, budget, oracle)
     assert oracle.passes == outcome.passes <= budget * documents
     assert outcome.passes <= documents + outcome.plan.passes
+    assert outcome.full_passes == outcome.passes / documents
     assert outcome.finalists, "some candidate is measured on every document"
     for c in outcome.finalists:
         assert outcome.documents(c) == documents
+
+
+@pytest.mark.parametrize("candidates", [1, 2, 5, 11, 32])
+@pytest.mark.parametrize("documents", [1, 3, 8, 17, 32])
+@pytest.mark.parametrize("budget", [2, 3, 4, 6, 12])
+def test_cheaper_passes_buy_more_documents_and_never_cost_more_than_the_budget(candidates, documents, budget):
+    generator = torch.Generator().manual_seed(candidates * 1000 + documents * 10 + budget)
+    levels = [0.35, 0.57, 0.8, 1.0]  # shares of a full pass: adapters starting at different layers
+    for shares in ([0.57] * candidates, [levels[int(i)] for i in torch.randint(3, (candidates,), generator=generator)]):
+        means = torch.linspace(2.0, 2.3, candidates).tolist()
+        oracle = CountingOracle(means, documents, seed=candidates + documents, shares=shares)
+        outcome = successive_halving(candidates, documents, budget, oracle, shares)
+        assert outcome.full_passes == pytest.approx(oracle.cost / documents) and outcome.passes == oracle.passes
+        assert outcome.full_passes <= budget + 1e-9
+        assert outcome.finalists and all(outcome.documents(c) == documents for c in outcome.finalists)
+
+
+def test_the_candidates_capacity_counts_each_share_first_pass():
+    assert candidate_capacity(4, 32) == candidate_capacity(4, 32, [1.0] * 11) == 96
+    assert candidate_capacity(4, 32, [0.5] * 11) == (96 - 16) / 0.5  # the first of each round at a full pass
+    assert candidate_capacity(4, 32, [0.5, 1.0]) == 96  # one at a full pass: no gain promised
+    assert candidate_capacity(4, 32, [0.5, 0.6]) == int((96 - 0.5 * 32 - 0.4 * 32) / 0.6)
+    assert candidate_capacity(2, 32, [0.95] * 3) == 32  # never below (B − 1)·D
+    assert halving_plan(11, 32, 4, [0.565] * 11).passes > halving_plan(11, 32, 4).passes
+    assert halving_plan(11, 32, 4, [1.0] * 11) == halving_plan(11, 32, 4)
+    for bad in ([0.5] * 10, [0.0] * 11, [1.5] * 11):
+        with pytest.raises(InputError, match="shares must give each"):
+            halving_plan(11, 32, 4, bad)
 
 
 @pytest.mark.parametrize("candidates", [1, 4, 11, 32])

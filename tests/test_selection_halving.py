@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pytest
 import torch
 from test_hostile_second_stage import REASONS, world  # noqa: F401 (the fixture)
 from test_selection_rerank import adapters, select  # noqa: F401 (the fixture)
 
+from fisherhub.analysis.halving import halving_plan
 from fisherhub.core.errors import InputError
 from fisherhub.selection import select_adapter
 from fisherhub.selection.budgeted import document_subset
@@ -32,6 +34,7 @@ def test_a_budget_of_the_shortlist_plus_one_is_rerank_of_every_candidate(adapter
     assert halving.verdict.probability_best == pytest.approx(everyone.verdict.probability_best)
     assert f"P(best of all {len(adapters['folders'])} candidates)" in halving.verdict.message
     assert halving.rerank.passes == (len(adapters["folders"]) + 1) * len(adapters["target"])
+    assert halving.rerank.full_passes == pytest.approx(len(adapters["folders"]) + 1)  # adapters on every layer
 
 
 def test_a_small_budget_keeps_its_passes_and_finds_the_target_domain(adapters):  # noqa: F811
@@ -63,7 +66,8 @@ def test_a_small_budget_keeps_its_passes_and_finds_the_target_domain(adapters): 
     table = selection.table()
     assert f"successive halving within {budget} passes" in table and f"of {documents} docs)" in table
     assert "dropped in earlier rounds" in table
-    assert f"({second.passes} of {budget * documents} document-passes" in table
+    assert second.full_passes == pytest.approx(second.passes / documents)  # no layer below an adapter to share
+    assert f"({second.full_passes:.2f} spent on {second.passes} document-passes" in " ".join(table.split())
 
 
 def test_a_subset_of_documents_is_measured_as_in_the_whole(adapters):  # noqa: F811
@@ -149,6 +153,48 @@ def test_the_second_stage_shows_a_progress_bar_when_bars_are_on(adapters, capsys
         disable_progress_bars()
     err = capsys.readouterr().err
     assert f"second stage (halving, {len(adapters['folders'])} adapters)" in err
-    assert f"{selection.rerank.passes}/{4 * len(adapters['target'])}" in err  # the document-passes spent, of B · D
+    documents = len(adapters["target"])
+    most = documents + halving_plan(len(adapters["folders"]), documents, 4).passes
+    assert f"{selection.rerank.passes}/{most}" in err  # the document-passes spent, of the plan's most
     select(adapters)
     assert "second stage" not in capsys.readouterr().err  # bars off: nothing
+
+
+@pytest.fixture(scope="module")
+def upper_adapters(adapters, tmp_path_factory):  # noqa: F811
+    """The fixture's adapters with their layer-0 modules taken out: each adapts layer 1 of 2 only."""
+    from safetensors.torch import load_file, save_file
+
+    folder, upper = tmp_path_factory.mktemp("upper"), []
+    for source in adapters["folders"]:
+        target = folder / source.name
+        shutil.copytree(source, target)
+        weights = load_file(target / "adapter_model.safetensors")
+        save_file({k: v for k, v in weights.items() if ".layers.0." not in k}, target / "adapter_model.safetensors")
+        config = json.loads((target / "adapter_config.json").read_text())
+        (target / "adapter_config.json").write_text(json.dumps(config | {"layers_to_transform": [1]}))
+        upper.append(target)
+    return adapters | {"folders": upper}
+
+
+def test_adapters_above_the_lower_layers_cost_their_share_and_buy_more_measurement(upper_adapters):
+    from fisherhub.lm.modules import pass_share
+
+    documents, budget, base = len(upper_adapters["target"]), 3, upper_adapters["base"]
+    share = pass_share(base, 1)
+    assert 0.5 < share < 1
+    halving = select(upper_adapters, rerank="halving", rerank_budget=budget)
+    second = halving.rerank
+    assert second.full_passes <= budget + 1e-9, "the passes run never cost more than the budget"
+    # the same plan with every adapter at a full pass measures fewer documents
+    assert second.passes - documents > halving_plan(len(upper_adapters["folders"]), documents, budget).passes
+    # every round's first adapter ran the full pass on the round's documents (all of them over the rounds) and
+    # the others their share: what was counted as it ran
+    expected = documents + (second.passes - documents) * share + documents * (1 - share)
+    assert second.full_passes * documents == pytest.approx(expected, rel=1e-9)
+    everyone = select(upper_adapters, rerank=len(upper_adapters["folders"]))
+    losses = {m.candidate: m.loss for m in everyone.rerank.measured}
+    for measured in second.measured:
+        if measured.documents == documents:
+            assert measured.loss == pytest.approx(losses[measured.candidate], rel=1e-6)
+    assert halving.best.candidate == str(upper_adapters["folders"][0])

@@ -177,3 +177,31 @@ def test_an_adapter_with_nan_logits_leaves_the_check_of_the_replay_to_the_next()
     peft_model = lora(model, "llama", 1)
     assert torch.allclose(target.losses(peft_model).nll, independent_nll(peft_model, batches), rtol=1e-5)
     assert target._prefix.exact == {FIRST: True}
+
+
+def test_the_first_adapted_layer_is_read_from_the_config_and_prices_the_pass():
+    from fisherhub.lm.modules import config_first_layer, pass_share
+
+    model = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=VOCAB, num_layers=LAYERS)
+    first = {
+        "layers": LoraConfig(target_modules=["q_proj", "v_proj"], layers_to_transform=[3, 2]),
+        "regex": LoraConfig(target_modules=r".*layers\.(1|3)\.self_attn\.v_proj"),
+        "every layer": LoraConfig(target_modules=["q_proj"]),
+        "all-linear": LoraConfig(target_modules="all-linear"),
+        "saved whole": LoraConfig(target_modules=["q_proj"], layers_to_transform=[3], modules_to_save=["lm_head"]),
+        "nothing matched": LoraConfig(target_modules=["no_such_module"]),
+    }
+    assert {name: config_first_layer(model, config) for name, config in first.items()} == {
+        "layers": 2,
+        "regex": 1,
+        "every layer": 0,
+        "all-linear": 0,
+        "saved whole": 0,
+        "nothing matched": 0,
+    }
+    shares = [pass_share(model, layer) for layer in range(LAYERS)]
+    assert shares[0] == 1.0 and all(a > b > 0 for a, b in zip(shares, shares[1:]))
+    layer_size = sum(p.numel() for p in decoder_layers(model)[0].parameters())
+    head_size = 2 * model.lm_head.weight.numel()
+    assert shares[2] == pytest.approx((2 * layer_size + head_size) / (LAYERS * layer_size + head_size))
+    assert pass_share(lora(model, "llama", seed=0), 2) == pytest.approx(shares[2])  # an adapter's weights not counted

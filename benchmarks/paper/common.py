@@ -124,6 +124,22 @@ def load_base_model():
     return model, tokenizer
 
 
+def adapter_pass_share() -> float:
+    """What one document under a suite's adapter (``lora_settings``: layers ``first_layer`` … adapted) costs in full
+    passes of the base model, the layers below replayed: ``fisherhub.lm.modules.pass_share``, as ``select_adapter``
+    counts it (the model built on the meta device: no weights read)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from fisherhub.lm.loading import default_model_folder
+    from fisherhub.lm.modules import pass_share
+
+    if SETUP.quick:
+        return pass_share(load_base_model()[0], lora_settings().first_layer)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(SETUP.model or default_model_folder()))
+    return pass_share(model, lora_settings().first_layer)
+
+
 def base_model_id() -> str:
     """The base model a suite's signatures name: ``SETUP.model``, else the embedded default's id."""
     return SETUP.model or DEFAULT_MODEL_ID

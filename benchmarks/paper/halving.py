@@ -31,6 +31,11 @@ truth documents' size) in which the pick beats every other measured candidate on
 on; its reliability per suite against how often the pick was the best on the truth documents (independent halves
 and own sample).
 
+Budgets count full passes as ``select_adapter`` does: a document under a suite's adapter (layers 20 … of 30
+adapted) costs ``common.adapter_pass_share`` of a full pass once the round's first adapter has run the full pass
+(``fisherhub.analysis.halving.candidate_capacity``); the default budget's rows with every document-pass a full
+pass (the count before) are printed beside them.
+
 Every row and reliability input is kept in ``<cache>/halving_rows.json`` under a hash of the losses it read, so a
 rerun recomputes only what changed (a new own sample, say).
 
@@ -62,7 +67,7 @@ from benchmarks.paper.halving_simulation import (
     reliability_inputs,
 )
 from benchmarks.paper.report import print_table, write_json
-from fisherhub.core.registry import DEFAULT_RERANK_BUDGET
+from fisherhub.core.registry import DEFAULT_RERANK_BUDGET, HALVING_SHORTLIST
 
 #: the issue's targets at the default budget
 TARGET_BUDGET, MAX_REGRET, MIN_TOP1, CEILING_GAP = DEFAULT_RERANK_BUDGET, 0.01, 0.75, 0.05
@@ -145,6 +150,45 @@ def verdict_lines(rows: Mapping[str, Mapping[str, list[dict]]], rerank3: Mapping
                 )
             )
     return lines
+
+
+def full_pass_rows(suites: Mapping[str, Mapping[str, Suite]], splits: int) -> dict[str, dict[str, dict]]:
+    """The default budget's rows with every document-pass counted as a full pass (``ADAPTER_SHARE`` 1)."""
+    share, halving_simulation.ADAPTER_SHARE = halving_simulation.ADAPTER_SHARE, 1.0
+    try:
+        return {
+            setting: {
+                n: pool_rows(
+                    s,
+                    setting,
+                    cuts(setting, splits),
+                    DEFAULT_POOL,
+                    min(HALVING_SHORTLIST, len(s.names) - 1),
+                    TARGET_BUDGET,
+                )
+                for n, s in by_suite.items()
+            }
+            for setting, by_suite in suites.items()
+        }
+    finally:
+        halving_simulation.ADAPTER_SHARE = share
+
+
+def print_accounting(rows: Mapping[str, Mapping[str, list[dict]]], full: Mapping[str, Mapping[str, dict]]) -> None:
+    at_cost = {
+        s: {n: next(r for r in t if r["budget"] == TARGET_BUDGET) for n, t in b.items()} for s, b in rows.items()
+    }
+    print_table(
+        ["setting", "suite", "full passes: entered", "top-1", "max regret", "at cost: entered", "top-1", "max regret"],
+        [
+            [setting, n, f["shortlist"], f["top1"], f["max_regret"], c["shortlist"], c["top1"], c["max_regret"]]
+            for setting, by_suite in full.items()
+            for n, f in by_suite.items()
+            for c in [at_cost[setting][n]]
+        ],
+        title=f"B = {TARGET_BUDGET}: every document-pass a full pass, or at its cost "
+        f"({halving_simulation.ADAPTER_SHARE:.3f} of one after the round's first)",
+    )
 
 
 def reliability_by_suite(suites: Mapping[str, Suite], setting: str, splits: int) -> dict[str, dict[str, dict]]:
@@ -247,6 +291,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     options = common.paper_arguments(__doc__.splitlines()[0], argv=argv)
     started = time.time()
     halving_simulation.ROWS = common.Ledger(common.SETUP.cache_dir / "halving_rows.json")
+    halving_simulation.ADAPTER_SHARE = common.adapter_pass_share()
+    print(f"an adapter's document after the round's first: {halving_simulation.ADAPTER_SHARE:.4f} of a full pass")
     suites: dict[str, Suite] = quick_suites() if options.quick else load_suites(common.RESULTS_DIR)
     splits = 2 if options.quick else SPLITS
     curves = {name: recall_curves(suite) for name, suite in suites.items()}
@@ -259,6 +305,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         for setting, by_suite in having.items()
     }
     print_budget_tables(rows)
+    full_pass = full_pass_rows(having, splits)
+    print_accounting(rows, full_pass)
     rerank3 = {
         setting: {n: pool_rows(s, setting, cuts(setting, splits), DEFAULT_POOL, 3, 4) for n, s in by_suite.items()}
         for setting, by_suite in having.items()
@@ -277,7 +325,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             "splits": splits,
             "recall": curves,
             "shortlist_by_held_out_suite": shortlist,
+            "adapter_pass_share": halving_simulation.ADAPTER_SHARE,
             "budgets": rows,
+            "default_budget_every_pass_full": full_pass,
             "rerank3": rerank3,
             "reliability": reliability_tables,
             "today": TODAY,

@@ -13,8 +13,10 @@
   single and pooled round-robin (``recall.LIBRARY_STAGES`` without auto): recall@k of the true best, k = 1 … 32.
   Text embedding and network-level A are not computed here (they need every domain's pairs of their own).
 - **Second stage**: the default pool's first ``HALVING_SHORTLIST`` candidates measured on the target's own sample
-  (its 32 task documents) by ``successive_halving`` at B = ``DEFAULT_RERANK_BUDGET``; measure-all of the shortlist
-  (B = shortlist + 1) is the ceiling, ``rerank=3`` (its first 3 on every document) beside it.
+  (its 32 task documents) by ``successive_halving`` at B = ``DEFAULT_RERANK_BUDGET``, each document under an adapter
+  at its cost as ``select_adapter`` counts it (``common.adapter_pass_share`` of a full pass after the round's first;
+  the rows with every document-pass a full pass beside them); measure-all of the shortlist (B = shortlist + 1) is
+  the ceiling, ``rerank=3`` (its first 3 on every document) beside it.
 
 Every loss is a per-document NLL sum in a resumable ledger (``wide_suite_nll_<settings>.json``, keys in the style of
 the suites' ledgers, whose entries it reads where they have them); targets are done one at a time.
@@ -39,7 +41,7 @@ from benchmarks.paper.own_sample import SUITES
 from benchmarks.paper.report import print_table, write_json
 from fisherhub import alignment_matrix
 from fisherhub.analysis.halving import BASE, best_chance, successive_halving
-from fisherhub.core.registry import HALVING_SHORTLIST
+from fisherhub.core.registry import DEFAULT_RERANK_BUDGET, HALVING_SHORTLIST
 
 #: (LoRA seed, steps as a multiple of ``common.LoraSettings.steps``) of every candidate domain's adapters
 VARIANTS = ((0, 1.0), (1, 1.0), (0, 0.5), (0, 2.0))
@@ -165,9 +167,10 @@ def transfer(losses: dict) -> np.ndarray:
     return -np.expm1(np.array([np.sum(row) for row in losses["adapted"]]) / tokens - base)
 
 
-def analyse(data: dict) -> dict:
+def analyse(data: dict, share: float) -> dict:
     """recall@k of every first stage, and the second stage at B = 2 … shortlist + 1 on the own samples (top-1 of
-    all candidates, mean and max regret over the targets), with ``rerank=3``."""
+    all candidates, mean and max regret over the targets), each adapter's document at ``share`` of a full pass
+    after a round's first and at a full pass, with ``rerank=3``."""
     per_target = data["targets"]
     truths = [dict(zip(t["allowed"], transfer(t["held_out"]))) for t in per_target]
     curves = {}
@@ -178,17 +181,21 @@ def analyse(data: dict) -> dict:
             k: float(np.mean([b in o[:k] for b, o in zip(best, order)])) for k in KS if k <= len(order[0])
         }
     size = min(len(t["shortlist"]) for t in per_target)
-    budgets = {b: second_stage(per_target, truths, size, b) for b in range(2, size + 2)}
+    budgets = {b: second_stage(per_target, truths, size, b, share) for b in range(2, size + 2)}
+    full = {b: second_stage(per_target, truths, size, b, 1.0) for b in range(2, size + 2)}
     return {
         "recall": curves,
+        "adapter_pass_share": share,
         "budgets": [{"budget": b, **row, "ceiling": budgets[size + 1]} for b, row in budgets.items()],
-        "rerank3": second_stage(per_target, truths, 3, 4),
+        "budgets_every_pass_full": [{"budget": b, **row} for b, row in full.items()],
+        "rerank3": second_stage(per_target, truths, 3, 4, share),
     }
 
 
-def second_stage(per_target: list[dict], truths: list[dict], size: int, budget: int) -> dict:
-    """Successive halving of each target's first ``size`` shortlisted candidates on its own sample, with each
-    pick's P(best of all candidates) (the library's ``best_chance``, its truth the held-out documents)."""
+def second_stage(per_target: list[dict], truths: list[dict], size: int, budget: int, share: float) -> dict:
+    """Successive halving of each target's first ``size`` shortlisted candidates on its own sample (an adapter's
+    document at ``share`` of a full pass after a round's first), with each pick's P(best of all candidates) (the
+    library's ``best_chance``, its truth the held-out documents)."""
     correct, regrets, chances = [], [], []
     for index, (t, truth) in enumerate(zip(per_target, truths)):
         own = t["own_sample"]
@@ -199,7 +206,7 @@ def second_stage(per_target: list[dict], truths: list[dict], size: int, budget: 
             rows = [0 if c == BASE else c + 1 for c in chosen]
             return nll[rows][:, list(documents)], tokens[list(documents)]
 
-        outcome = successive_halving(size, len(tokens), budget, oracle)
+        outcome = successive_halving(size, len(tokens), budget, oracle, [share] * size)
         picked = truth[t["shortlist"][outcome.order[0]]]
         best = max(truth.values())
         correct.append(picked >= best - 1e-12)
@@ -242,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     options = common.paper_arguments(__doc__.splitlines()[0], argv=rest)
     started = time.time()
     data = build(chosen.targets)
-    analysis = analyse(data)
+    analysis = analyse(data, common.adapter_pass_share())
     n = len(data["targets"][0]["allowed"])
     print(f"{len(data['targets'])} targets × {n} candidates")
     print_table(
@@ -264,10 +271,15 @@ def main(argv: Sequence[str] | None = None) -> None:
             ]
             for r in analysis["budgets"]
         ]
+        + [["rerank=3", *(analysis["rerank3"][k] for k in ("top1", "p_best", "mean_regret", "max_regret")), None, None]]
         + [
-            ["rerank=3", *(analysis["rerank3"][k] for k in ("top1", "p_best", "mean_regret", "max_regret")), None, None]
+            [f"{r['budget']}, full", *(r[k] for k in ("top1", "p_best", "mean_regret", "max_regret")), None, None]
+            for r in analysis["budgets_every_pass_full"]
+            if r["budget"] == DEFAULT_RERANK_BUDGET
         ],
-        title="wide suite: the default pool's shortlist measured on the own samples by successive halving",
+        title="wide suite: the default pool's shortlist measured on the own samples by successive halving, each "
+        f"adapter's document at {analysis['adapter_pass_share']:.3f} of a full pass after a round's first ('full': "
+        "every one a full pass)",
     )
     path = common.SETUP.results_dir / "paper_wide_suite.png"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,20 +1,26 @@
 """A budgeted second stage: successive halving of a shortlist in paired rounds over the target's documents.
 
-The budget B counts full passes over the target's D documents, the base model's pass included: the schedule
-spends at most B·D document-passes (one candidate on one document is one). With n candidates and B − 1 ≥ n,
-every candidate is measured on every document (the measure-all ranking). Otherwise (``halving_plan``):
+The budget B counts full passes over the target's D documents, the base model's pass included. A candidate on one
+document is one document-pass; it costs a full pass of that document, or its share s < 1 of one when the layers
+below its adapter replay the base model's (``shares``; ``selection.target_losses``): the first candidate of each
+share measured in a round runs the full pass on the round's documents and keeps what the others replay. The
+candidates get C = ``candidate_capacity`` document-passes: (B − 1)·D, or where larger
+⌊((B − 1)·D − Σ_s (1 − s)·D) / max s⌋ (Σ over the distinct shares below 1), so the passes never cost more than
+(B − 1)·D full ones (``Halving.full_passes``). With n candidates and C ≥ n·D, every candidate is measured on every
+document (the measure-all ranking). Otherwise (``halving_plan``):
 
 - f finalists, the largest f < n whose plan below fits (f ≥ 2 where the budget allows, so that the last
   comparison is between two): the finalists are measured on all D documents (f·D document-passes), which leaves
-  E = (B − 1 − f)·D for the rounds before.
+  E = C − f·D for the rounds before.
 - Rounds r = 1 … R over disjoint slices of the documents (a seeded permutation, cut in order), survivors at most
   m₁ = n, m_{r+1} = max(f, ⌈m_r / 2⌉) until m_R = f; the last round's slice is every document left, so a
   finalist has been measured on all of them.
 - Each round before the last costs E/(R − 1) beyond the finalists' share: its slice has
   s_r = ⌊E / ((R − 1)(m_r − f))⌋ ≥ 1 documents (the classic successive halving's equal budget per round).
 - Slices that would use up the documents before the last round give some back, the largest first; a plan that
-  gives some round no document, or still leaves the last round none, is not feasible: f is lowered, and when no f fits, the shortlist is cut to the first n' candidates whose plan fits (n' ≥ B − 1:
-  at worst the first B − 1 measured on every document, which is ``rerank = B − 1``).
+  gives some round no document, or still leaves the last round none, is not feasible: f is lowered, and when no
+  f fits, the shortlist is cut to the first n' candidates whose plan fits (n' ≥ ⌊C/D⌋ ≥ B − 1: at worst the
+  first ⌊C/D⌋ measured on every document; ``rerank = B − 1`` when every share is 1).
 
 After each round, on the documents every survivor has been measured on (all slices so far, paired), a
 survivor is dropped when its paired loss difference from the leader (the lowest loss) is at least
@@ -76,14 +82,36 @@ class HalvingPlan:
         return sum(m * s for m, s in zip(self.survivors, self.slices))
 
 
-def _plan(n: int, finalists: int, documents: int, budget: int) -> HalvingPlan | None:
-    """The plan with ``finalists`` of ``n`` (module docstring), None where it is not feasible."""
+def check_shares(shares: Sequence[float], candidates: int) -> tuple[float, ...]:
+    """Each candidate's cost of one document in full passes (``shares``: one per candidate, each in (0, 1]; none:
+    every one costs a full pass)."""
+    shares = tuple(float(share) for share in shares)
+    if shares and (len(shares) != candidates or not all(0 < share <= 1 for share in shares)):
+        raise InputError(f"shares must give each of the {candidates} candidates a cost in (0, 1], got {shares!r}")
+    return shares
+
+
+def candidate_capacity(budget: int, documents: int, shares: Sequence[float] = ()) -> int:
+    """The document-passes the candidates get within ``budget`` full passes over ``documents``, beside the base
+    model's: (B − 1)·D, or ⌊((B − 1)·D − Σ_s (1 − s)·D) / max s⌋ over the distinct ``shares`` s < 1 where that
+    is larger (the first candidate of each share pays the full pass on every document it is measured on)."""
+    spare = (check_budget(budget) - 1) * documents
+    cheaper = {share for share in shares if share < 1}
+    if not cheaper or max(shares) >= 1:
+        return spare
+    replayed = (spare - sum(1 - share for share in cheaper) * documents) / max(shares)
+    return max(spare, math.floor(replayed + 1e-9))
+
+
+def _plan(n: int, finalists: int, documents: int, capacity: int) -> HalvingPlan | None:
+    """The plan with ``finalists`` of ``n`` within ``capacity`` document-passes (module docstring), None where
+    it is not feasible."""
     if finalists >= n:
-        return HalvingPlan(n, (n,), (documents,)) if n <= budget - 1 else None
+        return HalvingPlan(n, (n,), (documents,)) if n * documents <= capacity else None
     survivors = [n]
     while survivors[-1] > finalists:
         survivors.append(max(finalists, math.ceil(survivors[-1] / 2)))
-    extra, early = (budget - 1 - finalists) * documents, len(survivors) - 1
+    extra, early = capacity - finalists * documents, len(survivors) - 1
     slices = [extra // (early * (m - finalists)) for m in survivors[:-1]]
     while sum(slices) >= documents and max(slices) > 1:  # more than the documents: the largest slices give some back
         slices[slices.index(max(slices))] -= 1
@@ -92,16 +120,18 @@ def _plan(n: int, finalists: int, documents: int, budget: int) -> HalvingPlan | 
     return HalvingPlan(n, tuple(survivors), (*slices, documents - sum(slices)))
 
 
-def halving_plan(candidates: int, documents: int, budget: int) -> HalvingPlan:
-    """The schedule for ``candidates`` over ``documents`` within ``budget`` passes (module docstring)."""
+def halving_plan(candidates: int, documents: int, budget: int, shares: Sequence[float] = ()) -> HalvingPlan:
+    """The schedule for ``candidates`` over ``documents`` within ``budget`` passes, each candidate's document
+    costing its one of ``shares`` (module docstring)."""
     budget = check_budget(budget)
     if candidates < 1:
         raise InputError("the shortlist is empty: the first stage found no adapter to measure")
     if documents < 1:
         raise InputError("the target has no documents to measure the adapters' loss on")
+    capacity = candidate_capacity(budget, documents, check_shares(shares, candidates))
     for n in range(candidates, 0, -1):
         for finalists in range(n, 0, -1):
-            plan = _plan(n, finalists, documents, budget)
+            plan = _plan(n, finalists, documents, capacity)
             if plan is not None:
                 return plan
     raise AssertionError("unreachable: one candidate on every document always fits a budget of 2")
@@ -123,7 +153,8 @@ class HalvingRound:
 class Halving:
     """The outcome: the measured candidates best first (``order``; the unmeasurable left out), their NLL sums
     per document (candidates × D, NaN where not measured), the base model's, the documents' scored tokens, the
-    rounds, the plan and the document-passes spent (the base model's included)."""
+    rounds, the plan, the document-passes spent (the base model's included) and what they cost in full passes
+    over the documents (``full_passes``: per round and share s, the first candidate 1 and each other s)."""
 
     order: tuple[int, ...]
     nll: torch.Tensor
@@ -132,6 +163,7 @@ class Halving:
     rounds: tuple[HalvingRound, ...]
     plan: HalvingPlan
     passes: int
+    full_passes: float
 
     def documents(self, candidate: int) -> int:
         """The number of documents ``candidate`` was measured on."""
@@ -178,16 +210,31 @@ def _survivors_after(
     return remaining[:keep], behind, remaining[keep:]
 
 
-def successive_halving(candidates: int, documents: int, budget: int, losses: LossOracle) -> Halving:
+def _round_cost(measured: Sequence[int], shares: Sequence[float], size: int) -> float:
+    """Document-passes in full passes of one round over ``size`` documents: per share s of the ``measured``, the
+    first candidate 1 and each other s (each 1 without ``shares``)."""
+    if not shares:
+        return float(len(measured) * size)
+    counts: dict[float, int] = {}
+    for c in measured:
+        counts[shares[c]] = counts.get(shares[c], 0) + 1
+    return size * sum(1 + (count - 1) * share for share, count in counts.items())
+
+
+def successive_halving(
+    candidates: int, documents: int, budget: int, losses: LossOracle, shares: Sequence[float] = ()
+) -> Halving:
     """The shortlist's ``candidates`` (ids 0 … n − 1, first-stage order) ranked by their loss on the target's
-    ``documents`` within ``budget`` full passes, the base model's included (module docstring); ``losses`` is
-    the oracle. ``InputError`` for a budget below 2, no candidate or no document."""
-    plan = halving_plan(candidates, documents, budget)
+    ``documents`` within ``budget`` full passes, the base model's included, candidate c's document costing
+    ``shares[c]`` of a full pass (module docstring); ``losses`` is the oracle. ``InputError`` for a budget below
+    2, no candidate, no document or a share outside (0, 1]."""
+    shares = check_shares(shares, candidates)
+    plan = halving_plan(candidates, documents, budget, shares)
     order = torch.randperm(documents, generator=torch.Generator().manual_seed(SLICE_SEED)).tolist()
     base_nll, tokens = losses([BASE], list(range(documents)))
     base_nll, tokens = base_nll[0].double(), tokens.double()
     nll = torch.full((plan.candidates, documents), math.nan, dtype=torch.float64)
-    passes, start, seen = documents, 0, []
+    passes, cost, start, seen = documents, float(documents), 0, []
     survivors = list(range(plan.candidates))
     rounds: list[HalvingRound] = []
     dropped: list[list[int]] = []
@@ -197,6 +244,7 @@ def successive_halving(candidates: int, documents: int, budget: int, losses: Los
         measured = tuple(survivors)
         nll[torch.tensor(measured)[:, None], torch.tensor(chunk)[None, :]] = losses(measured, chunk)[0].double()
         passes += len(measured) * len(chunk)
+        cost += _round_cost(measured, shares, len(chunk))
         seen += chunk
         broken = [c for c in survivors if not bool(torch.isfinite(nll[c, torch.tensor(seen)]).all())]
         survivors = [c for c in survivors if c not in broken]
@@ -209,7 +257,7 @@ def successive_halving(candidates: int, documents: int, budget: int, losses: Los
         dropped.append(behind + over)
         if not survivors:
             break
-    outcome = Halving((), nll, base_nll, tokens, tuple(rounds), plan, passes)
+    outcome = Halving((), nll, base_nll, tokens, tuple(rounds), plan, passes, cost / documents)
     ranked = sorted(survivors, key=outcome.loss)
     for out in reversed(dropped):
         ranked += sorted(out, key=outcome.loss)

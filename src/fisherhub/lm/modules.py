@@ -13,7 +13,7 @@ from transformers.pytorch_utils import Conv1D
 from fisherhub.core.errors import InputError
 from fisherhub.core.registry import ALL_LINEAR
 from fisherhub.core.spec import SketchSpec
-from fisherhub.lm.head import HeadModel
+from fisherhub.lm.head import HeadModel, output_head
 
 #: module types whose weight gradient is δ xᵀ (``Conv1D``, GPT-2's, stores it transposed: the kernel is the same).
 LINEAR_TYPES = (torch.nn.Linear, Conv1D)
@@ -138,3 +138,47 @@ def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList | None:
         return None
     found = [module for module in model.modules() if isinstance(module, torch.nn.ModuleList) and len(module) == count]
     return found[0] if len(found) == 1 else None
+
+
+def config_first_layer(model: torch.nn.Module, config) -> int:
+    """The first of ``model``'s decoder layers holding a module the adapter ``config`` (a ``peft`` config) adapts,
+    matched on the module names by PEFT's own rule; 0 (no layer below it left as the base model's) when one lies
+    outside the layers, when it targets ``"all-linear"`` or parameters, saves modules whole, or matches nothing."""
+    from peft.tuners.tuners_utils import check_target_module_exists
+
+    layers = decoder_layers(model)
+    targets = getattr(config, "target_modules", None)
+    if layers is None or not targets or targets == ALL_LINEAR or getattr(config, "target_parameters", None):
+        return 0
+    if getattr(config, "modules_to_save", None):
+        return 0
+    index = {id(module): i for i, layer in enumerate(layers) for module in layer.modules()}
+    matched = [index.get(id(m), 0) for name, m in model.named_modules() if check_target_module_exists(config, name)]
+    return min(matched, default=0)
+
+
+#: a pass's cost of the output head against its parameters: its product and the loss over its K logits (on
+#: SmolLM2, K = 49,152, the head and the loss take about twice the head's share of the parameters; rerank_speed)
+HEAD_COST = 2.0
+
+
+def _base_size(module: torch.nn.Module) -> int:
+    """The number of ``module``'s parameters of the base model (those of PEFT adapters in it left out)."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    if isinstance(module, BaseTunerLayer):
+        return _base_size(module.get_base_layer())
+    return sum(p.numel() for p in module.parameters(recurse=False)) + sum(_base_size(c) for c in module.children())
+
+
+def pass_share(model: torch.nn.Module, first: int) -> float:
+    """The share of a full forward pass of ``model`` that runs decoder layers ``first`` … and the head (those
+    below replayed): (base parameters of those layers + ``HEAD_COST`` × the head's) / (every layer's +
+    ``HEAD_COST`` × the head's), the same with an adapter on the model or without; 1 from layer 0 or without one
+    list of decoder layers."""
+    layers = decoder_layers(model)
+    if not first or layers is None:
+        return 1.0
+    sizes = [_base_size(layer) for layer in layers]
+    head = HEAD_COST * _base_size(output_head(model))
+    return (sum(sizes[first:]) + head) / (sum(sizes) + head)

@@ -1,7 +1,11 @@
 """The budgeted second stage, ``select_adapter(rerank="halving", rerank_budget=B)``: the first stage's shortlist
 (the first ``HALVING_SHORTLIST`` of the S_a and S_e rankings merged, ``rerank.second_stage_candidates``)
 measured by successive halving (``analysis.halving``) within B full passes over the target's documents, the
-base model's pass included, so B = 4 costs what ``rerank=3`` costs.
+base model's pass included, so B = 4 costs what ``rerank=3`` costs without the shared layers. An adapter whose
+modules all lie in decoder layers L and above (its config, read before the rounds: ``lm.modules.config_first_layer``)
+costs ``lm.modules.pass_share`` of a full pass per document once another of its L has run on the round's documents
+(``target_losses``), so the budget measures more of them (``analysis.halving.candidate_capacity``); the passes
+run are counted as they cost (``Rerank.full_passes``).
 
 Each adapter measured in a round is one ``rerank.measure_adapter`` call on that round's documents (checked,
 loaded, measured and unloaded as there); one it skips drops out with its reason and is never picked. The
@@ -21,10 +25,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from fisherhub.analysis.halving import BASE, Halving, best_chance, check_budget, successive_halving
+from fisherhub.analysis.halving import BASE, Halving, best_chance, check_budget, halving_plan, successive_halving
 from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.core.errors import InputError
 from fisherhub.core.registry import DEFAULT_RERANK_BUDGET, HALVING
+from fisherhub.lm.adapter_config import adapter_config_file, read_peft_config
+from fisherhub.lm.modules import config_first_layer, pass_share
 from fisherhub.selection.errors import Skip, UnmeasurableAdaptersError
 from fisherhub.selection.rerank import (
     BOOTSTRAP_DRAWS,
@@ -95,20 +101,41 @@ def document_subset(batches: Sequence, positions: Sequence[int]) -> list:
     return subset
 
 
+def pass_shares(model, rows: Sequence[RankedCandidate], token: str | None = None) -> list[float]:
+    """Each row's adapter's cost of one document in full passes of ``model`` (``lm.modules.pass_share`` from the
+    first layer its config adapts); 1 where the config cannot be read (the adapter is then skipped when measured)."""
+    shares = []
+    for row in rows:
+        adapter = row.adapter
+        assert adapter is not None  # second_stage_candidates keeps the rows that have an adapter
+        try:
+            file = adapter_config_file(
+                adapter.path, revision=adapter.revision, subfolder=adapter.subfolder, token=token
+            )
+            shares.append(pass_share(model, config_first_layer(model, read_peft_config(file))))
+        except Exception:  # noqa: BLE001 (a stranger's config: measure_adapter says why it is skipped)
+            shares.append(1.0)
+    return shares
+
+
 class _MeasuringOracle:
     """``analysis.halving``'s oracle over the library: the base ``model`` alone (``BASE``) or with the adapter of
     ``rows[c]`` (``measure_adapter``) on some of the target's documents; an adapter skipped once keeps its reason
-    (``reasons``) and gives NaN, as it does for every later call. Each document-pass served moves ``bar``."""
+    (``reasons``) and gives NaN, as it does for every later call. Each document-pass served moves ``bar``;
+    ``spent`` counts them in full passes of a document (``TargetLosses.spent``)."""
 
     def __init__(self, model, batches: Sequence, rows: Sequence[RankedCandidate], bar, **measure_options):
         self.model, self.batches, self.rows, self.measure_options = model, batches, rows, measure_options
         self.reasons: dict[int, str] = {}
         self.bar = bar
+        self.spent = 0.0
+        self._previous = TargetLosses(())
 
     def __call__(self, candidates: Sequence[int], documents: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
         ordered = sorted(documents)
         columns = torch.tensor([ordered.index(d) for d in documents])
-        subset = TargetLosses(document_subset(self.batches, ordered))  # the adapters of a round share its prefix
+        subset = self._previous.regrouped(document_subset(self.batches, ordered))  # a round's adapters share it
+        self._previous = subset
         measured = []
         for c in candidates:
             losses = self._losses(c, subset) if c not in self.reasons else None
@@ -116,6 +143,7 @@ class _MeasuringOracle:
                 torch.full((len(ordered),), torch.nan, dtype=torch.float64) if losses is None else losses.nll
             )
             self.bar.update(len(ordered))
+        self.spent += subset.spent
         tokens = torch.cat([(batch.labels[:, 1:] != IGNORE_INDEX).sum(dim=1).double() for batch in subset])
         return torch.stack(measured)[:, columns], tokens[columns]
 
@@ -212,13 +240,15 @@ def halving_rerank(
     model.eval()
     batches = list(batches)
     documents = sum(len(batch.doc_index) for batch in batches)
+    shares = pass_shares(model, rows, token)
+    most = documents + halving_plan(len(rows), documents, budget, shares).passes
     from huggingface_hub.utils import tqdm  # off under HF_HUB_DISABLE_PROGRESS_BARS=1 or disable_progress_bars()
 
-    with tqdm(total=budget * documents, unit="doc", desc=f"second stage (halving, {len(rows)} adapters)") as bar:
+    with tqdm(total=most, unit="doc", desc=f"second stage (halving, {len(rows)} adapters)") as bar:
         oracle = _MeasuringOracle(
             model, batches, rows, bar, base_model=base_model, token=token, max_adapter_bytes=max_adapter_bytes
         )
-        outcome = successive_halving(len(rows), documents, budget, oracle)
+        outcome = successive_halving(len(rows), documents, budget, oracle, shares)
     base = DocumentLosses(outcome.base_nll, outcome.tokens)
     skipped = [Skipped(rows[c].candidate, f"second stage: {reason}") for c, reason in sorted(oracle.reasons.items())]
     if not outcome.order:
@@ -238,4 +268,5 @@ def halving_rerank(
         skipped,
         budget=budget,
         passes=outcome.passes,
+        full_passes=oracle.spent / documents,
     )

@@ -68,8 +68,8 @@ def _second_stage_line(second) -> str:
         return f"two-stage: first {len(second.measured)} adapters of the S_a and S_e rankings measured{unmeasured} on {where}"
     finalists = sum(m.documents == second.documents for m in second.measured)
     return (
-        f"two-stage, successive halving within {second.budget} passes ({second.passes} of "
-        f"{second.budget * second.documents} document-passes, the base model's included): "
+        f"two-stage, successive halving within {second.budget} passes ({second.full_passes:.2f} spent on "
+        f"{second.passes} document-passes, the base model's included): "
         f"{len(second.measured)} adapters of the S_a and S_e rankings measured{unmeasured} on {where}: {finalists} "
         "of them on every document, the others on fewer (dropped in earlier rounds)"
     )

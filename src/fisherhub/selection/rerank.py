@@ -128,8 +128,9 @@ class Rerank:
     model's loss, the verdict from the measured losses, the first stage's verdict, the target's documents and
     scored tokens, the seconds spent (the forward passes over the target, k + 1 of them with the base model's),
     and the candidates tried but not measured, with the reason (``measure_adapter``); after a budgeted second
-    stage (``budgeted.halving_rerank``), its ``budget`` in full passes and the document-passes spent
-    (``passes``, the base model's included)."""
+    stage (``budgeted.halving_rerank``), its ``budget`` in full passes, the document-passes spent (``passes``, the
+    base model's included) and what they cost in full passes (``full_passes``: a document whose layers below the
+    adapter were replayed counts as the share of the pass it ran)."""
 
     measured: list[MeasuredCandidate]
     base_loss: float
@@ -141,6 +142,7 @@ class Rerank:
     skipped: list[Skipped] = dataclasses.field(default_factory=list)  # tried, not measured: why
     budget: int | None = None
     passes: int | None = None
+    full_passes: float | None = None
 
     def lowest_first(self) -> list[MeasuredCandidate]:
         """The measured candidates, those measured on more documents first (a budgeted stage's finalists, then

@@ -25,7 +25,7 @@ import torch
 
 from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.core.errors import InputError
-from fisherhub.lm.modules import decoder_layers
+from fisherhub.lm.modules import decoder_layers, pass_share
 
 #: the most bytes of the base model's hidden states kept for the adapters that share them; batches past it are
 #: measured by the full forward pass
@@ -132,12 +132,15 @@ class TargetLosses:
     """The target's batches (``data.batches.Batch``: label t predicted from positions < t, −100 unscored), which
     measure a model's per-document losses on them (``losses``), sharing the base model's hidden states among the
     adapters measured in turn on one base model (``max_cache_bytes`` of them at most; the module's docstring).
-    ``subset`` keeps some batches and shares what is kept; iterating gives the batches."""
+    ``subset`` keeps some batches and shares what is kept; ``regrouped`` takes other batches and shares only the
+    replay checks; iterating gives the batches. ``spent``: the documents measured so far, each counted as the
+    share of a full forward pass it ran (``lm.modules.pass_share``; 1 without a replay)."""
 
     def __init__(self, batches: Iterable, max_cache_bytes: int = PREFIX_CACHE_BYTES):
         self.batches = list(batches)
         self.positions = tuple(range(len(self.batches)))
         self._prefix = _SharedPrefix(max_cache_bytes)
+        self.spent = 0.0
 
     def __iter__(self) -> Iterator:
         return (self.batches[position] for position in self.positions)
@@ -151,6 +154,13 @@ class TargetLosses:
         part.positions = tuple(self.positions[i] for i in indices)
         return part
 
+    def regrouped(self, batches: Iterable) -> TargetLosses:
+        """Other ``batches`` (other documents, or these grouped otherwise), sharing the replay checks made here
+        (once per base model and layer) but none of the hidden states kept, which belong to these batches."""
+        other = TargetLosses(batches, self._prefix.limit)
+        other._prefix.exact, other._prefix.layers = self._prefix.exact, self._prefix.layers
+        return other
+
     def losses(self, model) -> DocumentLosses:
         """Per-document NLL sums under ``model`` (the base model, or a ``PeftModel`` on it) of every scored token,
         documents in the order the batches hold them; layers below the adapter's first replayed where exact."""
@@ -160,6 +170,7 @@ class TargetLosses:
         nll, tokens = [], []
         with torch.no_grad():
             shared = first if first and self.positions and self._replay_is_exact(model, layers, first) else None
+            share = 1.0 if shared is None else pass_share(model, shared)
             for position in self.positions:
                 batch = self.batches[position]
                 inputs = {
@@ -169,8 +180,10 @@ class TargetLosses:
                 }
                 if shared is None:
                     logits = model(**inputs).logits
+                    self.spent += len(batch.doc_index)
                 else:
-                    logits = self._logits(model, layers, shared, position, inputs)
+                    logits, replayed = self._logits(model, layers, shared, position, inputs)
+                    self.spent += len(batch.doc_index) * (share if replayed else 1.0)
                 labels = batch.labels[:, 1:].to(device)
                 scored = labels != IGNORE_INDEX
                 per_token = torch.nn.functional.cross_entropy(
@@ -182,17 +195,17 @@ class TargetLosses:
             raise InputError("the target has no documents to measure the adapters' loss on")
         return DocumentLosses(torch.cat(nll), torch.cat(tokens))
 
-    def _logits(self, model, layers, first: int, position: int, inputs: dict) -> torch.Tensor:
-        """``model``'s logits of one batch: layers below ``first`` replayed from what was kept, or the full
-        forward pass keeping their output (within the bound)."""
+    def _logits(self, model, layers, first: int, position: int, inputs: dict) -> tuple[torch.Tensor, bool]:
+        """``model``'s logits of one batch, and whether the layers below ``first`` were replayed from what was
+        kept (else the full forward pass ran, keeping their output within the bound)."""
         kept = self._prefix.hidden.get((position, first))
         if kept is not None:
             with _replaying(layers[:first], kept):
-                return model(**inputs).logits
+                return model(**inputs).logits, True
         with _recording(layers[first - 1]) as outputs:
             logits = model(**inputs).logits
         self._prefix.keep((position, first), outputs[0])
-        return logits
+        return logits, False
 
     def _replay_is_exact(self, model, layers, first: int) -> bool:
         """Whether a replay from layer ``first`` gives the full forward's logits on the first ``CHECK_TOKENS``
