@@ -192,6 +192,12 @@ SUITES = {
             ("rerank_speed.json", "rerank_speed.png"),
         ),
         Suite(
+            "halving_cost",
+            "benchmarks.halving_cost",
+            "the default second stage's seconds against its budget, beside rerank=3 and a bare forward pass",
+            ("halving_cost.json", "halving_cost.png"),
+        ),
+        Suite(
             "head_fingerprint",
             "benchmarks.head_fingerprint",
             "one-time cost of a big head",

@@ -196,6 +196,13 @@ CHECKS = {
         for rows in run["per_size"].values()
         for row in rows
     ),
+    "halving_cost": lambda r: all(
+        0 < run["ratio_to_bare_forward"]["cpu"][stage]
+        and _finite(run["ratio_to_bare_forward"]["wall"][stage])
+        and 0 < run["counted"][stage]["full_passes"] <= (r["budget"] if stage.startswith("halving") else 4) + 1e-9
+        for run in r["runs"].values()
+        for stage in run["counted"]
+    ),
     "head_fingerprint": lambda r: r["vocab_size"] == 4096 and all(step["seconds"] >= 0 for step in r["steps"]),
     "network_cost": lambda r: all(s > 0 for run in r["runs"] for s in run["best_seconds"].values()),
     "mixing": lambda r: all(

@@ -194,6 +194,7 @@ def test_adapters_above_the_lower_layers_cost_their_share_and_buy_more_measureme
     assert second.full_passes * documents == pytest.approx(expected, rel=1e-9)
     everyone = select(upper_adapters, rerank=len(upper_adapters["folders"]))
     losses = {m.candidate: m.loss for m in everyone.rerank.measured}
+    assert everyone.rerank.full_passes == pytest.approx(2 + (len(losses) - 1) * share)  # the base, the first, shares
     for measured in second.measured:
         if measured.documents == documents:
             assert measured.loss == pytest.approx(losses[measured.candidate], rel=1e-6)

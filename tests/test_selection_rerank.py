@@ -88,6 +88,7 @@ def test_measured_losses_equal_a_direct_peft_evaluation(adapters):
 
     selection = select(adapters, rerank=3)
     second = selection.rerank
+    assert second.full_passes == pytest.approx(len(second.measured) + 1)  # adapters on every layer: full passes
     assert [m.candidate for m in second.measured] == [
         r.candidate for r in second_stage_candidates(select(adapters).ranking, 3)
     ]

@@ -128,9 +128,10 @@ class Rerank:
     model's loss, the verdict from the measured losses, the first stage's verdict, the target's documents and
     scored tokens, the seconds spent (the forward passes over the target, k + 1 of them with the base model's),
     and the candidates tried but not measured, with the reason (``measure_adapter``); after a budgeted second
-    stage (``budgeted.halving_rerank``), its ``budget`` in full passes, the document-passes spent (``passes``, the
-    base model's included) and what they cost in full passes (``full_passes``: a document whose layers below the
-    adapter were replayed counts as the share of the pass it ran)."""
+    stage (``budgeted.halving_rerank``), its ``budget`` in full passes and the document-passes spent (``passes``,
+    the base model's included); after either, what its passes cost in full passes over the target
+    (``full_passes``: a document whose layers below the adapter were replayed counts as the share of the pass it
+    ran)."""
 
     measured: list[MeasuredCandidate]
     base_loss: float
@@ -272,5 +273,13 @@ def rerank(
     ]
     verdict = measured_verdict(names, [m.loss for m in measured], draws)
     return Rerank(
-        measured, base.loss, verdict, first_stage_verdict, len(base.nll), int(base.tokens.sum()), seconds, skipped
+        measured,
+        base.loss,
+        verdict,
+        first_stage_verdict,
+        len(base.nll),
+        int(base.tokens.sum()),
+        seconds,
+        skipped,
+        full_passes=target.spent / len(base.nll),
     )
