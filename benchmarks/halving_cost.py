@@ -30,7 +30,15 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch
 
-from benchmarks.rerank_speed import CLOCKS, adapter_folders, bare_losses, target_batches, timed
+from benchmarks.rerank_speed import (
+    CLOCKS,
+    adapter_folders,
+    bare_losses,
+    base_model,
+    target_batches,
+    target_summary,
+    timed,
+)
 from benchmarks.synthetic import add_output_arguments, machine_info, write_results
 from fisherhub.core.registry import DEFAULT_RERANK_BUDGET
 from fisherhub.lm.modules import pass_share
@@ -134,17 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1], help="torch threads, one run each")
     options = parser.parse_args(argv)
     tokens, length, batch_size, first_layer, candidates, rounds = QUICK if options.quick else FULL
-    if options.quick:
-        from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
-
-        model, tokenizer = tiny_causal_lm("llama", False, 64, num_layers=4), tiny_tokenizer(64)
-        model_name = "tiny random Llama (4 layers)"
-    else:
-        from fisherhub import load_model_and_tokenizer
-
-        model, tokenizer = load_model_and_tokenizer(None)
-        model_name = "SmolLM2-135M-Instruct (embedded)"
-    model.eval().requires_grad_(False)
+    model, tokenizer, model_name = base_model(options.quick)
     batches = target_batches(tokenizer, tokens, length, batch_size)
     runs = {}
     with tempfile.TemporaryDirectory() as folder:
@@ -158,16 +156,13 @@ def main(argv: list[str] | None = None) -> None:
     record = {
         "model": model_name,
         "command": " ".join(["python -m benchmarks.halving_cost", *(argv if argv is not None else sys.argv[1:])]),
-        "target": {
-            "documents": sum(len(b.input_ids) for b in batches),
-            "scored_tokens": sum(b.num_scored for b in batches),
-        },
+        "target": target_summary(batches),
         "lora": {"r": 8, "target_modules": ["q_proj", "v_proj"], "first_layer": first_layer, "candidates": candidates},
         "pass_share": pass_share(model, first_layer),
         "budget": DEFAULT_RERANK_BUDGET,
-        "quick": options.quick,
-        "machine": machine_info(),
         "runs": {str(t): r for t, r in sorted(runs.items())},
+        "machine": machine_info(),
+        "quick": options.quick,
     }
     write_results(NAME, record, lambda path: plot(runs, path), options)
 

@@ -59,6 +59,23 @@ CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 FULL, QUICK = (2000, 64, 8, 20, 8, 4), (256, 32, 4, 2, 4, 2)
 
 
+def base_model(quick: bool) -> tuple:
+    """(model, tokenizer, its name): the embedded SmolLM2-135M, or a tiny random 4-layer Llama for ``--quick``;
+    in eval mode, frozen."""
+    if quick:
+        from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
+
+        model, tokenizer = tiny_causal_lm("llama", False, 64, num_layers=4), tiny_tokenizer(64)
+        name = "tiny random Llama (4 layers)"
+    else:
+        from fisherhub import load_model_and_tokenizer
+
+        model, tokenizer = load_model_and_tokenizer(None)
+        name = "SmolLM2-135M-Instruct (embedded)"
+    model.eval().requires_grad_(False)
+    return model, tokenizer, name
+
+
 def target_batches(tokenizer, tokens: int, length: int, batch_size: int) -> list[Batch]:
     """The first ``length`` tokens of demo English prose documents until ``tokens`` are scored, in batches."""
     from fisherhub.data.demo import load_demo_domain
@@ -71,6 +88,11 @@ def target_batches(tokenizer, tokens: int, length: int, batch_size: int) -> list
             break
     pad = tokenizer.pad_token_id or 0
     return [collate(documents[i : i + batch_size], pad, i + batch_size) for i in range(0, len(documents), batch_size)]
+
+
+def target_summary(batches: list[Batch]) -> dict[str, int]:
+    """The target's documents and scored tokens, for the record."""
+    return {"documents": sum(len(b.input_ids) for b in batches), "scored_tokens": sum(b.num_scored for b in batches)}
 
 
 def adapter_folders(model, count: int, first_layer: int, folder: Path) -> list[AdapterLocation]:
@@ -260,17 +282,7 @@ def main(argv: list[str] | None = None) -> None:
     options = parser.parse_args(argv)
     tokens, length, batch_size, first_layer, candidates, swapped = QUICK if options.quick else FULL
     candidates, swapped = options.candidates or candidates, options.swapped or swapped
-    if options.quick:
-        from fisherhub.testing.tiny_models import tiny_causal_lm, tiny_tokenizer
-
-        model, tokenizer = tiny_causal_lm("llama", False, 64, num_layers=4), tiny_tokenizer(64)
-        model_name = "tiny random Llama (4 layers)"
-    else:
-        from fisherhub import load_model_and_tokenizer
-
-        model, tokenizer = load_model_and_tokenizer(None)
-        model_name = "SmolLM2-135M-Instruct (embedded)"
-    model.eval().requires_grad_(False)
+    model, tokenizer, model_name = base_model(options.quick)
     batches = target_batches(tokenizer, tokens, length, batch_size)
     previous = output_dir(options) / f"{NAME}.json"
     kept = json.loads(previous.read_text()) if previous.exists() else {}
@@ -288,10 +300,7 @@ def main(argv: list[str] | None = None) -> None:
             print_table(threads, result)
     record = {
         "model": model_name,
-        "target": {
-            "documents": sum(len(b.input_ids) for b in batches),
-            "scored_tokens": sum(b.num_scored for b in batches),
-        },
+        "target": target_summary(batches),
         "lora": {"r": 8, "alpha": 16, "target_modules": ["q_proj", "v_proj"], "first_layer": first_layer},
         "quick": options.quick,
         "machine": machine_info(),
