@@ -215,6 +215,28 @@ def measured_verdict(
     return Verdict(geometry, best, runner_up, gap_z, p_best, random_top1, (geometry,), (geometry,), clear, message)
 
 
+def _measured_candidates(
+    names: Sequence[str],
+    adapted: Sequence[DocumentLosses],
+    base: DocumentLosses,
+    draws: torch.Tensor,
+    base_draws: torch.Tensor,
+) -> list[MeasuredCandidate]:
+    """Each adapter's loss and its gain over the base model, each ± its paired bootstrap standard error (``draws``
+    of the adapters' losses, ``base_draws`` of the base model's), over every document."""
+    return [
+        MeasuredCandidate(
+            name,
+            a.loss,
+            float(draws[:, i].std()),
+            base.loss - a.loss,
+            float((base_draws - draws[:, i]).std()),
+            len(a.nll),
+        )
+        for i, (name, a) in enumerate(zip(names, adapted))
+    ]
+
+
 def rerank(
     model,
     batches: Sequence,
@@ -260,26 +282,17 @@ def rerank(
     seconds = time.perf_counter() - started
     draws, base_draws = paired_bootstrap(base, adapted)
     names = [row.candidate for row in measured_rows]
-    measured = [
-        MeasuredCandidate(
-            name,
-            a.loss,
-            float(draws[:, i].std()),
-            base.loss - a.loss,
-            float((base_draws - draws[:, i]).std()),
-            len(a.nll),
-        )
-        for i, (name, a) in enumerate(zip(names, adapted))
-    ]
+    measured = _measured_candidates(names, adapted, base, draws, base_draws)
     verdict = measured_verdict(names, [m.loss for m in measured], draws)
+    documents, spent = len(base.nll), target.spent / len(base.nll)
     return Rerank(
         measured,
         base.loss,
         verdict,
         first_stage_verdict,
-        len(base.nll),
+        documents,
         int(base.tokens.sum()),
         seconds,
         skipped,
-        full_passes=target.spent / len(base.nll),
+        full_passes=spent,
     )
