@@ -284,15 +284,7 @@ def rerank(
     names = [row.candidate for row in measured_rows]
     measured = _measured_candidates(names, adapted, base, draws, base_draws)
     verdict = measured_verdict(names, [m.loss for m in measured], draws)
-    documents, spent = len(base.nll), target.spent / len(base.nll)
+    documents, tokens, spent = len(base.nll), int(base.tokens.sum()), target.spent / len(base.nll)
     return Rerank(
-        measured,
-        base.loss,
-        verdict,
-        first_stage_verdict,
-        documents,
-        int(base.tokens.sum()),
-        seconds,
-        skipped,
-        full_passes=spent,
+        measured, base.loss, verdict, first_stage_verdict, documents, tokens, seconds, skipped, full_passes=spent
     )
