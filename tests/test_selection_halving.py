@@ -199,3 +199,36 @@ def test_adapters_above_the_lower_layers_cost_their_share_and_buy_more_measureme
         if measured.documents == documents:
             assert measured.loss == pytest.approx(losses[measured.candidate], rel=1e-6)
     assert halving.best.candidate == str(upper_adapters["folders"][0])
+
+
+def test_an_unreadable_config_costs_a_full_pass_and_its_adapter_is_skipped_with_its_reason(world, upper_adapters):  # noqa: F811
+    import types
+
+    from fisherhub.lm.modules import pass_share
+    from fisherhub.selection.budgeted import pass_shares
+    from fisherhub.selection.rows import AdapterLocation
+
+    folder = upper_adapters["folders"][0].parent
+    missing, not_an_object = folder / "missing-config", folder / "list-config"
+    for broken in (missing, not_an_object):
+        shutil.copytree(upper_adapters["folders"][0], broken)
+    (missing / "adapter_config.json").unlink()
+    (not_an_object / "adapter_config.json").write_text("[" * 5000 + "]" * 5000)
+    rows = [
+        types.SimpleNamespace(candidate=str(path), adapter=AdapterLocation(str(path)))
+        for path in (upper_adapters["folders"][0], missing, not_an_object, folder / "no-such-folder")
+    ]
+    base = upper_adapters["base"]
+    assert pass_shares(base, rows) == [pass_share(base, 1), 1.0, 1.0, 1.0]
+    kinds = ("wrong-shapes", "no-weights", "huge")  # read by the first stage, refused by the second
+    selection = select_adapter(
+        world["target"],
+        [str(c) for c in (*(world["broken"][k] for k in kinds), *world["good"])],
+        model=world["base"],
+        tokenizer=world["tokenizer"],
+        rerank="halving",
+        rerank_budget=3,
+    )
+    assert selection.best.candidate == str(world["good"][0]) and selection.rerank.full_passes <= 3 + 1e-9
+    reasons = {s.candidate: s.reason for s in selection.skipped}
+    assert all(reasons[str(world["broken"][k])].startswith(REASONS[k]) for k in kinds)
