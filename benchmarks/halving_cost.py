@@ -7,7 +7,8 @@ documents of 64 tokens, batches of 8) and its random LoRA adapters (r = 8, q_pro
 30), 11 of them (exp. 4 and 6's candidates per target). Each round measures, in turn, the bare forward pass, the
 budgeted second stage and ``rerank=3``; ratios are medians over the rounds, in CPU time (this process's) and wall
 time. Beside them, the full passes the library counted (``Rerank.full_passes``: what ``analysis.halving`` plans
-with, an adapter's document after a round's first at ``lm.modules.pass_share`` of a full pass), the
+with, an adapter's document at ``lm.modules.pass_share`` of a full pass, the layers below replaying what the base
+model's pass kept), the
 document-passes run and the adapters measured on every document.
 
     python -m benchmarks.halving_cost --threads 1 2   # ≈ 8 min on 2 idle cores

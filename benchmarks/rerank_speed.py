@@ -11,9 +11,13 @@ interleaved:
 - ``swapped``: one ``PeftModel`` kept on a copy of the base model, each adapter added (``load_adapter``), made
   active (``set_adapter``), measured by the full forward pass, and the previous one deleted (``delete_adapter``);
   the first ``--swapped`` candidates only (its cost per candidate does not depend on the shortlist);
-- ``shared prefix``: ``measure_adapter`` with one ``TargetLosses`` for the shortlist (what ``rerank`` runs): the
-  first adapter runs the full forward pass and keeps the base model's input of layer 20, the others run layers
-  20 to 29 and the head.
+- ``shared prefix``: ``measure_adapter`` with one ``TargetLosses`` for the shortlist (what ``rerank`` and the
+  budgeted second stage run): the base model's pass keeps its input of layer 20 (``keep_prefix_at``), every
+  adapter runs layers 20 to 29 and the head;
+- ``mixed batch``: the candidates in groups of ``--group`` (default 4) on one ``PeftModel`` on a copy of the base
+  model, the group's adapters loaded together, each target batch repeated once per adapter with its rows routed
+  to their adapter by peft's mixed-adapter batches (``adapter_names=``), the layers below 20 replaying the base
+  model's kept input as the shared prefix does; a group's seconds are split evenly among its candidates.
 
 Seconds per candidate at shortlist size n: the total over the first n candidates / n (the base model's own pass,
 one per shortlist, is reported apart); the ratio: that total over the bare forward passes' total of the same n
@@ -45,18 +49,19 @@ import torch
 from benchmarks.synthetic import add_output_arguments, machine_info, output_dir, write_results
 from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.data.batches import Batch, Document, collate
+from fisherhub.lm.modules import decoder_layers
 from fisherhub.selection.peft_loading import adapter_on, check_adapter, default_max_adapter_bytes
 from fisherhub.selection.rerank import measure_adapter
 from fisherhub.selection.rows import AdapterLocation
-from fisherhub.selection.target_losses import DocumentLosses, TargetLosses
+from fisherhub.selection.target_losses import DocumentLosses, TargetLosses, _recording, _replaying
 
 NAME = "rerank_speed"
-PATHS = ("today", "swapped", "shared prefix")
+PATHS = ("today", "swapped", "shared prefix", "mixed batch")
 BARE = "bare PEFT forward"
 #: wall time, and the CPU time of this process (what other processes on a shared machine add to far less)
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
-#: (target tokens, document length, batch size, LoRA's first layer, candidates, swapped candidates)
-FULL, QUICK = (2000, 64, 8, 20, 8, 4), (256, 32, 4, 2, 4, 2)
+#: (target tokens, document length, batch size, LoRA's first layer, candidates, swapped candidates, group size)
+FULL, QUICK = (2000, 64, 8, 20, 8, 4, 4), (256, 32, 4, 2, 4, 2, 2)
 
 
 def base_model(quick: bool) -> tuple:
@@ -114,19 +119,25 @@ def adapter_folders(model, count: int, first_layer: int, folder: Path) -> list[A
     return adapters
 
 
+def document_nll(logits: torch.Tensor, batch: Batch, repeats: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-row NLL sums and scored tokens of ``logits`` over ``batch`` repeated ``repeats`` times."""
+    labels = batch.labels[:, 1:].repeat(repeats, 1)
+    scored = labels != IGNORE_INDEX
+    per_token = torch.nn.functional.cross_entropy(
+        logits[:, :-1].float().flatten(0, 1), labels.clamp_min(0).flatten(), reduction="none"
+    ).view_as(labels)
+    return (per_token * scored).sum(dim=1).double(), scored.sum(dim=1).double()
+
+
 def bare_losses(model, batches) -> DocumentLosses:
     """Per-document NLL sums from the plain forward pass of ``model`` over ``batches`` (the reference)."""
     nll, tokens = [], []
     with torch.no_grad():
         for batch in batches:
             logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-            labels = batch.labels[:, 1:]
-            scored = labels != IGNORE_INDEX
-            per_token = torch.nn.functional.cross_entropy(
-                logits[:, :-1].float().flatten(0, 1), labels.clamp_min(0).flatten(), reduction="none"
-            ).view_as(labels)
-            nll.append((per_token * scored).sum(dim=1).double())
-            tokens.append(scored.sum(dim=1).double())
+            batch_nll, batch_tokens = document_nll(logits, batch)
+            nll.append(batch_nll)
+            tokens.append(batch_tokens)
     return DocumentLosses(torch.cat(nll), torch.cat(tokens))
 
 
@@ -169,21 +180,62 @@ class Swapped:
         return bare_losses(self.peft_model, self.batches)
 
 
-def run(model, batches, adapters, swapped_count: int) -> dict:
-    """Every path on every candidate in turn (``swapped`` on the first ``swapped_count``): seconds and losses."""
+class MixedBatch:
+    """Adapters measured a group at a time: one ``PeftModel`` on its own copy of the base model with the group's
+    adapters loaded; each target batch repeated once per adapter, its rows routed by peft's mixed-adapter batches
+    (``adapter_names=``); the layers below ``first`` replaying the base model's input of layer ``first``, kept
+    from an untimed pass (the base model's pass, which the other paths report apart) and repeated likewise."""
+
+    def __init__(self, model, batches, first: int):
+        self.base, self.batches, self.first = copy.deepcopy(model), batches, first
+        with _recording([decoder_layers(self.base)[first - 1]]) as outputs:
+            bare_losses(self.base, batches)
+        self.kept = outputs[0]
+
+    def losses(self, adapters: list[AdapterLocation]) -> list[DocumentLosses]:
+        from peft import PeftModel
+
+        names = [f"candidate_{i}" for i in range(len(adapters))]
+        peft_model = PeftModel.from_pretrained(self.base, adapters[0].path, adapter_name=names[0]).eval()
+        for name, adapter in zip(names[1:], adapters[1:]):
+            peft_model.load_adapter(adapter.path, adapter_name=name)
+        layers, nll, tokens = decoder_layers(peft_model), [], []
+        with torch.no_grad():
+            for batch, kept in zip(self.batches, self.kept):
+                routed = [name for name in names for _ in range(len(batch.input_ids))]
+                with _replaying(layers[: self.first], torch.cat([kept] * len(names))):
+                    logits = peft_model(
+                        input_ids=batch.input_ids.repeat(len(names), 1),
+                        attention_mask=batch.attention_mask.repeat(len(names), 1),
+                        adapter_names=routed,
+                        use_cache=False,
+                    ).logits
+                batch_nll, batch_tokens = document_nll(logits, batch, len(names))
+                nll.append(batch_nll.view(len(names), -1))
+                tokens.append(batch_tokens.view(len(names), -1))
+        peft_model.unload()
+        return [DocumentLosses(n, t) for n, t in zip(torch.cat(nll, dim=1), torch.cat(tokens, dim=1))]
+
+
+def run(model, batches, adapters, swapped_count: int, first_layer: int, group: int) -> dict:
+    """Every path on every candidate in turn (``swapped`` on the first ``swapped_count``; ``mixed batch`` on each
+    group of ``group`` once its last was measured by the others): seconds and losses."""
     load_before = os.getloadavg()
     target = TargetLosses(batches)
+    target.keep_prefix_at(model, [first_layer])
     base, base_seconds = timed(lambda: target.losses(model))
-    swapped = Swapped(model, batches)
+    swapped, mixed = Swapped(model, batches), MixedBatch(model, batches, first_layer)
+    references: list[DocumentLosses] = []
     seconds: dict[str, dict[str, list[float]]] = {c: {p: [] for p in (*PATHS, BARE)} for c in CLOCKS}
 
     def add(path: str, spent: dict) -> None:
         for clock, value in spent.items():
             seconds[clock][path].append(value)
 
-    gaps: dict[str, float] = {"swapped": 0.0, "shared prefix": 0.0}
+    gaps: dict[str, float] = {"swapped": 0.0, "shared prefix": 0.0, "mixed batch": 0.0}
     for index, adapter in enumerate(adapters):
         reference, total, forward = today(model, batches, adapter)
+        references.append(reference)
         add("today", total)
         add(BARE, forward)
         shared, spent = timed(lambda: measure_adapter(model, target, adapter))
@@ -193,6 +245,11 @@ def run(model, batches, adapters, swapped_count: int) -> dict:
             losses, spent = timed(lambda: swapped.losses(adapter, index))
             add("swapped", spent)
             gaps["swapped"] = max(gaps["swapped"], float((losses.nll - reference.nll).abs().max()))
+        if (index + 1) % group == 0:
+            together, spent = timed(lambda: mixed.losses(adapters[index + 1 - group : index + 1]))
+            for losses, reference in zip(together, references[index + 1 - group :]):
+                add("mixed batch", {clock: value / group for clock, value in spent.items()})
+                gaps["mixed batch"] = max(gaps["mixed batch"], float((losses.nll - reference.nll).abs().max()))
         cells = ", ".join(f"{p} {s[-1]:.2f} s" for p, s in seconds["cpu"].items() if s)
         print(f"  candidate {index + 1}, CPU time: {cells}", flush=True)
     return {
@@ -279,9 +336,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1], help="torch threads, one run each")
     parser.add_argument("--candidates", type=int, help="the largest shortlist (default 8; 4 with --quick)")
     parser.add_argument("--swapped", type=int, help="candidates measured by the swapped path (default 4; 2 quick)")
+    parser.add_argument("--group", type=int, help="adapters per mixed batch (default 4; 2 quick)")
     options = parser.parse_args(argv)
-    tokens, length, batch_size, first_layer, candidates, swapped = QUICK if options.quick else FULL
-    candidates, swapped = options.candidates or candidates, options.swapped or swapped
+    tokens, length, batch_size, first_layer, candidates, swapped, group = QUICK if options.quick else FULL
+    candidates, swapped, group = options.candidates or candidates, options.swapped or swapped, options.group or group
     model, tokenizer, model_name = base_model(options.quick)
     batches = target_batches(tokenizer, tokens, length, batch_size)
     previous = output_dir(options) / f"{NAME}.json"
@@ -293,7 +351,7 @@ def main(argv: list[str] | None = None) -> None:
         for threads in options.threads:
             torch.set_num_threads(threads)
             print(f"{model_name}, {threads} thread(s), {candidates} candidates")
-            result = run(model, batches, adapters, swapped)
+            result = run(model, batches, adapters, swapped, first_layer, group)
             result["per_size"] = {clock: per_size(result["seconds"][clock]) for clock in CLOCKS}
             result["command"] = command
             runs[threads] = result
@@ -302,6 +360,7 @@ def main(argv: list[str] | None = None) -> None:
         "model": model_name,
         "target": target_summary(batches),
         "lora": {"r": 8, "alpha": 16, "target_modules": ["q_proj", "v_proj"], "first_layer": first_layer},
+        "mixed_batch_group": group,
         "quick": options.quick,
         "machine": machine_info(),
         "runs": {str(t): r for t, r in sorted(runs.items())},

@@ -192,6 +192,7 @@ CHECKS = {
         row["shared prefix / bare"] > 0
         and _finite(row["today / bare"])
         and max(run["largest_nll_difference_from_today"].values()) < 1e-3
+        and rows[-1]["mixed batch / bare"] > 0
         for run in r["runs"].values()
         for rows in run["per_size"].values()
         for row in rows

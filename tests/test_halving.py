@@ -42,9 +42,8 @@ class CountingOracle:
     def __call__(self, candidates, documents):
         self.calls.append((tuple(candidates), tuple(documents)))
         self.passes += len(candidates) * len(documents)
-        costs = [1.0 if c == BASE else self.shares[c] for c in candidates]
-        # the first candidate of each share runs the full pass (keeping the lower layers), the others their share
-        self.cost += len(documents) * sum(cost if cost in costs[:i] else 1.0 for i, cost in enumerate(costs))
+        # the base model runs the full pass (keeping the lower layers), each candidate its share
+        self.cost += len(documents) * sum(1.0 if c == BASE else self.shares[c] for c in candidates)
         rows = [self.table[-1 if c == BASE else c, list(documents)].clone() for c in candidates]
         for row, c in zip(rows, candidates):
             if c in self.broken:
@@ -87,12 +86,12 @@ def test_cheaper_passes_buy_more_documents_and_never_cost_more_than_the_budget(c
         assert outcome.finalists and all(outcome.documents(c) == documents for c in outcome.finalists)
 
 
-def test_the_candidates_capacity_counts_each_share_first_pass():
+def test_the_candidates_capacity_is_the_spare_passes_over_the_largest_share():
     assert candidate_capacity(4, 32) == candidate_capacity(4, 32, [1.0] * 11) == 96
-    assert candidate_capacity(4, 32, [0.5] * 11) == (96 - 16) / 0.5  # the first of each round at a full pass
+    assert candidate_capacity(4, 32, [0.5] * 11) == 96 / 0.5
     assert candidate_capacity(4, 32, [0.5, 1.0]) == 96  # one at a full pass: no gain promised
-    assert candidate_capacity(4, 32, [0.5, 0.6]) == int((96 - 0.5 * 32 - 0.4 * 32) / 0.6)
-    assert candidate_capacity(2, 32, [0.95] * 3) == 32  # never below (B − 1)·D
+    assert candidate_capacity(4, 32, [0.5, 0.6]) == int(96 / 0.6)
+    assert candidate_capacity(2, 32, [0.95] * 3) == 33
     assert halving_plan(11, 32, 4, [0.565] * 11).passes > halving_plan(11, 32, 4).passes
     assert halving_plan(11, 32, 4, [1.0] * 11) == halving_plan(11, 32, 4)
     for bad in ([0.5] * 10, [0.0] * 11, [1.5] * 11):
@@ -247,3 +246,16 @@ def test_best_chance_counts_the_unmeasured_and_the_noise_of_the_measured():
     # the same resamples give the same share; another seed a close one
     assert best_chance(close, 4, draws=2000, seed=0).measured_share == population
     assert best_chance(close, 4, draws=2000, seed=1).measured_share == pytest.approx(population, abs=0.05)
+
+
+def test_rounds_before_the_last_get_three_documents_where_the_same_candidates_allow(monkeypatch):
+    from fisherhub.analysis import halving
+
+    shares = [0.5652] * 11
+    assert halving_plan(11, 32, 4, shares) == halving.HalvingPlan(11, (11, 6, 3), (4, 12, 16))
+    monkeypatch.setattr(halving, "MIN_ROUND_DOCUMENTS", 1)
+    assert halving_plan(11, 32, 4, shares) == halving.HalvingPlan(11, (11, 6, 4), (2, 10, 20))  # more finalists
+    monkeypatch.undo()
+    wide = halving_plan(32, 32, 4, [0.5652] * 32)  # no plan of 3-document rounds fits: every candidate it can
+    assert wide.candidates == 28 and wide.slices[0] == 1
+    assert all(size >= halving.MIN_ROUND_DOCUMENTS for size in halving_plan(9, 32, 4, [0.5652] * 9).slices[:-1])

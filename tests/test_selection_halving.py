@@ -76,8 +76,13 @@ def test_a_subset_of_documents_is_measured_as_in_the_whole(adapters):  # noqa: F
     sketcher = TargetSketcher(adapters["target"], adapters["base"], adapters["tokenizer"], None, SketchOptions())
     batches = sketcher.batches()
     whole = TargetLosses(batches).losses(adapters["base"])
-    positions = [0, 3, 17, 39, 21]
-    part = TargetLosses(document_subset(batches, positions)).losses(adapters["base"])
+    positions = [0, 3, 17, 39, 21, 5, 8, 30, 11, 25]
+    subset = document_subset(batches, positions)
+    largest = max(len(batch.doc_index) for batch in batches)
+    assert len(subset) > 1 and [len(b.doc_index) for b in subset[:-1]] == [largest] * (len(subset) - 1)  # full
+    whole_ids = torch.cat([batch.doc_index for batch in batches])
+    assert torch.cat([batch.doc_index for batch in subset]).tolist() == whole_ids[sorted(positions)].tolist()
+    part = TargetLosses(subset).losses(adapters["base"])
     assert torch.allclose(part.nll, whole.nll[sorted(positions)], rtol=1e-6)
     assert torch.equal(part.tokens, whole.tokens[sorted(positions)])
 
@@ -188,13 +193,13 @@ def test_adapters_above_the_lower_layers_cost_their_share_and_buy_more_measureme
     assert second.full_passes <= budget + 1e-9, "the passes run never cost more than the budget"
     # the same plan with every adapter at a full pass measures fewer documents
     assert second.passes - documents > halving_plan(len(upper_adapters["folders"]), documents, budget).passes
-    # every round's first adapter ran the full pass on the round's documents (all of them over the rounds) and
-    # the others their share: what was counted as it ran
-    expected = documents + (second.passes - documents) * share + documents * (1 - share)
+    # the base model ran the full pass, keeping layer 1's input; every adapter replayed it and ran its share: what
+    # was counted as it ran
+    expected = documents + (second.passes - documents) * share
     assert second.full_passes * documents == pytest.approx(expected, rel=1e-9)
     everyone = select(upper_adapters, rerank=len(upper_adapters["folders"]))
     losses = {m.candidate: m.loss for m in everyone.rerank.measured}
-    assert everyone.rerank.full_passes == pytest.approx(2 + (len(losses) - 1) * share)  # the base, the first, shares
+    assert everyone.rerank.full_passes == pytest.approx(1 + len(losses) * share)  # the base, then the shares
     for measured in second.measured:
         if measured.documents == documents:
             assert measured.loss == pytest.approx(losses[measured.candidate], rel=1e-6)
@@ -218,8 +223,13 @@ def test_an_unreadable_config_costs_a_full_pass_and_its_adapter_is_skipped_with_
         types.SimpleNamespace(candidate=str(path), adapter=AdapterLocation(str(path)))
         for path in (upper_adapters["folders"][0], missing, not_an_object, folder / "no-such-folder")
     ]
+    from fisherhub.selection.target import SketchOptions, TargetSketcher
+
     base = upper_adapters["base"]
-    assert pass_shares(base, rows) == [pass_share(base, 1), 1.0, 1.0, 1.0]
+    sketcher = TargetSketcher(upper_adapters["target"], base, upper_adapters["tokenizer"], None, SketchOptions())
+    batches = sketcher.batches()
+    assert pass_shares(base, TargetLosses(batches), rows) == [pass_share(base, 1), 1.0, 1.0, 1.0]
+    assert pass_shares(base, TargetLosses(batches, max_cache_bytes=1000), rows) == [1.0] * 4  # no room to keep
     kinds = ("wrong-shapes", "no-weights", "huge")  # read by the first stage, refused by the second
     selection = select_adapter(
         world["target"],

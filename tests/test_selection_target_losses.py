@@ -6,12 +6,14 @@ layer's output out of sequence get the full forward pass, with the same losses."
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from peft import LoraConfig, get_peft_model
 
 from fisherhub.data.batches import Batch
-from fisherhub.lm.modules import decoder_layers
+from fisherhub.lm.modules import decoder_layers, pass_share
 from fisherhub.selection.rerank import measure_adapter
 from fisherhub.selection.rows import AdapterLocation
 from fisherhub.selection.target_losses import TargetLosses
@@ -81,7 +83,7 @@ def test_shared_layers_give_each_documents_own_loss_and_run_once(arch):
         assert not torch.allclose(losses.nll, base.nll, rtol=1e-3)  # the adapter changes the loss
         assert all("forward" not in vars(layer) for layer in layers)  # every layer runs its own forward again
         peft_model.unload()
-    assert target._prefix.exact == {FIRST: True} and len(target._prefix.hidden) == len(batches)
+    assert target._prefix.exact == {FIRST: True} and sorted(target._prefix.hidden[FIRST]) == [0, 1, 2, 3, 4]
 
 
 def test_a_subset_shares_what_is_kept_and_measure_adapter_uses_it(tmp_path):
@@ -105,6 +107,47 @@ def test_a_subset_shares_what_is_kept_and_measure_adapter_uses_it(tmp_path):
     assert not any(hasattr(module, "lora_A") for module in model.modules())
 
 
+def rows_below(layers, first: int) -> list[int]:
+    """The number of documents of each call of the submodules of the layers below ``first``, which run only when
+    their layer runs (the replay's check runs one document)."""
+    rows: list[int] = []
+    for layer in layers[:first]:
+        for module in list(layer.children()):
+            module.register_forward_hook(
+                lambda module, args, output: rows.append(len(output if torch.is_tensor(output) else output[0]))
+            )
+    return rows
+
+
+def test_the_base_models_pass_keeps_the_prefix_for_every_adapter_and_any_grouping_of_its_documents():
+    from fisherhub.selection.budgeted import document_subset
+
+    model = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=VOCAB, num_layers=LAYERS)
+    batches = target_batches()
+    target = TargetLosses(batches)
+    assert not target.keep_prefix_at(model, [0]) and target.keep_prefix_at(model, [FIRST, 0, FIRST])
+    assert target.prefix_layers == (FIRST,)
+    target.losses(model)
+    assert sorted(target._prefix.hidden[FIRST]) == [0, 1, 2, 3, 4]
+    rows = rows_below(decoder_layers(model), FIRST)
+    peft_model = lora(model, "llama", 0)
+    losses = target.losses(peft_model)
+    assert set(rows) == {1}, "the first adapter too replays the base model's layers (the check runs one document)"
+    assert target.spent == pytest.approx(5 + 5 * pass_share(model, FIRST))  # the base model's pass, then the share
+    expected = independent_nll(peft_model, batches)
+    assert torch.allclose(losses.nll, expected, rtol=1e-5)
+    regrouped = target.regrouped(document_subset(batches, [4, 0, 2]))  # rows of both batches
+    assert torch.allclose(regrouped.losses(peft_model).nll, expected[[0, 2, 4]], rtol=1e-5) and set(rows) == {1}
+    ids, mask = batches[1].input_ids, batches[1].attention_mask
+    ids = torch.where(mask.bool(), (ids - 3) % (VOCAB - 4) + 4, ids)  # other tokens under the same documents' ids
+    changed = [dataclasses.replace(batches[1], input_ids=ids, labels=ids.masked_fill(mask == 0, -100))]
+    other = target.regrouped(changed)
+    assert torch.allclose(other.losses(peft_model).nll, independent_nll(peft_model, changed), rtol=1e-5)
+    assert 2 in rows and other.spent == 2, "other tokens under a kept document's id: the full forward pass"
+    peft_model.unload()
+    assert not TargetLosses(batches, max_cache_bytes=100).keep_prefix_at(model, [FIRST])  # past the bound
+
+
 @pytest.mark.parametrize(
     "options",
     [{"target_modules": ["q_proj", "embed_tokens"], "layers_to_transform": None}, {"modules_to_save": ["lm_head"]}],
@@ -122,7 +165,7 @@ def test_an_adapter_outside_the_layers_gets_the_full_forward_pass(options):
 def test_past_the_memory_bound_batches_get_the_full_forward_pass():
     model = tiny_causal_lm("qwen2", tie_word_embeddings=False, vocab_size=VOCAB, num_layers=LAYERS)
     batches = target_batches()
-    first_batch_bytes = batches[0].input_ids.numel() * 32 * 4  # tokens × d × float32
+    first_batch_bytes = int(batches[0].attention_mask.sum()) * 32 * 4  # its documents' tokens × d × float32
     target = TargetLosses(batches, max_cache_bytes=first_batch_bytes)
     calls, passes = calls_below(decoder_layers(model), FIRST), []
     for seed in range(2):
@@ -132,7 +175,7 @@ def test_past_the_memory_bound_batches_get_the_full_forward_pass():
         passes.append(calls[0] - before)
         assert torch.allclose(losses.nll, independent_nll(peft_model, batches), rtol=1e-5)
         peft_model.unload()
-    assert list(target._prefix.hidden) == [(0, FIRST)] and target._prefix.held == first_batch_bytes
+    assert sorted(target._prefix.hidden[FIRST]) == [0, 1, 2] and target._prefix.held == first_batch_bytes
     per_pass = sum(len(list(layer.children())) for layer in decoder_layers(model)[:FIRST])
     assert passes == [per_pass * 3, per_pass]  # the check and both batches; then the second batch only
 
@@ -180,7 +223,7 @@ def test_an_adapter_with_nan_logits_leaves_the_check_of_the_replay_to_the_next()
 
 
 def test_the_first_adapted_layer_is_read_from_the_config_and_prices_the_pass():
-    from fisherhub.lm.modules import config_first_layer, pass_share
+    from fisherhub.lm.modules import config_first_layer
 
     model = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=VOCAB, num_layers=LAYERS)
     first = {

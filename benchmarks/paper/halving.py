@@ -32,8 +32,8 @@ on; its reliability per suite against how often the pick was the best on the tru
 and own sample).
 
 Budgets count full passes as ``select_adapter`` does: a document under a suite's adapter (layers 20 … of 30
-adapted) costs ``common.adapter_pass_share`` of a full pass once the round's first adapter has run the full pass
-(``fisherhub.analysis.halving.candidate_capacity``); the default budget's rows with every document-pass a full
+adapted) costs ``common.adapter_pass_share`` of a full pass, the layers below replaying what the base model's pass
+kept (``fisherhub.analysis.halving.candidate_capacity``); the default budget's rows with every document-pass a full
 pass (the count before) are printed beside them.
 
 Every row and reliability input is kept in ``<cache>/halving_rows.json`` under a hash of the losses it read, so a
@@ -187,7 +187,7 @@ def print_accounting(rows: Mapping[str, Mapping[str, list[dict]]], full: Mapping
             for c in [at_cost[setting][n]]
         ],
         title=f"B = {TARGET_BUDGET}: every document-pass a full pass, or at its cost "
-        f"({halving_simulation.ADAPTER_SHARE:.3f} of one after the round's first)",
+        f"({halving_simulation.ADAPTER_SHARE:.3f} of one)",
     )
 
 
@@ -292,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     started = time.time()
     halving_simulation.ROWS = common.Ledger(common.SETUP.cache_dir / "halving_rows.json")
     halving_simulation.ADAPTER_SHARE = common.adapter_pass_share()
-    print(f"an adapter's document after the round's first: {halving_simulation.ADAPTER_SHARE:.4f} of a full pass")
+    print(f"an adapter's document: {halving_simulation.ADAPTER_SHARE:.4f} of a full pass")
     suites: dict[str, Suite] = quick_suites() if options.quick else load_suites(common.RESULTS_DIR)
     splits = 2 if options.quick else SPLITS
     curves = {name: recall_curves(suite) for name, suite in suites.items()}

@@ -20,6 +20,7 @@ import torch
 
 from benchmarks.paper import common, recall
 from fisherhub.analysis import halving
+from fisherhub.analysis import halving as library_halving
 from fisherhub.analysis.halving import BASE, Halving, best_chance, successive_halving
 from fisherhub.core.registry import DEFAULT_RERANK_BUDGET, HALVING_SHORTLIST
 
@@ -286,14 +287,16 @@ ROWS: common.Ledger | None = None
 
 
 #: what one document under a suite's adapter costs in full passes of the base model (``select_adapter`` counts the
-#: layers below the adapter's as replayed: ``common.adapter_pass_share``); 1: every document-pass a full pass, as
-#: before the library counted them at their cost. The benchmarks set it.
+#: layers below the adapter's as replayed from the base model's pass: ``common.adapter_pass_share``); 1: every
+#: document-pass a full pass, as before the library counted them at their cost. The benchmarks set it.
 ADAPTER_SHARE = 1.0
 
 
 def _kept(key: str, compute):
     if ADAPTER_SHARE != 1.0:
-        key += f"|share {ADAPTER_SHARE:.6f}"
+        key += f"|share {ADAPTER_SHARE:.6f} from the base pass"
+    if library_halving.MIN_ROUND_DOCUMENTS > 1:
+        key += f"|rounds of {library_halving.MIN_ROUND_DOCUMENTS}+ documents"
     return compute() if ROWS is None else ROWS.get(key, compute)
 
 

@@ -17,7 +17,7 @@
   states): recall@k of the true best, k = 1 … 32.
 - **Second stage**: the default pool's first ``HALVING_SHORTLIST`` candidates measured on the target's own sample
   (its 32 task documents) by ``successive_halving`` at B = ``DEFAULT_RERANK_BUDGET``, each document under an adapter
-  at its cost as ``select_adapter`` counts it (``common.adapter_pass_share`` of a full pass after the round's first;
+  at its cost as ``select_adapter`` counts it (``common.adapter_pass_share`` of a full pass;
   the rows with every document-pass a full pass beside them); measure-all of the shortlist (B = shortlist + 1) is
   the ceiling, ``rerank=3`` (its first 3 on every document) beside it.
 
@@ -181,7 +181,7 @@ def transfer(losses: dict) -> np.ndarray:
 def analyse(data: dict, share: float) -> dict:
     """recall@k of every first stage, and the second stage at B = 2 … shortlist + 1 on the own samples (top-1 of
     all candidates, mean and max regret over the targets), each adapter's document at ``share`` of a full pass
-    after a round's first and at a full pass, with ``rerank=3``."""
+    and at a full pass, with ``rerank=3``."""
     per_target = data["targets"]
     truths = [dict(zip(t["allowed"], transfer(t["held_out"]))) for t in per_target]
     curves = {}
@@ -206,7 +206,7 @@ def analyse(data: dict, share: float) -> dict:
 
 def second_stage(per_target: list[dict], truths: list[dict], size: int, budget: int, share: float) -> dict:
     """Successive halving of each target's first ``size`` shortlisted candidates on its own sample (an adapter's
-    document at ``share`` of a full pass after a round's first), with each pick's P(best of all candidates) (the
+    document at ``share`` of a full pass), with each pick's P(best of all candidates) (the
     library's ``best_chance``, its truth the held-out documents)."""
     correct, regrets, chances = [], [], []
     for index, (t, truth) in enumerate(zip(per_target, truths)):
@@ -290,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             if r["budget"] == DEFAULT_RERANK_BUDGET
         ],
         title="wide suite: the default pool's shortlist measured on the own samples by successive halving, each "
-        f"adapter's document at {analysis['adapter_pass_share']:.3f} of a full pass after a round's first ('full': "
+        f"adapter's document at {analysis['adapter_pass_share']:.3f} of a full pass ('full': "
         "every one a full pass)",
     )
     path = common.SETUP.results_dir / "paper_wide_suite.png"

@@ -2,14 +2,13 @@
 
 The budget B counts full passes over the target's D documents, the base model's pass included. A candidate on one
 document is one document-pass; it costs a full pass of that document, or its share s < 1 of one when the layers
-below its adapter replay the base model's (``shares``; ``selection.target_losses``): the first candidate of each
-share measured in a round runs the full pass on the round's documents and keeps what the others replay. The
-candidates get C = ``candidate_capacity`` document-passes: (B − 1)·D, or where larger
-⌊((B − 1)·D − Σ_s (1 − s)·D) / max s⌋ (Σ over the distinct shares below 1), so the passes never cost more than
-(B − 1)·D full ones (``Halving.full_passes``). With n candidates and C ≥ n·D, every candidate is measured on every
+below its adapter replay what the base model's pass kept (``shares``; ``selection.target_losses``). The
+candidates get C = ``candidate_capacity`` = ⌊(B − 1)·D / max s⌋ document-passes, so the passes never cost more
+than (B − 1)·D full ones (``Halving.full_passes``). With n candidates and C ≥ n·D, every candidate is measured on every
 document (the measure-all ranking). Otherwise (``halving_plan``):
 
-- f finalists, the largest f < n whose plan below fits (f ≥ 2 where the budget allows, so that the last
+- f finalists, the largest f < n whose plan below fits with every round before the last on at least
+  ``MIN_ROUND_DOCUMENTS`` documents, else on at least one (f ≥ 2 where the budget allows, so that the last
   comparison is between two): the finalists are measured on all D documents (f·D document-passes), which leaves
   E = C − f·D for the rounds before.
 - Rounds r = 1 … R over disjoint slices of the documents (a seeded permutation, cut in order), survivors at most
@@ -52,6 +51,10 @@ from fisherhub.core.registry import FIRST_STAGE_RECALL
 BASE = -1
 #: the seed of the permutation that cuts the documents into slices
 SLICE_SEED = 0
+#: the fewest documents a round before the last gets where a plan of as many candidates allows it: a paired
+#: difference is judged against its spread over the documents seen (``clear_gap_threshold``: 14 standard errors
+#: at 2 documents, 4.5 at 3), so on fewer a round drops candidates by their loss alone
+MIN_ROUND_DOCUMENTS = 3
 
 #: (candidates, documents) → NLL sums (len(candidates), len(documents)) and scored tokens (len(documents),)
 LossOracle = Callable[[Sequence[int], Sequence[int]], tuple[torch.Tensor, torch.Tensor]]
@@ -93,19 +96,15 @@ def check_shares(shares: Sequence[float], candidates: int) -> tuple[float, ...]:
 
 def candidate_capacity(budget: int, documents: int, shares: Sequence[float] = ()) -> int:
     """The document-passes the candidates get within ``budget`` full passes over ``documents``, beside the base
-    model's: (B − 1)·D, or ⌊((B − 1)·D − Σ_s (1 − s)·D) / max s⌋ over the distinct ``shares`` s < 1 where that
-    is larger (the first candidate of each share pays the full pass on every document it is measured on)."""
+    model's: ⌊(B − 1)·D / max s⌋ over the ``shares`` s (each candidate's document at its share of a full pass;
+    (B − 1)·D without shares)."""
     spare = (check_budget(budget) - 1) * documents
-    cheaper = {share for share in shares if share < 1}
-    if not cheaper or max(shares) >= 1:
-        return spare
-    replayed = (spare - sum(1 - share for share in cheaper) * documents) / max(shares)
-    return max(spare, math.floor(replayed + 1e-9))
+    return math.floor(spare / max(shares, default=1.0) + 1e-9)
 
 
-def _plan(n: int, finalists: int, documents: int, capacity: int) -> HalvingPlan | None:
+def _plan(n: int, finalists: int, documents: int, capacity: int, least: int = 1) -> HalvingPlan | None:
     """The plan with ``finalists`` of ``n`` within ``capacity`` document-passes (module docstring), None where
-    it is not feasible."""
+    it is not feasible or gives a round before the last fewer than ``least`` documents."""
     if finalists >= n:
         return HalvingPlan(n, (n,), (documents,)) if n * documents <= capacity else None
     survivors = [n]
@@ -115,7 +114,7 @@ def _plan(n: int, finalists: int, documents: int, capacity: int) -> HalvingPlan 
     slices = [extra // (early * (m - finalists)) for m in survivors[:-1]]
     while sum(slices) >= documents and max(slices) > 1:  # more than the documents: the largest slices give some back
         slices[slices.index(max(slices))] -= 1
-    if min(slices) < 1 or sum(slices) >= documents:
+    if min(slices) < least or sum(slices) >= documents:
         return None
     return HalvingPlan(n, tuple(survivors), (*slices, documents - sum(slices)))
 
@@ -130,10 +129,11 @@ def halving_plan(candidates: int, documents: int, budget: int, shares: Sequence[
         raise InputError("the target has no documents to measure the adapters' loss on")
     capacity = candidate_capacity(budget, documents, check_shares(shares, candidates))
     for n in range(candidates, 0, -1):
-        for finalists in range(n, 0, -1):
-            plan = _plan(n, finalists, documents, capacity)
-            if plan is not None:
-                return plan
+        for least in (MIN_ROUND_DOCUMENTS, 1):
+            for finalists in range(n, 0, -1):
+                plan = _plan(n, finalists, documents, capacity, least)
+                if plan is not None:
+                    return plan
     raise AssertionError("unreachable: one candidate on every document always fits a budget of 2")
 
 
@@ -154,7 +154,7 @@ class Halving:
     """The outcome: the measured candidates best first (``order``; the unmeasurable left out), their NLL sums
     per document (candidates × D, NaN where not measured), the base model's, the documents' scored tokens, the
     rounds, the plan, the document-passes spent (the base model's included) and what they cost in full passes
-    over the documents (``full_passes``: per round and share s, the first candidate 1 and each other s)."""
+    over the documents (``full_passes``: each candidate's document at its share)."""
 
     order: tuple[int, ...]
     nll: torch.Tensor
@@ -211,14 +211,9 @@ def _survivors_after(
 
 
 def _round_cost(measured: Sequence[int], shares: Sequence[float], size: int) -> float:
-    """Document-passes in full passes of one round over ``size`` documents: per share s of the ``measured``, the
-    first candidate 1 and each other s (each 1 without ``shares``)."""
-    if not shares:
-        return float(len(measured) * size)
-    counts: dict[float, int] = {}
-    for c in measured:
-        counts[shares[c]] = counts.get(shares[c], 0) + 1
-    return size * sum(1 + (count - 1) * share for share, count in counts.items())
+    """Document-passes in full passes of one round over ``size`` documents: each of the ``measured`` at its share
+    (each 1 without ``shares``)."""
+    return float(size * (sum(shares[c] for c in measured) if shares else len(measured)))
 
 
 def successive_halving(

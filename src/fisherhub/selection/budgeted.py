@@ -3,8 +3,8 @@
 measured by successive halving (``analysis.halving``) within B full passes over the target's documents, the
 base model's pass included, so B = 4 costs what ``rerank=3`` costs without the shared layers. An adapter whose
 modules all lie in decoder layers L and above (its config, read before the rounds: ``lm.modules.config_first_layer``)
-costs ``lm.modules.pass_share`` of a full pass per document once another of its L has run on the round's documents
-(``target_losses``), so the budget measures more of them (``analysis.halving.candidate_capacity``); the passes
+costs ``lm.modules.pass_share`` of a full pass per document, the layers below replaying what the base model's pass
+kept (``target_losses``), so the budget measures more of them (``analysis.halving.candidate_capacity``); the passes
 run are counted as they cost (``Rerank.full_passes``).
 
 Each adapter measured in a round is one ``rerank.measure_adapter`` call on that round's documents (checked,
@@ -29,14 +29,14 @@ from fisherhub.analysis.halving import BASE, Halving, best_chance, check_budget,
 from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.core.errors import InputError
 from fisherhub.core.registry import DEFAULT_RERANK_BUDGET, HALVING
-from fisherhub.lm.adapter_config import adapter_config_file, read_peft_config
-from fisherhub.lm.modules import config_first_layer, pass_share
+from fisherhub.lm.modules import pass_share
 from fisherhub.selection.errors import Skip, UnmeasurableAdaptersError
 from fisherhub.selection.rerank import (
     BOOTSTRAP_DRAWS,
     BOOTSTRAP_SEED,
     MeasuredCandidate,
     Rerank,
+    adapter_first_layers,
     check_rerank,
     measure_adapter,
     measured_verdict,
@@ -81,41 +81,43 @@ def check_second_stage(rerank: int | str | None, budget: int | None, has_data: b
 
 
 def document_subset(batches: Sequence, positions: Sequence[int]) -> list:
-    """The documents at ``positions`` (0-based, in the order ``batches`` hold them), in that order, as batches of
-    the rows they came in (``data.batches.Batch``)."""
-    wanted, subset, start = set(positions), [], 0
-    for batch in batches:
-        rows = [row for row in range(len(batch.doc_index)) if start + row in wanted]
-        start += len(batch.doc_index)
-        if rows:
-            index = torch.tensor(rows)
-            subset.append(
-                dataclasses.replace(
-                    batch,
-                    input_ids=batch.input_ids[index],
-                    attention_mask=batch.attention_mask[index],
-                    labels=batch.labels[index],
-                    doc_index=batch.doc_index[index],
-                )
+    """The documents at ``positions`` (0-based, in the order the right-padded ``batches`` hold them), in that
+    order, regrouped into batches (``data.batches.Batch``) as large as the largest of ``batches``, each document
+    right-padded to its batch's longest (attention 0, label −100, the token id of the first padding found)."""
+    wanted = set(positions)
+    chosen = [(b, row) for b in batches for row in range(len(b.doc_index))]
+    chosen = [pair for position, pair in enumerate(chosen) if position in wanted]
+    padding = next(
+        (b.input_ids[b.attention_mask == 0][:1] for b in batches if bool((b.attention_mask == 0).any())), None
+    )
+    pad = int(padding[0]) if padding is not None else 0
+    size, subset = max((len(b.doc_index) for b in batches), default=1), []
+    for start in range(0, len(chosen), size):
+        group = chosen[start : start + size]
+        length = max(int(b.attention_mask[row].sum()) for b, row in group)
+        input_ids = torch.full((len(group), length), pad, dtype=torch.long)
+        labels = torch.full((len(group), length), IGNORE_INDEX, dtype=torch.long)
+        attention_mask = torch.zeros((len(group), length), dtype=torch.long)
+        for index, (b, row) in enumerate(group):
+            n = min(length, b.input_ids.shape[1])
+            input_ids[index, :n], labels[index, :n] = b.input_ids[row, :n], b.labels[row, :n]
+            attention_mask[index, :n] = b.attention_mask[row, :n]
+        doc_index = torch.stack([b.doc_index[row] for b, row in group])
+        subset.append(
+            dataclasses.replace(
+                group[0][0], input_ids=input_ids, attention_mask=attention_mask, labels=labels, doc_index=doc_index
             )
+        )
     return subset
 
 
-def pass_shares(model, rows: Sequence[RankedCandidate], token: str | None = None) -> list[float]:
-    """Each row's adapter's cost of one document in full passes of ``model`` (``lm.modules.pass_share`` from the
-    first layer its config adapts); 1 where the config cannot be read (the adapter is then skipped when measured)."""
-    shares = []
-    for row in rows:
-        adapter = row.adapter
-        assert adapter is not None  # second_stage_candidates keeps the rows that have an adapter
-        try:
-            file = adapter_config_file(
-                adapter.path, revision=adapter.revision, subfolder=adapter.subfolder, token=token
-            )
-            shares.append(pass_share(model, config_first_layer(model, read_peft_config(file))))
-        except Exception:  # noqa: BLE001 (a stranger's config: measure_adapter says why it is skipped)
-            shares.append(1.0)
-    return shares
+def pass_shares(model, target: TargetLosses, rows: Sequence[RankedCandidate], token: str | None = None) -> list[float]:
+    """Each row's adapter's cost of one document in full passes of ``model``: ``lm.modules.pass_share`` from the
+    first layer its config adapts, where the base model's pass over ``target`` can keep that layer's input
+    (``TargetLosses.keep_prefix_at``, named here); 1 where it cannot, or where the config cannot be read."""
+    firsts = adapter_first_layers(model, rows, token)
+    kept = target.keep_prefix_at(model, firsts)
+    return [pass_share(model, first) if kept else 1.0 for first in firsts]
 
 
 class _MeasuringOracle:
@@ -124,18 +126,16 @@ class _MeasuringOracle:
     (``reasons``) and gives NaN, as it does for every later call. Each document-pass served moves ``bar``;
     ``spent`` counts them in full passes of a document (``TargetLosses.spent``)."""
 
-    def __init__(self, model, batches: Sequence, rows: Sequence[RankedCandidate], bar, **measure_options):
-        self.model, self.batches, self.rows, self.measure_options = model, batches, rows, measure_options
+    def __init__(self, model, target: TargetLosses, rows: Sequence[RankedCandidate], bar, **measure_options):
+        self.model, self.target, self.rows, self.measure_options = model, target, rows, measure_options
         self.reasons: dict[int, str] = {}
         self.bar = bar
         self.spent = 0.0
-        self._previous = TargetLosses(())
 
     def __call__(self, candidates: Sequence[int], documents: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
         ordered = sorted(documents)
         columns = torch.tensor([ordered.index(d) for d in documents])
-        subset = self._previous.regrouped(document_subset(self.batches, ordered))  # a round's adapters share it
-        self._previous = subset
+        subset = self.target.regrouped(document_subset(self.target.batches, ordered))
         measured = []
         for c in candidates:
             losses = self._losses(c, subset) if c not in self.reasons else None
@@ -240,13 +240,14 @@ def halving_rerank(
     model.eval()
     batches = list(batches)
     documents = sum(len(batch.doc_index) for batch in batches)
-    shares = pass_shares(model, rows, token)
+    target = TargetLosses(batches)
+    shares = pass_shares(model, target, rows, token)
     most = documents + halving_plan(len(rows), documents, budget, shares).passes
     from huggingface_hub.utils import tqdm  # off under HF_HUB_DISABLE_PROGRESS_BARS=1 or disable_progress_bars()
 
     with tqdm(total=most, unit="doc", desc=f"second stage (halving, {len(rows)} adapters)") as bar:
         oracle = _MeasuringOracle(
-            model, batches, rows, bar, base_model=base_model, token=token, max_adapter_bytes=max_adapter_bytes
+            model, target, rows, bar, base_model=base_model, token=token, max_adapter_bytes=max_adapter_bytes
         )
         outcome = successive_halving(len(rows), documents, budget, oracle, shares)
     base = DocumentLosses(outcome.base_nll, outcome.tokens)

@@ -6,8 +6,9 @@ stage are the first ``k`` distinct ones of the round-robin merge of the S_a and 
 on the paper suites that pool held the true best source in its top 3 in 22 of 24 natural-domain selections and
 18 of 18 SMILES ones (``benchmarks/paper/recall.py``; a selection is a target under one LoRA seed). Each is loaded onto the base model with ``peft``,
 the target's documents go through it once, and it is unloaded (``PeftModel.unload``) before the next one; the
-layers below an adapter's first adapted one are the base model's, and their output is computed once and shared by
-every adapter starting at the same layer (``target_losses.TargetLosses``).
+layers below an adapter's first adapted one are the base model's: the base model's own pass keeps their output
+at the layers the adapters' configs start at (``adapter_first_layers``), and every adapter starting there replays
+it (``target_losses.TargetLosses``).
 
 The tokens measured are the ones the target's signature was sketched from: the same documents, truncated to the
 same ``max_length``, every token whose label is scored (all next tokens of a text; the assistant turns of chat
@@ -36,6 +37,8 @@ import torch
 from fisherhub.analysis.verdict import Verdict
 from fisherhub.core.errors import InputError
 from fisherhub.core.geometry import CLEAR_GAP_Z
+from fisherhub.lm.adapter_config import adapter_config_file, read_peft_config
+from fisherhub.lm.modules import config_first_layer
 from fisherhub.selection.errors import Skip, UnmeasurableAdaptersError
 from fisherhub.selection.peft_loading import brief, checked_adapter_on
 from fisherhub.selection.ranking import best_first
@@ -79,6 +82,24 @@ def second_stage_candidates(ranking: Sequence[RankedCandidate], k: int) -> list[
                 chosen.append(ordered[position].candidate)
     by_name = {row.candidate: row for row in ranking}
     return [by_name[name] for name in chosen[:k]]
+
+
+def adapter_first_layers(model, rows: Sequence[RankedCandidate], token: str | None = None) -> list[int]:
+    """The first decoder layer of ``model`` that each row's adapter adapts, read from its config
+    (``lm.modules.config_first_layer``); 0 where the config cannot be read (the adapter is then skipped when
+    measured)."""
+    firsts = []
+    for row in rows:
+        adapter = row.adapter
+        assert adapter is not None  # second_stage_candidates keeps the rows that have an adapter
+        try:
+            file = adapter_config_file(
+                adapter.path, revision=adapter.revision, subfolder=adapter.subfolder, token=token
+            )
+            firsts.append(config_first_layer(model, read_peft_config(file)))
+        except Exception:  # noqa: BLE001 (a stranger's config: measure_adapter says why it is skipped)
+            firsts.append(0)
+    return firsts
 
 
 def measure_adapter(
@@ -257,6 +278,7 @@ def rerank(
     started = time.perf_counter()
     model.eval()
     target = TargetLosses(batches)
+    target.keep_prefix_at(model, adapter_first_layers(model, rows, token))
     base = target.losses(model)
     if not bool(torch.isfinite(base.nll).all()):
         raise InputError("the base model's own loss on the target is not finite: check the model and its dtype")

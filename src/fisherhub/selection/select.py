@@ -318,8 +318,8 @@ def select_adapter(
             With ``rerank="halving"``: full passes over the target's documents, the base model's included
             (default 4, what ``rerank=3`` cost without the shared layers; at least 2; the shortlist's size + 1
             measures every adapter on every document). An adapter whose config adapts only decoder layers L and
-            above counts its share of a full pass once the round's first from L has run, so the budget measures
-            more of them (``Rerank.full_passes``: what was spent). A budget too small for the shortlist or the
+            above counts its share of a full pass (the layers below replay the base model's pass), so the budget
+            measures more of them (``Rerank.full_passes``: what was spent). A budget too small for the shortlist or the
             documents measures fewer of the shortlist (at worst the first ``rerank_budget - 1``, as ``rerank``).
         max_adapter_bytes (`int`, *optional*):
             The largest adapter weights file the second stage, ``Selection.load`` and ``mix`` load (default: the
