@@ -146,6 +146,9 @@ def test_the_base_models_pass_keeps_the_prefix_for_every_adapter_and_any_groupin
     assert 2 in rows and other.spent == 2, "other tokens under a kept document's id: the full forward pass"
     peft_model.unload()
     assert not TargetLosses(batches, max_cache_bytes=100).keep_prefix_at(model, [FIRST])  # past the bound
+    exact = sum(int(b.attention_mask.sum()) for b in batches) * model.config.hidden_size * 4  # float32, one layer
+    assert TargetLosses(batches, max_cache_bytes=exact).keep_prefix_at(model, [FIRST])
+    assert not TargetLosses(batches, max_cache_bytes=exact - 1).keep_prefix_at(model, [FIRST])
 
 
 @pytest.mark.parametrize(

@@ -225,13 +225,17 @@ class TargetLosses:
     def keep_prefix_at(self, model, firsts: Iterable[int]) -> bool:
         """Have the base ``model``'s pass keep, for every document, the input of each decoder layer in ``firsts``
         (those above 0), so that every adapter starting at one replays it, the first too; False (nothing named)
-        without decoder layers, without such a layer, or when the inputs would pass the bytes still free (the
-        documents' tokens × the embedding width × the parameters' element size, per layer)."""
+        without decoder layers or a hidden size in the (text) config, without such a layer, or when the inputs
+        would pass the bytes still free (the documents' tokens × the hidden size × the parameters' element size,
+        per layer)."""
         wanted = tuple(sorted({first for first in firsts if first > 0}))
-        width = model.get_input_embeddings().embedding_dim
+        text_config = getattr(getattr(model, "config", None), "get_text_config", None)
+        width = getattr(text_config(), "hidden_size", None) if callable(text_config) else None
+        if decoder_layers(model) is None or not wanted or not isinstance(width, int):
+            return False
         size = next(model.parameters()).element_size()
         needed = sum(int(batch.attention_mask.sum()) for batch in self) * width * size * len(wanted)
-        if decoder_layers(model) is None or not wanted or needed > self._prefix.limit - self._prefix.held:
+        if needed > self._prefix.limit - self._prefix.held:
             return False
         self.prefix_layers = wanted
         return True
