@@ -209,3 +209,14 @@ def test_cli_select_rerank(adapters, tmp_path, capsys):
         != 0
     )
     assert "rerank must be a non-negative int" in capsys.readouterr().err
+
+
+def test_rerank_reads_only_the_configs_of_the_adapters_it_means_to_measure(adapters, monkeypatch):
+    from fisherhub.selection import rerank as rerank_module
+
+    read, original = [], rerank_module.adapter_config_file
+    monkeypatch.setattr(
+        rerank_module, "adapter_config_file", lambda path, **kw: read.append(path) or original(path, **kw)
+    )
+    selection = select(adapters, rerank=1)
+    assert len(adapters["folders"]) > 1 and [m.candidate for m in selection.rerank.measured] == read

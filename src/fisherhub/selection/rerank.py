@@ -271,18 +271,20 @@ def rerank(
 ) -> Rerank:
     """Measure the target's loss (``batches``: its documents, as sketched) under the base ``model`` and under
     ``rows``' adapters in turn (``measure_adapter``, one at a time) until ``wanted`` (default: all) are measured,
-    with paired bootstrap error bars; the ones that cannot be measured are skipped with their reason.
-    ``UnmeasurableAdaptersError`` when none can be."""
+    with paired bootstrap error bars; the ones that cannot be measured are skipped with their reason. The base
+    model's pass keeps the input of the layers the first ``wanted`` adapters start at (``adapter_first_layers``:
+    only their configs are read); one measured in place of a skipped one from another layer runs the full pass
+    first. ``UnmeasurableAdaptersError`` when none can be."""
     if not rows:
         raise InputError("no adapter among the candidates to re-rank: the first stage ranked only dataset repos")
     started = time.perf_counter()
     model.eval()
+    wanted = len(rows) if wanted is None else wanted
     target = TargetLosses(batches)
-    target.keep_prefix_at(model, adapter_first_layers(model, rows, token))
+    target.keep_prefix_at(model, adapter_first_layers(model, rows[:wanted], token))  # those measured unless skipped
     base = target.losses(model)
     if not bool(torch.isfinite(base.nll).all()):
         raise InputError("the base model's own loss on the target is not finite: check the model and its dtype")
-    wanted = len(rows) if wanted is None else wanted
     measured_rows: list[RankedCandidate] = []
     adapted: list[DocumentLosses] = []
     skipped: list[Skipped] = []
