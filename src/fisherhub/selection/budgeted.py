@@ -29,6 +29,7 @@ from fisherhub.analysis.halving import BASE, Halving, best_chance, check_budget,
 from fisherhub.core.batch import IGNORE_INDEX
 from fisherhub.core.errors import InputError
 from fisherhub.core.registry import DEFAULT_RERANK_BUDGET, HALVING
+from fisherhub.data.batches import Document, collate
 from fisherhub.lm.modules import pass_share
 from fisherhub.selection.errors import Skip, UnmeasurableAdaptersError
 from fisherhub.selection.rerank import (
@@ -82,33 +83,22 @@ def check_second_stage(rerank: int | str | None, budget: int | None, has_data: b
 
 def document_subset(batches: Sequence, positions: Sequence[int]) -> list:
     """The documents at ``positions`` (0-based, in the order the right-padded ``batches`` hold them), in that
-    order, regrouped into batches (``data.batches.Batch``) as large as the largest of ``batches``, each document
-    right-padded to its batch's longest (attention 0, label −100, the token id of the first padding found)."""
-    wanted = set(positions)
-    chosen = [(b, row) for b in batches for row in range(len(b.doc_index))]
-    chosen = [pair for position, pair in enumerate(chosen) if position in wanted]
-    padding = next(
-        (b.input_ids[b.attention_mask == 0][:1] for b in batches if bool((b.attention_mask == 0).any())), None
-    )
-    pad = int(padding[0]) if padding is not None else 0
-    size, subset = max((len(b.doc_index) for b in batches), default=1), []
-    for start in range(0, len(chosen), size):
-        group = chosen[start : start + size]
-        length = max(int(b.attention_mask[row].sum()) for b, row in group)
-        input_ids = torch.full((len(group), length), pad, dtype=torch.long)
-        labels = torch.full((len(group), length), IGNORE_INDEX, dtype=torch.long)
-        attention_mask = torch.zeros((len(group), length), dtype=torch.long)
-        for index, (b, row) in enumerate(group):
-            n = min(length, b.input_ids.shape[1])
-            input_ids[index, :n], labels[index, :n] = b.input_ids[row, :n], b.labels[row, :n]
-            attention_mask[index, :n] = b.attention_mask[row, :n]
-        doc_index = torch.stack([b.doc_index[row] for b, row in group])
-        subset.append(
-            dataclasses.replace(
-                group[0][0], input_ids=input_ids, attention_mask=attention_mask, labels=labels, doc_index=doc_index
-            )
-        )
-    return subset
+    order, regrouped by ``data.batches.collate`` into batches as large as the largest of ``batches`` (padded with
+    the token id of the first padding found)."""
+    wanted, documents, position = set(positions), [], 0
+    for batch in batches:
+        for row, index in enumerate(batch.doc_index.tolist()):
+            if position in wanted:
+                length = int(batch.attention_mask[row].sum())
+                ids, labels = batch.input_ids[row, :length].tolist(), batch.labels[row, :length].tolist()
+                documents.append((Document(index, ids, labels), batch.next_index))
+            position += 1
+    padded = (b.input_ids[b.attention_mask == 0] for b in batches if bool((b.attention_mask == 0).any()))
+    pad, size = int(next(padded, torch.zeros(1))[0]), max((len(batch.doc_index) for batch in batches), default=1)
+    return [
+        collate([document for document, _ in documents[i : i + size]], pad, documents[i : i + size][-1][1])
+        for i in range(0, len(documents), size)
+    ]
 
 
 def pass_shares(model, target: TargetLosses, rows: Sequence[RankedCandidate], token: str | None = None) -> list[float]:
