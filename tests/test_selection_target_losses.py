@@ -86,7 +86,7 @@ def test_shared_layers_give_each_documents_own_loss_and_run_once(arch):
     assert target._prefix.exact == {FIRST: True} and sorted(target._prefix.hidden[FIRST]) == [0, 1, 2, 3, 4]
 
 
-def test_a_subset_shares_what_is_kept_and_measure_adapter_uses_it(tmp_path):
+def test_a_regrouped_target_shares_what_is_kept_and_measure_adapter_uses_it(tmp_path):
     model = tiny_causal_lm("llama", tie_word_embeddings=False, vocab_size=VOCAB, num_layers=LAYERS)
     model.requires_grad_(False)
     batches = target_batches()
@@ -99,7 +99,7 @@ def test_a_subset_shares_what_is_kept_and_measure_adapter_uses_it(tmp_path):
     target = TargetLosses(batches)
     first = measure_adapter(model, target, folders[0])
     calls = calls_below(decoder_layers(model), FIRST)
-    second = measure_adapter(model, target.subset([1]), folders[1])
+    second = measure_adapter(model, target.regrouped([batches[1]]), folders[1])
     assert calls[0] == 0 and len(second.nll) == 2
     alone = measure_adapter(model, batches, folders[1])  # plain batches: measured alone, the full forward pass
     assert calls[0] > 0

@@ -18,7 +18,6 @@ forward pass runs.
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
@@ -190,30 +189,21 @@ class TargetLosses:
     """The target's batches (``data.batches.Batch``: label t predicted from positions < t, −100 unscored), which
     measure a model's per-document losses on them (``losses``), sharing the base model's hidden states among the
     adapters measured on one base model (``max_cache_bytes`` of them at most; the module's docstring).
-    ``keep_prefix_at`` names the layers the base model's pass keeps; ``subset`` keeps some batches and
-    ``regrouped`` takes other batches of the same documents, both sharing what is kept; iterating gives the
-    batches. ``spent``: the documents measured so far, each counted as the share of a full forward pass it ran
+    ``keep_prefix_at`` names the layers the base model's pass keeps; ``regrouped`` takes other batches of the same
+    documents (some of them, or grouped otherwise), sharing what is kept; iterating gives the batches. ``spent``: the documents measured so far, each counted as the share of a full forward pass it ran
     (``lm.modules.pass_share``; 1 without a replay)."""
 
     def __init__(self, batches: Iterable, max_cache_bytes: int = PREFIX_CACHE_BYTES):
         self.batches = list(batches)
-        self.positions = tuple(range(len(self.batches)))
         self._prefix = _SharedPrefix(max_cache_bytes)
         self.prefix_layers: tuple[int, ...] = ()
         self.spent = 0.0
 
     def __iter__(self) -> Iterator:
-        return (self.batches[position] for position in self.positions)
+        return iter(self.batches)
 
     def __len__(self) -> int:
-        return len(self.positions)
-
-    def subset(self, indices: Iterable[int]) -> TargetLosses:
-        """The batches at ``indices`` (positions in this one), sharing the hidden states kept."""
-        part = copy.copy(self)
-        part.positions = tuple(self.positions[i] for i in indices)
-        part.spent = 0.0
-        return part
+        return len(self.batches)
 
     def regrouped(self, batches: Iterable) -> TargetLosses:
         """Other ``batches`` of these documents (some of them, or grouped otherwise), sharing the hidden states
@@ -248,10 +238,9 @@ class TargetLosses:
         first = None if layers is None else first_adapted_layer(model, layers)
         nll, tokens = [], []
         with torch.no_grad():
-            shared = first if first and self.positions and self._replay_is_exact(model, layers, first) else None
+            shared = first if first and self.batches and self._replay_is_exact(model, layers, first) else None
             share = 1.0 if shared is None else pass_share(model, shared)
-            for position in self.positions:
-                batch = self.batches[position]
+            for batch in self.batches:
                 inputs = {
                     "input_ids": batch.input_ids.to(device),
                     "attention_mask": batch.attention_mask.to(device),
@@ -300,7 +289,7 @@ class TargetLosses:
         decided under an adapter whose logits are not finite)."""
         self._prefix.bind(layers)
         if first not in self._prefix.exact:
-            batch = self.batches[self.positions[0]]
+            batch = self.batches[0]
             length = min(CHECK_TOKENS, int(batch.attention_mask[0].sum()))
             ids = batch.input_ids[:1, :length].to(next(model.parameters()).device)
             inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "use_cache": False}
